@@ -1,0 +1,41 @@
+# The README's two commands are `make demo` and `make test`; CI runs `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# torch is pinned: this CPU build installs offline; any other version downloads gigabytes.
+TORCH  := torch==2.13.0
+DATA   ?= $(CURDIR)/data/demo
+PORT   ?= 8585
+
+.PHONY: setup test demo lint typecheck bench clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet $(TORCH)
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $@
+
+test: setup
+	$(BIN)/python -m pytest
+
+lint: setup
+	$(BIN)/ruff check rankwise tests benchmarks examples
+	$(BIN)/ruff format --check rankwise tests benchmarks examples
+
+typecheck: setup
+	$(BIN)/mypy
+
+demo: setup
+	RANKWISE_DIR=$(DATA) $(BIN)/torchrun --nproc-per-node=2 examples/ddp_digits.py --epochs 10
+	$(BIN)/rankwise runs --dir $(DATA)
+	$(BIN)/rankwise show --dir $(DATA) --project digits $$(ls -t $(DATA)/digits | head -n 1)
+
+bench: setup
+	$(BIN)/python benchmarks/bench_log.py
+	$(BIN)/python benchmarks/bench_writers.py
+
+clean:
+	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,47 @@
+"""rankwise: experiment tracking built for distributed training.
+
+Call ``rankwise.init()`` on every rank, ``run.log()`` in the loop, ``run.finish()`` at the
+end (or let interpreter exit do it). Read runs back with ``rankwise.Api``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+from .api import Api  # noqa: E402
+from .errors import (  # noqa: E402
+    ConfigError,
+    RankwiseError,
+    RunExistsError,
+    RunNotFoundError,
+    UsageError,
+)
+from .sdk.run import Run  # noqa: E402
+from .sdk.session import finish, init, log  # noqa: E402
+from .settings import Settings  # noqa: E402
+
+__all__ = [
+    "Api",
+    "ConfigError",
+    "RankwiseError",
+    "Run",
+    "RunExistsError",
+    "RunNotFoundError",
+    "Settings",
+    "UsageError",
+    "__version__",
+    "finish",
+    "init",
+    "log",
+    "run",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "run":  # the current run of this process, or None
+        from .sdk import session
+
+        return session.current
+    raise AttributeError(f"module 'rankwise' has no attribute {name!r}")

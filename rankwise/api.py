@@ -1,0 +1,268 @@
+"""Reading runs back: ``rankwise.Api(dir=...)``.
+
+The local reader folds the stream files of a data directory directly (no index, no
+server). Every complete frame of a torn file is used and the damage is reported on the
+stream (``StreamInfo.damage``), never raised.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from .errors import RunNotFoundError, UsageError
+from .stream import records as R
+from .stream.files import list_streams
+from .stream.fold import StreamFold, StreamState, run_state, stream_state
+from .stream.frames import scan
+
+
+@dataclass
+class StreamInfo:
+    """One stream (one process's file) of a run."""
+
+    label: str
+    incarnation: int
+    rank: int
+    local_rank: int
+    node: int
+    host: str
+    pid: int
+    is_primary: bool
+    state: str
+    last_step: int
+    points: int
+    dropped: int
+    started: float | None
+    last_seen: float | None
+    exit_code: int | None
+    signal: int | None
+    error_type: str | None
+    error_message: str | None
+    traceback: str | None
+    damage: str | None
+    path: str
+
+
+class RunInfo:
+    """A run as read back: metadata, state, config, summary, streams and history."""
+
+    def __init__(self, project: str, run_id: str, streams: list[tuple[StreamInfo, StreamFold]]):
+        self.project = project
+        self.id = run_id
+        self._folds = streams
+        self.streams = [s for s, _ in streams]
+        primary = self._primary_start()
+        self.name: str = (primary.name if primary else None) or run_id
+        self.group = primary.group if primary else None
+        self.job_type = primary.job_type if primary else None
+        self.tags: list[str] = list(primary.tags) if primary else []
+        self.notes = primary.notes if primary else None
+        self.run_mode = primary.run_mode if primary else None
+        self.base_id = primary.base_id if primary else None
+        self.world_size = primary.world_size if primary else len(self.streams)
+        self.num_nodes = primary.num_nodes if primary else 1
+        self.state, self.crashed = run_state(
+            StreamState(s.label, s.incarnation, s.is_primary, s.state) for s in self.streams
+        )
+        times = [s.started for s in self.streams if s.started is not None]
+        self.created = min(times) if times else None
+        seen = [s.last_seen for s in self.streams if s.last_seen is not None]
+        self.updated = max(seen) if seen else None
+        self.steps = max((s.last_step for s in self.streams), default=-1) + 1
+
+    def _primary_start(self) -> R.StreamStart | None:
+        starts = [f.start for _, f in self._ordered() if f.start is not None]
+        return starts[-1] if starts else None
+
+    def _ordered(self) -> list[tuple[StreamInfo, StreamFold]]:
+        # Primary last and latest incarnation last, so merges let them win.
+        return sorted(self._folds, key=lambda t: (t[0].is_primary, t[0].incarnation, t[0].label))
+
+    @property
+    def config(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for _, fold in self._ordered():
+            out.update(fold.config)
+        return out
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for _, fold in self._ordered():
+            out.update(fold.summary)
+        return out
+
+    @property
+    def metric_keys(self) -> list[str]:
+        keys: set[str] = set()
+        for _, fold in self._folds:
+            keys |= fold.metric_keys
+        return sorted(keys)
+
+    def history(
+        self, keys: Sequence[str] | None = None, label: str | None = None
+    ) -> list[dict[str, Any]]:
+        """One row per ``log()`` call: ``step``, ``time``, ``label`` and the values.
+
+        ``keys`` keeps only those metrics (rows with none of them are left out);
+        ``label`` keeps one stream (all its incarnations). Rows are sorted by step, then
+        time.
+        """
+        if isinstance(keys, str):
+            keys = [keys]
+        wanted = set(keys) if keys is not None else None
+        rows: list[dict[str, Any]] = []
+        for info in self.streams:
+            if label is not None and info.label != label:
+                continue
+            for rec in _read(Path(info.path))[0]:
+                if type(rec) is not R.Metrics:
+                    continue
+                values = rec.values
+                if wanted is not None:
+                    values = {k: v for k, v in values.items() if k in wanted}
+                    if not values:
+                        continue
+                row: dict[str, Any] = {"step": rec.step, "time": rec.time, "label": info.label}
+                if rec.weight is not None:
+                    row["weight"] = rec.weight
+                row.update(values)
+                rows.append(row)
+        rows.sort(key=lambda r: (r["step"], r["time"]))
+        return rows
+
+    def history_df(self, keys: Sequence[str] | None = None, label: str | None = None) -> Any:
+        """``history()`` as a pandas DataFrame (needs pandas installed)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise UsageError("history_df() needs pandas: pip install pandas") from None
+        return pd.DataFrame(self.history(keys=keys, label=label))
+
+    def __repr__(self) -> str:
+        return f"<rankwise.RunInfo {self.project}/{self.id} {self.state}>"
+
+
+def _read(path: Path) -> tuple[list[R.AnyRecord], str | None]:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return [], f"cannot read: {exc}"
+    result = scan(data)
+    return result.records, (str(result.damage) if result.damage else None)
+
+
+def load_stream(label: str, incarnation: int, path: Path, crash_timeout: float, now: float):  # type: ignore[no-untyped-def]
+    records, damage = _read(path)
+    fold = StreamFold()
+    fold.apply(records)
+    start, fin = fold.start, fold.finish
+    info = StreamInfo(
+        label=label,
+        incarnation=incarnation,
+        rank=start.rank if start else -1,
+        local_rank=start.local_rank if start else -1,
+        node=start.node_rank if start else -1,
+        host=start.host if start else "",
+        pid=start.pid if start else 0,
+        is_primary=start.is_primary if start else False,
+        state=stream_state(fold, now, crash_timeout),
+        last_step=fold.last_step,
+        points=fold.points,
+        dropped=fold.dropped,
+        started=start.time if start else fold.first_time,
+        last_seen=fold.last_time,
+        exit_code=fin.exit_code if fin else None,
+        signal=fin.signal if fin else None,
+        error_type=fin.error_type if fin else None,
+        error_message=fin.error_message if fin else None,
+        traceback=fin.traceback if fin else None,
+        damage=damage,
+        path=str(path),
+    )
+    return info, fold
+
+
+class Api:
+    """Read runs from a data directory: ``Api(dir=...)``.
+
+    ``dir`` defaults to ``RANKWISE_DIR`` or ``./rankwise``. ``crash_timeout`` (seconds) is
+    how old a silent stream's last record must be before it is called crashed.
+    """
+
+    def __init__(
+        self, dir: str | os.PathLike[str] | None = None, crash_timeout: float = 60.0  # noqa: A002
+    ) -> None:
+        self.dir = Path(dir or os.environ.get("RANKWISE_DIR") or "rankwise").expanduser()
+        self.crash_timeout = crash_timeout
+
+    def projects(self) -> list[str]:
+        if not self.dir.is_dir():
+            return []
+        return sorted(
+            p.name
+            for p in self.dir.iterdir()
+            if p.is_dir() and any(c.joinpath("streams").is_dir() for c in p.iterdir())
+        )
+
+    def _run_dirs(self, project: str | None) -> Iterable[tuple[str, Path]]:
+        for proj in [project] if project else self.projects():
+            base = self.dir / proj
+            if not base.is_dir():
+                continue
+            for child in sorted(base.iterdir()):
+                if child.joinpath("streams").is_dir():
+                    yield proj, child
+
+    def _load(self, project: str, path: Path) -> RunInfo:
+        now = time.time()
+        streams = [
+            load_stream(label, inc, p, self.crash_timeout, now)
+            for label, inc, p in list_streams(path / "streams")
+        ]
+        return RunInfo(project, path.name, streams)
+
+    def runs(
+        self,
+        project: str | None = None,
+        group: str | None = None,
+        job_type: str | None = None,
+        state: str | Sequence[str] | None = None,
+        tags: str | Sequence[str] | None = None,
+    ) -> list[RunInfo]:
+        """Runs, newest first, filtered by every argument given (tags: all must match)."""
+        states = {state} if isinstance(state, str) else set(state or ())
+        want_tags = {tags} if isinstance(tags, str) else set(tags or ())
+        out = []
+        for proj, path in self._run_dirs(project):
+            run = self._load(proj, path)
+            if group is not None and run.group != group:
+                continue
+            if job_type is not None and run.job_type != job_type:
+                continue
+            if states and run.state not in states:
+                continue
+            if want_tags and not want_tags <= set(run.tags):
+                continue
+            out.append(run)
+        out.sort(key=lambda r: r.created or 0.0, reverse=True)
+        return out
+
+    def run(self, id: str, project: str | None = None) -> RunInfo:  # noqa: A002
+        """One run by id; ``"project/id"`` also works."""
+        if project is None and "/" in id:
+            project, id = id.split("/", 1)
+        found = [
+            (proj, path) for proj, path in self._run_dirs(project) if path.name == id
+        ]
+        if not found:
+            where = f"project {project!r}" if project else "any project"
+            raise RunNotFoundError(f"no run {id!r} in {where} under {self.dir}")
+        if len(found) > 1:
+            names = ", ".join(f"{p}/{id}" for p, _ in found)
+            raise UsageError(f"run id {id!r} exists in several projects ({names}): pass project=")
+        return self._load(*found[0])

@@ -1,0 +1,120 @@
+"""The ``rankwise`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any, Sequence
+
+from .api import Api, RunInfo
+from .errors import RankwiseError
+
+
+def _ago(t: float | None) -> str:
+    if t is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)).rstrip()]
+    for row in rows:
+        lines.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip())
+    return "\n".join(lines)
+
+
+def _state(run: RunInfo) -> str:
+    if run.crashed:
+        return f"crashed ({', '.join(run.crashed)})"
+    return run.state
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    runs = Api(args.dir).runs(project=args.project)
+    if not runs:
+        print(f"no runs under {Api(args.dir).dir}")
+        return 0
+    rows = [
+        [
+            f"{r.project}/{r.id}" if not args.project else r.id,
+            r.name,
+            _state(r),
+            str(r.world_size),
+            str(len({s.label for s in r.streams})),
+            str(r.steps),
+            _ago(r.created),
+        ]
+        for r in runs
+    ]
+    print(_table(rows, ["id", "name", "state", "ranks", "streams", "steps", "created"]))
+    return 0
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return str(value)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    run = Api(args.dir).run(args.run, project=args.project)
+    print(f"run      {run.project}/{run.id}  ({run.name})")
+    print(f"state    {_state(run)}")
+    print(f"group    {run.group or '-'}   job type {run.job_type or '-'}   "
+          f"tags {', '.join(run.tags) or '-'}")
+    print(f"ranks    {run.world_size} on {run.num_nodes} node(s), mode {run.run_mode}")
+    print(f"created  {_ago(run.created)}   last seen {_ago(run.updated)}")
+    print("\nconfig")
+    for k, v in sorted(run.config.items()):
+        print(f"  {k:<28} {_fmt(v)}")
+    print("\nsummary")
+    for k, v in sorted(run.summary.items()):
+        print(f"  {k:<28} {_fmt(v)}")
+    print("\nstreams")
+    rows = [
+        [s.label, str(s.incarnation), str(s.rank), str(s.node), s.host, str(s.pid), s.state,
+         str(s.last_step), str(s.points), str(s.dropped), s.damage or ""]
+        for s in run.streams
+    ]
+    print(_table(rows, ["label", "inc", "rank", "node", "host", "pid", "state", "last step",
+                        "points", "dropped", "damage"]))
+    for s in run.streams:
+        if s.error_type:
+            print(f"\n{s.label} (incarnation {s.incarnation}) {s.error_type}: {s.error_message}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rankwise", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--dir", default=None, help="data directory (RANKWISE_DIR, ./rankwise)")
+        p.add_argument("--project", default=None, help="only this project")
+
+    p = sub.add_parser("runs", help="list runs")
+    common(p)
+    p.set_defaults(func=cmd_runs)
+    p = sub.add_parser("show", help="config, summary and streams of one run")
+    p.add_argument("run", help="run id (or project/id)")
+    common(p)
+    p.set_defaults(func=cmd_show)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except RankwiseError as exc:
+        print(f"rankwise: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""Every exception rankwise raises, in one tree. Messages name the fix.
+
+::
+
+    RankwiseError
+    ├── UsageError            (also a ValueError) bad arguments to init() and friends
+    │   └── ConfigError       (also a TypeError) a config value that cannot be stored
+    ├── RunNotFoundError      (also a KeyError) Api.run() with an unknown id
+    └── RunExistsError        init(resume="never") for a run that already has data
+
+Problems with *logged data* never raise: they are warned about once and skipped, so a
+tracking problem cannot stop training.
+"""
+
+from __future__ import annotations
+
+
+class RankwiseError(Exception):
+    """Base of every rankwise exception."""
+
+
+class UsageError(RankwiseError, ValueError):
+    """An argument or environment variable has a value rankwise cannot use."""
+
+
+class ConfigError(UsageError, TypeError):
+    """A config value is not JSON-like (str, number, bool, None, list, dict)."""
+
+
+class RunNotFoundError(RankwiseError, KeyError):
+    """No run with that id (in that project) exists in the data directory."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class RunExistsError(RankwiseError):
+    """``resume="never"`` was asked for a run id that already has data."""

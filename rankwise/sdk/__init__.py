@@ -1,0 +1,1 @@
+"""The training-side SDK: runs, rank identity, run modes, exit hooks."""

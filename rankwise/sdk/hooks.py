@@ -1,0 +1,148 @@
+"""Process-level hooks that end every open run with the right state.
+
+==============================  =========================================================
+how the process ends            state recorded
+==============================  =========================================================
+returns / ``sys.exit(0)``       finished (at interpreter exit)
+``sys.exit(n)``, n != 0         failed, exit code n
+uncaught exception              failed, with type, message and traceback
+KeyboardInterrupt (SIGINT)      killed, signal 2
+SIGTERM (torchrun, scancel)     killed, signal 15; then the previous handler runs
+SIGKILL, OOM killer, os._exit   nothing can run: readers see a dead pid or a stale
+                                heartbeat and call the stream crashed
+==============================  =========================================================
+
+Each hook chains to what was installed before it. A forked child drops the parent's runs
+without touching their files.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .run import Run
+
+_open: list[Run] = []
+_installed = False
+_exit_code: Any = None
+_exception: BaseException | None = None
+_lock = threading.Lock()
+
+
+def register(run: Run) -> None:
+    global _installed
+    with _lock:
+        _open.append(run)
+        if _installed:
+            return
+        _installed = True
+    atexit.register(_at_exit)
+    _wrap_excepthook()
+    _wrap_sys_exit()
+    _install_signal(signal.SIGTERM)
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork)
+
+
+def forget(run: Run) -> None:
+    with _lock:
+        if run in _open:
+            _open.remove(run)
+
+
+def open_runs() -> list[Run]:
+    with _lock:
+        return list(_open)
+
+
+def _end_all(state: str, **kwargs: Any) -> None:
+    for run in open_runs():
+        try:
+            run._end(state, **kwargs)
+        except Exception:
+            pass
+
+
+def _at_exit() -> None:
+    if _exception is not None:
+        return  # the excepthook has ended the runs already
+    from .run import exit_code_of
+
+    code = exit_code_of(_exit_code)
+    _end_all("finished" if code == 0 else "failed", exit_code=code)
+
+
+def _wrap_excepthook() -> None:
+    previous = sys.excepthook
+
+    def excepthook(exc_type: Any, exc: BaseException, tb: Any) -> None:
+        global _exception
+        _exception = exc
+        if isinstance(exc, KeyboardInterrupt):
+            _end_all("killed", exit_code=130, signal=2, error=exc)
+        else:
+            _end_all("failed", exit_code=1, error=exc)
+        previous(exc_type, exc, tb)
+
+    sys.excepthook = excepthook
+
+
+def _wrap_sys_exit() -> None:
+    previous = sys.exit
+
+    def exit(code: Any = None) -> None:  # noqa: A001 - mirrors sys.exit
+        global _exit_code
+        _exit_code = code
+        previous(code)
+
+    exit.__doc__ = previous.__doc__
+    sys.exit = exit
+
+
+def _install_signal(signum: int) -> None:
+    if threading.current_thread() is not threading.main_thread():
+        return
+    try:
+        previous = signal.getsignal(signum)
+    except (ValueError, OSError):
+        return
+    if previous is signal.SIG_IGN:
+        return  # the program chose to ignore it: so do we
+
+    def handler(sig: int, frame: Any) -> None:
+        _end_all("killed", exit_code=128 + sig, signal=sig, timeout=_signal_timeout())
+        if callable(previous):
+            previous(sig, frame)
+            return
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+
+    try:
+        signal.signal(signum, handler)
+    except (ValueError, OSError):
+        pass
+
+
+def _signal_timeout() -> float:
+    # torchrun and SLURM follow SIGTERM with SIGKILL after a grace period (30 s by
+    # default for torchrun); leave most of it to the program's own handlers.
+    runs = open_runs()
+    limit = min((r._settings.finish_timeout for r in runs), default=5.0)
+    return min(limit, 5.0)
+
+
+def _after_fork() -> None:
+    global _open, _lock
+    _lock = threading.Lock()
+    for run in _open:
+        run._forked()
+    _open = []
+    from . import session
+
+    session.current = None

@@ -1,0 +1,156 @@
+"""``run.config`` and ``run.summary``: mutable mappings whose changes are recorded."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+import os
+from typing import Any, Callable, Iterator, Mapping, MutableMapping
+
+from ..errors import ConfigError, UsageError
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def to_json_like(value: Any, path: str) -> Any:
+    """``value`` as str / number / bool / None / list / dict, or a ConfigError naming the fix."""
+    if isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, Mapping):
+        return {_key(k, path): to_json_like(v, f"{path}.{k}") for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json_like(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, (set, frozenset)):
+        return [to_json_like(v, f"{path}[]") for v in sorted(value, key=repr)]
+    if isinstance(value, enum.Enum):
+        return to_json_like(value.value, path)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if isinstance(value, argparse.Namespace):
+        return to_json_like(vars(value), path)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return to_json_like(dataclasses.asdict(value), path)
+    item = getattr(value, "item", None)
+    if callable(item) and getattr(value, "ndim", None) == 0:  # numpy / torch scalars
+        try:
+            return to_json_like(item(), path)
+        except Exception:
+            pass
+    raise ConfigError(
+        f"config value {path!r} is a {type(value).__name__}, which cannot be stored: "
+        "use a str, number, bool, None, list or dict (for example str(value))"
+    )
+
+
+def _key(key: Any, path: str) -> str:
+    if isinstance(key, str):
+        return key
+    if isinstance(key, (int, float, bool)):
+        return str(key)
+    raise ConfigError(f"config key {key!r} under {path!r} is not a str: use string keys")
+
+
+def as_config_dict(config: Any) -> dict[str, Any]:
+    """What ``init(config=...)`` accepts: a mapping, argparse.Namespace or dataclass."""
+    if config is None:
+        return {}
+    if isinstance(config, argparse.Namespace):
+        config = vars(config)
+    elif dataclasses.is_dataclass(config) and not isinstance(config, type):
+        config = dataclasses.asdict(config)
+    if not isinstance(config, Mapping):
+        raise ConfigError(
+            f"config must be a dict, argparse.Namespace or dataclass, not "
+            f"{type(config).__name__}"
+        )
+    return {_key(k, "config"): to_json_like(v, str(k)) for k, v in config.items()}
+
+
+class Config(MutableMapping[str, Any]):
+    """``run.config``: a dict whose updates are recorded in the stream.
+
+    Keys also read as attributes (``run.config.lr``).
+    """
+
+    def __init__(self, initial: dict[str, Any], on_change: Callable[[dict[str, Any]], None]):
+        object.__setattr__(self, "_data", dict(initial))
+        object.__setattr__(self, "_on_change", on_change)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._data[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.update({key: value})
+
+    def __delitem__(self, key: str) -> None:
+        raise UsageError("config keys cannot be deleted once recorded; set a new value instead")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def update(self, other: Any = (), /, **kwargs: Any) -> None:  # type: ignore[override]
+        items = as_config_dict(dict(other, **kwargs) if other or kwargs else {})
+        if items:
+            self._data.update(items)
+            self._on_change(items)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self._data[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self[name] = value
+
+    def __repr__(self) -> str:
+        return f"Config({self._data!r})"
+
+
+class Summary(MutableMapping[str, Any]):
+    """``run.summary``: the last logged value of each metric, unless the user set one."""
+
+    def __init__(
+        self,
+        last_values: Callable[[], Mapping[str, Any]],
+        on_change: Callable[[dict[str, Any]], None],
+    ) -> None:
+        self._user: dict[str, Any] = {}
+        self._last_values = last_values
+        self._on_change = on_change
+
+    def _merged(self) -> dict[str, Any]:
+        merged = dict(self._last_values())
+        merged.update(self._user)
+        return merged
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self._user:
+            return self._user[key]
+        return self._last_values()[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.update({key: value})
+
+    def __delitem__(self, key: str) -> None:
+        raise UsageError("summary keys cannot be deleted; set a new value instead")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._merged())
+
+    def __len__(self) -> int:
+        return len(self._merged())
+
+    def update(self, other: Any = (), /, **kwargs: Any) -> None:  # type: ignore[override]
+        raw = dict(other, **kwargs)
+        items = {_key(k, "summary"): to_json_like(v, str(k)) for k, v in raw.items()}
+        if items:
+            self._user.update(items)
+            self._on_change(items)
+
+    def __repr__(self) -> str:
+        return f"Summary({self._merged()!r})"

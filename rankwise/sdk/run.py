@@ -1,0 +1,238 @@
+"""``Run``: what ``rankwise.init()`` returns on every rank.
+
+A recording run owns one stream (one file, one writer thread). A run on a rank that does
+not record under its run mode is falsy and every call on it is a cheap no-op, so
+``if run:`` guards rank-specific work and unguarded ``run.log()`` is harmless.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import traceback as tb_module
+from pathlib import Path
+from typing import Any, Mapping
+
+from .. import _log
+from ..settings import Settings
+from ..stream import records as R
+from .mappings import Config, Summary
+from .writer import StreamWriter
+
+
+
+class Run:
+    """One process's handle on a run. See ``rankwise.init``."""
+
+    def __init__(
+        self,
+        *,
+        start: R.StreamStart,
+        root: Path,
+        settings: Settings,
+        writer: StreamWriter | None,
+        path: Path | None,
+        first_step: int = -1,
+    ) -> None:
+        self._start = start
+        self._settings = settings
+        self._writer = writer
+        self._recording = writer is not None
+        self._closed = writer is None  # log() checks this one flag
+        self._state = "running" if writer is not None else "disabled"
+        self._step = first_step
+        self._warned_closed = False
+        self._warned_step = False
+        self._warned_drop = False
+        self._queue = writer.queue if writer is not None else None
+        self._max_queue = settings.max_queue
+        self.dir = root / start.project / start.run_id
+        self.path = path  # this process's stream file, None when not recording
+        self.config = Config(start.config, self._record_config)
+        self.summary = Summary(self._last_values, self._record_summary)
+
+    # -- identity -----------------------------------------------------------------
+    id = property(lambda self: self._start.run_id, doc="The run id (after the run mode).")
+    name = property(lambda self: self._start.name or self._start.run_id)
+    project = property(lambda self: self._start.project)
+    group = property(lambda self: self._start.group)
+    job_type = property(lambda self: self._start.job_type)
+    tags = property(lambda self: tuple(self._start.tags))
+    notes = property(lambda self: self._start.notes)
+    label = property(lambda self: self._start.label, doc="This process's stream label.")
+    incarnation = property(lambda self: self._start.incarnation)
+    rank = property(lambda self: self._start.rank)
+    world_size = property(lambda self: self._start.world_size)
+    local_rank = property(lambda self: self._start.local_rank)
+    local_world_size = property(lambda self: self._start.local_world_size)
+    node_rank = property(lambda self: self._start.node_rank)
+    num_nodes = property(lambda self: self._start.num_nodes)
+    is_primary = property(lambda self: self._start.is_primary)
+    run_mode = property(lambda self: self._start.run_mode)
+    rank_scope = property(lambda self: self._start.rank_scope)
+    step = property(lambda self: self._step, doc="The last step logged by this process.")
+    state = property(lambda self: self._state)
+
+    def __bool__(self) -> bool:
+        return self._recording
+
+    def __repr__(self) -> str:
+        what = self.label if self._recording else "not recording"
+        return f"<rankwise.Run {self.project}/{self.id} {what} {self._state}>"
+
+    # -- logging --------------------------------------------------------------------
+    def log(self, data: Mapping[str, Any], step: int | None = None, weight: Any = None) -> None:
+        """Record ``data`` (metric name → number) at ``step`` (default: the next step).
+
+        Costs a dict copy and a queue append; values are checked and written by the
+        writer thread. Never raises because of the data.
+        """
+        if self._closed:
+            return self._log_closed()
+        if step is None:
+            step = self._step + 1
+        elif step.__class__ is not int or step < self._step:
+            step = self._odd_step(step)
+        self._step = step
+        queue = self._queue
+        if len(queue) >= self._max_queue:  # type: ignore[arg-type]
+            return self._drop(data)
+        try:
+            queue.append((time.time(), step, weight, dict(data)))  # type: ignore[union-attr]
+        except (TypeError, ValueError):
+            _log.warn(f"log() takes a mapping of metric name to number, not {type(data).__name__}")
+
+    def _odd_step(self, step: Any) -> int:
+        try:
+            value = int(step)
+            if value != step:
+                raise ValueError
+        except (TypeError, ValueError, OverflowError):
+            _log.warn(f"log() step={step!r} is not an integer: using step {self._step + 1}")
+            return self._step + 1
+        if value < self._step and not self._warned_step:
+            self._warned_step = True
+            _log.warn(
+                f"log() step {value} is lower than the last step {self._step} of stream "
+                f"{self.label!r}: the values are kept, and charts by step will fold back "
+                "(shown once per run)"
+            )
+        return value
+
+    def _drop(self, data: Mapping[str, Any]) -> None:
+        writer = self._writer
+        assert writer is not None
+        try:
+            writer.dropped += len(data)
+        except TypeError:
+            writer.dropped += 1
+        if not self._warned_drop:
+            self._warned_drop = True
+            _log.warn(
+                f"{self._max_queue} log() calls are waiting for the writer: dropping values "
+                "(counted in the stream's 'dropped') instead of slowing training. Raise "
+                "settings max_queue or log less often."
+            )
+
+    def _log_closed(self) -> None:
+        if self._recording and not self._warned_closed:
+            self._warned_closed = True
+            _log.warn(
+                f"run {self.id!r} is {self._state}: log() ignored. Call rankwise.init() "
+                "to start a new run."
+            )
+
+    def _record_config(self, items: dict[str, Any]) -> None:
+        if self._writer is not None and not self._closed:
+            self._writer.put_control(lambda seq, t: R.ConfigUpdate(seq, t, items))
+
+    def _record_summary(self, items: dict[str, Any]) -> None:
+        if self._writer is not None and not self._closed:
+            self._writer.put_control(lambda seq, t: R.SummaryUpdate(seq, t, items))
+
+    def _last_values(self) -> Mapping[str, Any]:
+        writer = self._writer
+        if writer is None:
+            return {}
+        if not self._closed:
+            writer.sync(timeout=2.0)
+        return writer.last_values
+
+    # -- ending -------------------------------------------------------------------
+    def finish(self, exit_code: int = 0) -> None:
+        """End this process's stream: ``finished`` for 0, ``failed`` otherwise.
+
+        Waits at most ``settings.finish_timeout`` seconds for the writer.
+        """
+        state = "finished" if exit_code == 0 else "failed"
+        self._end(state, exit_code=int(exit_code))
+
+    def _end(
+        self,
+        state: str,
+        exit_code: int = 0,
+        signal: int | None = None,
+        error: BaseException | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._state = state
+        writer = self._writer
+        assert writer is not None
+        record = R.Finish(0, time.time(), state, exit_code=exit_code, signal=signal)
+        if error is not None:
+            record.error_type = type(error).__qualname__
+            record.error_message = str(error)
+            record.traceback = "".join(tb_module.format_exception(error))
+        from . import hooks
+
+        hooks.forget(self)
+        limit = self._settings.finish_timeout if timeout is None else timeout
+        if not writer.close(record, limit):
+            left = len(writer.queue)
+            _log.warn(
+                f"stream {self.label!r} of run {self.id!r} was not fully written within "
+                f"{limit:.0f}s ({left} log calls still queued); what reached "
+                f"{self.path} is kept"
+            )
+
+    def _forked(self) -> None:
+        """Called in a forked child: the child must never write its parent's stream."""
+        self._closed = True
+        self._recording = False
+        self._writer = None
+        self._queue = None
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is None:
+            self.finish()
+        elif isinstance(exc, KeyboardInterrupt):
+            self._end("killed", exit_code=130, signal=2, error=exc)
+        elif isinstance(exc, SystemExit):
+            code = exit_code_of(exc.code)
+            self._end("finished" if code == 0 else "failed", exit_code=code)
+        else:
+            self._end("failed", exit_code=1, error=exc)
+
+
+def exit_code_of(code: Any) -> int:
+    """What the interpreter's exit status will be for ``sys.exit(code)``."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    return 1
+
+
+def process_start_time() -> float:
+    try:
+        import psutil
+
+        return float(psutil.Process(os.getpid()).create_time())
+    except Exception:
+        return 0.0

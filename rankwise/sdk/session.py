@@ -1,0 +1,201 @@
+"""``rankwise.init()`` and the process's current run (``rankwise.run``/``log``/``finish``)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from .. import __version__, _log
+from ..dist import agree_base_id, check_id, detect
+from ..errors import RunExistsError, UsageError
+from ..modes import place
+from ..settings import Settings, env_flag
+from ..stream import records as R
+from ..stream.files import create_stream_file, list_streams, streams_dir
+from ..stream.frames import scan
+from . import hooks
+from .mappings import as_config_dict
+from .run import Run, process_start_time
+from .writer import StreamWriter
+
+current: Run | None = None
+_warned_no_run = False
+
+RESUME = ("allow", "must", "never")
+
+
+def init(
+    project: str | None = None,
+    name: str | None = None,
+    id: str | None = None,  # noqa: A002 - the public name users know
+    group: str | None = None,
+    job_type: str | None = None,
+    tags: Sequence[str] | None = None,
+    notes: str | None = None,
+    config: Any = None,
+    run_mode: str = "auto",
+    rank_scope: str = "global",
+    dir: str | os.PathLike[str] | None = None,  # noqa: A002
+    resume: str = "allow",
+    label: str | None = None,
+    settings: Settings | Mapping[str, Any] | None = None,
+) -> Run:
+    """Start (or continue) a run on this process; call it on every rank.
+
+    ``project`` defaults to ``RANKWISE_PROJECT`` or ``"default"``; ``dir`` to
+    ``RANKWISE_DIR`` or ``./rankwise``; ``id`` (the *base* id the run mode builds on) to
+    ``RANKWISE_RUN_ID`` or an id all ranks of this launch agree on by themselves.
+    ``label`` may use ``{rank}``, ``{local_rank}`` and ``{node}``. ``resume`` is
+    ``allow`` (continue a run that exists, as a new incarnation), ``must`` or ``never``.
+    Returns a ``Run`` that is falsy on processes that do not record under ``run_mode``.
+    """
+    global current
+    env = os.environ
+    opts = Settings.resolve(settings, env)
+    project = check_id(project or env.get("RANKWISE_PROJECT") or "default", "project")
+    if resume not in RESUME:
+        raise UsageError(f"resume={resume!r} is not one of {', '.join(RESUME)}")
+    tag_list = _tags(tags)
+    config_dict = as_config_dict(config)
+    root = Path(dir or env.get("RANKWISE_DIR") or "rankwise").expanduser().absolute()
+
+    if current is not None:
+        current.finish()  # one current run per process, as in the other trackers
+
+    ident = detect(env)
+    base = id or env.get("RANKWISE_RUN_ID") or None
+    base = check_id(base) if base else agree_base_id(ident, env, opts.store_timeout)
+    if label is not None:
+        try:
+            label = label.format(rank=ident.rank, local_rank=ident.local_rank, node=ident.node_rank)
+        except (KeyError, IndexError, ValueError):
+            raise UsageError(
+                f"label={label!r}: only {{rank}}, {{local_rank}} and {{node}} can be filled in"
+            ) from None
+    where = place(base, ident, run_mode, rank_scope, group, label)
+
+    start = R.StreamStart(
+        seq=0,
+        time=0.0,
+        project=project,
+        run_id=where.run_id,
+        label=where.label,
+        incarnation=0,
+        name=name,
+        group=where.group,
+        job_type=job_type,
+        tags=tag_list,
+        notes=notes,
+        run_mode=run_mode,
+        rank_scope=rank_scope,
+        base_id=base,
+        is_primary=where.is_primary,
+        rank=ident.rank,
+        world_size=ident.world_size,
+        local_rank=ident.local_rank,
+        local_world_size=ident.local_world_size,
+        node_rank=ident.node_rank,
+        num_nodes=ident.num_nodes,
+        launcher=ident.launcher,
+        heartbeat_interval=opts.heartbeat_interval,
+        config=config_dict,
+        rankwise_version=__version__,
+    )
+    if env_flag("RANKWISE_DISABLED", env) or not where.records:
+        run = Run(start=start, root=root, settings=opts, writer=None, path=None)
+        current = run
+        return run
+
+    directory = streams_dir(root, project, where.run_id)
+    existing = [inc for lab, inc, _ in list_streams(directory) if lab == where.label]
+    if resume == "never" and existing and ident.restart_count == 0:
+        raise RunExistsError(
+            f"run {where.run_id!r} of project {project!r} already has stream "
+            f"{where.label!r} in {directory}: pass resume='allow' to continue it, or a "
+            "new id"
+        )
+    if resume == "must" and not list_streams(directory):
+        raise UsageError(
+            f"resume='must' but run {where.run_id!r} has no data in {directory}: check "
+            "id= and dir=, or pass resume='allow'"
+        )
+    fd, path, incarnation = create_stream_file(directory, where.label, ident.restart_count)
+    first_step = _previous_last_step(directory, where.label, incarnation)
+
+    import time
+
+    start.incarnation = incarnation
+    start.time = time.time()
+    start.host = socket.gethostname()
+    start.pid = os.getpid()
+    start.pid_start_time = process_start_time()
+    start.python = platform.python_version()
+    start.platform = platform.platform()
+    start.argv = [str(a) for a in sys.argv]
+    writer = StreamWriter(fd, start, opts.flush_interval, opts.heartbeat_interval, opts.fsync)
+    run = Run(
+        start=start, root=root, settings=opts, writer=writer, path=path, first_step=first_step
+    )
+    writer.start()
+    hooks.register(run)
+    current = run
+    return run
+
+
+def _tags(tags: Sequence[str] | None) -> list[str]:
+    if tags is None:
+        return []
+    if isinstance(tags, str):
+        return [tags]
+    out = []
+    for tag in tags:
+        if not isinstance(tag, str):
+            raise UsageError(f"tags must be strings; got {tag!r}")
+        out.append(tag)
+    return out
+
+
+def _previous_last_step(directory: Path, label: str, incarnation: int) -> int:
+    """Where step=None continues from in a new incarnation: the last one's last step."""
+    earlier = [(inc, p) for lab, inc, p in list_streams(directory) if lab == label]
+    earlier = [(inc, p) for inc, p in earlier if inc < incarnation]
+    if not earlier:
+        return -1
+    try:
+        records = scan(max(earlier)[1].read_bytes()).records
+    except OSError:
+        return -1
+    last = -1
+    for rec in records:
+        if isinstance(rec, R.Metrics) and rec.step > last:
+            last = rec.step
+    return last
+
+
+def log(data: Mapping[str, Any], step: int | None = None, weight: Any = None) -> None:
+    """``run.log()`` on the current run of this process."""
+    run = current
+    if run is None:
+        return _no_run("log")
+    run.log(data, step=step, weight=weight)
+
+
+def finish(exit_code: int = 0) -> None:
+    """``run.finish()`` on the current run of this process."""
+    global current
+    run = current
+    if run is None:
+        return
+    run.finish(exit_code)
+    current = None
+
+
+def _no_run(what: str) -> None:
+    global _warned_no_run
+    if not _warned_no_run:
+        _warned_no_run = True
+        _log.warn(f"rankwise.{what}() before rankwise.init(): ignored. Call rankwise.init() first.")

@@ -1,0 +1,104 @@
+"""Turning what users pass to ``log()`` into numbers; runs on the writer thread.
+
+Accepted as they are: ``bool``, ``int``, ``float`` (NaN and ±Inf included), numpy scalars
+and 0-d arrays, torch tensors with one element (CPU or CUDA; read here, on the writer
+thread, so the training thread never waits for the device), and any ``numbers.Real``.
+Nested mappings are flattened with ``/`` (``{"train": {"loss": x}}`` → ``train/loss``).
+Anything else is skipped with one warning per key; the rest of the call is kept.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Callable, Mapping
+
+Number = bool | int | float
+_INT64 = 2**63
+_PLAIN = (float, int, bool)
+
+
+def to_number(value: Any) -> Number | None:
+    """The number ``value`` stands for, or None when it is not one."""
+    cls = value.__class__
+    if cls is float or cls is bool:
+        return value  # type: ignore[no-any-return]
+    if cls is int:
+        return value if -_INT64 <= value < _INT64 else float(value)  # type: ignore[no-any-return]
+    item = getattr(value, "item", None)
+    if item is not None and callable(item):
+        # numpy scalars / arrays and torch tensors: exactly one element
+        size = getattr(value, "size", None)
+        numel = getattr(value, "numel", None)
+        try:
+            n = numel() if callable(numel) else (size if isinstance(size, int) else 1)
+            if n != 1:
+                return None
+            if hasattr(value, "detach"):
+                value = value.detach()
+            out = item()
+        except Exception:
+            return None
+        return to_number(out) if out.__class__ in _PLAIN else _real(out)
+    return _real(value)
+
+
+def _real(value: Any) -> Number | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, numbers.Integral):
+        return to_number(int(value))
+    if isinstance(value, numbers.Real):
+        try:
+            return float(value)
+        except (TypeError, ValueError, OverflowError):
+            return None
+    return None
+
+
+def _describe(value: Any) -> str:
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"a {type(value).__name__} ({text})"
+
+
+def coerce(
+    data: Mapping[Any, Any],
+    warn_once: Callable[[str, str], None],
+    prefix: str = "",
+    out: dict[str, Number] | None = None,
+) -> dict[str, Number]:
+    """Metric values of one ``log()`` call as ``{str: number}``; warns about the rest."""
+    if out is None:
+        out = {}
+    for key, value in data.items():
+        if key.__class__ is not str:
+            if isinstance(key, str):
+                key = str(key)
+            else:
+                warn_once(
+                    f"key:{key!r}",
+                    f"log() key {key!r} is a {type(key).__name__}, not a str: skipped. "
+                    "Use string keys such as 'train/loss'.",
+                )
+                continue
+        name = prefix + key
+        cls = value.__class__
+        if cls is float or cls is bool or (cls is int and -_INT64 <= value < _INT64):
+            out[name] = value
+            continue
+        if isinstance(value, Mapping):
+            coerce(value, warn_once, name + "/", out)
+            continue
+        number = to_number(value)
+        if number is None:
+            warn_once(
+                f"value:{name}",
+                f"log() value for key {name!r} is {_describe(value)}, not a number: skipped "
+                "(this warning is shown once per key). Log int, float, bool, a numpy scalar "
+                "or a one-element tensor.",
+            )
+            continue
+        out[name] = number
+    return out
+

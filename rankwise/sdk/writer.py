@@ -1,0 +1,245 @@
+"""The writer thread: turns what ``log()`` queued into frames appended to the stream file.
+
+The training thread only appends to ``StreamWriter.queue`` (a ``collections.deque``,
+whose ``append`` and ``popleft`` are atomic); everything else — coercing values,
+numbering records, encoding, I/O, heartbeats — happens here. Invariants:
+
+* ``seq`` numbers the records of the file 0, 1, 2, ... in the order they are appended.
+* A frame is appended whole or, if the write fails part-way, the file is truncated back
+  to the last whole frame and the frame is retried later, so a failing disk never leaves
+  a torn frame in the middle of a file. Frames that cannot be written are kept (bounded)
+  and retried; past the bound they are dropped and counted.
+* The thread is a daemon and ``close()`` waits for it at most ``timeout`` seconds, so a
+  hung filesystem cannot hang interpreter exit.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from typing import Any, Callable
+
+from .. import _log
+from ..stream import records as R
+from ..stream.frames import encode_frame
+from .values import coerce
+
+# Records per frame: keeps frames (and the writer's working memory) bounded.
+_FRAME_RECORDS = 4096
+# Encoded bytes kept for retry while the file cannot be written.
+_MAX_BACKLOG = 64 * 1024 * 1024
+
+
+class Control:
+    """A non-metrics item on the queue: builds its record once ``seq`` is known."""
+
+    __slots__ = ("time", "build")
+
+    def __init__(self, build: Callable[[int, float], R.Record]) -> None:
+        self.time = time.time()
+        self.build = build
+
+
+class StreamWriter:
+    def __init__(
+        self,
+        fd: int,
+        start: R.StreamStart,
+        flush_interval: float,
+        heartbeat_interval: float,
+        fsync: bool = False,
+        on_flush: Callable[[], None] | None = None,
+    ) -> None:
+        self.fd = fd
+        self.queue: deque[Any] = deque()
+        self.last_values: dict[str, Any] = {}  # for run.summary
+        self.last_step = -1
+        self.dropped = 0  # incremented by the training thread only
+        self.written_seq = -1  # last seq handed to the OS
+        self._seq = 0
+        self._flush_interval = flush_interval
+        self._heartbeat_interval = heartbeat_interval
+        self._fsync = fsync
+        self._on_flush = on_flush
+        self._backlog: deque[tuple[bytes, int]] = deque()  # (frame, last seq in it)
+        self._backlog_bytes = 0
+        self._size = os.lseek(fd, 0, os.SEEK_END)
+        self._warned: set[str] = set()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._last_heartbeat = time.time()
+        self._finish: R.Finish | None = None
+        self._thread = threading.Thread(target=self._run, name="rankwise-writer", daemon=True)
+        # The first record is written synchronously: the stream exists once init() returns.
+        self._append([start])
+        self._seq = 1
+
+    # -- training-thread side -------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def put_control(self, build: Callable[[int, float], R.Record]) -> None:
+        self.queue.append(Control(build))
+
+    def sync(self, timeout: float = 5.0) -> bool:
+        """Wait until everything queued before this call has been written."""
+        if not self._thread.is_alive():
+            return False
+        event = threading.Event()
+        self.queue.append(event)
+        self._wake.set()
+        return event.wait(timeout)
+
+    def close(self, finish: R.Finish, timeout: float) -> bool:
+        """Write ``finish`` after everything queued; True when all of it reached the file."""
+        self._finish = finish
+        self._stop.set()
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        elif not self._done.is_set():
+            self._run()  # never started (e.g. closed right after init)
+        return self._done.is_set() and not self._backlog
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    # -- writer thread ------------------------------------------------------------------
+    def warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            _log.warn(message)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self._wake.wait(self._flush_interval)
+                self._wake.clear()
+                self._drain()
+                now = time.time()
+                if now - self._last_heartbeat >= self._heartbeat_interval:
+                    self._last_heartbeat = now
+                    beat = R.Heartbeat(self._take_seq(), now, self.last_step, self.dropped)
+                    self._emit([beat], fsync=True)
+            self._drain()
+            if self._finish is not None:
+                f = self._finish
+                f.last_step, f.dropped = self.last_step, self.dropped
+                f.seq = self._take_seq()
+                self._emit([f], fsync=True)
+                self._retry_backlog()
+                if self._fsync:
+                    _quiet(os.fsync, self.fd)
+        except Exception as exc:  # never let the thread die silently
+            _log.warn(f"stream writer stopped: {exc!r}; values logged after this are lost")
+        finally:
+            self._done.set()
+            _quiet(os.close, self.fd)
+
+    def _take_seq(self) -> int:
+        seq = self._seq
+        self._seq += 1
+        return seq
+
+    def _drain(self) -> None:
+        queue = self.queue
+        while queue:
+            batch: list[R.AnyRecord] = []
+            events: list[threading.Event] = []
+            while queue and len(batch) < _FRAME_RECORDS:
+                item = queue.popleft()
+                cls = item.__class__
+                if cls is tuple:
+                    t, step, weight, data = item
+                    values = coerce(data, self.warn_once)
+                    if not values:
+                        continue
+                    self.last_values.update(values)
+                    if step > self.last_step:
+                        self.last_step = step
+                    batch.append(R.Metrics(self._seq, t, step, values, _weight(weight, self)))
+                    self._seq += 1
+                elif cls is Control:
+                    try:
+                        batch.append(item.build(self._seq, item.time))  # type: ignore[arg-type]
+                    except Exception as exc:
+                        _log.warn(f"could not record an update: {exc!r}")
+                        continue
+                    self._seq += 1
+                elif cls is threading.Event:
+                    events.append(item)
+            if batch:
+                self._emit(batch)
+            for event in events:
+                event.set()
+
+    def _emit(self, batch: list[R.AnyRecord], fsync: bool = False) -> None:
+        frame = encode_frame(batch)
+        self._backlog.append((frame, batch[-1].seq))
+        self._backlog_bytes += len(frame)
+        self._retry_backlog()
+        while self._backlog_bytes > _MAX_BACKLOG and len(self._backlog) > 1:
+            lost, _ = self._backlog.popleft()
+            self._backlog_bytes -= len(lost)
+            self.dropped += 1
+            self.warn_once("backlog", "stream file cannot be written; dropping frames")
+        if fsync and self._fsync:
+            _quiet(os.fsync, self.fd)
+        if self._on_flush is not None:
+            self._on_flush()
+
+    def _retry_backlog(self) -> None:
+        while self._backlog:
+            frame, last_seq = self._backlog[0]
+            if not self._append_bytes(frame):
+                return
+            self._backlog.popleft()
+            self._backlog_bytes -= len(frame)
+            self.written_seq = last_seq
+
+    def _append(self, batch: list[R.AnyRecord]) -> None:
+        frame = encode_frame(batch)
+        if self._append_bytes(frame):
+            self.written_seq = batch[-1].seq
+        else:
+            self._backlog.append((frame, batch[-1].seq))
+            self._backlog_bytes += len(frame)
+
+    def _append_bytes(self, frame: bytes) -> bool:
+        view = memoryview(frame)
+        written = 0
+        try:
+            while written < len(view):
+                written += os.write(self.fd, view[written:])
+        except OSError as exc:
+            self.warn_once(
+                f"oserror:{exc.errno}",
+                f"cannot append to the stream file ({exc}); keeping data in memory and retrying",
+            )
+            if written:
+                _quiet(os.ftruncate, self.fd, self._size)
+            return False
+        self._size += written
+        return True
+
+
+def _weight(weight: Any, writer: StreamWriter) -> float | None:
+    if weight is None:
+        return None
+    try:
+        w = float(weight)
+    except (TypeError, ValueError):
+        writer.warn_once("weight", f"log() weight={weight!r} is not a number: ignored")
+        return None
+    return w
+
+
+def _quiet(fn: Callable[..., Any], *args: Any) -> None:
+    try:
+        fn(*args)
+    except OSError:
+        pass

@@ -1,0 +1,157 @@
+"""What a stream's records add up to, and the states of streams and runs.
+
+``StreamFold`` is applied record by record, in ``seq`` order; the same fold serves the
+local reader and the server's ingester, so both tell the same story of a run.
+
+A stream's state is its ``Finish`` record's state; without one it is *running* while its
+process can be seen alive (same host, same pid and start time) or its last record is
+younger than the crash timeout, and *crashed* otherwise. A run's state looks at the
+latest incarnation of each stream: *crashed* when any of them crashed (those ranks are
+named), otherwise the primary stream's state — except that a primary *killed* while
+another rank *failed* makes the run *failed*, because that failure is what the launcher
+killed the job for.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from . import records as R
+
+
+@dataclass
+class StreamFold:
+    start: R.StreamStart | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    user_summary: dict[str, Any] = field(default_factory=dict)
+    last_values: dict[str, Any] = field(default_factory=dict)
+    metric_keys: set[str] = field(default_factory=set)
+    last_seq: int = -1
+    first_time: float | None = None
+    last_time: float | None = None
+    last_step: int = -1
+    metrics_records: int = 0
+    points: int = 0
+    dropped: int = 0
+    finish: R.Finish | None = None
+
+    def apply(self, records: Iterable[R.AnyRecord]) -> None:
+        for rec in records:
+            if rec.seq <= self.last_seq:
+                continue  # already folded: replays are harmless
+            self.last_seq = rec.seq
+            if self.first_time is None:
+                self.first_time = rec.time
+            if self.last_time is None or rec.time > self.last_time:
+                self.last_time = rec.time
+            cls = type(rec)
+            if cls is R.Metrics:
+                self.metrics_records += 1
+                self.points += len(rec.values)
+                self.last_values.update(rec.values)
+                self.metric_keys.update(rec.values)
+                if rec.step > self.last_step:
+                    self.last_step = rec.step
+            elif cls is R.StreamStart:
+                self.start = rec
+                self.config = dict(rec.config)
+            elif cls is R.ConfigUpdate:
+                self.config.update(rec.items)
+            elif cls is R.SummaryUpdate:
+                self.user_summary.update(rec.items)
+            elif cls is R.Heartbeat:
+                self.dropped = max(self.dropped, rec.dropped)
+            elif cls is R.Dropped:
+                self.dropped = max(self.dropped, rec.count)
+            elif cls is R.Finish:
+                self.finish = rec
+                self.dropped = max(self.dropped, rec.dropped)
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        out = dict(self.last_values)
+        out.update(self.user_summary)
+        return out
+
+
+_HOST = socket.gethostname()
+
+
+def process_alive(host: str, pid: int, start_time: float) -> bool | None:
+    """True/False when the writing process can be checked from here, else None."""
+    if host != _HOST or pid <= 0:
+        return None
+    try:
+        import psutil
+    except ImportError:
+        return None
+    try:
+        proc = psutil.Process(pid)
+        if start_time and abs(proc.create_time() - start_time) > 1.0:
+            return False  # the pid now belongs to another process
+        return bool(proc.status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True
+    except Exception:
+        return None
+
+
+def stream_state(fold: StreamFold, now: float, crash_timeout: float) -> str:
+    if fold.finish is not None:
+        return fold.finish.state
+    start = fold.start
+    age = float("inf") if fold.last_time is None else now - fold.last_time
+    if start is None:
+        return "crashed" if age > crash_timeout else "running"
+    alive = process_alive(start.host, start.pid, start.pid_start_time)
+    if alive is True:
+        return "running"
+    # A dead pid is trusted once the heartbeat is late too: a same-named host in another
+    # pid namespace (a container) must not turn a live stream crashed.
+    if alive is False and age > 2 * start.heartbeat_interval + 1.0:
+        return "crashed"
+    return "crashed" if age > max(crash_timeout, 3 * start.heartbeat_interval) else "running"
+
+
+@dataclass
+class StreamState:
+    """The minimum ``run_state`` needs to know of a stream."""
+
+    label: str
+    incarnation: int
+    is_primary: bool
+    state: str
+
+
+def latest(streams: Iterable[StreamState]) -> list[StreamState]:
+    """The latest incarnation of each label."""
+    best: dict[str, StreamState] = {}
+    for s in streams:
+        if s.label not in best or s.incarnation > best[s.label].incarnation:
+            best[s.label] = s
+    return [best[k] for k in sorted(best)]
+
+
+def run_state(streams: Iterable[StreamState]) -> tuple[str, list[str]]:
+    """The run's state and the labels of its crashed streams (see the module docstring)."""
+    current = latest(streams)
+    if not current:
+        return "running", []
+    crashed = [s.label for s in current if s.state == "crashed"]
+    if crashed:
+        return "crashed", crashed
+    primaries = [s for s in current if s.is_primary]
+    states = {s.state for s in current}
+    if primaries:
+        state = primaries[0].state
+    elif "running" in states:
+        state = "running"
+    else:
+        state = next(s for s in ("failed", "killed", "finished") if s in states)
+    if state == "killed" and "failed" in states:
+        state = "failed"
+    return state, []

@@ -1,0 +1,163 @@
+"""The record types: one schema for the stream file, the upload body and the store input.
+
+Every record is a msgspec ``Struct`` encoded as a MessagePack array whose first element
+is the record's tag (a small int) and whose second is ``seq``, the record's position in
+its stream (0, 1, 2, ... with no gaps). Fields are only ever *appended* to a record type,
+with a default, so an old reader skips what it does not know and a new reader fills in
+the default for an old file; ``SCHEMA_VERSION`` (carried by every frame) says which
+generation of this module wrote a frame.
+
+Values that travel in ``Metrics.values`` have already been coerced to ``float`` / ``int``
+/ ``bool`` by the writer thread (see ``rankwise.sdk.values``); NaN and ±Inf are kept.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import msgspec
+
+SCHEMA_VERSION = 1
+
+Number = Union[bool, int, float]
+Json = Any  # config and summary values: str, number, bool, None, list, dict
+
+
+class Record(msgspec.Struct, array_like=True, tag_field="t", omit_defaults=False):
+    """Base of every record. ``seq`` is per stream; ``time`` is Unix seconds."""
+
+    seq: int
+    time: float
+
+
+class StreamStart(Record, tag=1):
+    """First record of every stream: who is writing, into which run, and with what config."""
+
+    project: str
+    run_id: str
+    label: str
+    incarnation: int
+    name: str | None = None
+    group: str | None = None
+    job_type: str | None = None
+    tags: list[str] = []
+    notes: str | None = None
+    run_mode: str = "auto"
+    rank_scope: str = "global"
+    base_id: str = ""
+    is_primary: bool = True
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+    local_world_size: int = 1
+    node_rank: int = 0
+    num_nodes: int = 1
+    launcher: str = "none"
+    host: str = ""
+    pid: int = 0
+    pid_start_time: float = 0.0
+    heartbeat_interval: float = 5.0
+    config: dict[str, Json] = {}
+    python: str = ""
+    platform: str = ""
+    argv: list[str] = []
+    rankwise_version: str = ""
+
+
+class Metrics(Record, tag=2):
+    """One ``run.log()`` call. ``weight`` applies to every value of the call."""
+
+    step: int
+    values: dict[str, Number]
+    weight: float | None = None
+
+
+class ConfigUpdate(Record, tag=3):
+    """Config keys set after ``init()``; later updates win."""
+
+    items: dict[str, Json]
+
+
+class SummaryUpdate(Record, tag=4):
+    """Summary keys the user set explicitly; they win over the last logged value."""
+
+    items: dict[str, Json]
+
+
+class Heartbeat(Record, tag=5):
+    """Written every ``heartbeat_interval`` seconds while the stream is open."""
+
+    last_step: int = -1
+    dropped: int = 0
+
+
+class Finish(Record, tag=6):
+    """Last record of a stream that ended on purpose (or by an exception or a signal)."""
+
+    state: str  # finished | failed | killed
+    exit_code: int = 0
+    signal: int | None = None
+    error_type: str | None = None
+    error_message: str | None = None
+    traceback: str | None = None
+    last_step: int = -1
+    dropped: int = 0
+
+
+class Console(Record, tag=7):
+    """Lines a process printed. ``stream`` is ``stdout`` or ``stderr``."""
+
+    stream: str
+    lines: list[str]
+
+
+class System(Record, tag=8):
+    """One sample of system metrics; keys name the node / GPU (``node/cpu_percent``)."""
+
+    values: dict[str, Number]
+
+
+class Stall(Record, tag=9):
+    """The watchdog saw no ``log()`` for ``idle_seconds``; ``stacks`` are per thread."""
+
+    idle_seconds: float
+    where: str = ""
+    stacks: dict[str, str] = {}
+    cleared: bool = False
+
+
+class Dropped(Record, tag=10):
+    """Values dropped because the client's memory bound was hit (cumulative count)."""
+
+    count: int
+
+
+AnyRecord = Union[
+    StreamStart, Metrics, ConfigUpdate, SummaryUpdate, Heartbeat, Finish, Console, System,
+    Stall, Dropped,
+]
+
+RECORD_TYPES: tuple[type[Record], ...] = (
+    StreamStart, Metrics, ConfigUpdate, SummaryUpdate, Heartbeat, Finish, Console, System,
+    Stall, Dropped,
+)
+
+# The payload of one frame: [schema version, [record, record, ...]].
+Payload = tuple[int, list[AnyRecord]]
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(Payload)
+
+
+def encode_payload(records: list[AnyRecord]) -> bytes:
+    """Encode records as one frame payload."""
+    return _encoder.encode((SCHEMA_VERSION, records))
+
+
+def decode_payload(data: bytes | memoryview) -> list[AnyRecord]:
+    """Decode one frame payload; raises ``msgspec.DecodeError`` on bad input."""
+    _version, records = _decoder.decode(data)
+    return records
+
+
+STATES = ("running", "finished", "failed", "killed", "crashed")
