@@ -48,6 +48,9 @@ class Run:
         self._max_queue = settings.max_queue
         self.dir = root / start.project / start.run_id
         self.path = path  # this process's stream file, None when not recording
+        # Helpers that live as long as the stream (uploader, samplers, console capture):
+        # each has stop(deadline) and is stopped by _end(), before or after the writer.
+        self._components: list[tuple[Any, bool]] = []
         self.config = Config(start.config, self._record_config)
         self.summary = Summary(self._last_values, self._record_summary)
 
@@ -190,13 +193,34 @@ class Run:
 
         hooks.forget(self)
         limit = self._settings.finish_timeout if timeout is None else timeout
-        if not writer.close(record, limit):
+        deadline = time.monotonic() + limit
+        self._stop_components(after_writer=False, deadline=deadline)
+        if not writer.close(record, max(0.0, deadline - time.monotonic())):
             left = len(writer.queue)
             _log.warn(
                 f"stream {self.label!r} of run {self.id!r} was not fully written within "
                 f"{limit:.0f}s ({left} log calls still queued); what reached "
                 f"{self.path} is kept"
             )
+        self._stop_components(after_writer=True, deadline=deadline)
+
+    def add_component(self, component: Any, after_writer: bool = False) -> None:
+        """Attach something with ``stop(deadline)`` to this run's lifetime.
+
+        ``after_writer=False`` components are stopped before the finish record is
+        written (so what they flush lands in the stream); ``True`` ones after it (the
+        uploader, which must see the finish record). ``deadline`` is a
+        ``time.monotonic()`` value.
+        """
+        self._components.append((component, after_writer))
+
+    def _stop_components(self, after_writer: bool, deadline: float) -> None:
+        for component, after in self._components:
+            if after is after_writer:
+                try:
+                    component.stop(deadline)
+                except Exception as exc:
+                    _log.warn(f"could not stop {type(component).__name__}: {exc!r}")
 
     def _forked(self) -> None:
         """Called in a forked child: the child must never write its parent's stream."""

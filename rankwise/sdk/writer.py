@@ -50,7 +50,6 @@ class StreamWriter:
         flush_interval: float,
         heartbeat_interval: float,
         fsync: bool = False,
-        on_flush: Callable[[], None] | None = None,
     ) -> None:
         self.fd = fd
         self.queue: deque[Any] = deque()
@@ -62,7 +61,8 @@ class StreamWriter:
         self._flush_interval = flush_interval
         self._heartbeat_interval = heartbeat_interval
         self._fsync = fsync
-        self._on_flush = on_flush
+        # Called on the writer thread after each append (the uploader listens).
+        self.flush_listeners: list[Callable[[], None]] = []
         self._backlog: deque[tuple[bytes, int]] = deque()  # (frame, last seq in it)
         self._backlog_bytes = 0
         self._size = os.lseek(fd, 0, os.SEEK_END)
@@ -189,8 +189,11 @@ class StreamWriter:
             self.warn_once("backlog", "stream file cannot be written; dropping frames")
         if fsync and self._fsync:
             _quiet(os.fsync, self.fd)
-        if self._on_flush is not None:
-            self._on_flush()
+        for listener in self.flush_listeners:
+            try:
+                listener()
+            except Exception:
+                pass
 
     def _retry_backlog(self) -> None:
         while self._backlog:

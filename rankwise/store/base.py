@@ -1,0 +1,173 @@
+"""The ``Store`` protocol: what the ingester writes and the HTTP API reads.
+
+Two implementations, one test suite: SQLite (embedded default) and PostgreSQL (several
+server processes share one database). The write side is one batched primitive,
+``ingest``; everything else reads.
+
+Exactly-once is a property of the store, not of the network: every stream has a
+high-water mark (the highest ``seq`` applied), and ``ingest`` applies only records with a
+higher ``seq``, updating the mark *in the same transaction* as the data and the cross-rank
+aggregates. Replaying any prefix, the whole stream twice, or two ingesters at once
+therefore changes nothing. Records of one stream must arrive in ``seq`` order without
+gaps beyond the mark (a gap is refused, so the sender resends from the mark).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, Sequence
+
+from ..stream import records as R
+
+XAxis = Literal["step", "time"]
+
+
+@dataclass(frozen=True, order=True)
+class StreamKey:
+    """Identifies one stream file: one process's incarnation of one label of one run."""
+
+    project: str
+    run_id: str
+    label: str
+    incarnation: int
+
+
+@dataclass
+class StreamRow:
+    """A stream as the store knows it (enough to compute its state with ``stream.fold``)."""
+
+    key: StreamKey
+    start: R.StreamStart | None
+    finish: R.Finish | None
+    acked_seq: int
+    first_time: float | None
+    last_time: float | None
+    last_step: int
+    points: int
+    dropped: int
+    config: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)  # last values + user-set
+    state: str = "running"  # filled in by the reader with stream.fold.stream_state
+
+
+@dataclass
+class RunRow:
+    project: str
+    run_id: str
+    name: str
+    group: str | None
+    job_type: str | None
+    tags: list[str]
+    notes: str | None
+    run_mode: str | None
+    world_size: int
+    num_nodes: int
+    created: float | None
+    updated: float | None
+    steps: int
+    state: str
+    crashed: list[str]  # labels of crashed streams
+    config: dict[str, Any]
+    summary: dict[str, Any]
+    streams: list[StreamRow]
+
+
+@dataclass
+class RunQuery:
+    project: str | None = None
+    group: str | None = None
+    job_type: str | None = None
+    states: Sequence[str] = ()
+    tags: Sequence[str] = ()  # all must match
+    search: str | None = None  # substring of name or id, case-insensitive
+    sort: str = "-created"  # created | updated | name | state | steps, "-" for descending
+    limit: int = 100
+    offset: int = 0
+
+
+@dataclass
+class Series:
+    """One stream label's series of one metric, as columns (x sorted ascending)."""
+
+    label: str
+    x: list[float]
+    y: list[float]
+    downsampled: bool = False
+
+
+@dataclass
+class Band:
+    """The cross-rank aggregate of one metric, per step, as columns.
+
+    ``wmean`` is the weighted mean where every value at that step carried a weight, and
+    equals ``mean`` otherwise. ``std`` is the population standard deviation across ranks.
+    """
+
+    x: list[float]
+    n: list[int]
+    mean: list[float]
+    wmean: list[float]
+    min: list[float]
+    max: list[float]
+    std: list[float]
+    downsampled: bool = False
+
+
+class Store(Protocol):
+    def migrate(self) -> None:
+        """Create or upgrade the schema (numbered migrations; safe to call every start)."""
+
+    def ingest(
+        self, batches: Sequence[tuple[StreamKey, Sequence[R.AnyRecord]]]
+    ) -> dict[StreamKey, int]:
+        """Apply the records newer than each stream's mark; returns each stream's mark."""
+
+    def acked(self, key: StreamKey) -> int:
+        """The stream's high-water mark: the highest seq applied, -1 when unknown."""
+
+    def projects(self) -> list[str]: ...
+
+    def list_runs(self, query: RunQuery) -> tuple[list[RunRow], int]:
+        """One page of runs matching ``query`` and the total count of matches."""
+
+    def get_run(self, project: str, run_id: str) -> RunRow | None: ...
+
+    def metric_keys(self, project: str, run_id: str) -> list[str]: ...
+
+    def series(
+        self,
+        project: str,
+        run_id: str,
+        key: str,
+        *,
+        labels: Sequence[str] | None = None,
+        x: XAxis = "step",
+        lo: float | None = None,
+        hi: float | None = None,
+        max_points: int = 2000,
+    ) -> list[Series]:
+        """Per-stream series, M4-downsampled to at most ``max_points`` per stream."""
+
+    def band(
+        self,
+        project: str,
+        run_id: str,
+        key: str,
+        *,
+        x: XAxis = "step",
+        lo: float | None = None,
+        hi: float | None = None,
+        max_points: int = 2000,
+    ) -> Band:
+        """The cross-rank aggregate, downsampled keeping every bucket's extremes."""
+
+    def history(
+        self,
+        project: str,
+        run_id: str,
+        keys: Sequence[str] | None = None,
+        label: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Every logged row, as ``rankwise.Api`` returns it (step, time, label, values)."""
+
+    def close(self) -> None: ...
