@@ -17,6 +17,8 @@ from .. import _log
 from ..settings import Settings
 from ..stream import records as R
 from .mappings import Config, Summary
+from .values import PLAIN_TYPES as _PLAIN
+from .values import snapshot
 from .writer import StreamWriter
 
 
@@ -101,9 +103,13 @@ class Run:
         if len(queue) >= self._max_queue:  # type: ignore[arg-type]
             return self._drop(data)
         try:
-            queue.append((time.time(), step, weight, dict(data)))  # type: ignore[union-attr]
+            values = dict(data)
         except (TypeError, ValueError):
             _log.warn(f"log() takes a mapping of metric name to number, not {type(data).__name__}")
+            return
+        if not _PLAIN.issuperset(map(type, values.values())):
+            snapshot(values)
+        queue.append((time.time(), step, weight, values))  # type: ignore[union-attr]
 
     def _odd_step(self, step: Any) -> int:
         try:
