@@ -59,6 +59,11 @@ def as_config_dict(config: Any) -> dict[str, Any]:
         config = vars(config)
     elif dataclasses.is_dataclass(config) and not isinstance(config, type):
         config = dataclasses.asdict(config)
+    if isinstance(config, (list, tuple)):
+        try:
+            config = dict(config)
+        except (TypeError, ValueError):
+            pass
     if not isinstance(config, Mapping):
         raise ConfigError(
             f"config must be a dict, argparse.Namespace or dataclass, not "
@@ -93,7 +98,8 @@ class Config(MutableMapping[str, Any]):
         return len(self._data)
 
     def update(self, other: Any = (), /, **kwargs: Any) -> None:  # type: ignore[override]
-        items = as_config_dict(dict(other, **kwargs) if other or kwargs else {})
+        items = as_config_dict(other) if not isinstance(other, tuple) else {}
+        items.update(as_config_dict(kwargs))
         if items:
             self._data.update(items)
             self._on_change(items)

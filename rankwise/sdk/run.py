@@ -94,6 +94,11 @@ class Run:
         """
         if self._closed:
             return self._log_closed()
+        try:
+            values = dict(data)
+        except (TypeError, ValueError):
+            _log.warn(f"log() takes a mapping of metric name to number, not {type(data).__name__}")
+            return
         if step is None:
             step = self._step + 1
         elif step.__class__ is not int or step < self._step:
@@ -101,12 +106,7 @@ class Run:
         self._step = step
         queue = self._queue
         if len(queue) >= self._max_queue:  # type: ignore[arg-type]
-            return self._drop(data)
-        try:
-            values = dict(data)
-        except (TypeError, ValueError):
-            _log.warn(f"log() takes a mapping of metric name to number, not {type(data).__name__}")
-            return
+            return self._drop(values)
         if not _PLAIN.issuperset(map(type, values.values())):
             snapshot(values)
         queue.append((time.time(), step, weight, values))  # type: ignore[union-attr]

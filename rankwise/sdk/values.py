@@ -76,7 +76,9 @@ def _real(value: Any) -> Number | None:
         return value
     if isinstance(value, numbers.Integral):
         return to_number(int(value))
-    if isinstance(value, numbers.Real):
+    # Real (Fraction, ...) and non-complex Numbers (Decimal) convert to float.
+    real = isinstance(value, numbers.Real)
+    if real or (isinstance(value, numbers.Number) and not isinstance(value, numbers.Complex)):
         try:
             return float(value)
         except (TypeError, ValueError, OverflowError):

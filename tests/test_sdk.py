@@ -1,0 +1,285 @@
+"""init / log / finish in one process: what lands, what is warned about, what is refused."""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rankwise
+from rankwise.stream.files import list_streams
+from tests.conftest import PYTHON, REPO
+
+
+def run_script(code: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, **env, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [PYTHON, "-c", textwrap.dedent(code)], env=full, capture_output=True, text=True,
+        timeout=timeout,
+    )
+
+
+def test_log_lands_exactly_once_with_steps_weights_and_nan(data_dir: Path, fast: dict) -> None:
+    run = rankwise.init(project="p", config={"lr": 0.1}, settings=fast)
+    assert run and run.rank == 0 and run.world_size == 1 and run.is_primary
+    for i in range(500):
+        run.log({"loss": 1.0 / (i + 1), "acc": np.float32(i / 500)}, weight=i + 1)
+    run.log({"weird": math.nan, "big": math.inf})
+    run.finish()
+    info = rankwise.Api(data_dir).run(run.id, project="p")
+    rows = info.history(keys=["loss"])
+    assert [r["step"] for r in rows] == list(range(500))
+    assert [r["loss"] for r in rows] == [1.0 / (i + 1) for i in range(500)]
+    assert [r["weight"] for r in rows] == [float(i + 1) for i in range(500)]
+    last = info.history(keys=["weird", "big"])
+    assert len(last) == 1 and last[0]["step"] == 500
+    assert math.isnan(last[0]["weird"]) and last[0]["big"] == math.inf
+    assert info.state == "finished" and info.config == {"lr": 0.1}
+    assert info.summary["loss"] == 1.0 / 500
+    (stream,) = info.streams
+    assert stream.label == "rank-0" and stream.last_step == 500 and stream.dropped == 0
+
+
+def test_config_and_summary_updates_are_recorded(data_dir: Path, fast: dict) -> None:
+    run = rankwise.init(config={"a": 1, "nested": {"b": [1, 2]}}, settings=fast)
+    run.config["c"] = "x"
+    run.config.update({"d": 2.5})
+    assert run.config.a == 1 and run.config["nested"] == {"b": [1, 2]}
+    run.log({"loss": 3.0})
+    run.log({"loss": 2.0})
+    assert run.summary["loss"] == 2.0
+    run.summary["best"] = 0.9
+    assert dict(run.summary) == {"loss": 2.0, "best": 0.9}
+    run.finish()
+    info = rankwise.Api().run(run.id)
+    assert info.config == {"a": 1, "nested": {"b": [1, 2]}, "c": "x", "d": 2.5}
+    assert info.summary == {"loss": 2.0, "best": 0.9}
+
+
+def test_bad_config_names_the_fix(data_dir: Path) -> None:
+    with pytest.raises(rankwise.ConfigError, match=r"'opt'.*str\(value\)"):
+        rankwise.init(config={"opt": object()})
+    run = rankwise.init(config={"ok": 1})
+    with pytest.raises(TypeError, match="cannot be stored"):
+        run.config["fn"] = lambda: 1
+    assert dict(run.config) == {"ok": 1}
+
+
+def test_config_accepts_namespaces_dataclasses_paths(data_dir: Path) -> None:
+    import argparse
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Opt:
+        lr: float = 0.1
+        path: Path = Path("/x")
+
+    run = rankwise.init(config=Opt())
+    assert dict(run.config) == {"lr": 0.1, "path": "/x"}
+    run.config.update(argparse.Namespace(epochs=3))
+    assert run.config["epochs"] == 3
+
+
+def test_warnings_for_bad_data_lower_steps_and_log_after_finish(
+    data_dir: Path, fast: dict, capfd: pytest.CaptureFixture[str]
+) -> None:
+    run = rankwise.init(settings=fast)
+    run.log({"a": 1.0, 7: 2.0, "s": "text"}, step=10)
+    run.log({"a": 2.0, "s": "again"}, step=5)
+    run.log({"a": 3.0}, step=5)
+    run.finish()
+    run.log({"a": 4.0})
+    run.log({"a": 5.0})
+    err = capfd.readouterr().err
+    assert err.count("key 7") == 1 and err.count("'s'") == 1
+    assert err.count("lower than the last step 10") == 1
+    assert err.count("log() ignored") == 1
+    rows = rankwise.Api().run(run.id).history()
+    assert [(r["step"], r["a"]) for r in rows] == [(5, 2.0), (5, 3.0), (10, 1.0)]
+
+
+def test_auto_step_continues_after_explicit_steps(data_dir: Path, fast: dict) -> None:
+    run = rankwise.init(settings=fast)
+    run.log({"x": 0})
+    run.log({"x": 1}, step=100)
+    run.log({"x": 2})
+    run.finish()
+    assert [r["step"] for r in rankwise.Api().run(run.id).history()] == [0, 100, 101]
+
+
+def test_context_manager_failure_records_the_exception(data_dir: Path, fast: dict) -> None:
+    with pytest.raises(ZeroDivisionError), rankwise.init(settings=fast) as run:
+        run.log({"x": 1})
+        1 / 0  # noqa: B018
+    info = rankwise.Api().run(run.id)
+    assert info.state == "failed"
+    (s,) = info.streams
+    assert s.error_type == "ZeroDivisionError" and "division by zero" in (s.error_message or "")
+    assert "1 / 0" in (s.traceback or "")
+
+
+def test_finish_with_exit_code_is_failed(data_dir: Path) -> None:
+    run = rankwise.init()
+    run.finish(exit_code=2)
+    info = rankwise.Api().run(run.id)
+    assert info.state == "failed" and info.streams[0].exit_code == 2
+
+
+def test_module_level_functions_use_the_current_run(data_dir: Path, fast: dict) -> None:
+    assert rankwise.run is None
+    run = rankwise.init(settings=fast)
+    assert rankwise.run is run
+    rankwise.log({"x": 1.0})
+    rankwise.finish()
+    assert rankwise.run is None
+    assert rankwise.Api().run(run.id).history()[0]["x"] == 1.0
+
+
+def test_second_init_finishes_the_first(data_dir: Path) -> None:
+    first = rankwise.init()
+    second = rankwise.init()
+    assert first.state == "finished" and second.state == "running"
+    assert first.id != second.id
+
+
+def test_disabled_is_a_no_op(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANKWISE_DISABLED", "1")
+    run = rankwise.init(config={"a": 1})
+    assert not run
+    run.log({"x": 1})
+    run.config["b"] = 2
+    run.finish()
+    assert not data_dir.exists()
+
+
+def test_env_project_and_run_id(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANKWISE_PROJECT", "envproj")
+    monkeypatch.setenv("RANKWISE_RUN_ID", "my-run")
+    run = rankwise.init()
+    assert (run.project, run.id) == ("envproj", "my-run")
+    assert run.dir == data_dir.absolute() / "envproj" / "my-run"
+    run.finish()
+    explicit = rankwise.init(project="other", id="given")
+    assert (explicit.project, explicit.id) == ("other", "given")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"run_mode": "everyone"}, "run_mode='everyone' is not one of auto, shared, new"),
+        ({"rank_scope": "node"}, "rank_scope='node'"),
+        ({"id": "has space"}, "run id 'has space' cannot be used"),
+        ({"project": "a/b"}, "project 'a/b' cannot be used"),
+        ({"resume": "maybe"}, "resume='maybe'"),
+        ({"settings": {"nope": 1}}, "unknown setting 'nope'"),
+        ({"label": "x-{gpu}"}, "only {rank}, {local_rank} and {node}"),
+    ],
+)
+def test_bad_arguments_name_the_fix(data_dir: Path, kwargs: dict, match: str) -> None:
+    with pytest.raises(rankwise.UsageError, match=match.replace("{", r"\{").replace("}", r"\}")):
+        rankwise.init(**kwargs)
+
+
+def test_resume_allow_never_must(data_dir: Path, fast: dict) -> None:
+    first = rankwise.init(id="r1", settings=fast)
+    first.log({"x": 1})
+    first.finish()
+    with pytest.raises(rankwise.RunExistsError, match="resume='allow'"):
+        rankwise.init(id="r1", resume="never")
+    with pytest.raises(rankwise.UsageError, match="has no data"):
+        rankwise.init(id="r2", resume="must")
+    again = rankwise.init(id="r1", resume="must", settings=fast)
+    assert again.incarnation == 1
+    again.log({"x": 2})  # step=None continues after the last incarnation's last step
+    again.finish()
+    streams = list_streams(data_dir.absolute() / "default" / "r1" / "streams")
+    assert [(label, inc) for label, inc, _ in streams] == [("rank-0", 0), ("rank-0", 1)]
+    rows = rankwise.Api().run("r1").history()
+    assert [(r["step"], r["x"]) for r in rows] == [(0, 1), (1, 2)]
+
+
+def test_label_template(data_dir: Path) -> None:
+    run = rankwise.init(label="trainer-{rank}")
+    assert run.label == "trainer-0"
+
+
+def test_non_recording_rank_is_falsy_and_silent(tmp_path: Path) -> None:
+    proc = run_script(
+        """
+        import rankwise
+        run = rankwise.init(project="p", id="base")
+        print(bool(run), run.id, run.rank, run.world_size, run.is_primary)
+        run.log({"x": 1}); run.config["a"] = 1; run.finish(); run.log({"x": 2})
+        """,
+        {"RANKWISE_DIR": str(tmp_path), "RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["False", "base", "1", "2", "False"]
+    assert proc.stderr == ""
+    assert not (tmp_path / "p").exists()
+
+
+def test_interpreter_exit_finishes_and_sys_exit_code_is_recorded(tmp_path: Path) -> None:
+    code = """
+        import sys, rankwise
+        run = rankwise.init(project="p", id="{id}")
+        run.log({{"x": 1}})
+        {end}
+        """
+    cases = {"ok": ("pass", "finished", 0), "exit3": ("sys.exit(3)", "failed", 3),
+             "exit0": ("sys.exit(0)", "finished", 0), "raise": ("raise ValueError('bad')", "failed", 1)}
+    for run_id, (end, _, rc) in cases.items():
+        proc = run_script(code.format(id=run_id, end=end), {"RANKWISE_DIR": str(tmp_path)})
+        assert proc.returncode == rc, proc.stderr
+    api = rankwise.Api(tmp_path)
+    for run_id, (_, state, rc) in cases.items():
+        info = api.run(run_id)
+        assert info.state == state, run_id
+        assert info.streams[0].exit_code == rc
+        assert info.history()[0]["x"] == 1
+    assert api.run("raise").streams[0].error_type == "ValueError"
+
+
+def test_log_before_init_warns_once(capfd: pytest.CaptureFixture[str]) -> None:
+    proc = run_script("import rankwise\nrankwise.log({'x': 1})\nrankwise.log({'x': 2})", {})
+    assert proc.returncode == 0
+    assert proc.stderr.count("before rankwise.init()") == 1
+
+
+def test_log_never_raises_on_odd_input(data_dir: Path, fast: dict) -> None:
+    run = rankwise.init(settings=fast)
+    run.log(None)  # type: ignore[arg-type]
+    run.log({"x": 1}, step="seven")  # type: ignore[arg-type]
+    run.log({"x": 2}, weight="heavy")
+    run.log([("y", 3.0)])  # type: ignore[arg-type]
+    run.finish()
+    rows = rankwise.Api().run(run.id).history()
+    assert [(r["step"], r.get("x"), r.get("y"), r.get("weight")) for r in rows] == [
+        (0, 1, None, None), (1, 2, None, None), (2, None, 3.0, None)
+    ]
+
+
+def test_python_stays_importable_without_torch_numpy_or_server_deps() -> None:
+    out = subprocess.run(
+        [PYTHON, "-c", "import sys, rankwise; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+         "{'torch','numpy','sqlite3','starlette','fastapi','psycopg','httpx','uvicorn','pandas'} "
+         "or m.startswith('rankwise.store') or m.startswith('rankwise.server')))"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, check=True,
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_public_api_is_pinned() -> None:
+    assert sorted(rankwise.__all__) == sorted([
+        "Api", "ConfigError", "RankwiseError", "Run", "RunExistsError", "RunNotFoundError",
+        "Settings", "UsageError", "__version__", "finish", "init", "log", "run",
+    ])
+    for name in rankwise.__all__:
+        if name != "run":
+            assert getattr(rankwise, name) is not None
