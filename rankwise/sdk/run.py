@@ -17,9 +17,9 @@ from .. import _log
 from ..settings import Settings
 from ..stream import records as R
 from .mappings import Config, Summary
-from .values import PLAIN_TYPES as _PLAIN
-from .values import snapshot
 from .writer import StreamWriter
+
+_now = time.time
 
 
 
@@ -97,19 +97,20 @@ class Run:
         try:
             values = dict(data)
         except (TypeError, ValueError):
-            _log.warn(f"log() takes a mapping of metric name to number, not {type(data).__name__}")
-            return
+            return self._not_a_mapping(data)
         if step is None:
             step = self._step + 1
         elif step.__class__ is not int or step < self._step:
             step = self._odd_step(step)
         self._step = step
         queue = self._queue
-        if len(queue) >= self._max_queue:  # type: ignore[arg-type]
-            return self._drop(values)
-        if not _PLAIN.issuperset(map(type, values.values())):
-            snapshot(values)
-        queue.append((time.time(), step, weight, values))  # type: ignore[union-attr]
+        if len(queue) < self._max_queue:  # type: ignore[arg-type]
+            queue.append((_now(), step, weight, values))  # type: ignore[union-attr]
+        else:
+            self._drop(values)
+
+    def _not_a_mapping(self, data: Any) -> None:
+        _log.warn(f"log() takes a mapping of metric name to number, not {type(data).__name__}")
 
     def _odd_step(self, step: Any) -> int:
         try:

@@ -6,10 +6,11 @@ thread, so the training thread never waits for the device), and any ``numbers.Re
 Nested mappings are flattened with ``/`` (``{"train": {"loss": x}}`` → ``train/loss``).
 Anything else is skipped with one warning per key; the rest of the call is kept.
 
-``log()`` itself only copies the dict. When a value is not a plain ``float``/``int``/
-``bool`` it also calls ``snapshot()`` so that a mutable value (a tensor, a 0-d array, a
-nested dict) updated in place after ``log()`` cannot change what was logged: CPU values
-are read at once, CUDA tensors are copied on the device (an asynchronous copy, no sync).
+``log()`` itself only copies the dict (a per-value type check there would triple its
+cost), so a value is read here, when the writer thread encodes it — within
+``flush_interval`` of the call. A tensor or array that the program modifies *in place*
+after ``log()`` may therefore be recorded with its newer value: log a fresh tensor (the
+usual ``loss``), a Python number, or ``t.clone()`` of a buffer you reuse.
 """
 
 from __future__ import annotations
@@ -20,30 +21,6 @@ from typing import Any, Callable, Mapping
 Number = bool | int | float
 _INT64 = 2**63
 _PLAIN = (float, int, bool)
-
-
-PLAIN_TYPES = frozenset(_PLAIN)
-
-
-def snapshot(values: dict[Any, Any]) -> None:
-    """Freeze the non-plain values of a copied log() dict in place (training thread)."""
-    for key, value in values.items():
-        if value.__class__ in PLAIN_TYPES:
-            continue
-        if isinstance(value, Mapping):
-            inner = dict(value)
-            snapshot(inner)
-            values[key] = inner
-            continue
-        try:
-            if getattr(value, "is_cuda", False) is True:
-                values[key] = value.detach().clone()  # queued on the device: no sync
-            elif hasattr(value, "item") and getattr(value, "ndim", None) is not None:
-                number = to_number(value)
-                if number is not None:
-                    values[key] = number
-        except Exception:
-            pass  # left as is; the writer thread warns if it is not a number
 
 
 def to_number(value: Any) -> Number | None:
