@@ -45,14 +45,20 @@ print(json.dumps({"log_s": t1 - t0, "finish_s": t2 - t1, "base_rss_kb": base_rss
 
 
 def launch(procs: int, steps: int, root: Path) -> dict[str, float]:
-    env_base = {**os.environ, "RANKWISE_DIR": str(root), "RANKWISE_RUN_ID": f"w{procs}x{steps}",
-                "WORLD_SIZE": str(procs), "LOCAL_WORLD_SIZE": str(procs)}
+    env_base = {
+        **os.environ,
+        "RANKWISE_DIR": str(root),
+        "RANKWISE_RUN_ID": f"w{procs}x{steps}",
+        "WORLD_SIZE": str(procs),
+        "LOCAL_WORLD_SIZE": str(procs),
+    }
     t0 = time.perf_counter()
     children = [
         subprocess.Popen(
             [sys.executable, "-c", CHILD, str(steps)],
             env={**env_base, "RANK": str(r), "LOCAL_RANK": str(r)},
-            stdout=subprocess.PIPE, text=True,
+            stdout=subprocess.PIPE,
+            text=True,
         )
         for r in range(procs)
     ]
@@ -94,10 +100,14 @@ def main() -> None:
             print(f"{args.procs} processes x {steps} steps x 10 scalars")
             print(f"  wall {r['wall_s']:.2f} s (process start, import, log, finish)")
             print(f"  per process: log loop {r['log_s']:.2f} s, finish {r['finish_s']:.2f} s")
-            print(f"  read back {r['points']} of {r['expected']} points in {r['read_s']:.2f} s;"
-                  f" dropped {r['dropped']}")
-            print(f"  peak RSS {r['peak_rss_mb']:.0f} MB; growth during logging "
-                  f"{r['rss_growth_mb']:.0f} MB")
+            print(
+                f"  read back {r['points']} of {r['expected']} points in {r['read_s']:.2f} s;"
+                f" dropped {r['dropped']}"
+            )
+            print(
+                f"  peak RSS {r['peak_rss_mb']:.0f} MB; growth during logging "
+                f"{r['rss_growth_mb']:.0f} MB"
+            )
 
 
 if __name__ == "__main__":

@@ -81,9 +81,9 @@ def main() -> None:
     train_loader = DataLoader(train, batch_size=args.batch_size, sampler=train_sampler)
     test_loader = DataLoader(test, batch_size=256, sampler=test_sampler)
 
-    model = nn.Sequential(
-        nn.Linear(64, args.hidden), nn.ReLU(), nn.Linear(args.hidden, 10)
-    ).to(device)
+    model = nn.Sequential(nn.Linear(64, args.hidden), nn.ReLU(), nn.Linear(args.hidden, 10)).to(
+        device
+    )
     model = DDP(model, device_ids=[local_rank] if use_cuda else None)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
 
@@ -102,8 +102,11 @@ def main() -> None:
                 time.sleep(args.step_sleep)
             elapsed = time.perf_counter() - t0
             run.log(
-                {"train/loss": loss.detach(), "train/samples_per_s": len(xb) / elapsed,
-                 "epoch": epoch},
+                {
+                    "train/loss": loss.detach(),
+                    "train/samples_per_s": len(xb) / elapsed,
+                    "epoch": epoch,
+                },
                 step=step,
                 weight=len(xb),
             )

@@ -40,8 +40,8 @@ import re
 import secrets
 import socket
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from ._log import warn
 from .errors import UsageError

@@ -23,8 +23,9 @@ def make_runs(fast: dict) -> dict[str, rankwise.Run]:
         ("a2", "g1", "eval", ["x"], "p1"),
         ("b1", None, "train", [], "p2"),
     ]:
-        run = rankwise.init(project=project, id=rid, group=group, job_type=job, tags=tags,
-                            settings=fast)
+        run = rankwise.init(
+            project=project, id=rid, group=group, job_type=job, tags=tags, settings=fast
+        )
         run.log({"loss": 1.0})
         runs[rid] = run
         run.finish(exit_code=1 if rid == "a2" else 0)
@@ -55,7 +56,7 @@ def test_unknown_and_ambiguous_runs(data_dir: Path, fast: dict) -> None:
         api.run("zz")
     with pytest.raises(KeyError):
         api.run("zz", project="p1")
-    with pytest.raises(rankwise.UsageError, match="several projects.*pass project="):
+    with pytest.raises(rankwise.UsageError, match=r"several projects.*pass project="):
         api.run("a1")
     assert api.run("a1", project="p2").project == "p2"
 
@@ -95,7 +96,8 @@ def test_history_filters_and_dataframe(data_dir: Path, fast: dict) -> None:
 def test_a_running_process_is_running_and_a_killed_one_crashed(tmp_path: Path) -> None:
     script = (
         "import time, rankwise\n"
-        "run = rankwise.init(id='live', settings={'heartbeat_interval': 0.2, 'flush_interval': 0.02})\n"
+        "run = rankwise.init(id='live',\n"
+        "    settings={'heartbeat_interval': 0.2, 'flush_interval': 0.02})\n"
         "run.log({'x': 1})\n"
         "print('ready', flush=True)\n"
         "time.sleep(60)\n"
@@ -128,8 +130,17 @@ def test_stale_stream_without_a_visible_process_is_crashed(tmp_path: Path) -> No
     from rankwise.stream import records as R
     from rankwise.stream.frames import encode_frame
 
-    start = R.StreamStart(0, time.time() - 120, "default", "ghost", "rank-0", 0,
-                          host="some-other-host", pid=1234, heartbeat_interval=5.0)
+    start = R.StreamStart(
+        0,
+        time.time() - 120,
+        "default",
+        "ghost",
+        "rank-0",
+        0,
+        host="some-other-host",
+        pid=1234,
+        heartbeat_interval=5.0,
+    )
     (streams / "rank-0.0.rwlog").write_bytes(MAGIC + encode_frame([start]))
     assert rankwise.Api(tmp_path).run("ghost").state == "crashed"
     assert rankwise.Api(tmp_path, crash_timeout=600).run("ghost").state == "running"
@@ -139,7 +150,15 @@ def test_cli_runs_and_show(data_dir: Path, fast: dict, capsys: pytest.CaptureFix
     make_runs(fast)
     assert cli(["runs"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0].split() == ["id", "name", "state", "ranks", "streams", "steps", "created"]
+    assert out.splitlines()[0].split() == [
+        "id",
+        "name",
+        "state",
+        "ranks",
+        "streams",
+        "steps",
+        "created",
+    ]
     assert "p1/a2" in out and "failed" in out
     assert cli(["show", "a1", "--project", "p1"]) == 0
     out = capsys.readouterr().out

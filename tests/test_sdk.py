@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -17,10 +16,15 @@ from rankwise.stream.files import list_streams
 from tests.conftest import PYTHON, REPO
 
 
-def run_script(code: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run_script(
+    code: str, env: dict[str, str], timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     full = {**os.environ, **env, "PYTHONPATH": str(REPO)}
     return subprocess.run(
-        [PYTHON, "-c", textwrap.dedent(code)], env=full, capture_output=True, text=True,
+        [PYTHON, "-c", textwrap.dedent(code)],
+        env=full,
+        capture_output=True,
+        text=True,
         timeout=timeout,
     )
 
@@ -232,8 +236,12 @@ def test_interpreter_exit_finishes_and_sys_exit_code_is_recorded(tmp_path: Path)
         run.log({{"x": 1}})
         {end}
         """
-    cases = {"ok": ("pass", "finished", 0), "exit3": ("sys.exit(3)", "failed", 3),
-             "exit0": ("sys.exit(0)", "finished", 0), "raise": ("raise ValueError('bad')", "failed", 1)}
+    cases = {
+        "ok": ("pass", "finished", 0),
+        "exit3": ("sys.exit(3)", "failed", 3),
+        "exit0": ("sys.exit(0)", "finished", 0),
+        "raise": ("raise ValueError('bad')", "failed", 1),
+    }
     for run_id, (end, _, rc) in cases.items():
         proc = run_script(code.format(id=run_id, end=end), {"RANKWISE_DIR": str(tmp_path)})
         assert proc.returncode == rc, proc.stderr
@@ -261,25 +269,48 @@ def test_log_never_raises_on_odd_input(data_dir: Path, fast: dict) -> None:
     run.finish()
     rows = rankwise.Api().run(run.id).history()
     assert [(r["step"], r.get("x"), r.get("y"), r.get("weight")) for r in rows] == [
-        (0, 1, None, None), (1, 2, None, None), (2, None, 3.0, None)
+        (0, 1, None, None),
+        (1, 2, None, None),
+        (2, None, 3.0, None),
     ]
 
 
 def test_python_stays_importable_without_torch_numpy_or_server_deps() -> None:
     out = subprocess.run(
-        [PYTHON, "-c", "import sys, rankwise; print(sorted(m for m in sys.modules if m.split('.')[0] in "
-         "{'torch','numpy','sqlite3','starlette','fastapi','psycopg','httpx','uvicorn','pandas'} "
-         "or m.startswith('rankwise.store') or m.startswith('rankwise.server')))"],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, check=True,
+        [
+            PYTHON,
+            "-c",
+            "import sys, rankwise; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "{'torch','numpy','sqlite3','starlette','fastapi','psycopg','httpx','uvicorn',"
+            "'pandas'} "
+            "or m.startswith('rankwise.store') or m.startswith('rankwise.server')))",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=True,
     )
     assert out.stdout.strip() == "[]"
 
 
 def test_public_api_is_pinned() -> None:
-    assert sorted(rankwise.__all__) == sorted([
-        "Api", "ConfigError", "RankwiseError", "Run", "RunExistsError", "RunNotFoundError",
-        "Settings", "UsageError", "__version__", "finish", "init", "log", "run",
-    ])
+    assert sorted(rankwise.__all__) == sorted(
+        [
+            "Api",
+            "ConfigError",
+            "RankwiseError",
+            "Run",
+            "RunExistsError",
+            "RunNotFoundError",
+            "Settings",
+            "UsageError",
+            "__version__",
+            "finish",
+            "init",
+            "log",
+            "run",
+        ]
+    )
     for name in rankwise.__all__:
         if name != "run":
             assert getattr(rankwise, name) is not None

@@ -53,7 +53,9 @@ def _no_warn(key: str, message: str) -> None:
 
 def test_bad_keys_and_values_warn_once_and_keep_the_rest() -> None:
     seen: dict[str, str] = {}
-    out = coerce({"ok": 1.0, 3: 2.0, "text": "hi", "none": None, "nested": {"x": 1}}, seen.setdefault)
+    out = coerce(
+        {"ok": 1.0, 3: 2.0, "text": "hi", "none": None, "nested": {"x": 1}}, seen.setdefault
+    )
     assert out == {"ok": 1.0, "nested/x": 1}
     assert set(seen) == {"key:3", "value:text", "value:none"}
     assert "'text'" in seen["value:text"] and "not a number" in seen["value:text"]

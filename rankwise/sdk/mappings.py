@@ -6,7 +6,8 @@ import argparse
 import dataclasses
 import enum
 import os
-from typing import Any, Callable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from typing import Any
 
 from ..errors import ConfigError, UsageError
 
@@ -66,8 +67,7 @@ def as_config_dict(config: Any) -> dict[str, Any]:
             pass
     if not isinstance(config, Mapping):
         raise ConfigError(
-            f"config must be a dict, argparse.Namespace or dataclass, not "
-            f"{type(config).__name__}"
+            f"config must be a dict, argparse.Namespace or dataclass, not {type(config).__name__}"
         )
     return {_key(k, "config"): to_json_like(v, str(k)) for k, v in config.items()}
 

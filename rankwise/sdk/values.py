@@ -16,7 +16,8 @@ usual ``loss``), a Python number, or ``t.clone()`` of a buffer you reuse.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 Number = bool | int | float
 _INT64 = 2**63
@@ -109,4 +110,3 @@ def coerce(
             continue
         out[name] = number
     return out
-
