@@ -32,6 +32,13 @@ class Settings:
     store_timeout: float = 30.0
     # fsync the stream at finish (and at every heartbeat when True).
     fsync: bool = False
+    # Remote mode: finish() waits at most this long for the upload to drain (within
+    # finish_timeout); what is left stays in the stream file for `rankwise sync` (s).
+    upload_timeout: float = 30.0
+    # At most one upload request per stream per this many seconds while training runs.
+    upload_interval: float = 1.0
+    # Cap of the exponential backoff between retries while the server is unreachable (s).
+    upload_backoff_max: float = 30.0
 
     @classmethod
     def resolve(
@@ -57,7 +64,10 @@ class Settings:
         return out
 
     def validate(self) -> None:
-        for name in ("flush_interval", "heartbeat_interval", "crash_timeout", "finish_timeout"):
+        for name in (
+            "flush_interval", "heartbeat_interval", "crash_timeout", "finish_timeout",
+            "upload_timeout", "upload_interval", "upload_backoff_max",
+        ):
             if not float(getattr(self, name)) > 0:
                 raise UsageError(f"setting {name} must be a positive number of seconds")
         if int(self.max_queue) < 1:

@@ -43,6 +43,7 @@ def init(
     resume: str = "allow",
     label: str | None = None,
     settings: Settings | Mapping[str, Any] | None = None,
+    server: str | None = None,
 ) -> Run:
     """Start (or continue) a run on this process; call it on every rank.
 
@@ -52,6 +53,8 @@ def init(
     ``label`` may use ``{rank}``, ``{local_rank}`` and ``{node}``. ``resume`` is
     ``allow`` (continue a run that exists, as a new incarnation), ``must`` or ``never``.
     Returns a ``Run`` that is falsy on processes that do not record under ``run_mode``.
+    ``server`` (or ``RANKWISE_SERVER``) turns on remote mode: the stream file is still
+    written, and also uploaded to that rankwise server by a background thread.
     """
     global current
     env = os.environ
@@ -140,10 +143,26 @@ def init(
     run = Run(
         start=start, root=root, settings=opts, writer=writer, path=path, first_step=first_step
     )
+    _attach_uploader(run, writer, server or env.get("RANKWISE_SERVER") or None, opts)
     writer.start()
     hooks.register(run)
     current = run
     return run
+
+
+def _attach_uploader(run: Run, writer: StreamWriter, server: str | None, opts: Settings) -> None:
+    """Remote mode: upload the stream file as it grows (see ``rankwise.sdk.uploader``)."""
+    if not server or run.path is None:
+        return
+    from .uploader import StreamRef, Uploader, normalize_url
+
+    server = normalize_url(server)  # a bad URL is a usage error here, not a warning later
+    start = run._start
+    ref = StreamRef(start.project, start.run_id, start.label, start.incarnation)
+    uploader = Uploader(server, run.path, ref, opts)
+    writer.flush_listeners.append(uploader.wake)
+    run.add_component(uploader, after_writer=True)
+    uploader.start()
 
 
 def _tags(tags: Sequence[str] | None) -> list[str]:

@@ -1,0 +1,103 @@
+"""The one network seam of the client side: an httpx client for a rankwise server.
+
+The uploader (``rankwise.sdk.uploader``), ``rankwise sync`` and ``Api(server=...)`` all
+talk to the server through ``make_client``; tests swap the wire by passing an httpx
+transport (``httpx.MockTransport``), while the integration tests run a real uvicorn.
+
+This module imports httpx, so it is itself imported lazily: ``import rankwise`` must not
+pull in any network library.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import msgspec
+
+from . import __version__
+from .errors import RankwiseError, RunNotFoundError, UsageError
+from .sdk.uploader import normalize_url
+
+MSGPACK = "application/msgpack"
+STREAM_CONTENT_TYPE = "application/x-rankwise-stream"
+
+
+class ServerError(RankwiseError):
+    """The server answered with an error, or could not be reached."""
+
+
+def make_client(
+    url: str,
+    *,
+    transport: httpx.BaseTransport | None = None,
+    timeout: float = 30.0,
+    connect_timeout: float = 5.0,
+) -> httpx.Client:
+    """A client for the server at ``url``; ``transport`` replaces the network in tests."""
+    return httpx.Client(
+        base_url=normalize_url(url),
+        transport=transport,
+        timeout=httpx.Timeout(timeout, connect=min(connect_timeout, timeout)),
+        headers={"User-Agent": f"rankwise/{__version__}"},
+        # Environment proxies would route loopback and cluster-internal servers through
+        # a corporate proxy; a tracking server is reached directly.
+        trust_env=False,
+    )
+
+
+def error_message(response: httpx.Response) -> str:
+    """The ``{"error": {"message": ...}}`` of a rankwise error reply, or the raw text."""
+    body = error_body(response)
+    message = body.get("message")
+    if isinstance(message, str):
+        return message
+    text = response.text.strip()
+    return text[:300] if text else response.reason_phrase
+
+
+def error_body(response: httpx.Response) -> dict[str, Any]:
+    try:
+        data = decode(response)
+    except Exception:
+        return {}
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        return data["error"]  # type: ignore[no-any-return]
+    return {}
+
+
+def decode(response: httpx.Response) -> Any:
+    """The body as Python objects, MessagePack (NaN and Inf exact) or JSON."""
+    ctype = response.headers.get("content-type", "")
+    if ctype.startswith(MSGPACK):
+        return msgspec.msgpack.decode(response.content)
+    return msgspec.json.decode(response.content)
+
+
+def get_msgpack(client: httpx.Client, path: str, params: Any = None) -> Any:
+    """GET a read endpoint as MessagePack; raises ``RunNotFoundError`` on 404."""
+    try:
+        response = client.get(path, params=params, headers={"Accept": MSGPACK})
+    except httpx.HTTPError as exc:
+        raise ServerError(f"cannot reach the rankwise server at {client.base_url}: {exc}") from exc
+    return _checked(response)
+
+
+def post_msgpack(client: httpx.Client, path: str, body: Any) -> Any:
+    try:
+        response = client.post(path, json=body, headers={"Accept": MSGPACK})
+    except httpx.HTTPError as exc:
+        raise ServerError(f"cannot reach the rankwise server at {client.base_url}: {exc}") from exc
+    return _checked(response)
+
+
+def _checked(response: httpx.Response) -> Any:
+    if response.status_code == 404:
+        raise RunNotFoundError(error_message(response))
+    if response.status_code == 422:
+        raise UsageError(error_message(response))
+    if response.status_code >= 400:
+        raise ServerError(
+            f"the rankwise server answered {response.status_code}: {error_message(response)}"
+        )
+    return decode(response)

@@ -1,0 +1,180 @@
+"""``rankwise sync``: upload runs written offline, or left behind by an outage.
+
+Every stream goes through ``StreamUpload``, the live uploader's own path: resume from the
+server's mark, send whole frames, advance on acknowledgement. So running it twice (or
+while the live uploader is still at work) sends what the server already holds at most
+once more, and its store ignores that: nothing is doubled.
+
+``follow=True`` keeps uploading a run that is still being written, until each of its
+streams has uploaded its ``Finish`` record or its process is gone (crashed).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ..errors import RankwiseError, UsageError
+from ..settings import Settings
+from ..stream import records as R
+from ..stream.files import SUFFIX
+from ..stream.fold import process_alive
+from ..stream.frames import scan
+from .uploader import GiveUp, Retry, StreamUpload, backoff_delay, stream_ref
+
+if TYPE_CHECKING:
+    import httpx
+
+T = TypeVar("T")
+
+
+class SyncError(RankwiseError):
+    """The server could not be reached for long enough that ``rankwise sync`` gave up."""
+
+
+@dataclass
+class SyncReport:
+    streams: int = 0
+    uploaded_bytes: int = 0
+    failed: dict[str, str] = field(default_factory=dict)  # path -> why
+
+
+def find_stream_files(path: Path) -> list[Path]:
+    """Stream files of a stream file, a run dir, a project dir or a data dir."""
+    path = Path(path).expanduser()
+    if path.is_file():
+        if not path.name.endswith(SUFFIX):
+            raise UsageError(f"{path} is not a stream file (*{SUFFIX})")
+        return [path]
+    if not path.is_dir():
+        raise UsageError(f"no such file or directory: {path}")
+    dirs = [path] if path.name == "streams" else []
+    for pattern in ("streams", "*/streams", "*/*/streams"):
+        dirs += [d for d in path.glob(pattern) if not _hidden(d, path)]
+    files = {f for d in dirs if d.is_dir() for f in d.glob(f"*{SUFFIX}")}
+    return sorted(files)
+
+
+def _hidden(d: Path, root: Path) -> bool:
+    return any(part.startswith(".") for part in d.relative_to(root).parts)
+
+
+def sync(
+    path: Path,
+    server: str,
+    *,
+    follow: bool = False,
+    settings: Settings | None = None,
+    transport: httpx.BaseTransport | None = None,
+    progress: bool = True,
+    poll: float = 1.0,
+    retry_for: float = 120.0,
+) -> SyncReport:
+    """Upload every stream under ``path`` to ``server``; see the module docstring.
+
+    Raises ``SyncError`` when the server stays unreachable for ``retry_for`` seconds.
+    """
+    from tqdm import tqdm
+
+    from .. import _http
+
+    settings = settings or Settings.resolve(None)
+    report = SyncReport()
+    uploads: dict[Path, StreamUpload] = {}
+    done: set[Path] = set()
+    bar = tqdm(total=0, unit="B", unit_scale=True, desc="rankwise sync", disable=not progress)
+    with _http.make_client(server, transport=transport) as client, bar:
+        retry = _Retrier(server, settings.upload_backoff_max, retry_for)
+        while True:
+            for p in find_stream_files(path):
+                if p in uploads or str(p) in report.failed:
+                    continue
+                try:
+                    up = StreamUpload(client, p, stream_ref(p), watch_finish=follow)
+                    retry(up.resume)
+                except GiveUp as exc:
+                    report.failed[str(p)] = str(exc)
+                    continue
+                uploads[p] = up
+                if follow and _finished_on_disk(p) and up.pending_bytes() == 0:
+                    done.add(p)
+            for p, up in uploads.items():
+                if p in done or str(p) in report.failed:
+                    continue
+                bar.total = sum(u.sent_bytes + u.pending_bytes() for u in uploads.values())
+                try:
+                    more = True
+                    while more:
+                        before = up.sent_bytes
+                        more = retry(up.pump)
+                        bar.update(up.sent_bytes - before)
+                except GiveUp as exc:
+                    report.failed[str(p)] = str(exc)
+                    continue
+                if not follow or up.finished or _gone(p, settings.crash_timeout):
+                    done.add(p)
+            if not follow or all(p in done or str(p) in report.failed for p in uploads):
+                break
+            time.sleep(poll)
+    report.streams = len(uploads)
+    report.uploaded_bytes = sum(u.sent_bytes for u in uploads.values())
+    return report
+
+
+class _Retrier:
+    """Calls a step, retrying ``Retry`` failures with backoff for at most ``retry_for``."""
+
+    def __init__(self, server: str, cap: float, retry_for: float) -> None:
+        self.server, self.cap, self.retry_for = server, cap, retry_for
+
+    def __call__(self, step: Callable[[], T]) -> T:
+        failures, since = 0, time.monotonic()
+        while True:
+            try:
+                return step()
+            except Retry as exc:
+                failures += 1
+                if time.monotonic() - since > self.retry_for:
+                    raise SyncError(
+                        f"cannot upload to {self.server} ({exc}) for {self.retry_for:.0f}s: "
+                        "nothing was lost; run rankwise sync again once the server is up"
+                    ) from None
+                time.sleep(backoff_delay(failures, self.cap))
+
+
+def _start_of(path: Path) -> R.StreamStart | None:
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1024 * 1024)
+    except OSError:
+        return None
+    records = scan(head).records
+    return records[0] if records and isinstance(records[0], R.StreamStart) else None
+
+
+def _finished_on_disk(path: Path) -> bool:
+    try:
+        records = scan(path.read_bytes()).records
+    except OSError:
+        return False
+    return any(type(r) is R.Finish for r in records)
+
+
+def _gone(path: Path, crash_timeout: float) -> bool:
+    """The stream's writer is dead: its process is gone, or it has been silent too long."""
+    start = _start_of(path)
+    age = time.time() - _mtime(path)
+    alive: Any = process_alive(start.host, start.pid, start.pid_start_time) if start else None
+    if alive is False:
+        return True
+    return alive is None and age > crash_timeout
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0

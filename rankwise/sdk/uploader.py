@@ -1,0 +1,444 @@
+"""Remote mode: upload a stream file to a rankwise server while it grows.
+
+Why nothing is lost and nothing is doubled:
+
+* The local stream file stays the truth. The uploader only *reads* it; the writer appends
+  to it whether or not a server answers, so an outage costs nothing but delay: the bytes
+  wait in the file until they are acknowledged.
+* Only whole frames (length and checksum verified) are sent, cut from the file as they
+  are: an upload body is ``MAGIC`` + frames, the same bytes as the file.
+* The read position advances only past a batch the server acknowledged (200). It starts
+  from the server's mark (``GET /api/v1/ack``), and a 409 (the server's mark is behind
+  the batch, e.g. its database was restored) rewinds it to the frame holding mark + 1.
+* A retry may resend records the server already applied; its store applies only records
+  above each stream's high-water mark, in the same transaction as the data, so a replay
+  changes nothing. Delivery here is at-least-once; exactly-once is the store's property.
+* The network is touched only on the uploader's daemon thread: ``log()`` never waits.
+  ``finish()`` waits at most ``upload_timeout`` for the upload to drain; what is left is
+  named in a warning and stays in the file for ``rankwise sync``.
+
+``StreamUpload`` is the synchronous core (one stream, one batch per ``pump()``), shared by
+the live ``Uploader`` thread and by ``rankwise sync`` (``rankwise.sdk.sync``).
+"""
+
+from __future__ import annotations
+
+import gzip
+import random
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from .. import _log
+from ..errors import UsageError
+from ..settings import Settings
+from ..stream import records as R
+from ..stream.frames import HEADER, MAGIC, MAX_FRAME, iter_frames
+
+if TYPE_CHECKING:
+    import httpx
+
+INGEST = "/api/v1/ingest"
+ACK = "/api/v1/ack"
+_MIN_BATCH = 64 * 1024
+BATCH_BYTES = 4 * 1024 * 1024  # raw frame bytes per request (compressed on the wire)
+
+
+class StreamRef(NamedTuple):
+    """Which stream a file is, as the server's ingest endpoint names it."""
+
+    project: str
+    run_id: str
+    label: str
+    incarnation: int
+
+    def params(self) -> dict[str, str]:
+        return {
+            "project": self.project,
+            "run": self.run_id,
+            "label": self.label,
+            "incarnation": str(self.incarnation),
+        }
+
+    def __str__(self) -> str:
+        return (
+            f"stream {self.label!r} (incarnation {self.incarnation}) of run "
+            f"{self.project}/{self.run_id}"
+        )
+
+
+class Retry(Exception):
+    """Transient: the server is unreachable, slow, or busy. Try again later."""
+
+
+class GiveUp(Exception):
+    """Sending these bytes again cannot succeed; the stream stays local for ``rankwise sync``."""
+
+
+def normalize_url(url: str) -> str:
+    """``host:port`` or a full URL, without a trailing slash; ``http://`` when no scheme."""
+    url = url.strip()
+    if not url:
+        raise UsageError("the server URL is empty: pass e.g. server='http://127.0.0.1:8585'")
+    if "://" not in url:
+        url = "http://" + url
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"server URL {url!r} must start with http:// or https://")
+    return url.rstrip("/")
+
+
+def backoff_delay(failures: int, cap: float, base: float = 0.25) -> float:
+    """Capped exponential backoff with jitter: spreads the retries of many ranks apart."""
+    exp = min(cap, base * 2.0 ** min(failures - 1, 30))
+    return exp * random.uniform(0.5, 1.0)
+
+
+def default_encoding() -> str:
+    try:
+        import zstandard  # noqa: F401
+    except ImportError:
+        return "gzip"
+    return "zstd"
+
+
+def compress(data: bytes, encoding: str) -> bytes:
+    if encoding == "zstd":
+        import zstandard
+
+        return zstandard.ZstdCompressor(level=3).compress(data)
+    if encoding == "gzip":
+        return gzip.compress(data, compresslevel=5, mtime=0)
+    return data
+
+
+def read_frames(path: Path, offset: int, max_bytes: int) -> tuple[bytes, str | None]:
+    """Whole frames from ``offset``: about ``max_bytes`` of them, at least one if complete.
+
+    Returns the frames and, when the bytes at the stop point are not a torn tail still
+    being written but damage (an impossible length or a bad checksum), why.
+    """
+    with open(path, "rb") as f:
+        f.seek(offset)
+        buf = f.read(max_bytes)
+        end = _last_end(buf)
+        if end == 0 and len(buf) >= HEADER.size:
+            length, _crc = HEADER.unpack_from(buf)
+            if length <= MAX_FRAME and HEADER.size + length > len(buf) == max_bytes:
+                f.seek(offset)  # one frame larger than a batch: send it alone
+                buf = f.read(HEADER.size + length)
+                end = _last_end(buf)
+    return buf[:end], _damage(buf, end)
+
+
+def _last_end(buf: bytes) -> int:
+    end = 0
+    for _body, stop in iter_frames(buf):
+        end = stop
+    return end
+
+
+def _damage(buf: bytes, end: int) -> str | None:
+    if end + HEADER.size > len(buf):
+        return None
+    length, _crc = HEADER.unpack_from(buf, end)
+    if length > MAX_FRAME:
+        return f"implausible frame length {length}"
+    if end + HEADER.size + length <= len(buf):
+        return "checksum mismatch"
+    return None
+
+
+def offset_after(path: Path, acked: int) -> int:
+    """File offset of the first frame holding a record above ``acked``."""
+    with open(path, "rb") as f:
+        if f.read(len(MAGIC)) != MAGIC:
+            raise GiveUp(f"{path} is not a rankwise stream file")
+        offset = len(MAGIC)
+        if acked < 0:
+            return offset
+        while True:
+            buf, _ = read_frames(path, offset, 16 * 1024 * 1024)
+            if not buf:
+                return offset
+            for body, stop in iter_frames(buf):
+                records = R.decode_payload(memoryview(buf)[body:stop])
+                if records and records[-1].seq > acked:
+                    return offset + body - HEADER.size
+            offset += len(buf)
+
+
+def stream_ref(path: Path) -> StreamRef:
+    """The stream a file holds, from its first record (``StreamStart``)."""
+    buf, _ = read_frames(path, len(MAGIC), 1024 * 1024)
+    for body, stop in iter_frames(buf):
+        records = R.decode_payload(memoryview(buf)[body:stop])
+        start = records[0] if records else None
+        if isinstance(start, R.StreamStart):
+            return StreamRef(start.project, start.run_id, start.label, start.incarnation)
+        break
+    raise GiveUp(f"{path} does not start with a stream-start record")
+
+
+class StreamUpload:
+    """Upload state of one stream file: where the unacknowledged bytes begin.
+
+    ``pump()`` sends one batch and returns True while there may be more to send at once.
+    It raises ``Retry`` for transient failures and ``GiveUp`` for permanent ones.
+    ``watch_finish`` makes it decode what it sends to notice the stream's ``Finish``.
+    """
+
+    def __init__(
+        self,
+        client: httpx.Client,
+        path: Path,
+        ref: StreamRef,
+        *,
+        max_batch: int = BATCH_BYTES,
+        encoding: str | None = None,
+        watch_finish: bool = False,
+    ) -> None:
+        self.client = client
+        self.path = path
+        self.ref = ref
+        self.max_batch = max_batch
+        self.encoding = encoding or default_encoding()
+        self.watch_finish = watch_finish
+        self.offset: int | None = None  # first byte not acknowledged; None before resume()
+        self.acked = -1
+        self.sent_bytes = 0
+        self.finished = False  # a Finish record was acknowledged (watch_finish only)
+
+    def resume(self) -> None:
+        """Ask the server for its mark and skip the frames it holds already."""
+        reply = self._request("GET", ACK, None)
+        self.acked = int(reply["acked_seq"])
+        self.offset = offset_after(self.path, self.acked)
+
+    def pending_bytes(self) -> int:
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            return 0
+        return max(0, size - (len(MAGIC) if self.offset is None else self.offset))
+
+    def pump(self) -> bool:
+        if self.offset is None:
+            self.resume()
+        assert self.offset is not None
+        frames, damage = read_frames(self.path, self.offset, self.max_batch)
+        if not frames:
+            if damage:
+                raise GiveUp(f"{self.path} is damaged at offset {self.offset} ({damage})")
+            return False
+        try:
+            reply = self._request("POST", INGEST, MAGIC + frames)
+        except _Rewind as rewind:
+            self.acked = rewind.mark
+            self.offset = offset_after(self.path, rewind.mark)
+            return True
+        except _TooLarge:
+            if self.max_batch <= _MIN_BATCH or len(frames) <= HEADER.size + _first_len(frames):
+                raise GiveUp(
+                    f"a frame of {len(frames)} bytes in {self.path} is over the server's body "
+                    "limit: start the server with a larger --max-body-mb"
+                ) from None
+            self.max_batch = max(_MIN_BATCH, self.max_batch // 2)
+            return True
+        self.acked = max(self.acked, int(reply["acked_seq"]))
+        self.offset += len(frames)
+        self.sent_bytes += len(frames)
+        if self.watch_finish and not self.finished:
+            self.finished = _has_finish(frames)
+        return True
+
+    def _request(self, method: str, path: str, body: bytes | None) -> dict[str, Any]:
+        import httpx
+
+        from .. import _http
+
+        headers = {"Accept": "application/json"}
+        content = None
+        if body is not None:
+            content = compress(body, self.encoding)
+            headers["Content-Type"] = _http.STREAM_CONTENT_TYPE
+            if self.encoding != "identity":
+                headers["Content-Encoding"] = self.encoding
+        try:
+            response = self.client.request(
+                method, path, params=self.ref.params(), content=content, headers=headers
+            )
+        except httpx.TransportError as exc:
+            raise Retry(f"{type(exc).__name__}: {exc}") from exc
+        status = response.status_code
+        if status == 200:
+            return _http.decode(response)  # type: ignore[no-any-return]
+        message = _http.error_message(response)
+        if status == 409:
+            raise _Rewind(int(_http.error_body(response).get("acked_seq", -1)))
+        if status == 413:
+            raise _TooLarge(message)
+        if status == 415 and self.encoding != "identity":
+            self.encoding = "gzip" if self.encoding == "zstd" else "identity"
+            raise Retry(f"server cannot read this encoding: {message}")
+        if status in (408, 425, 429) or status >= 500:
+            raise Retry(f"server answered {status}: {message}")
+        hint = " (is it a rankwise server?)" if status == 404 else ""
+        raise GiveUp(f"server at {self.client.base_url}{hint} answered {status}: {message}")
+
+
+class _Rewind(Exception):
+    def __init__(self, mark: int) -> None:
+        super().__init__(mark)
+        self.mark = mark
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _first_len(frames: bytes) -> int:
+    return int(HEADER.unpack_from(frames)[0])
+
+
+def _has_finish(frames: bytes) -> bool:
+    for body, stop in iter_frames(frames):
+        if any(type(r) is R.Finish for r in R.decode_payload(memoryview(frames)[body:stop])):
+            return True
+    return False
+
+
+class Uploader:
+    """The live uploader of one process's stream: a run component (``stop(deadline)``).
+
+    Woken by the writer's ``flush_listeners`` after each append; posts at most one batch
+    per ``upload_interval`` while training runs, and drains as fast as it can once the
+    run finishes.
+    """
+
+    def __init__(
+        self,
+        server: str,
+        path: Path,
+        ref: StreamRef,
+        settings: Settings,
+        *,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.server = server
+        self.path = path
+        self.ref = ref
+        self._settings = settings
+        self._transport = transport
+        self._upload: StreamUpload | None = None
+        self._wake = threading.Event()  # new frames in the file
+        self._interrupt = threading.Event()  # cut a backoff or spacing sleep short
+        self._closing = threading.Event()  # the file is final: drain it
+        self._quit = threading.Event()  # give up now
+        self._drained = threading.Event()
+        self._done = threading.Event()
+        self._problem: str | None = None
+        self._thread = threading.Thread(target=self._run, name="rankwise-uploader", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wake(self) -> None:
+        """Flush listener: called on the writer thread, so it only sets an event."""
+        self._wake.set()
+
+    @property
+    def drained(self) -> bool:
+        return self._drained.is_set()
+
+    def pending_bytes(self) -> int:
+        if self._upload is not None:
+            return self._upload.pending_bytes()
+        try:
+            return max(0, self.path.stat().st_size - len(MAGIC))
+        except OSError:
+            return 0
+
+    def stop(self, deadline: float) -> None:
+        """Wait for the upload to drain until ``deadline`` or ``upload_timeout``, then report."""
+        self._closing.set()
+        self._interrupt.set()
+        self._wake.set()
+        limit = min(deadline, time.monotonic() + self._settings.upload_timeout)
+        if self._thread.is_alive():
+            self._done.wait(max(0.0, limit - time.monotonic()))
+        if self._drained.is_set():
+            return
+        self._quit.set()
+        self._interrupt.set()
+        why = self._problem or "the upload did not finish in time"
+        _log.warn(
+            f"{self.pending_bytes()} bytes of {self.ref} were not uploaded to {self.server} "
+            f"within {self._settings.upload_timeout:g}s ({why}). Nothing is lost: they are "
+            f"in {self.path}. Upload them with: rankwise sync {self.path.parent.parent} "
+            f"--server {self.server}"
+        )
+
+    def _run(self) -> None:
+        try:
+            from .. import _http
+
+            client = _http.make_client(self.server, transport=self._transport)
+        except Exception as exc:
+            self._problem = f"cannot set up the upload: {exc!r}"
+            _log.warn(f"remote mode is off for this process: {self._problem}")
+            self._done.set()
+            return
+        try:
+            self._loop(StreamUpload(client, self.path, self.ref, max_batch=BATCH_BYTES))
+        except Exception as exc:  # never let the thread die silently
+            self._problem = f"uploader stopped: {exc!r}"
+            _log.warn(f"{self._problem}; the stream file is kept for rankwise sync")
+        finally:
+            client.close()
+            self._done.set()
+
+    def _loop(self, upload: StreamUpload) -> None:
+        self._upload = upload
+        failures = 0
+        last_post = 0.0
+        while not self._quit.is_set():
+            try:
+                more = upload.pump()
+            except Retry as exc:
+                failures += 1
+                self._outage(str(exc), failures)
+                self._sleep(backoff_delay(failures, self._settings.upload_backoff_max))
+                continue
+            except GiveUp as exc:
+                self._problem = str(exc)
+                _log.warn(f"stopped uploading {self.ref}: {exc}")
+                return
+            if failures:
+                _log.logger.info(f"upload of {self.ref} to {self.server} resumed")
+                failures = 0
+                self._problem = None
+            if more:
+                last_post = time.monotonic()
+                continue
+            if self._closing.is_set():
+                self._drained.set()
+                return
+            self._wake.wait(max(1.0, self._settings.upload_interval))
+            self._wake.clear()
+            # Batch what arrives within upload_interval into one request.
+            self._sleep(last_post + self._settings.upload_interval - time.monotonic())
+
+    def _outage(self, reason: str, failures: int) -> None:
+        self._problem = f"server unreachable: {reason}"
+        if failures == 1:
+            _log.warn(
+                f"cannot upload to {self.server} ({reason}); training goes on, the records "
+                f"are kept in {self.path} and uploaded when the server answers"
+            )
+
+    def _sleep(self, seconds: float) -> None:
+        if seconds > 0 and not self._interrupt.wait(seconds):
+            return
+        if not self._quit.is_set():
+            self._interrupt.clear()

@@ -1,0 +1,85 @@
+"""``create_app(store, settings)``: the ASGI application of ``rankwise ui`` and ``server``.
+
+The app holds no global state: the store and the settings are passed in and kept on
+``app.state``, so a test builds as many apps as it likes, each over its own store. The
+API is versioned under ``/api/v1``; the OpenAPI spec is at ``/api/openapi.json``; ``/``
+is left to the dashboard (``static``). Every error, including FastAPI's own validation
+errors and unknown paths, is answered in the one shape of ``encoding.error_reply``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .. import __version__
+from ..store.base import Store
+from . import ingest, reads
+from .config import ServerSettings
+from .encoding import ApiError, error_reply
+from .static import mount_dashboard
+
+API = "/api/v1"
+
+
+def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
+    """The rankwise HTTP API (and dashboard) over ``store``; the caller owns the store."""
+    settings = settings or ServerSettings()
+    app = FastAPI(
+        title="rankwise",
+        version=__version__,
+        summary="Experiment tracking built for distributed training.",
+        openapi_url="/api/openapi.json",
+        docs_url="/api/docs",
+        redoc_url=None,
+    )
+    app.state.store = store
+    app.state.settings = settings
+    app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
+    app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
+    app.include_router(ingest.router, prefix=API)
+    app.include_router(reads.router, prefix=API)
+
+    @app.api_route("/api/{rest:path}", methods=["GET", "POST"], include_in_schema=False)
+    def unknown(request: Request, rest: str) -> Response:
+        raise ApiError(
+            404,
+            f"no endpoint {request.method} /api/{rest}: the API is under {API}, "
+            "see /api/openapi.json",
+        )
+
+    mount_dashboard(app, settings.static_dir)
+    return app
+
+
+def _api_error(request: Request, exc: ApiError) -> Response:
+    return error_reply(request, exc.status, exc.message, **exc.extra)
+
+
+def _http_error(request: Request, exc: HTTPException) -> Response:
+    return error_reply(request, exc.status_code, str(exc.detail))
+
+
+def _validation_error(request: Request, exc: RequestValidationError) -> Response:
+    return error_reply(request, 422, "; ".join(_describe(e) for e in exc.errors()))
+
+
+def _describe(error: dict[str, Any]) -> str:
+    """``query parameter 'x': Input should be 'step' or 'time'`` from a pydantic error."""
+    loc = [str(p) for p in error.get("loc", ())]
+    msg = str(error.get("msg", "invalid"))
+    if not loc:
+        return msg
+    where, names = loc[0], loc[1:]
+    name = ".".join(names)
+    if where == "body":
+        return f"body field {name!r}: {msg}" if name else f"body: {msg}"
+    if where in ("query", "path", "header"):
+        return f"{where} parameter {name!r}: {msg}"
+    return f"{'.'.join(loc)}: {msg}"

@@ -1,0 +1,228 @@
+"""The read endpoints: projects, runs, one run, metric keys, series, history, compare.
+
+Routes are thin: they check parameters, call one ``Store`` method, and shape the reply
+with ``views``. They are plain ``def`` functions, so the (blocking) store calls run in
+the server's thread pool and never stall the event loop.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from starlette.responses import Response
+
+from ..store.base import RunQuery, RunRow, Store
+from ..stream.records import STATES
+from .config import ServerSettings
+from .encoding import ApiError, reply
+from .schemas import (
+    CompareReply,
+    CompareRequest,
+    ErrorReply,
+    HistoryReply,
+    MetricsReply,
+    ProjectsReply,
+    RunsReply,
+    SeriesReply,
+    XAxis,
+)
+from .schemas import Run as RunModel
+from .views import band_dict, run_dict, series_dict, settle
+
+router = APIRouter(tags=["read"])
+_404 = {404: {"model": ErrorReply, "description": "unknown project or run"}}
+SORT_PATTERN = r"^-?(created|updated|name|state|steps)$"
+
+
+def _store(request: Request) -> Store:
+    return request.app.state.store  # type: ignore[no-any-return]
+
+
+def _crash_timeout(request: Request) -> float:
+    settings: ServerSettings = request.app.state.settings
+    return settings.crash_timeout
+
+
+def _run_or_404(store: Store, project: str, run: str) -> RunRow:
+    row = store.get_run(project, run)
+    if row is None:
+        raise ApiError(404, f"no run {run!r} in project {project!r}")
+    return row
+
+
+@router.get("/projects", response_model=ProjectsReply)
+def projects(request: Request) -> Response:
+    """Every project, with its number of runs and when one was last updated."""
+    store = _store(request)
+    out = []
+    for name in store.projects():
+        rows, total = store.list_runs(RunQuery(project=name, sort="-updated", limit=1))
+        out.append({"name": name, "runs": total, "updated": rows[0].updated if rows else None})
+    return reply(request, {"projects": out})
+
+
+@router.get("/projects/{project}/runs", response_model=RunsReply, responses=_404)  # type: ignore[arg-type]
+def runs(
+    request: Request,
+    project: str,
+    group: str | None = None,
+    job_type: str | None = None,
+    state: Annotated[list[str] | None, Query(description="repeatable")] = None,
+    tag: Annotated[list[str] | None, Query(description="repeatable; all must match")] = None,
+    q: Annotated[str | None, Query(description="substring of the run's name or id")] = None,
+    sort: Annotated[str, Query(pattern=SORT_PATTERN)] = "-created",
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> Response:
+    """One page of a project's runs (without their streams), filtered and sorted."""
+    for s in state or ():
+        if s not in STATES:
+            raise ApiError(422, f"state={s!r} is not one of {', '.join(STATES)}")
+    store = _store(request)
+    query = RunQuery(
+        project=project,
+        group=group,
+        job_type=job_type,
+        states=tuple(state or ()),
+        tags=tuple(tag or ()),
+        search=q or None,
+        sort=sort,
+        limit=limit,
+        offset=offset,
+    )
+    rows, total = store.list_runs(query)
+    if total == 0 and project not in store.projects():
+        raise ApiError(404, f"no project {project!r}")
+    timeout = _crash_timeout(request)
+    out = [run_dict(settle(r, timeout), with_streams=False) for r in rows]
+    return reply(request, {"runs": out, "total": total})
+
+
+@router.get("/projects/{project}/runs/{run}", response_model=RunModel, responses=_404)  # type: ignore[arg-type]
+def run(request: Request, project: str, run: str) -> Response:
+    """One run: metadata, state, config, summary and every stream with its rank identity."""
+    row = _run_or_404(_store(request), project, run)
+    return reply(request, run_dict(settle(row, _crash_timeout(request))))
+
+
+@router.get("/projects/{project}/runs/{run}/metrics", response_model=MetricsReply, responses=_404)  # type: ignore[arg-type]
+def metrics(request: Request, project: str, run: str) -> Response:
+    """The metric keys the run has logged, sorted."""
+    store = _store(request)
+    keys = store.metric_keys(project, run)
+    if not keys:
+        _run_or_404(store, project, run)
+    return reply(request, {"keys": keys})
+
+
+def _labels(streams: str) -> list[str] | None:
+    if streams == "all":
+        return None
+    if streams == "none":
+        return []
+    labels = [s.strip() for s in streams.split(",") if s.strip()]
+    if not labels:
+        raise ApiError(422, "streams must be 'all', 'none' or comma-separated stream labels")
+    return labels
+
+
+def _chart(
+    store: Store,
+    project: str,
+    run: str,
+    key: str,
+    x: XAxis,
+    lo: float | None,
+    hi: float | None,
+    max_points: int,
+    streams: str,
+    band: bool,
+) -> dict[str, Any]:
+    if lo is not None and hi is not None and lo > hi:
+        raise ApiError(422, f"from={lo} is above to={hi}: pass from <= to")
+    labels = _labels(streams)
+    series = []
+    if labels != []:
+        series = store.series(
+            project, run, key, labels=labels, x=x, lo=lo, hi=hi, max_points=max_points
+        )
+    agg = None
+    if band:
+        agg = store.band(project, run, key, x=x, lo=lo, hi=hi, max_points=max_points)
+    if not series and (agg is None or not agg.x):
+        _run_or_404(store, project, run)  # an unknown run is 404; an unknown key is empty
+    return {
+        "series": [series_dict(s) for s in series],
+        "band": band_dict(agg) if agg is not None else None,
+    }
+
+
+@router.get(
+    "/projects/{project}/runs/{run}/series",
+    response_model=SeriesReply,
+    responses=_404,  # type: ignore[arg-type]
+)
+def series(
+    request: Request,
+    project: str,
+    run: str,
+    key: Annotated[str, Query(min_length=1, description="metric name")],
+    x: XAxis = "step",
+    lo: Annotated[float | None, Query(alias="from", description="x range start")] = None,
+    hi: Annotated[float | None, Query(alias="to", description="x range end")] = None,
+    max_points: Annotated[int, Query(ge=2, le=100_000)] = 2000,
+    streams: Annotated[str, Query(description="all, none, or comma-separated labels")] = "all",
+    band: bool = True,
+) -> Response:
+    """Chart columns of one metric: per-stream series and the cross-rank band (M4)."""
+    chart = _chart(_store(request), project, run, key, x, lo, hi, max_points, streams, band)
+    return reply(request, {"key": key, "x": x, **chart})
+
+
+@router.get(
+    "/projects/{project}/runs/{run}/history",
+    response_model=HistoryReply,
+    responses=_404,  # type: ignore[arg-type]
+)
+def history(
+    request: Request,
+    project: str,
+    run: str,
+    key: Annotated[list[str] | None, Query(description="repeatable")] = None,
+    label: str | None = None,
+) -> Response:
+    """Every logged row (step, time, label, weight, values), as ``Api.history()``."""
+    store = _store(request)
+    rows = store.history(project, run, keys=key or None, label=label)
+    if not rows:
+        _run_or_404(store, project, run)
+    return reply(request, {"rows": rows})
+
+
+@router.post("/compare", response_model=CompareReply, responses=_404)  # type: ignore[arg-type]
+def compare(request: Request, body: CompareRequest) -> Response:
+    """The same metric of several runs in one request."""
+    settings: ServerSettings = request.app.state.settings
+    if len(body.runs) > settings.max_compare_runs:
+        raise ApiError(422, f"at most {settings.max_compare_runs} runs per compare request")
+    store = _store(request)
+    out = []
+    for ref in body.runs:
+        project, sep, run_id = ref.partition("/")
+        if not sep or not project or not run_id:
+            raise ApiError(422, f"runs entries are 'project/run'; got {ref!r}")
+        chart = _chart(
+            store,
+            project,
+            run_id,
+            body.key,
+            body.x,
+            body.from_,
+            body.to,
+            body.max_points,
+            body.streams,
+            body.band,
+        )
+        out.append({"project": project, "run": run_id, **chart})
+    return reply(request, {"key": body.key, "x": body.x, "runs": out})

@@ -1,0 +1,151 @@
+"""Shapes of the HTTP API, for the OpenAPI spec at ``/api/openapi.json``.
+
+Routes encode their replies with msgspec (``encoding.reply``) so that MessagePack and
+JSON carry the same objects; these pydantic models document those objects and validate
+request bodies. ``docs/http-api.md`` is the prose version of the same contract.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+XAxis = Literal["step", "time"]
+
+
+class ErrorDetail(BaseModel):
+    status: int
+    message: str
+    acked_seq: int | None = Field(None, description="409 only: the stream's mark")
+
+
+class ErrorReply(BaseModel):
+    error: ErrorDetail
+
+
+class AckReply(BaseModel):
+    acked_seq: int = Field(description="highest seq the server holds for the stream, -1: none")
+
+
+class Project(BaseModel):
+    name: str
+    runs: int
+    updated: float | None
+
+
+class ProjectsReply(BaseModel):
+    projects: list[Project]
+
+
+class Stream(BaseModel):
+    label: str
+    incarnation: int
+    rank: int
+    local_rank: int
+    node: int
+    host: str
+    pid: int
+    is_primary: bool
+    state: str
+    last_step: int
+    points: int
+    dropped: int
+    started: float | None
+    last_seen: float | None
+    exit_code: int | None
+    signal: int | None
+    error_type: str | None
+    error_message: str | None
+    traceback: str | None
+    acked_seq: int
+
+
+class RunSummary(BaseModel):
+    """A run in a list: everything but its streams."""
+
+    project: str
+    id: str
+    name: str
+    group: str | None
+    job_type: str | None
+    tags: list[str]
+    notes: str | None
+    run_mode: str | None
+    state: str = Field(description="running, finished, failed, killed or crashed")
+    crashed: list[str] = Field(description="labels of the crashed streams")
+    world_size: int
+    num_nodes: int
+    created: float | None
+    updated: float | None
+    duration: float | None
+    steps: int
+    n_streams: int
+    config: dict[str, Any]
+    summary: dict[str, Any]
+
+
+class Run(RunSummary):
+    streams: list[Stream]
+
+
+class RunsReply(BaseModel):
+    runs: list[RunSummary]
+    total: int
+
+
+class MetricsReply(BaseModel):
+    keys: list[str]
+
+
+class Series(BaseModel):
+    label: str
+    x: list[float]
+    y: list[float | None]
+    downsampled: bool
+
+
+class Band(BaseModel):
+    x: list[float]
+    n: list[int]
+    mean: list[float | None]
+    wmean: list[float | None]
+    min: list[float | None]
+    max: list[float | None]
+    std: list[float | None]
+    downsampled: bool
+
+
+class SeriesReply(BaseModel):
+    key: str
+    x: XAxis
+    series: list[Series]
+    band: Band | None
+
+
+class HistoryReply(BaseModel):
+    rows: list[dict[str, Any]]
+
+
+class CompareRequest(BaseModel):
+    runs: list[str] = Field(min_length=1, description='"project/run" ids')
+    key: str = Field(min_length=1)
+    x: XAxis = "step"
+    from_: float | None = Field(None, alias="from")
+    to: float | None = None
+    max_points: int = Field(2000, ge=2, le=100_000)
+    streams: str = Field("all", description="all, none, or comma-separated labels")
+    band: bool = True
+
+
+class CompareRun(BaseModel):
+    project: str
+    run: str
+    series: list[Series]
+    band: Band | None
+
+
+class CompareReply(BaseModel):
+    key: str
+    x: XAxis
+    runs: list[CompareRun]

@@ -1,0 +1,44 @@
+"""The dashboard at ``/``: the built front end when present, else a page saying how.
+
+The front end is built (from ``ui/`` in a source checkout) into
+``rankwise/server/static/``; this module only serves what is there. Unknown ``/api/...``
+paths are answered with a JSON 404 before the static mount can see them.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+from fastapi import FastAPI
+from starlette.requests import Request
+from starlette.responses import HTMLResponse
+from starlette.staticfiles import StaticFiles
+
+_PLACEHOLDER = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>rankwise</title>
+<style>body{{font:16px/1.5 system-ui,sans-serif;max-width:40em;margin:4em auto;padding:0 1em}}
+code{{background:#f2f2f2;padding:.1em .3em}}</style></head>
+<body><h1>rankwise</h1>
+<p>The server is running, but the dashboard has not been built into
+<code>{static}</code>.</p>
+<p>Build it from the <code>ui/</code> folder of a rankwise source checkout
+(<code>npm ci &amp;&amp; npm run build</code> there), or install a rankwise release, which ships it
+built.</p>
+<p>The HTTP API works without it: <a href="/api/v1/projects">/api/v1/projects</a>,
+spec at <a href="/api/openapi.json">/api/openapi.json</a>, browsable at
+<a href="/api/docs">/api/docs</a>.</p>
+</body></html>
+"""
+
+
+def mount_dashboard(app: FastAPI, static_dir: Path) -> None:
+    """Serve ``static_dir`` at ``/`` if it holds ``index.html``, else the placeholder."""
+    if (static_dir / "index.html").is_file():
+        app.mount("/", StaticFiles(directory=static_dir, html=True), name="dashboard")
+        return
+    page = _PLACEHOLDER.format(static=html.escape(str(static_dir)))
+
+    @app.get("/", include_in_schema=False)
+    def placeholder(request: Request) -> HTMLResponse:
+        return HTMLResponse(page)

@@ -1,0 +1,180 @@
+"""Local mode: keep an embedded index in step with the stream files of a data directory.
+
+``rankwise ui`` runs one ``DirectoryTailer`` over ``<dir>/<project>/<run>/streams/``.
+Invariants:
+
+* Stream files are only ever read. Each has a byte offset: the end of the last whole
+  frame handed to the store. Only whole frames (length and checksum verified) are
+  parsed, so a frame still being written is simply picked up by a later pass.
+* On first sight of a file the offset is 0 and the records at or below the store's mark
+  are skipped; the index therefore survives restarts of ``rankwise ui``, and re-reading a
+  file is harmless anyway because the store applies only records above each mark.
+* One pass reads at most ``chunk`` bytes per file, so importing one huge file does not
+  hold back the records of live runs; a file whose size did not change is not read,
+  and a stream whose ``Finish`` record was ingested is not looked at again.
+* Problems with one file (damage, a store error) are warned about once; they never
+  stop the tailing of the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..store.base import Store, StreamKey
+from ..stream import records as R
+from ..stream.files import parse_stream_filename
+from ..stream.frames import HEADER, MAGIC, MAX_FRAME, scan
+
+log = logging.getLogger("rankwise.server")
+
+
+@dataclass
+class _Tail:
+    key: StreamKey
+    path: Path
+    offset: int = len(MAGIC)
+    mark: int | None = None  # the store's mark; None until asked
+    seen_size: int = -1
+    done: bool = False  # Finish ingested: never read again
+    warned: bool = False
+
+
+class DirectoryTailer:
+    """Ingests every stream file under ``root`` into ``store`` and keeps following them."""
+
+    def __init__(
+        self,
+        root: Path,
+        store: Store,
+        *,
+        interval: float = 0.2,
+        discover_interval: float = 0.5,
+        chunk: int = 8 * 1024 * 1024,
+    ) -> None:
+        self.root = Path(root)
+        self.store = store
+        self.interval = interval
+        self.discover_interval = discover_interval
+        self.chunk = chunk
+        self._tails: dict[Path, _Tail] = {}
+        self._last_discover = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rankwise-tailer", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.poll()
+            except Exception as exc:  # keep serving what is indexed already
+                log.warning("rankwise ui: tailing pass failed: %r", exc)
+            self._stop.wait(self.interval)
+
+    def poll(self) -> int:
+        """One pass: find new stream files, ingest what was appended; returns records."""
+        now = time.monotonic()
+        if now - self._last_discover >= self.discover_interval:
+            self._last_discover = now
+            self._discover()
+        total = 0
+        for tail in list(self._tails.values()):
+            if tail.done:
+                continue
+            try:
+                total += self._follow(tail)
+            except Exception as exc:  # one bad file must not stop the others
+                self._warn(tail, f"cannot index it: {exc!r}")
+        return total
+
+    def _discover(self) -> None:
+        for project in _subdirs(self.root):
+            for run in _subdirs(project):
+                streams = run / "streams"
+                try:
+                    names = os.listdir(streams)
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                for name in names:
+                    path = streams / name
+                    if path in self._tails:
+                        continue
+                    parsed = parse_stream_filename(name)
+                    if parsed is not None:
+                        key = StreamKey(project.name, run.name, parsed[0], parsed[1])
+                        self._tails[path] = _Tail(key, path)
+
+    def _follow(self, tail: _Tail) -> int:
+        try:
+            size = tail.path.stat().st_size
+        except OSError:
+            return 0
+        if size == tail.seen_size or size <= tail.offset:
+            return 0
+        try:
+            records, consumed, damage = self._read(tail, size)
+        except OSError as exc:
+            self._warn(tail, f"cannot read it: {exc}")
+            return 0
+        if damage is not None:
+            # Not final: on a network filesystem a fresh frame can read as garbage for a
+            # moment. It is read again when the file grows; real damage stays put.
+            self._warn(tail, f"unreadable ({damage}); the records before it are indexed")
+        if tail.mark is None:
+            tail.mark = self.store.acked(tail.key)
+        fresh = [r for r in records if r.seq > tail.mark]
+        if fresh:
+            tail.mark = self.store.ingest([(tail.key, fresh)]).get(tail.key, fresh[-1].seq)
+            if any(type(r) is R.Finish for r in fresh):
+                tail.done = True
+        tail.offset += consumed
+        if consumed == 0 or tail.offset >= size:
+            tail.seen_size = size  # nothing more whole until the file grows
+        return len(fresh)
+
+    def _read(self, tail: _Tail, size: int) -> tuple[list[R.AnyRecord], int, str | None]:
+        """Whole frames from the tail's offset: (records, bytes consumed, damage)."""
+        with open(tail.path, "rb") as f:
+            if tail.offset == len(MAGIC):
+                head = f.read(len(MAGIC))
+                if head != MAGIC[: len(head)]:
+                    return [], 0, "not a rankwise stream"
+            f.seek(tail.offset)
+            buf = f.read(self.chunk)
+            found = scan(buf, start=0)
+            if found.end == 0 and len(buf) == self.chunk and len(buf) >= HEADER.size:
+                length = HEADER.unpack_from(buf)[0]
+                if length <= MAX_FRAME:  # one frame larger than a chunk
+                    f.seek(tail.offset)
+                    buf = f.read(HEADER.size + length)
+                    found = scan(buf, start=0)
+        damage = found.damage
+        # A torn frame at the tail is a write in progress, not damage.
+        if damage is not None and "torn" in damage.reason:
+            damage = None
+        return found.records, found.end, (str(damage) if damage is not None else None)
+
+    def _warn(self, tail: _Tail, message: str) -> None:
+        if not tail.warned:
+            tail.warned = True
+            log.warning("rankwise ui: stream file %s: %s", tail.path, message)
+
+
+def _subdirs(path: Path) -> list[Path]:
+    try:
+        entries = list(os.scandir(path))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    # ".rankwise" (the index) and other dot folders are never projects or runs.
+    return sorted(Path(e.path) for e in entries if e.is_dir() and not e.name.startswith("."))

@@ -1,0 +1,106 @@
+"""Store rows → the plain objects the API replies with (``schemas`` documents them).
+
+A stream's state depends on *now* (a silent stream turns crashed after the crash
+timeout), so it is settled here at read time with the same rules as the local reader
+(``rankwise.stream.fold``), never frozen into the store.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..store.base import Band, RunRow, Series, StreamRow
+from ..stream.fold import StreamFold, StreamState, run_state, stream_state
+
+
+def settle(run: RunRow, crash_timeout: float, now: float | None = None) -> RunRow:
+    """Fill in each stream's state and the run's state and crashed labels for *now*."""
+    now = time.time() if now is None else now
+    for s in run.streams:
+        s.state = stream_state(
+            StreamFold(start=s.start, finish=s.finish, last_time=s.last_time), now, crash_timeout
+        )
+    if run.streams:
+        run.state, run.crashed = run_state(
+            StreamState(s.key.label, s.key.incarnation, _is_primary(s), s.state)
+            for s in run.streams
+        )
+    return run
+
+
+def _is_primary(s: StreamRow) -> bool:
+    return bool(s.start.is_primary) if s.start is not None else False
+
+
+def stream_dict(s: StreamRow) -> dict[str, Any]:
+    start, fin = s.start, s.finish
+    return {
+        "label": s.key.label,
+        "incarnation": s.key.incarnation,
+        "rank": start.rank if start else -1,
+        "local_rank": start.local_rank if start else -1,
+        "node": start.node_rank if start else -1,
+        "host": start.host if start else "",
+        "pid": start.pid if start else 0,
+        "is_primary": _is_primary(s),
+        "state": s.state,
+        "last_step": s.last_step,
+        "points": s.points,
+        "dropped": s.dropped,
+        "started": start.time if start else s.first_time,
+        "last_seen": s.last_time,
+        "exit_code": fin.exit_code if fin else None,
+        "signal": fin.signal if fin else None,
+        "error_type": fin.error_type if fin else None,
+        "error_message": fin.error_message if fin else None,
+        "traceback": fin.traceback if fin else None,
+        "acked_seq": s.acked_seq,
+    }
+
+
+def run_dict(run: RunRow, with_streams: bool = True) -> dict[str, Any]:
+    duration = None
+    if run.created is not None and run.updated is not None:
+        duration = max(0.0, run.updated - run.created)
+    out: dict[str, Any] = {
+        "project": run.project,
+        "id": run.run_id,
+        "name": run.name,
+        "group": run.group,
+        "job_type": run.job_type,
+        "tags": list(run.tags),
+        "notes": run.notes,
+        "run_mode": run.run_mode,
+        "state": run.state,
+        "crashed": list(run.crashed),
+        "world_size": run.world_size,
+        "num_nodes": run.num_nodes,
+        "created": run.created,
+        "updated": run.updated,
+        "duration": duration,
+        "steps": run.steps,
+        "n_streams": len(run.streams),
+        "config": run.config,
+        "summary": run.summary,
+    }
+    if with_streams:
+        out["streams"] = [stream_dict(s) for s in run.streams]
+    return out
+
+
+def series_dict(s: Series) -> dict[str, Any]:
+    return {"label": s.label, "x": s.x, "y": s.y, "downsampled": s.downsampled}
+
+
+def band_dict(b: Band) -> dict[str, Any]:
+    return {
+        "x": b.x,
+        "n": b.n,
+        "mean": b.mean,
+        "wmean": b.wmean,
+        "min": b.min,
+        "max": b.max,
+        "std": b.std,
+        "downsampled": b.downsampled,
+    }
