@@ -188,19 +188,31 @@ def load_stream(label: str, incarnation: int, path: Path, crash_timeout: float, 
 
 
 class Api:
-    """Read runs from a data directory: ``Api(dir=...)``.
+    """Read runs from a data directory, ``Api(dir=...)``, or a server, ``Api(server=URL)``.
 
     ``dir`` defaults to ``RANKWISE_DIR`` or ``./rankwise``. ``crash_timeout`` (seconds) is
-    how old a silent stream's last record must be before it is called crashed.
+    how old a silent stream's last record must be before it is called crashed (a server
+    applies its own). With ``server=`` the same methods return the same objects, read
+    through the HTTP API (``rankwise._remote``).
     """
 
     def __init__(
-        self, dir: str | os.PathLike[str] | None = None, crash_timeout: float = 60.0  # noqa: A002
+        self,
+        dir: str | os.PathLike[str] | None = None,  # noqa: A002
+        crash_timeout: float = 60.0,
+        server: str | None = None,
     ) -> None:
         self.dir = Path(dir or os.environ.get("RANKWISE_DIR") or "rankwise").expanduser()
         self.crash_timeout = crash_timeout
+        self._remote: Any = None
+        if server is not None:
+            from ._remote import RemoteReader
+
+            self._remote = RemoteReader(server)
 
     def projects(self) -> list[str]:
+        if self._remote is not None:
+            return self._remote.projects()
         if not self.dir.is_dir():
             return []
         return sorted(
@@ -237,6 +249,8 @@ class Api:
         """Runs, newest first, filtered by every argument given (tags: all must match)."""
         states = {state} if isinstance(state, str) else set(state or ())
         want_tags = {tags} if isinstance(tags, str) else set(tags or ())
+        if self._remote is not None:
+            return self._remote.runs(project, group, job_type, states, want_tags)
         out = []
         for proj, path in self._run_dirs(project):
             run = self._load(proj, path)
@@ -256,6 +270,8 @@ class Api:
         """One run by id; ``"project/id"`` also works."""
         if project is None and "/" in id:
             project, id = id.split("/", 1)
+        if self._remote is not None:
+            return self._remote.run(id, project)
         found = [
             (proj, path) for proj, path in self._run_dirs(project) if path.name == id
         ]

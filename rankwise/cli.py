@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from .api import Api, RunInfo
-from .errors import RankwiseError
+from .errors import RankwiseError, UsageError
 
 
 def _ago(t: float | None) -> str:
@@ -65,8 +68,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     run = Api(args.dir).run(args.run, project=args.project)
     print(f"run      {run.project}/{run.id}  ({run.name})")
     print(f"state    {_state(run)}")
-    print(f"group    {run.group or '-'}   job type {run.job_type or '-'}   "
-          f"tags {', '.join(run.tags) or '-'}")
+    print(
+        f"group    {run.group or '-'}   job type {run.job_type or '-'}   "
+        f"tags {', '.join(run.tags) or '-'}"
+    )
     print(f"ranks    {run.world_size} on {run.num_nodes} node(s), mode {run.run_mode}")
     print(f"created  {_ago(run.created)}   last seen {_ago(run.updated)}")
     print("\nconfig")
@@ -77,12 +82,39 @@ def cmd_show(args: argparse.Namespace) -> int:
         print(f"  {k:<28} {_fmt(v)}")
     print("\nstreams")
     rows = [
-        [s.label, str(s.incarnation), str(s.rank), str(s.node), s.host, str(s.pid), s.state,
-         str(s.last_step), str(s.points), str(s.dropped), s.damage or ""]
+        [
+            s.label,
+            str(s.incarnation),
+            str(s.rank),
+            str(s.node),
+            s.host,
+            str(s.pid),
+            s.state,
+            str(s.last_step),
+            str(s.points),
+            str(s.dropped),
+            s.damage or "",
+        ]
         for s in run.streams
     ]
-    print(_table(rows, ["label", "inc", "rank", "node", "host", "pid", "state", "last step",
-                        "points", "dropped", "damage"]))
+    print(
+        _table(
+            rows,
+            [
+                "label",
+                "inc",
+                "rank",
+                "node",
+                "host",
+                "pid",
+                "state",
+                "last step",
+                "points",
+                "dropped",
+                "damage",
+            ],
+        )
+    )
     for s in run.streams:
         if s.error_type:
             print(f"\n{s.label} (incarnation {s.incarnation}) {s.error_type}: {s.error_message}")
@@ -104,7 +136,88 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="run id (or project/id)")
     common(p)
     p.set_defaults(func=cmd_show)
+    _server_commands(sub)
     return parser
+
+
+def _server_commands(sub: Any) -> None:
+    p = sub.add_parser("ui", help="index a data directory, follow live runs, serve the dashboard")
+    p.add_argument("--dir", default=None, help="data directory (RANKWISE_DIR, ./rankwise)")
+    _listen(p)
+    p.set_defaults(func=cmd_ui)
+    p = sub.add_parser("server", help="serve a database that runs upload to (remote mode)")
+    p.add_argument("--db", required=True, help="sqlite:///PATH or postgresql://USER@HOST/DB")
+    _listen(p)
+    p.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    p.add_argument(
+        "--max-body-mb", type=float, default=96, help="largest upload accepted (default 96)"
+    )
+    p.set_defaults(func=cmd_server)
+    p = sub.add_parser("sync", help="upload offline runs to a server (safe to repeat)")
+    p.add_argument(
+        "path", nargs="?", default=None, help="data dir, project dir, run dir or stream file"
+    )
+    p.add_argument("--server", default=None, help="server URL (RANKWISE_SERVER)")
+    p.add_argument("--follow", action="store_true", help="keep uploading until runs finish")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_sync)
+
+
+def _listen(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8585, help="port (default 8585)")
+    p.add_argument("--log-level", default="warning", help="uvicorn log level (default warning)")
+
+
+def _serve_module() -> Any:
+    try:
+        from .server import serve
+    except ImportError as exc:
+        raise UsageError(
+            f"the server needs its extras ({exc.name} is missing): pip install 'rankwise[server]'"
+        ) from None
+    return serve
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    root = Path(args.dir or os.environ.get("RANKWISE_DIR") or "rankwise")
+    _serve_module().serve_ui(root, args.host, args.port, log_level=args.log_level)
+    return 0
+
+
+def cmd_server(args: argparse.Namespace) -> int:
+    serve = _serve_module()
+    from .server import ServerSettings
+
+    if args.workers < 1:
+        raise UsageError("--workers must be at least 1")
+    settings = ServerSettings(max_body_bytes=int(args.max_body_mb * 1024 * 1024))
+    serve.serve_db(
+        args.db,
+        args.host,
+        args.port,
+        workers=args.workers,
+        settings=settings,
+        log_level=args.log_level,
+    )
+    return 0
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    from .sdk.sync import sync
+
+    server = args.server or os.environ.get("RANKWISE_SERVER")
+    if not server:
+        raise UsageError("rankwise sync needs --server URL (or RANKWISE_SERVER)")
+    path = Path(args.path or os.environ.get("RANKWISE_DIR") or "rankwise")
+    report = sync(path, server, follow=args.follow, progress=not args.no_progress)
+    print(
+        f"rankwise: synced {report.streams} stream(s) from {path} to {server}: "
+        f"{report.uploaded_bytes} new bytes"
+    )
+    for where, why in sorted(report.failed.items()):
+        print(f"rankwise: error: {where}: {why}", file=sys.stderr)
+    return 1 if report.failed else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

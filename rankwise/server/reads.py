@@ -74,8 +74,9 @@ def runs(
     sort: Annotated[str, Query(pattern=SORT_PATTERN)] = "-created",
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     offset: Annotated[int, Query(ge=0)] = 0,
+    with_streams: Annotated[bool, Query(description="include each run's streams")] = False,
 ) -> Response:
-    """One page of a project's runs (without their streams), filtered and sorted."""
+    """One page of a project's runs, filtered and sorted (streams only on request)."""
     for s in state or ():
         if s not in STATES:
             raise ApiError(422, f"state={s!r} is not one of {', '.join(STATES)}")
@@ -95,7 +96,7 @@ def runs(
     if total == 0 and project not in store.projects():
         raise ApiError(404, f"no project {project!r}")
     timeout = _crash_timeout(request)
-    out = [run_dict(settle(r, timeout), with_streams=False) for r in rows]
+    out = [run_dict(settle(r, timeout), with_streams=with_streams) for r in rows]
     return reply(request, {"runs": out, "total": total})
 
 

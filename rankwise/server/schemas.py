@@ -72,6 +72,7 @@ class RunSummary(BaseModel):
     tags: list[str]
     notes: str | None
     run_mode: str | None
+    base_id: str | None = Field(description="the id all ranks of the launch agreed on")
     state: str = Field(description="running, finished, failed, killed or crashed")
     crashed: list[str] = Field(description="labels of the crashed streams")
     world_size: int
@@ -90,7 +91,7 @@ class Run(RunSummary):
 
 
 class RunsReply(BaseModel):
-    runs: list[RunSummary]
+    runs: list[Run | RunSummary] = Field(description="with streams when with_streams=true")
     total: int
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import uvicorn
 
+from ..errors import UsageError
 from ..store.base import Store
 from .app import create_app
 from .config import ServerSettings
@@ -94,7 +95,7 @@ def serve_ui(
     """Index ``root`` into ``<root>/.rankwise/index.db``, follow it, and serve it."""
     root = Path(root).expanduser().absolute()
     if not root.is_dir():
-        raise FileNotFoundError(
+        raise UsageError(
             f"no data directory {root}: pass --dir (or set RANKWISE_DIR) to where runs are"
         )
     store = open_db(index_url(root))

@@ -72,6 +72,7 @@ def run_dict(run: RunRow, with_streams: bool = True) -> dict[str, Any]:
         "tags": list(run.tags),
         "notes": run.notes,
         "run_mode": run.run_mode,
+        "base_id": _base_id(run),
         "state": run.state,
         "crashed": list(run.crashed),
         "world_size": run.world_size,
@@ -87,6 +88,12 @@ def run_dict(run: RunRow, with_streams: bool = True) -> dict[str, Any]:
     if with_streams:
         out["streams"] = [stream_dict(s) for s in run.streams]
     return out
+
+
+def _base_id(run: RunRow) -> str | None:
+    starts = [s.start for s in run.streams if s.start is not None]
+    primary = [st for st in starts if st.is_primary] or starts
+    return primary[-1].base_id if primary else None
 
 
 def series_dict(s: Series) -> dict[str, Any]:
