@@ -167,6 +167,12 @@ def _listen(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8585, help="port (default 8585)")
     p.add_argument("--log-level", default="warning", help="uvicorn log level (default warning)")
+    p.add_argument(
+        "--crash-timeout",
+        type=float,
+        default=60.0,
+        help="seconds a silent stream whose process is not seen alive stays running (60)",
+    )
 
 
 def _serve_module() -> Any:
@@ -181,7 +187,9 @@ def _serve_module() -> Any:
 
 def cmd_ui(args: argparse.Namespace) -> int:
     root = Path(args.dir or os.environ.get("RANKWISE_DIR") or "rankwise")
-    _serve_module().serve_ui(root, args.host, args.port, log_level=args.log_level)
+    _serve_module().serve_ui(
+        root, args.host, args.port, crash_timeout=args.crash_timeout, log_level=args.log_level
+    )
     return 0
 
 
@@ -198,6 +206,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         args.port,
         workers=args.workers,
         settings=settings,
+        crash_timeout=args.crash_timeout,
         log_level=args.log_level,
     )
     return 0

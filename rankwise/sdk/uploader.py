@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 INGEST = "/api/v1/ingest"
 ACK = "/api/v1/ack"
-_MIN_BATCH = 64 * 1024
 BATCH_BYTES = 4 * 1024 * 1024  # raw frame bytes per request (compressed on the wire)
 
 
@@ -120,11 +119,12 @@ def read_frames(path: Path, offset: int, max_bytes: int) -> tuple[bytes, str | N
     """
     with open(path, "rb") as f:
         f.seek(offset)
-        buf = f.read(max_bytes)
+        want = max(max_bytes, HEADER.size)
+        buf = f.read(want)
         end = _last_end(buf)
         if end == 0 and len(buf) >= HEADER.size:
             length, _crc = HEADER.unpack_from(buf)
-            if length <= MAX_FRAME and HEADER.size + length > len(buf) == max_bytes:
+            if length <= MAX_FRAME and HEADER.size + length > len(buf) == want:
                 f.seek(offset)  # one frame larger than a batch: send it alone
                 buf = f.read(HEADER.size + length)
                 end = _last_end(buf)
@@ -238,12 +238,12 @@ class StreamUpload:
             self.offset = offset_after(self.path, rewind.mark)
             return True
         except _TooLarge:
-            if self.max_batch <= _MIN_BATCH or len(frames) <= HEADER.size + _first_len(frames):
+            if sum(1 for _ in iter_frames(frames)) <= 1:
                 raise GiveUp(
                     f"a frame of {len(frames)} bytes in {self.path} is over the server's body "
                     "limit: start the server with a larger --max-body-mb"
                 ) from None
-            self.max_batch = max(_MIN_BATCH, self.max_batch // 2)
+            self.max_batch = max(1, len(frames) // 2)  # at least one whole frame still goes
             return True
         self.acked = max(self.acked, int(reply["acked_seq"]))
         self.offset += len(frames)
@@ -295,10 +295,6 @@ class _Rewind(Exception):
 
 class _TooLarge(Exception):
     pass
-
-
-def _first_len(frames: bytes) -> int:
-    return int(HEADER.unpack_from(frames)[0])
 
 
 def _has_finish(frames: bytes) -> bool:

@@ -13,9 +13,6 @@ class ServerSettings:
     # Largest upload body accepted, compressed and after decompression alike (bytes).
     # Above the largest frame a writer makes (64 MiB), so any stream can be uploaded.
     max_body_bytes: int = 96 * 1024 * 1024
-    # A stream silent for longer than this (and whose process cannot be seen alive) is
-    # reported as crashed (s); the same rule as ``rankwise.Api(dir=...)``.
-    crash_timeout: float = 60.0
     # Where the built dashboard lives (index.html); a placeholder page is served without.
     static_dir: Path = STATIC_DIR
     # Runs accepted in one compare request.

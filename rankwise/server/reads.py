@@ -28,7 +28,7 @@ from .schemas import (
     XAxis,
 )
 from .schemas import Run as RunModel
-from .views import band_dict, run_dict, series_dict, settle
+from .views import band_dict, run_dict, series_dict
 
 router = APIRouter(tags=["read"])
 _404 = {404: {"model": ErrorReply, "description": "unknown project or run"}}
@@ -37,11 +37,6 @@ SORT_PATTERN = r"^-?(created|updated|name|state|steps)$"
 
 def _store(request: Request) -> Store:
     return request.app.state.store  # type: ignore[no-any-return]
-
-
-def _crash_timeout(request: Request) -> float:
-    settings: ServerSettings = request.app.state.settings
-    return settings.crash_timeout
 
 
 def _run_or_404(store: Store, project: str, run: str) -> RunRow:
@@ -95,8 +90,7 @@ def runs(
     rows, total = store.list_runs(query)
     if total == 0 and project not in store.projects():
         raise ApiError(404, f"no project {project!r}")
-    timeout = _crash_timeout(request)
-    out = [run_dict(settle(r, timeout), with_streams=with_streams) for r in rows]
+    out = [run_dict(r, with_streams=with_streams) for r in rows]
     return reply(request, {"runs": out, "total": total})
 
 
@@ -104,7 +98,7 @@ def runs(
 def run(request: Request, project: str, run: str) -> Response:
     """One run: metadata, state, config, summary and every stream with its rank identity."""
     row = _run_or_404(_store(request), project, run)
-    return reply(request, run_dict(settle(row, _crash_timeout(request))))
+    return reply(request, run_dict(row))
 
 
 @router.get("/projects/{project}/runs/{run}/metrics", response_model=MetricsReply, responses=_404)  # type: ignore[arg-type]

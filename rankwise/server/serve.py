@@ -26,13 +26,21 @@ DEFAULT_PORT = 8585
 INDEX = Path(".rankwise") / "index.db"
 _DB_ENV = "RANKWISE_SERVER_DB"
 _MAX_BODY_ENV = "RANKWISE_SERVER_MAX_BODY"
+_CRASH_ENV = "RANKWISE_SERVER_CRASH_TIMEOUT"
 
 
-def open_db(url: str) -> Store:
-    """Open and migrate the store at ``url`` (``sqlite:///PATH`` or ``postgresql://...``)."""
+def open_db(url: str, crash_timeout: float = 60.0) -> Store:
+    """Open and migrate the store at ``url`` (``sqlite:///PATH`` or ``postgresql://...``).
+
+    ``crash_timeout``: how long a silent stream whose process cannot be seen alive is
+    still called running (s); the store settles states with it at read time.
+    """
     from ..store import open_store
 
-    store = open_store(url)
+    try:
+        store = open_store(url, crash_timeout=crash_timeout)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     store.migrate()
     return store
 
@@ -89,6 +97,7 @@ def serve_ui(
     port: int = DEFAULT_PORT,
     *,
     settings: ServerSettings | None = None,
+    crash_timeout: float = 60.0,
     log_level: str = "warning",
     announce: Callable[[str], None] | None = None,
 ) -> None:
@@ -98,7 +107,7 @@ def serve_ui(
         raise UsageError(
             f"no data directory {root}: pass --dir (or set RANKWISE_DIR) to where runs are"
         )
-    store = open_db(index_url(root))
+    store = open_db(index_url(root), crash_timeout)
     tailer = DirectoryTailer(root, store)
     tailer.poll()  # the first pass before serving: the dashboard opens on full data
     tailer.start()
@@ -117,13 +126,14 @@ def serve_db(
     *,
     workers: int = 1,
     settings: ServerSettings | None = None,
+    crash_timeout: float = 60.0,
     log_level: str = "warning",
     announce: Callable[[str], None] | None = None,
 ) -> None:
     """Serve the store at ``url``; several worker processes when ``workers > 1``."""
     settings = settings or ServerSettings()
     say = announce or (lambda where: print(f"rankwise: server at {where}", flush=True))
-    store = open_db(url)
+    store = open_db(url, crash_timeout)
     if workers <= 1:
         try:
             _Server(uvicorn_config(create_app(store, settings), host, port, log_level), say).run()
@@ -133,6 +143,7 @@ def serve_db(
     store.close()
     os.environ[_DB_ENV] = url
     os.environ[_MAX_BODY_ENV] = str(settings.max_body_bytes)
+    os.environ[_CRASH_ENV] = str(crash_timeout)
     say(f"http://{_url_host(host)}:{port} ({workers} workers)")
     uvicorn.run(
         "rankwise.server.serve:worker_app",
@@ -158,4 +169,5 @@ def worker_app() -> Any:
     )
     from ..store import open_store
 
-    return create_app(open_store(url), settings)
+    crash_timeout = float(os.environ.get(_CRASH_ENV) or 60.0)
+    return create_app(open_store(url, crash_timeout=crash_timeout), settings)

@@ -1,32 +1,14 @@
 """Store rows → the plain objects the API replies with (``schemas`` documents them).
 
-A stream's state depends on *now* (a silent stream turns crashed after the crash
-timeout), so it is settled here at read time with the same rules as the local reader
-(``rankwise.stream.fold``), never frozen into the store.
+States arrive settled: the store computes them at read time with the local reader's
+rules (``rankwise.stream.fold``) and its own crash timeout.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from ..store.base import Band, RunRow, Series, StreamRow
-from ..stream.fold import StreamFold, StreamState, run_state, stream_state
-
-
-def settle(run: RunRow, crash_timeout: float, now: float | None = None) -> RunRow:
-    """Fill in each stream's state and the run's state and crashed labels for *now*."""
-    now = time.time() if now is None else now
-    for s in run.streams:
-        s.state = stream_state(
-            StreamFold(start=s.start, finish=s.finish, last_time=s.last_time), now, crash_timeout
-        )
-    if run.streams:
-        run.state, run.crashed = run_state(
-            StreamState(s.key.label, s.key.incarnation, _is_primary(s), s.state)
-            for s in run.streams
-        )
-    return run
 
 
 def _is_primary(s: StreamRow) -> bool:

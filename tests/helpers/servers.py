@@ -64,7 +64,12 @@ def serve_in_thread(app: Any) -> Iterator[str]:
     """A real uvicorn serving ``app`` on a free loopback port, in this process."""
     port = free_port()
     config = uvicorn.Config(
-        app, host="127.0.0.1", port=port, log_level="warning", http="h11", ws="none",
+        app,
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        http="h11",
+        ws="none",
         lifespan="off",
     )
     server = uvicorn.Server(config)
