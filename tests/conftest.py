@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,3 +33,29 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def fast() -> dict[str, float]:
     """Settings that make writer activity visible quickly in tests."""
     return {"flush_interval": 0.02, "heartbeat_interval": 0.2, "finish_timeout": 10.0}
+
+
+@pytest.fixture
+def pg_dsn() -> Iterator[str]:
+    """A PostgreSQL DSN whose ``search_path`` is a fresh schema, dropped afterwards.
+
+    The server comes from ``RANKWISE_TEST_POSTGRES``; without it the test skips, except
+    under ``CI=true``, where PostgreSQL tests must run and the test fails instead.
+    """
+    base = os.environ.get("RANKWISE_TEST_POSTGRES")
+    if not base:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail("CI=true but RANKWISE_TEST_POSTGRES is unset: PostgreSQL tests must run")
+        pytest.skip("set RANKWISE_TEST_POSTGRES=postgresql://... to run PostgreSQL tests")
+    import uuid
+
+    import psycopg
+
+    schema = f"rw_test_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        yield psycopg.conninfo.make_conninfo(base, options=f"-csearch_path={schema}")
+    finally:
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')

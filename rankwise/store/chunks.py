@@ -1,0 +1,190 @@
+"""Columnar chunks: how one stream's points of one metric are stored.
+
+A series (one stream x one metric) is a sequence of chunks, in ``seq`` order, each
+holding at most ``CHUNK`` points as numpy columns (seq, step, time, value, weight). Every
+chunk also carries summaries so that a chart-sized query rarely decodes raw points:
+
+* ``head``: six representative points of the whole chunk, and
+* ``subs``: the same six points for each run of ``SUB`` consecutive points,
+
+where the six are the first and last by step, the first and last by time, and the
+minimum and maximum value (NaN never wins unless all are NaN). Each representative
+point is stored as (step, time, value) float64 triples.
+
+Invariants:
+
+* A unit (a whole chunk or a sub-block) contributes its four points for the chosen x
+  axis (first, last, min, max); grouping whole units into buckets therefore keeps every
+  bucket's true extremes exactly (see ``rankwise.store.downsample.extremes``).
+* Only the series' last chunk is ever rewritten (while it holds fewer than
+  ``MERGE_BELOW`` points, the next batch is merged into it), and only under the stream's
+  mark check, so chunk ids ascend in ``seq`` order.
+* Values keep their type: a chunk whose values are all ``int`` (or all ``bool``) stores
+  them as such (``kind`` ``i``/``b``) so history returns what was logged; charts read
+  everything as float64.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+F8 = npt.NDArray[np.float64]
+I8 = npt.NDArray[np.int64]
+
+CHUNK = 4096  # points per chunk at most
+# The last chunk of a series takes in the next batch while it is smaller than this: small
+# batches coalesce, while large ones never rewrite what is stored (write amplification).
+MERGE_BELOW = CHUNK // 4
+SUB = 64  # points per sub-block summary
+_DTYPE = {"f": np.float64, "i": np.int64, "b": np.bool_}
+# Representative roles, in storage order.
+STEP_FIRST, STEP_LAST, TIME_FIRST, TIME_LAST, Y_MIN, Y_MAX = range(6)
+AXIS_ROLES = {
+    "step": [STEP_FIRST, STEP_LAST, Y_MIN, Y_MAX],
+    "time": [TIME_FIRST, TIME_LAST, Y_MIN, Y_MAX],
+}
+
+
+@dataclass
+class Points:
+    """Points of one series in ``seq`` order; ``weight`` is NaN where none was logged."""
+
+    seq: I8
+    step: I8
+    time: F8
+    value: npt.NDArray[Any]  # float64, int64 or bool, per ``kind``
+    weight: F8
+    kind: str = "f"
+
+    def __len__(self) -> int:
+        return int(self.seq.shape[0])
+
+    def fvalue(self) -> F8:
+        return self.value.astype(np.float64, copy=False)
+
+    def take(self, a: int, b: int) -> Points:
+        return Points(
+            self.seq[a:b],
+            self.step[a:b],
+            self.time[a:b],
+            self.value[a:b],
+            self.weight[a:b],
+            self.kind,
+        )
+
+    @staticmethod
+    def concat(parts: list[Points]) -> Points:
+        if len(parts) == 1:
+            return parts[0]
+        kinds = {p.kind for p in parts}
+        kind = kinds.pop() if len(kinds) == 1 else "f"
+        return Points(
+            np.concatenate([p.seq for p in parts]),
+            np.concatenate([p.step for p in parts]),
+            np.concatenate([p.time for p in parts]),
+            np.concatenate([p.value.astype(_DTYPE[kind], copy=False) for p in parts]),
+            np.concatenate([p.weight for p in parts]),
+            kind,
+        )
+
+
+@dataclass
+class ChunkRow:
+    """The stored form of a chunk (column values of the ``chunks`` table)."""
+
+    n: int
+    step_lo: int
+    step_hi: int
+    t_lo: float
+    t_hi: float
+    kind: str
+    xs: bytes  # step int64 column then time float64 column
+    ys: bytes
+    seqs: bytes
+    weights: bytes | None  # None when no point carried a weight
+    head: bytes
+    subs: bytes
+
+
+def _first_hits(hit: npt.NDArray[np.bool_], unit: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
+    where = np.flatnonzero(hit)
+    u = unit[where]
+    return where[np.r_[True, u[1:] != u[:-1]]]
+
+
+def summarize(step: F8, time: F8, y: F8, size: int) -> F8:
+    """Representative points of consecutive units of ``size`` points: shape (units, 6, 3)."""
+    n = step.shape[0]
+    starts = np.arange(0, n, size)
+    unit = np.repeat(np.arange(starts.shape[0]), np.diff(np.r_[starts, n]))
+    ymin = np.where(np.isnan(y), np.inf, y)
+    ymax = np.where(np.isnan(y), -np.inf, y)
+    picks = []
+    for key, ufunc in (
+        (step, np.minimum),
+        (step, np.maximum),
+        (time, np.minimum),
+        (time, np.maximum),
+        (ymin, np.minimum),
+        (ymax, np.maximum),
+    ):
+        best = ufunc.reduceat(key, starts)
+        picks.append(_first_hits(key == best[unit], unit))
+    idx = np.stack(picks, 1)  # (units, 6)
+    return np.stack([step[idx], time[idx], y[idx]], 2)
+
+
+def encode(p: Points) -> ChunkRow:
+    step_f = p.step.astype(np.float64)
+    y = p.fvalue()
+    has_w = not np.isnan(p.weight).all()
+    return ChunkRow(
+        n=len(p),
+        step_lo=int(p.step.min()),
+        step_hi=int(p.step.max()),
+        t_lo=float(p.time.min()),
+        t_hi=float(p.time.max()),
+        kind=p.kind,
+        xs=p.step.astype(np.int64, copy=False).tobytes() + p.time.tobytes(),
+        ys=p.value.astype(_DTYPE[p.kind], copy=False).tobytes(),
+        seqs=p.seq.astype(np.int64, copy=False).tobytes(),
+        weights=p.weight.tobytes() if has_w else None,
+        head=summarize(step_f, p.time, y, len(p)).tobytes(),
+        subs=summarize(step_f, p.time, y, SUB).tobytes(),
+    )
+
+
+def decode_xy(n: int, xs: bytes, ys: bytes, kind: str) -> tuple[I8, F8, F8]:
+    """(step, time, value as float64) of a stored chunk."""
+    step = np.frombuffer(xs, np.int64, n)
+    time = np.frombuffer(xs, np.float64, n, 8 * n)
+    value = np.frombuffer(ys, _DTYPE[kind], n).astype(np.float64, copy=False)
+    return step, time, value
+
+
+def decode(n: int, kind: str, xs: bytes, ys: bytes, seqs: bytes, weights: bytes | None) -> Points:
+    step = np.frombuffer(xs, np.int64, n)
+    time = np.frombuffer(xs, np.float64, n, 8 * n)
+    weight = np.frombuffer(weights, np.float64, n) if weights is not None else np.full(n, np.nan)
+    return Points(
+        np.frombuffer(seqs, np.int64, n),
+        step,
+        time,
+        np.frombuffer(ys, _DTYPE[kind], n),
+        weight,
+        kind,
+    )
+
+
+def units(blobs: list[bytes]) -> F8:
+    """Representative points of many ``head``/``subs`` blobs, shape (units, 6, 3)."""
+    return np.frombuffer(b"".join(blobs), np.float64).reshape(-1, 6, 3)
+
+
+def split(p: Points) -> list[Points]:
+    """Cut points into chunks of at most ``CHUNK``."""
+    return [p.take(a, a + CHUNK) for a in range(0, len(p), CHUNK)]

@@ -1,0 +1,197 @@
+"""Numbered schema migrations for both stores, recorded in a ``schema_version`` table.
+
+Each migration is applied in its own transaction together with the row that records it,
+so a crash mid-upgrade leaves the schema at the last whole version. Migrations are only
+ever appended: a released one is never edited (the database may already hold it).
+
+Tables (version 2)::
+
+    runs      one row per (project, run_id); the integer ``id`` keys the rest
+    streams   one row per stream: the mark (``acked_seq``), the folded state (``fold``,
+              a msgpack ``StreamFold``) and the columns run listing needs without it
+    metrics   metric names, interned to integers
+    series    one row per (stream, metric): its point count and its open chunk
+    chunks    columnar points of one series (see ``rankwise.store.chunks``)
+    aggs      cross-rank aggregates per (run, metric, block of BLOCK steps), an
+              ``Agg`` blob (see ``rankwise.store.aggregate``)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sqlite: str
+    postgres: str
+
+
+_V1_SQLITE = """
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY,
+    project TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    UNIQUE (project, run_id)
+);
+CREATE TABLE streams (
+    id INTEGER PRIMARY KEY,
+    run INTEGER NOT NULL REFERENCES runs (id),
+    label TEXT NOT NULL,
+    incarnation INTEGER NOT NULL,
+    acked_seq INTEGER NOT NULL DEFAULT -1,
+    start BLOB,
+    finish BLOB,
+    first_time REAL,
+    last_time REAL,
+    last_step INTEGER NOT NULL DEFAULT -1,
+    points INTEGER NOT NULL DEFAULT 0,
+    dropped INTEGER NOT NULL DEFAULT 0,
+    fold BLOB,
+    UNIQUE (run, label, incarnation)
+);
+CREATE TABLE metrics (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE
+);
+CREATE TABLE series (
+    stream INTEGER NOT NULL,
+    metric INTEGER NOT NULL,
+    points INTEGER NOT NULL,
+    open_chunk INTEGER,
+    PRIMARY KEY (stream, metric)
+);
+CREATE TABLE chunks (
+    id INTEGER PRIMARY KEY,
+    stream INTEGER NOT NULL,
+    metric INTEGER NOT NULL,
+    n INTEGER NOT NULL,
+    step_lo INTEGER NOT NULL,
+    step_hi INTEGER NOT NULL,
+    t_lo REAL NOT NULL,
+    t_hi REAL NOT NULL,
+    kind TEXT NOT NULL,
+    xs BLOB NOT NULL,
+    ys BLOB NOT NULL,
+    seqs BLOB NOT NULL,
+    weights BLOB,
+    head BLOB NOT NULL,
+    subs BLOB NOT NULL
+);
+CREATE INDEX chunks_by_step ON chunks (stream, metric, step_lo);
+CREATE TABLE aggs (
+    run INTEGER NOT NULL,
+    metric INTEGER NOT NULL,
+    block INTEGER NOT NULL,
+    t_lo REAL NOT NULL,
+    t_hi REAL NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (run, metric, block)
+);
+"""
+
+_V1_POSTGRES = """
+CREATE TABLE runs (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    project TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    UNIQUE (project, run_id)
+);
+CREATE TABLE streams (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    run BIGINT NOT NULL REFERENCES runs (id),
+    label TEXT NOT NULL,
+    incarnation BIGINT NOT NULL,
+    acked_seq BIGINT NOT NULL DEFAULT -1,
+    start BYTEA,
+    finish BYTEA,
+    first_time DOUBLE PRECISION,
+    last_time DOUBLE PRECISION,
+    last_step BIGINT NOT NULL DEFAULT -1,
+    points BIGINT NOT NULL DEFAULT 0,
+    dropped BIGINT NOT NULL DEFAULT 0,
+    fold BYTEA,
+    UNIQUE (run, label, incarnation)
+);
+CREATE TABLE metrics (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE
+);
+CREATE TABLE series (
+    stream BIGINT NOT NULL,
+    metric BIGINT NOT NULL,
+    points BIGINT NOT NULL,
+    open_chunk BIGINT,
+    PRIMARY KEY (stream, metric)
+);
+CREATE TABLE chunks (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    stream BIGINT NOT NULL,
+    metric BIGINT NOT NULL,
+    n BIGINT NOT NULL,
+    step_lo BIGINT NOT NULL,
+    step_hi BIGINT NOT NULL,
+    t_lo DOUBLE PRECISION NOT NULL,
+    t_hi DOUBLE PRECISION NOT NULL,
+    kind TEXT NOT NULL,
+    xs BYTEA NOT NULL,
+    ys BYTEA NOT NULL,
+    seqs BYTEA NOT NULL,
+    weights BYTEA,
+    head BYTEA NOT NULL,
+    subs BYTEA NOT NULL
+);
+-- Points are float columns that do not compress; skipping compression saves CPU twice.
+ALTER TABLE chunks ALTER COLUMN xs SET STORAGE EXTERNAL;
+ALTER TABLE chunks ALTER COLUMN ys SET STORAGE EXTERNAL;
+ALTER TABLE chunks ALTER COLUMN seqs SET STORAGE EXTERNAL;
+ALTER TABLE chunks ALTER COLUMN subs SET STORAGE EXTERNAL;
+CREATE INDEX chunks_by_step ON chunks (stream, metric, step_lo);
+CREATE TABLE aggs (
+    run BIGINT NOT NULL,
+    metric BIGINT NOT NULL,
+    block BIGINT NOT NULL,
+    t_lo DOUBLE PRECISION NOT NULL,
+    t_hi DOUBLE PRECISION NOT NULL,
+    data BYTEA NOT NULL,
+    PRIMARY KEY (run, metric, block)
+);
+ALTER TABLE aggs ALTER COLUMN data SET STORAGE EXTERNAL;
+"""
+
+# x = time queries range over t_lo the way x = step queries range over step_lo.
+_V2 = "CREATE INDEX chunks_by_time ON chunks (stream, metric, t_lo);"
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "runs, streams, columnar chunks, aggregates", _V1_SQLITE, _V1_POSTGRES),
+    Migration(2, "index chunks by time", _V2, _V2),
+)
+
+LATEST = MIGRATIONS[-1].version
+
+VERSION_TABLE = {
+    "sqlite": "CREATE TABLE IF NOT EXISTS schema_version "
+    "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied REAL NOT NULL)",
+    "postgres": "CREATE TABLE IF NOT EXISTS schema_version "
+    "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied DOUBLE PRECISION NOT NULL)",
+}
+
+
+def statements(script: str) -> list[str]:
+    """Split a migration into statements (none of ours has a ``;`` in a literal)."""
+    code = "\n".join(ln for ln in script.splitlines() if not ln.strip().startswith("--"))
+    return [stmt.strip() for stmt in code.split(";") if stmt.strip()]
+
+
+class SchemaTooNewError(RuntimeError):
+    """The database was migrated by a newer rankwise than this one."""
+
+
+def check_version(current: int) -> None:
+    if current > LATEST:
+        raise SchemaTooNewError(
+            f"the database schema is at version {current}, newer than this rankwise knows "
+            f"(up to {LATEST}): upgrade rankwise (pip install -U rankwise) to open it"
+        )

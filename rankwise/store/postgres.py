@@ -1,0 +1,146 @@
+"""``PostgresStore``: the scale-out store, one database shared by several server processes.
+
+Any number of processes may ingest into one database at once, even the same stream:
+
+* each stream's data transaction starts with ``SELECT ... FOR UPDATE`` on the stream's
+  row, so two ingesters of one stream run one after the other, and the second finds the
+  mark already past the records the first applied (nothing is doubled);
+* aggregate blocks, shared by all ranks of a run, are locked in (metric, block) order, so
+  ingesters of different ranks wait for each other but never deadlock; a block created
+  by two ingesters at once is inserted by one and merged into by the other
+  (``INSERT ... ON CONFLICT DO NOTHING``, then lock and merge);
+* a transaction that still fails as a deadlock or serialization failure (it rolled back
+  whole, mark included) is retried.
+
+Connections come from a ``psycopg_pool.ConnectionPool``; results are fetched in binary
+so that chunk blobs arrive as bytes without hex decoding. Tests isolate themselves with a
+``search_path`` in the DSN (``?options=-csearch_path%3Dmy_schema``).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from .ingest import Tx
+from .sql import SQLStore
+
+T = TypeVar("T")
+
+_RETRIES = 8
+
+
+@lru_cache(maxsize=512)
+def _pg(sql: str) -> str:
+    return sql.replace("?", "%s")
+
+
+class _Tx:
+    for_update = " FOR UPDATE"
+
+    def __init__(self, cur: psycopg.Cursor[Any]) -> None:
+        self._cur = cur
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        self._cur.execute(_pg(sql), params)
+        return self._cur.fetchall()
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        self._cur.execute(_pg(sql), params)
+        row: tuple[Any, ...] | None = self._cur.fetchone()
+        return row
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        self._cur.execute(_pg(sql), params)
+        return self._cur.rowcount
+
+    def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        self._cur.executemany(_pg(sql), list(rows))
+
+
+class PostgresStore(SQLStore):
+    """The ``Store`` in the PostgreSQL database at ``dsn`` (a ``postgresql://`` URL).
+
+    ``pool_size`` bounds the connections this process holds; ``crash_timeout`` as for
+    ``SQLiteStore``.
+    """
+
+    dialect = "postgres"
+
+    def __init__(
+        self,
+        dsn: str,
+        crash_timeout: float = 60.0,
+        pool_size: int = 8,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        super().__init__(crash_timeout)
+        self.dsn = dsn
+        self._pool = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=max(1, pool_size),
+            kwargs={"autocommit": True},
+            open=False,
+            name="rankwise",
+        )
+        try:
+            self._pool.open(wait=True, timeout=connect_timeout)
+        except PoolTimeout as exc:
+            self._pool.close()
+            raise ConnectionError(
+                f"cannot connect to PostgreSQL at {_redact(dsn)} within {connect_timeout:g} s "
+                f"({exc}): check the DSN and that the server is running"
+            ) from None
+
+    def _write(self, fn: Callable[[Tx], T]) -> T:
+        for attempt in range(_RETRIES):
+            try:
+                with (
+                    self._pool.connection() as conn,
+                    conn.transaction(),
+                    conn.cursor(binary=True) as cur,
+                ):
+                    return fn(_Tx(cur))
+            except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure):
+                if attempt == _RETRIES - 1:
+                    raise
+                time.sleep(random.uniform(0, 0.01 * 2**attempt))  # rolled back whole: retry
+        raise AssertionError("unreachable")
+
+    def _read(self, fn: Callable[[Tx], T]) -> T:
+        with (
+            self._pool.connection() as conn,
+            conn.transaction(),
+            conn.cursor(binary=True) as cur,
+        ):
+            cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            return fn(_Tx(cur))
+
+    def _lock_migrations(self, tx: Tx) -> None:
+        # Servers starting together migrate one at a time (per schema, for tests).
+        tx.one("SELECT pg_advisory_xact_lock(hashtext('rankwise.migrate.' || current_schema()))")
+
+    def close(self) -> None:
+        """Close the pool (safe to call twice)."""
+        self._pool.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({_redact(self.dsn)!r})"
+
+
+def _redact(dsn: str) -> str:
+    """The DSN without its password, for messages."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "<unparsable DSN>"
+    info.pop("password", None)
+    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in info.items()})

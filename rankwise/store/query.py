@@ -1,0 +1,234 @@
+"""Chart-sized reads shared by both stores: series, band and history over stored chunks.
+
+A series query costs what it returns, not what the series holds. For a range holding
+``N`` points and a chart of ``max_points`` points it picks the coarsest unit of which the
+range holds at least ``max_points`` (so that a bucket spans four or more units):
+
+* a whole chunk (up to ``CHUNK`` points), from its ``head`` summary;
+* a sub-block of ``SUB`` points, from the chunk's ``subs`` summary;
+* a single point, decoding the chunk's columns;
+
+and runs M4 (``downsample.extremes``) over the units' representative points, grouping
+each unit by the bucket of its first x. Every bucket is then a union of whole units, so
+its first, last, minimum and maximum are exact. Chunks cut by the range's ends are always
+decoded, so nothing outside ``[lo, hi]`` leaks in. When the range holds no more than
+``max_points`` points, they are all returned, undownsampled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .aggregate import Agg
+from .base import Band, Series, XAxis
+from .chunks import AXIS_ROLES, SUB, decode, decode_xy, units
+from .downsample import F8, bucket_of, extremes, m4
+from .ingest import BLOCK, Tx
+
+_AXIS_COL = {"step": 0, "time": 1}
+_RANGE = {
+    "step": " AND step_hi >= ? AND step_lo <= ?",
+    "time": " AND t_hi >= ? AND t_lo <= ?",
+}
+_BIG = 2.0**62
+
+
+def _marks(n: int) -> str:
+    return ", ".join("?" * n)
+
+
+def _where(
+    streams: Sequence[int], x: XAxis, lo: float | None, hi: float | None
+) -> tuple[str, list[Any]]:
+    sql = f"stream IN ({_marks(len(streams))}) AND metric = ?"
+    if lo is None and hi is None:
+        return sql, []
+    a = -_BIG if lo is None else lo
+    b = _BIG if hi is None else hi
+    if x == "step":  # integer columns compare with integers, in both databases
+        a, b = int(np.floor(a)), int(np.ceil(b))
+    return sql + _RANGE[x], [a, b]
+
+
+def series_of(
+    tx: Tx,
+    label: str,
+    streams: Sequence[int],
+    metric: int,
+    x: XAxis,
+    lo: float | None,
+    hi: float | None,
+    max_points: int,
+) -> Series:
+    """One label's series (all its incarnations), downsampled to ``max_points``."""
+    where, extra = _where(streams, x, lo, hi)
+    params = [*streams, metric, *extra]
+    meta = tx.all(
+        f"SELECT id, n, step_lo, step_hi, t_lo, t_hi, head FROM chunks WHERE {where} ORDER BY id",
+        params,
+    )
+    if not meta:
+        return Series(label, [], [])
+    lo_f = -np.inf if lo is None else float(lo)
+    hi_f = np.inf if hi is None else float(hi)
+    xi = _AXIS_COL[x]
+    inside, partial = [], []
+    for row in meta:
+        x_lo, x_hi = (row[2], row[3]) if x == "step" else (row[4], row[5])
+        (inside if lo_f <= x_lo and x_hi <= hi_f else partial).append(row)
+    n_inside = sum(int(r[1]) for r in inside)
+    n_total = n_inside + sum(int(r[1]) for r in partial)
+    if n_total <= max_points or n_inside // SUB < max_points:
+        level = "raw"
+        partial, inside = meta, []
+    else:
+        level = "head" if len(inside) >= max_points else "subs"
+    xs_parts: list[F8] = []
+    ys_parts: list[F8] = []
+    ux_parts: list[F8] = []
+    if partial:
+        ids = [int(r[0]) for r in partial]
+        px, py = _raw(tx, ids, x, lo_f, hi_f)
+        xs_parts.append(px)
+        ys_parts.append(py)
+        ux_parts.append(px)
+    if inside:
+        if level == "head":
+            reps = units([r[6] for r in inside])
+        else:
+            wanted = {int(r[0]) for r in inside}
+            rows = tx.all(f"SELECT id, subs FROM chunks WHERE {where} ORDER BY id", params)
+            reps = units([r[1] for r in rows if int(r[0]) in wanted])
+        roles = AXIS_ROLES[x]
+        pts = reps[:, roles, :]
+        xs_parts.append(pts[:, :, xi].ravel())
+        ys_parts.append(pts[:, :, 2].ravel())
+        ux_parts.append(np.repeat(reps[:, roles[0], xi], len(roles)))
+    xv = np.concatenate(xs_parts)
+    yv = np.concatenate(ys_parts)
+    if level == "raw":
+        idx = m4(xv, yv, max_points, lo, hi)
+        return Series(label, xv[idx].tolist(), yv[idx].tolist(), len(idx) < len(xv))
+    k = max(1, max_points // 4)
+    idx = extremes(xv, bucket_of(np.concatenate(ux_parts), k, lo, hi), [yv], [yv])
+    xv, yv = xv[idx], yv[idx]
+    # A unit's first point is often its minimum too: show each point once.
+    keep = np.r_[True, (xv[1:] != xv[:-1]) | (yv[1:] != yv[:-1])]
+    return Series(label, xv[keep].tolist(), yv[keep].tolist(), True)
+
+
+def _raw(tx: Tx, ids: list[int], x: XAxis, lo: float, hi: float) -> tuple[F8, F8]:
+    xs_parts, ys_parts = [], []
+    for a in range(0, len(ids), 500):
+        part = ids[a : a + 500]
+        rows = tx.all(
+            f"SELECT n, xs, ys, kind FROM chunks WHERE id IN ({_marks(len(part))}) ORDER BY id",
+            part,
+        )
+        for n, xs, ys, kind in rows:
+            step, time, value = decode_xy(int(n), xs, ys, kind)
+            xv = step.astype(np.float64) if x == "step" else time
+            xs_parts.append(xv)
+            ys_parts.append(value)
+    xv = np.concatenate(xs_parts) if xs_parts else np.zeros(0)
+    yv = np.concatenate(ys_parts) if ys_parts else np.zeros(0)
+    if lo > -np.inf or hi < np.inf:
+        keep = (xv >= lo) & (xv <= hi)
+        xv, yv = xv[keep], yv[keep]
+    return xv, yv
+
+
+def band_of(
+    tx: Tx, run: int, metric: int, x: XAxis, lo: float | None, hi: float | None, max_points: int
+) -> Band:
+    """The cross-rank aggregate per step; downsampled keeping each bucket's first, last
+    and the extremes of ``min``, ``max``, ``mean`` and ``wmean``."""
+    sql = "SELECT data FROM aggs WHERE run = ? AND metric = ?"
+    params: list[Any] = [run, metric]
+    if x == "step":
+        if lo is not None:
+            sql += " AND block >= ?"
+            params.append(int(np.floor(lo)) // BLOCK)
+        if hi is not None:
+            sql += " AND block <= ?"
+            params.append(int(np.ceil(hi)) // BLOCK)
+    else:
+        if lo is not None:
+            sql += " AND t_hi >= ?"
+            params.append(float(lo))
+        if hi is not None:
+            sql += " AND t_lo <= ?"
+            params.append(float(hi))
+    rows = tx.all(sql + " ORDER BY block", params)
+    agg = Agg.concat([Agg.from_bytes(r[0]) for r in rows])
+    if x == "step":
+        agg = agg.between(
+            None if lo is None else int(np.ceil(lo)), None if hi is None else int(np.floor(hi))
+        )
+        xv = agg.step.astype(np.float64)
+    else:
+        xv = agg.time()
+        keep = np.ones(len(agg), bool)
+        if lo is not None:
+            keep &= xv >= lo
+        if hi is not None:
+            keep &= xv <= hi
+        if not keep.all():
+            agg = Agg(agg.step[keep], agg.cols[:, keep])
+            xv = xv[keep]
+    mean, wmean = agg.mean(), agg.wmean()
+    mn, mx = agg.col("min"), agg.col("max")
+    if len(agg) <= max_points:
+        idx = np.argsort(xv, kind="stable")
+    else:
+        k = max(1, max_points // 8)
+        idx = extremes(xv, bucket_of(xv, k, lo, hi), [mn, mean, wmean], [mx, mean, wmean])
+    return Band(
+        x=xv[idx].tolist(),
+        n=agg.col("n")[idx].astype(np.int64).tolist(),
+        mean=mean[idx].tolist(),
+        wmean=wmean[idx].tolist(),
+        min=mn[idx].tolist(),
+        max=mx[idx].tolist(),
+        std=agg.std()[idx].tolist(),
+        downsampled=len(idx) < len(agg),
+    )
+
+
+def history_of(
+    tx: Tx,
+    streams: dict[int, tuple[str, int]],
+    metrics: dict[int, str],
+) -> list[dict[str, Any]]:
+    """One row per logged ``Metrics`` record holding any of ``metrics``, as
+    ``rankwise.Api`` returns them: sorted by step, then time (then stream and seq)."""
+    if not streams or not metrics:
+        return []
+    rows: dict[tuple[int, int], dict[str, Any]] = {}
+    sids = list(streams)
+    mids = list(metrics)
+    found = tx.all(
+        f"SELECT stream, metric, n, kind, xs, ys, seqs, weights FROM chunks "
+        f"WHERE stream IN ({_marks(len(sids))}) AND metric IN ({_marks(len(mids))}) "
+        "ORDER BY id",
+        [*sids, *mids],
+    )
+    for sid, mid, n, kind, xs, ys, seqs, weights in found:
+        p = decode(int(n), kind, xs, ys, seqs, weights)
+        name, label = metrics[mid], streams[sid][0]
+        has_w = weights is not None
+        for seq, step, t, v, w in zip(
+            p.seq.tolist(), p.step.tolist(), p.time.tolist(), p.value.tolist(),
+            p.weight.tolist(),
+        ):  # fmt: skip
+            row = rows.get((sid, seq))
+            if row is None:
+                row = rows[(sid, seq)] = {"step": step, "time": t, "label": label}
+                if has_w and w == w:
+                    row["weight"] = w
+            row[name] = v
+    order = sorted(rows, key=lambda k: (rows[k]["step"], rows[k]["time"], streams[k[0]], k[1]))
+    return [rows[k] for k in order]

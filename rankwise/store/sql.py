@@ -1,0 +1,366 @@
+"""``SQLStore``: the ``Store`` protocol over any SQL database that speaks ``Tx``.
+
+Both stores share this class and differ only in how they run a transaction
+(``_write``/``_read``) and in the DDL of their migrations. Keeping one implementation of
+the logic is what lets one test suite vouch for both.
+
+Invariants:
+
+* Rows that only name things (a run, a stream, a metric name) are created in their own
+  small transactions before the data transaction, so that the ids cached here are always
+  committed ones, and several ingesters only ever contend for them briefly. A stream row
+  with mark -1 holds nothing and is invisible to every read.
+* The data transaction of a stream is ``ingest.apply_stream``: mark, points and
+  aggregates commit together, so ``ingest`` is exactly-once (see ``rankwise.store.base``).
+* Reads run in one read transaction (a snapshot), so a page of runs or a series never
+  mixes two states of the database.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from ..stream import records as R
+from . import migrations as M
+from . import query, runs
+from .base import Band, RunQuery, RunRow, Series, StreamKey, XAxis
+from .ingest import Tx, apply_stream, decode_fold, metric_names
+
+T = TypeVar("T")
+
+_XS = ("step", "time")
+
+
+def _check_axis(x: str, max_points: int) -> None:
+    if x not in _XS:
+        raise ValueError(f"x={x!r} is not an axis: use 'step' or 'time'")
+    if max_points < 1:
+        raise ValueError(f"max_points={max_points} must be at least 1")
+
+
+class SQLStore:
+    """Everything of ``Store`` but how transactions run (see the module docstring)."""
+
+    dialect: str = ""
+
+    def __init__(self, crash_timeout: float = 60.0) -> None:
+        if not crash_timeout > 0:
+            raise ValueError("crash_timeout must be a positive number of seconds")
+        self.crash_timeout = float(crash_timeout)
+        self._stream_ids: dict[StreamKey, tuple[int, int]] = {}
+        self._metric_ids: dict[str, int] = {}
+
+    # -- transactions: provided by each store ---------------------------------------------
+
+    def _write(self, fn: Callable[[Tx], T]) -> T:
+        """Run ``fn`` in a write transaction; commit when it returns."""
+        raise NotImplementedError
+
+    def _read(self, fn: Callable[[Tx], T]) -> T:
+        """Run ``fn`` in a read-only snapshot."""
+        raise NotImplementedError
+
+    def _lock_migrations(self, tx: Tx) -> None:
+        """Keep two processes from migrating at once (SQLite's writer lock does it)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> SQLStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- schema ----------------------------------------------------------------------------
+
+    def schema_version(self) -> int:
+        def get(tx: Tx) -> int:
+            self._lock_migrations(tx)
+            tx.run(M.VERSION_TABLE[self.dialect])
+            row = tx.one("SELECT MAX(version) FROM schema_version")
+            return int(row[0]) if row and row[0] is not None else 0
+
+        return self._write(get)
+
+    def migrate(self, target: int | None = None) -> None:
+        """Apply the migrations not yet applied (up to ``target``, default all)."""
+        M.check_version(self.schema_version())
+        for mig in M.MIGRATIONS:
+            if target is not None and mig.version > target:
+                break
+
+            def step(tx: Tx, mig: M.Migration = mig) -> None:
+                self._lock_migrations(tx)
+                row = tx.one("SELECT MAX(version) FROM schema_version")
+                if row and row[0] is not None and int(row[0]) >= mig.version:
+                    return  # another process got there first
+                for stmt in M.statements(getattr(mig, self.dialect)):
+                    tx.run(stmt)
+                tx.run(
+                    "INSERT INTO schema_version (version, name, applied) VALUES (?, ?, ?)",
+                    (mig.version, mig.name, time.time()),
+                )
+
+            self._write(step)
+
+    # -- write -----------------------------------------------------------------------------
+
+    def ingest(
+        self, batches: Sequence[tuple[StreamKey, Sequence[R.AnyRecord]]]
+    ) -> dict[StreamKey, int]:
+        merged: dict[StreamKey, list[R.AnyRecord]] = {}
+        for key, recs in batches:
+            merged.setdefault(key, []).extend(recs)
+        out: dict[StreamKey, int] = {}
+        todo = []
+        for key, recs in merged.items():
+            if not recs:
+                out[key] = self.acked(key)
+            else:
+                todo.append((key, self._ids(key), recs))
+        names: set[str] = set()
+        for _, _, recs in todo:
+            names |= metric_names(recs)
+        mids = self._metrics(names)
+        out.update(self._apply(todo, mids))
+        return out
+
+    def _apply(
+        self,
+        todo: list[tuple[StreamKey, tuple[int, int], list[R.AnyRecord]]],
+        mids: dict[str, int],
+    ) -> dict[StreamKey, int]:
+        """One transaction per stream (a store with one writer may batch them)."""
+        return {
+            key: self._write(lambda tx, s=sid, r=run, rs=recs: apply_stream(tx, s, r, rs, mids))
+            for key, (sid, run), recs in todo
+        }
+
+    def _ids(self, key: StreamKey) -> tuple[int, int]:
+        """(stream id, run id) of ``key``, creating the rows (empty) when new."""
+        got = self._stream_ids.get(key)
+        if got is not None:
+            return got
+
+        def ensure(tx: Tx) -> tuple[int, int]:
+            tx.run(
+                "INSERT INTO runs (project, run_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                (key.project, key.run_id),
+            )
+            run = tx.one(
+                "SELECT id FROM runs WHERE project = ? AND run_id = ?", (key.project, key.run_id)
+            )
+            assert run is not None
+            tx.run(
+                "INSERT INTO streams (run, label, incarnation) VALUES (?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
+                (run[0], key.label, key.incarnation),
+            )
+            sid = tx.one(
+                "SELECT id FROM streams WHERE run = ? AND label = ? AND incarnation = ?",
+                (run[0], key.label, key.incarnation),
+            )
+            assert sid is not None
+            return int(sid[0]), int(run[0])
+
+        got = self._stream_ids[key] = self._write(ensure)
+        return got
+
+    def _metrics(self, names: set[str]) -> dict[str, int]:
+        missing = sorted(n for n in names if n not in self._metric_ids)
+        if missing:
+
+            def intern(tx: Tx) -> list[tuple[Any, ...]]:
+                # Sorted inserts: two ingesters adding the same names cannot deadlock.
+                tx.many(
+                    "INSERT INTO metrics (name) VALUES (?) ON CONFLICT DO NOTHING",
+                    [(n,) for n in missing],
+                )
+                found: list[tuple[Any, ...]] = []
+                for a in range(0, len(missing), 500):
+                    part = missing[a : a + 500]
+                    found += tx.all(
+                        f"SELECT id, name FROM metrics WHERE name IN ({query._marks(len(part))})",
+                        part,
+                    )
+                return found
+
+            for mid, name in self._write(intern):
+                self._metric_ids[name] = int(mid)
+        return {n: self._metric_ids[n] for n in names}
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def acked(self, key: StreamKey) -> int:
+        row = self._read(
+            lambda tx: tx.one(
+                "SELECT s.acked_seq FROM streams s JOIN runs r ON r.id = s.run "
+                "WHERE r.project = ? AND r.run_id = ? AND s.label = ? AND s.incarnation = ?",
+                (key.project, key.run_id, key.label, key.incarnation),
+            )
+        )
+        return int(row[0]) if row else -1
+
+    def projects(self) -> list[str]:
+        rows = self._read(
+            lambda tx: tx.all(
+                "SELECT DISTINCT r.project FROM runs r JOIN streams s ON s.run = r.id "
+                "WHERE s.acked_seq >= 0 ORDER BY r.project"
+            )
+        )
+        return [r[0] for r in rows]
+
+    def list_runs(self, query: RunQuery) -> tuple[list[RunRow], int]:
+        runs.check_sort(query.sort)
+
+        def read(tx: Tx) -> tuple[list[RunRow], int]:
+            sql = (
+                f"SELECT r.project, r.run_id, {runs.STREAM_COLS} FROM streams s "
+                "JOIN runs r ON r.id = s.run WHERE s.acked_seq >= 0"
+            )
+            params: list[Any] = []
+            if query.project is not None:
+                sql += " AND r.project = ?"
+                params.append(query.project)
+            grouped: dict[tuple[str, str], list[Any]] = {}
+            for row in tx.all(sql, params):
+                grouped.setdefault((row[0], row[1]), []).append(
+                    runs.stream_row(row[0], row[1], row[2:])
+                )
+            now = time.time()
+            light = [
+                runs.run_row(p, r, s, self.crash_timeout, now) for (p, r), s in grouped.items()
+            ]
+            page, total = runs.select(light, query)
+            return [self._run(tx, r.project, r.run_id, now) or r for r in page], total
+
+        return self._read(read)
+
+    def get_run(self, project: str, run_id: str) -> RunRow | None:
+        return self._read(lambda tx: self._run(tx, project, run_id, time.time()))
+
+    def _run(self, tx: Tx, project: str, run_id: str, now: float) -> RunRow | None:
+        rows = tx.all(
+            f"SELECT s.fold, {runs.STREAM_COLS} FROM streams s JOIN runs r ON r.id = s.run "
+            "WHERE r.project = ? AND r.run_id = ? AND s.acked_seq >= 0",
+            (project, run_id),
+        )
+        if not rows:
+            return None
+        streams = [runs.stream_row(project, run_id, r[1:], decode_fold(r[0])) for r in rows]
+        return runs.run_row(project, run_id, streams, self.crash_timeout, now)
+
+    def _streams(self, tx: Tx, project: str, run_id: str) -> list[tuple[int, int, str, int]]:
+        """(stream id, run id, label, incarnation) of a run's non-empty streams."""
+        return [
+            (int(a), int(b), c, int(d))
+            for a, b, c, d in tx.all(
+                "SELECT s.id, s.run, s.label, s.incarnation FROM streams s "
+                "JOIN runs r ON r.id = s.run "
+                "WHERE r.project = ? AND r.run_id = ? AND s.acked_seq >= 0 "
+                "ORDER BY s.label, s.incarnation",
+                (project, run_id),
+            )
+        ]
+
+    def _metric_id(self, tx: Tx, name: str) -> int | None:
+        if name in self._metric_ids:
+            return self._metric_ids[name]
+        row = tx.one("SELECT id FROM metrics WHERE name = ?", (name,))
+        return None if row is None else int(row[0])
+
+    def metric_keys(self, project: str, run_id: str) -> list[str]:
+        rows = self._read(
+            lambda tx: tx.all(
+                "SELECT DISTINCT m.name FROM series x JOIN streams s ON s.id = x.stream "
+                "JOIN runs r ON r.id = s.run JOIN metrics m ON m.id = x.metric "
+                "WHERE r.project = ? AND r.run_id = ? ORDER BY m.name",
+                (project, run_id),
+            )
+        )
+        return [r[0] for r in rows]
+
+    def series(
+        self,
+        project: str,
+        run_id: str,
+        key: str,
+        *,
+        labels: Sequence[str] | None = None,
+        x: XAxis = "step",
+        lo: float | None = None,
+        hi: float | None = None,
+        max_points: int = 2000,
+    ) -> list[Series]:
+        _check_axis(x, max_points)
+
+        def read(tx: Tx) -> list[Series]:
+            metric = self._metric_id(tx, key)
+            if metric is None:
+                return []
+            by_label: dict[str, list[int]] = {}
+            for sid, _run, label, _inc in self._streams(tx, project, run_id):
+                if labels is None or label in labels:
+                    by_label.setdefault(label, []).append(sid)
+            out = [
+                query.series_of(tx, label, sids, metric, x, lo, hi, max_points)
+                for label, sids in by_label.items()
+            ]
+            return [s for s in out if s.x]
+
+        return self._read(read)
+
+    def band(
+        self,
+        project: str,
+        run_id: str,
+        key: str,
+        *,
+        x: XAxis = "step",
+        lo: float | None = None,
+        hi: float | None = None,
+        max_points: int = 2000,
+    ) -> Band:
+        _check_axis(x, max_points)
+
+        def read(tx: Tx) -> Band:
+            metric = self._metric_id(tx, key)
+            run = tx.one("SELECT id FROM runs WHERE project = ? AND run_id = ?", (project, run_id))
+            if metric is None or run is None:
+                return Band([], [], [], [], [], [], [])
+            return query.band_of(tx, int(run[0]), metric, x, lo, hi, max_points)
+
+        return self._read(read)
+
+    def history(
+        self,
+        project: str,
+        run_id: str,
+        keys: Sequence[str] | None = None,
+        label: str | None = None,
+    ) -> list[dict[str, Any]]:
+        if isinstance(keys, str):
+            keys = [keys]
+
+        def read(tx: Tx) -> list[dict[str, Any]]:
+            streams = {
+                sid: (lab, inc)
+                for sid, _run, lab, inc in self._streams(tx, project, run_id)
+                if label is None or lab == label
+            }
+            if not streams:
+                return []
+            marks = query._marks(len(streams))
+            rows = tx.all(
+                "SELECT DISTINCT m.id, m.name FROM series x JOIN metrics m ON m.id = x.metric "
+                f"WHERE x.stream IN ({marks})",
+                list(streams),
+            )
+            wanted = None if keys is None else set(keys)
+            metrics = {int(i): n for i, n in rows if wanted is None or n in wanted}
+            return query.history_of(tx, streams, metrics)
+
+        return self._read(read)

@@ -1,0 +1,183 @@
+"""``SQLiteStore``: the embedded default, one database file.
+
+One writer: every write runs on a single thread that owns the only write connection, fed
+by a queue (the ``_execute_writes`` pattern), inside ``BEGIN IMMEDIATE`` so that even a
+second process opening the same file waits for the write lock instead of failing
+halfway. Readers use their own connections from a small pool and see WAL snapshots, so a
+chart never waits for an ingest.
+
+An ``ingest`` call is one transaction for all of its streams: every stream's mark moves
+with its data, and one commit per call is what lets one writer sustain millions of
+points per second.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..stream import records as R
+from .base import StreamKey
+from .ingest import Tx, apply_stream
+from .sql import SQLStore
+
+T = TypeVar("T")
+
+_PAGE_SIZE = 16384  # fewer overflow pages per chunk blob; only applies to a new file
+_BUSY_MS = 60_000
+
+
+class _Tx:
+    for_update = ""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._c = conn
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return self._c.execute(sql, params).fetchall()
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None:
+        row: tuple[Any, ...] | None = self._c.execute(sql, params).fetchone()
+        return row
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return self._c.execute(sql, params).rowcount
+
+    def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        self._c.executemany(sql, rows)
+
+
+def _connect(path: str) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60)
+    conn.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
+    return conn
+
+
+class SQLiteStore(SQLStore):
+    """The ``Store`` in one SQLite file at ``path`` (created when missing).
+
+    ``crash_timeout`` (seconds): how old a silent stream's last record must be, when its
+    process cannot be seen alive, before the stream is called crashed.
+    """
+
+    dialect = "sqlite"
+
+    def __init__(self, path: str | os.PathLike[str], crash_timeout: float = 60.0) -> None:
+        super().__init__(crash_timeout)
+        text = os.fspath(path)
+        if text in ("", ":memory:") or text.startswith("file:"):
+            raise ValueError(
+                f"SQLiteStore needs a file path, not {text!r}: readers and the writer use "
+                "separate connections (use a file under a temporary directory in tests)"
+            )
+        self.path = Path(text).absolute()
+        if not self.path.parent.is_dir():
+            raise FileNotFoundError(
+                f"cannot create the database {self.path}: its directory does not exist"
+            )
+        conn = _connect(str(self.path))
+        conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")  # WAL: a crash loses no committed mark
+        conn.execute("PRAGMA cache_size = -65536")
+        self._queue: queue.SimpleQueue[tuple[Callable[[Tx], Any], Future[Any]] | None] = (
+            queue.SimpleQueue()
+        )
+        self._writer = threading.Thread(
+            target=self._execute_writes, args=(conn,), name="rankwise-sqlite-writer", daemon=True
+        )
+        self._readers: list[sqlite3.Connection] = []
+        self._all_readers: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
+        self._writer.start()
+
+    def _execute_writes(self, conn: sqlite3.Connection) -> None:
+        # Infinite looping thread that protects the single write connection.
+        tx = _Tx(conn)
+        while True:
+            task = self._queue.get()
+            if task is None:
+                conn.close()
+                return
+            fn, fut = task
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    result = fn(tx)
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(result)
+
+    def _write(self, fn: Callable[[Tx], T]) -> T:
+        if self._closed:
+            raise RuntimeError(f"the store at {self.path} is closed: open a new SQLiteStore")
+        fut: Future[T] = Future()
+        self._queue.put((fn, fut))
+        return fut.result()
+
+    def _read(self, fn: Callable[[Tx], T]) -> T:
+        if self._closed:
+            raise RuntimeError(f"the store at {self.path} is closed: open a new SQLiteStore")
+        with self._lock:
+            conn = self._readers.pop() if self._readers else None
+        if conn is None:
+            conn = _connect(str(self.path))
+            conn.execute("PRAGMA mmap_size = 268435456")
+            with self._lock:
+                self._all_readers.append(conn)
+        try:
+            conn.execute("BEGIN")  # one snapshot for the whole read
+            try:
+                return fn(_Tx(conn))
+            finally:
+                conn.execute("COMMIT")
+        finally:
+            with self._lock:
+                self._readers.append(conn)
+
+    def _apply(
+        self,
+        todo: list[tuple[StreamKey, tuple[int, int], list[R.AnyRecord]]],
+        mids: dict[str, int],
+    ) -> dict[StreamKey, int]:
+        def apply_all(tx: Tx) -> dict[StreamKey, int]:
+            return {key: apply_stream(tx, sid, run, recs, mids) for key, (sid, run), recs in todo}
+
+        return self._write(apply_all)
+
+    def close(self) -> None:
+        """Finish queued writes, then close every connection (safe to call twice)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.put(None)
+        self._writer.join()
+        while True:  # a write queued while closing must not wait forever
+            try:
+                task = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if task is not None:
+                task[1].set_exception(RuntimeError(f"the store at {self.path} was closed"))
+        with self._lock:
+            for conn in self._all_readers:
+                conn.close()
+            self._readers.clear()
+            self._all_readers.clear()
+
+    def __repr__(self) -> str:
+        return f"SQLiteStore({str(self.path)!r})"
