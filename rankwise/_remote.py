@@ -2,7 +2,9 @@
 
 Replies are asked for as MessagePack so that NaN and ±Inf come back exact, as the local
 reader returns them. ``RemoteRunInfo`` is a ``RunInfo``: code written against one reader
-works with the other. Imported lazily (it imports httpx through ``rankwise._http``).
+works with the other. Each request opens and closes its own connection, so an ``Api``
+holds no socket between calls and needs no closing. Imported lazily (it imports httpx
+through ``rankwise._http``).
 """
 
 from __future__ import annotations
@@ -28,9 +30,9 @@ def _q(part: str) -> str:
 class RemoteRunInfo(RunInfo):
     """A run read from a server; ``history()`` and ``metric_keys`` ask it on each call."""
 
-    def __init__(self, client: httpx.Client, data: dict[str, Any]) -> None:
+    def __init__(self, reader: RemoteReader, data: dict[str, Any]) -> None:
         # RunInfo.__init__ folds local files; here the server has folded them already.
-        self._client = client
+        self._reader = reader
         self.project = data["project"]
         self.id = data["id"]
         self.name = data.get("name") or self.id
@@ -53,7 +55,7 @@ class RemoteRunInfo(RunInfo):
         self._folds = []
 
     def _url(self) -> str:
-        return f"{self._client.base_url}/api/v1/projects/{_q(self.project)}/runs/{_q(self.id)}"
+        return f"{self._reader.server}/api/v1/projects/{_q(self.project)}/runs/{_q(self.id)}"
 
     def _path(self, tail: str = "") -> str:
         return f"/api/v1/projects/{_q(self.project)}/runs/{_q(self.id)}{tail}"
@@ -68,7 +70,7 @@ class RemoteRunInfo(RunInfo):
 
     @property
     def metric_keys(self) -> list[str]:
-        return list(_http.get_msgpack(self._client, self._path("/metrics"))["keys"])
+        return list(self._reader.get(self._path("/metrics"))["keys"])
 
     def history(
         self, keys: Sequence[str] | None = None, label: str | None = None
@@ -84,7 +86,7 @@ class RemoteRunInfo(RunInfo):
         if label is not None:
             params["label"] = label
         try:
-            rows = _http.get_msgpack(self._client, self._path("/history"), params)["rows"]
+            rows = self._reader.get(self._path("/history"), params)["rows"]
         except RunNotFoundError:
             return []
         rows.sort(key=lambda r: (r["step"], r["time"]))
@@ -121,11 +123,15 @@ class RemoteReader:
     """What ``Api`` delegates to when given ``server=``."""
 
     def __init__(self, server: str, transport: httpx.BaseTransport | None = None) -> None:
-        self.server = server
-        self.client = _http.make_client(server, transport=transport)
+        self.server = _http.normalize_url(server)
+        self._transport = transport
+
+    def get(self, path: str, params: Any = None) -> Any:
+        with _http.make_client(self.server, transport=self._transport) as client:
+            return _http.get_msgpack(client, path, params)
 
     def projects(self) -> list[str]:
-        data = _http.get_msgpack(self.client, "/api/v1/projects")
+        data = self.get("/api/v1/projects")
         return sorted(p["name"] for p in data["projects"])
 
     def runs(
@@ -151,12 +157,10 @@ class RemoteReader:
             while True:
                 params["offset"] = offset
                 try:
-                    page = _http.get_msgpack(
-                        self.client, f"/api/v1/projects/{_q(proj)}/runs", params
-                    )
+                    page = self.get(f"/api/v1/projects/{_q(proj)}/runs", params)
                 except RunNotFoundError:
                     break  # a project with no runs yet
-                out += [RemoteRunInfo(self.client, r) for r in page["runs"]]
+                out += [RemoteRunInfo(self, r) for r in page["runs"]]
                 offset += len(page["runs"])
                 if not page["runs"] or offset >= page["total"]:
                     break
@@ -168,12 +172,10 @@ class RemoteReader:
         found = []
         for proj in projects:
             try:
-                data = _http.get_msgpack(
-                    self.client, f"/api/v1/projects/{_q(proj)}/runs/{_q(run_id)}"
-                )
+                data = self.get(f"/api/v1/projects/{_q(proj)}/runs/{_q(run_id)}")
             except RunNotFoundError:
                 continue
-            found.append(RemoteRunInfo(self.client, data))
+            found.append(RemoteRunInfo(self, data))
         if not found:
             where = f"project {project!r}" if project else "any project"
             raise RunNotFoundError(f"no run {run_id!r} in {where} on {self.server}")
@@ -183,6 +185,3 @@ class RemoteReader:
                 f"run id {run_id!r} exists in several projects ({names}): pass project="
             )
         return found[0]
-
-    def close(self) -> None:
-        self.client.close()
