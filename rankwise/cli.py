@@ -160,6 +160,12 @@ def _server_commands(sub: Any) -> None:
     p.add_argument("--server", default=None, help="server URL (RANKWISE_SERVER)")
     p.add_argument("--follow", action="store_true", help="keep uploading until runs finish")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--retry-for",
+        type=float,
+        default=120.0,
+        help="give up after the server was unreachable this long (s, default 120)",
+    )
     p.set_defaults(func=cmd_sync)
 
 
@@ -219,7 +225,9 @@ def cmd_sync(args: argparse.Namespace) -> int:
     if not server:
         raise UsageError("rankwise sync needs --server URL (or RANKWISE_SERVER)")
     path = Path(args.path or os.environ.get("RANKWISE_DIR") or "rankwise")
-    report = sync(path, server, follow=args.follow, progress=not args.no_progress)
+    report = sync(
+        path, server, follow=args.follow, progress=not args.no_progress, retry_for=args.retry_for
+    )
     print(
         f"rankwise: synced {report.streams} stream(s) from {path} to {server}: "
         f"{report.uploaded_bytes} new bytes"
