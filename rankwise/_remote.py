@@ -16,6 +16,7 @@ from urllib.parse import quote
 from . import _http
 from .api import RunInfo, StreamInfo
 from .errors import RunNotFoundError, UsageError
+from .sdk.uploader import normalize_url
 
 if TYPE_CHECKING:
     import httpx
@@ -123,7 +124,7 @@ class RemoteReader:
     """What ``Api`` delegates to when given ``server=``."""
 
     def __init__(self, server: str, transport: httpx.BaseTransport | None = None) -> None:
-        self.server = _http.normalize_url(server)
+        self.server = normalize_url(server)
         self._transport = transport
 
     def get(self, path: str, params: Any = None) -> Any:

@@ -29,7 +29,7 @@ def pg() -> Iterator[str]:
 def test_two_servers_on_one_postgres_double_nothing(tmp_path: Path, pg: str) -> None:
     data = tmp_path / "data"
     data.mkdir()
-    a = ServerProcess.db(pg, tmp_path / "a.log").start()
+    a = ServerProcess.db(pg, tmp_path / "a.log", "--workers", "2").start()
     b = ServerProcess.db(pg, tmp_path / "b.log").start()
     try:
         procs = launch_ranks(data, "pg2", 2, "--steps", "40", server=[a.url, b.url])

@@ -77,7 +77,7 @@ def sync(
 
     Raises ``SyncError`` when the server stays unreachable for ``retry_for`` seconds.
     """
-    from tqdm import tqdm
+    from tqdm import tqdm  # type: ignore[import-untyped]
 
     from .. import _http
 
