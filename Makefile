@@ -28,10 +28,13 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
+# Train under torchrun (2 processes, every rank tracked), print the run, then serve the
+# dashboard on http://127.0.0.1:$(PORT) until Ctrl-C.
 demo: setup
 	RANKWISE_DIR=$(DATA) $(BIN)/torchrun --nproc-per-node=2 examples/ddp_digits.py --epochs 10
 	$(BIN)/rankwise runs --dir $(DATA)
 	$(BIN)/rankwise show --dir $(DATA) --project digits $$(ls -t $(DATA)/digits | head -n 1)
+	$(BIN)/rankwise ui --dir $(DATA) --port $(PORT)
 
 bench: setup
 	$(BIN)/python benchmarks/bench_log.py
