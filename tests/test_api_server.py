@@ -1,0 +1,71 @@
+"""``Api(server=URL)`` answers as ``Api(dir=...)`` does: same runs, filters, objects."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import rankwise
+from rankwise.server import create_app
+from rankwise.store import open_store
+
+from .helpers.runs import assert_same_history
+from .helpers.servers import serve_in_thread
+
+FAST = {"flush_interval": 0.02, "upload_interval": 0.02, "upload_timeout": 10}
+
+
+@pytest.fixture
+def server(tmp_path: Path):  # type: ignore[no-untyped-def]
+    store = open_store(f"sqlite:///{tmp_path / 'server.db'}")
+    store.migrate()
+    with serve_in_thread(create_app(store)) as url:
+        yield url
+    store.close()
+
+
+def test_filters_and_objects_match_the_local_reader(data_dir: Path, server: str) -> None:
+    specs = [
+        ("a", "vision", "g1", ["x", "y"], 0),
+        ("a", "vision", "g2", ["x"], 1),
+        ("a", "nlp", "g1", ["y"], 0),
+        ("b", "nlp", None, [], 0),
+    ]
+    for project, job_type, group, tags, code in specs:
+        run = rankwise.init(
+            project=project, job_type=job_type, group=group, tags=tags, server=server,
+            settings=FAST, config={"job": job_type},
+        )
+        for step in range(5):
+            run.log({"loss": step * 0.5})
+        run.finish(exit_code=code)
+    local, remote = rankwise.Api(dir=data_dir), rankwise.Api(server=server)
+    assert remote.projects() == local.projects() == ["a", "b"]
+    queries: list[dict[str, object]] = [
+        {},
+        {"project": "a"},
+        {"project": "a", "group": "g1"},
+        {"job_type": "nlp"},
+        {"tags": "x"},
+        {"tags": ["x", "y"]},
+        {"state": "failed"},
+        {"state": ["finished", "failed"], "project": "a"},
+        {"project": "nope"},
+    ]
+    for query in queries:
+        mine = [(r.project, r.id) for r in local.runs(**query)]  # type: ignore[arg-type]
+        theirs = [(r.project, r.id) for r in remote.runs(**query)]  # type: ignore[arg-type]
+        assert sorted(theirs) == sorted(mine), query
+    for lr in local.runs():
+        rr = remote.run(lr.id)
+        assert isinstance(rr, rankwise.api.RunInfo)
+        assert (rr.project, rr.state, rr.group, rr.job_type, rr.tags, rr.config) == (
+            lr.project, lr.state, lr.group, lr.job_type, lr.tags, lr.config
+        )
+        assert rr.summary == lr.summary and rr.steps == lr.steps == 5
+        assert [s.label for s in rr.streams] == [s.label for s in lr.streams]
+        assert_same_history(lr, rr)
+        assert remote.run(f"{lr.project}/{lr.id}").id == lr.id
+    with pytest.raises(rankwise.RunNotFoundError, match="no run 'missing'"):
+        remote.run("missing")
