@@ -34,8 +34,13 @@ def test_filters_and_objects_match_the_local_reader(data_dir: Path, server: str)
     ]
     for project, job_type, group, tags, code in specs:
         run = rankwise.init(
-            project=project, job_type=job_type, group=group, tags=tags, server=server,
-            settings=FAST, config={"job": job_type},
+            project=project,
+            job_type=job_type,
+            group=group,
+            tags=tags,
+            server=server,
+            settings=FAST,
+            config={"job": job_type},
         )
         for step in range(5):
             run.log({"loss": step * 0.5})
@@ -61,7 +66,12 @@ def test_filters_and_objects_match_the_local_reader(data_dir: Path, server: str)
         rr = remote.run(lr.id)
         assert isinstance(rr, rankwise.api.RunInfo)
         assert (rr.project, rr.state, rr.group, rr.job_type, rr.tags, rr.config) == (
-            lr.project, lr.state, lr.group, lr.job_type, lr.tags, lr.config
+            lr.project,
+            lr.state,
+            lr.group,
+            lr.job_type,
+            lr.tags,
+            lr.config,
         )
         assert rr.summary == lr.summary and rr.steps == lr.steps == 5
         assert [s.label for s in rr.streams] == [s.label for s in lr.streams]
