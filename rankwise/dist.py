@@ -233,17 +233,28 @@ def _spawn_world_size() -> int:
         parent = me.parent()
         if parent is None:
             return 1
-        mine = [a for a in me.cmdline() if "spawn_main" in a or "multiprocessing-fork" in a]
+        mine = _spawn_signature(me.cmdline())
         n = sum(
             1
             for child in parent.children()
-            if [a for a in child.cmdline() if "spawn_main" in a or "multiprocessing-fork" in a]
-            == mine
-            or child.pid == me.pid
+            if child.pid == me.pid or _spawn_signature(child.cmdline()) == mine
         )
         return max(n, 1)
     except Exception:
         return 1
+
+
+def _spawn_signature(cmdline: list[str]) -> list[str]:
+    """The multiprocessing arguments of a spawned child, minus what differs per child.
+
+    Siblings run ``spawn_main(tracker_fd=4, pipe_handle=N)`` with a different pipe per
+    child, so the pipe number is blanked out before comparing.
+    """
+    return [
+        re.sub(r"pipe_handle=\d+", "pipe_handle=*", a)
+        for a in cmdline
+        if "spawn_main" in a or "multiprocessing-fork" in a
+    ]
 
 
 def _torch_dist():  # type: ignore[no-untyped-def]

@@ -11,6 +11,8 @@ An ``Agg`` holds, for a sorted set of distinct steps, the columns
     min    smallest value
     max    largest value
     tsum   sum of the values' wall times (x = time plots the step at its mean time)
+    tmin   earliest of those times
+    tmax   latest of those times
 
 Invariants:
 
@@ -37,7 +39,7 @@ import numpy.typing as npt
 F8 = npt.NDArray[np.float64]
 I8 = npt.NDArray[np.int64]
 
-FIELDS = ("n", "nw", "sum", "m2", "wsum", "wtot", "min", "max", "tsum")
+FIELDS = ("n", "nw", "sum", "m2", "wsum", "wtot", "min", "max", "tsum", "tmin", "tmax")
 _NF = len(FIELDS)
 
 
@@ -52,7 +54,8 @@ class Agg:
         return int(self.step.shape[0])
 
     def col(self, name: str) -> F8:
-        return self.cols[FIELDS.index(name)]
+        row: F8 = self.cols[FIELDS.index(name)]
+        return row
 
     @classmethod
     def empty(cls) -> Agg:
@@ -64,28 +67,38 @@ class Agg:
         keep = np.isfinite(value)
         if not keep.all():
             step, value, weight, time = step[keep], value[keep], weight[keep], time[keep]
-        k = step.shape[0]
-        cols = np.empty((_NF, k), np.float64)
-        has_w = np.isfinite(weight)
-        w = np.where(has_w, weight, 0.0)
-        cols[0] = 1.0
-        cols[1] = has_w
-        cols[2] = value
-        cols[3] = 0.0
-        cols[4] = w * value
-        cols[5] = w
-        cols[6] = value
-        cols[7] = value
-        cols[8] = time
-        return _reduce(step.astype(np.int64, copy=False), cols)
+        return reduce(step.astype(np.int64, copy=False), point_cols(value, weight, time))
 
-    def merge(self, other: Agg) -> Agg:
+    def merge(self, other: Agg, inplace: bool = False) -> Agg:
+        """The aggregate of both: matching steps combine in place, new steps are inserted
+        in order (both sides are sorted and distinct, so no sort is needed).
+
+        ``inplace`` lets the result reuse (and overwrite) this aggregate's columns.
+        """
         if not len(other):
             return self
         if not len(self):
             return other
-        return _reduce(
-            np.concatenate([self.step, other.step]), np.concatenate([self.cols, other.cols], 1)
+        pos = np.searchsorted(self.step, other.step)
+        at = np.minimum(pos, len(self) - 1)
+        hit = self.step[at] == other.step
+        cols = self.cols if inplace and self.cols.flags.writeable else self.cols.copy()
+        if hit.all():
+            a, b = int(at[0]), int(at[-1]) + 1
+            if b - a == len(other):  # the usual case: a run of steps already stored
+                _combine(cols[:, a:b], other.cols)
+            else:
+                for i, row in enumerate(_combine(cols[:, at], other.cols)):
+                    cols[i, at] = row
+            return Agg(self.step, cols)
+        if hit.any():
+            where = at[hit]
+            for i, row in enumerate(_combine(cols[:, where], other.cols[:, hit])):
+                cols[i, where] = row
+        miss = ~hit
+        return Agg(
+            np.insert(self.step, pos[miss], other.step[miss]),
+            np.insert(cols, pos[miss], other.cols[:, miss], axis=1),
         )
 
     def between(self, lo: int | None, hi: int | None) -> Agg:
@@ -135,16 +148,52 @@ class Agg:
         )
 
 
-def _reduce(step: I8, cols: F8) -> Agg:
+def point_cols(value: F8, weight: F8, time: F8) -> F8:
+    """Aggregate columns of single finite points, one entry each (not yet reduced)."""
+    cols = np.empty((_NF, value.shape[0]), np.float64)
+    has_w = np.isfinite(weight)
+    w = np.where(has_w, weight, 0.0)
+    cols[0] = 1.0
+    cols[1] = has_w
+    cols[2] = value
+    cols[3] = 0.0
+    cols[4] = w * value
+    cols[5] = w
+    cols[6] = value
+    cols[7] = value
+    cols[8] = time
+    cols[9] = time
+    cols[10] = time
+    return cols
+
+
+def _combine(a: F8, b: F8) -> F8:
+    """Fold aggregate columns ``b`` into ``a`` (same steps), in place; returns ``a``."""
+    na, nb = a[0].copy(), b[0]
+    n = np.maximum(na + nb, 1.0)
+    dev = b[2] / np.maximum(nb, 1.0) - a[2] / np.maximum(na, 1.0)
+    a[3] += b[3] + dev * dev * (na * nb / n)
+    for i in (0, 1, 2, 4, 5, 8):  # n, nw, sum, wsum, wtot, tsum add up
+        a[i] += b[i]
+    np.minimum(a[6], b[6], out=a[6])
+    np.maximum(a[7], b[7], out=a[7])
+    np.minimum(a[9], b[9], out=a[9])
+    np.maximum(a[10], b[10], out=a[10])
+    return a
+
+
+def reduce(step: I8, cols: F8) -> Agg:
     """Combine the entries of equal steps into one (the monoid's merge, vectorised)."""
     if step.shape[0] == 0:
         return Agg(step, cols.reshape(_NF, 0))
-    if not (step[1:] > step[:-1]).all():
-        order = np.argsort(step, kind="stable")
-        step, cols = step[order], cols[:, order]
-        starts = np.flatnonzero(np.r_[True, step[1:] != step[:-1]])
-    else:
+    if (step[1:] > step[:-1]).all():
         return Agg(step, cols)  # already distinct and sorted
+    order = np.argsort(step, kind="stable")
+    step, cols = step[order], cols[:, order]
+    new = np.empty(step.shape[0], np.bool_)
+    new[:1] = True
+    np.not_equal(step[1:], step[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
     out = np.empty((_NF, starts.shape[0]), np.float64)
     add = np.add.reduceat
     n = add(cols[0], starts)
@@ -153,7 +202,7 @@ def _reduce(step: I8, cols: F8) -> Agg:
     out[1] = add(cols[1], starts)
     out[2] = s
     # Law of total variance: m2 = sum(m2_i) + sum(n_i * (mean_i - mean)^2).
-    group = np.cumsum(np.r_[False, step[1:] != step[:-1]])
+    group = np.cumsum(new) - 1
     mean_i = cols[2] / np.maximum(cols[0], 1.0)
     mean = s / np.maximum(n, 1.0)
     dev = mean_i - mean[group]
@@ -163,4 +212,6 @@ def _reduce(step: I8, cols: F8) -> Agg:
     out[6] = np.minimum.reduceat(cols[6], starts)
     out[7] = np.maximum.reduceat(cols[7], starts)
     out[8] = add(cols[8], starts)
+    out[9] = np.minimum.reduceat(cols[9], starts)
+    out[10] = np.maximum.reduceat(cols[10], starts)
     return Agg(step[starts], out)

@@ -111,51 +111,107 @@ class ChunkRow:
 
 
 def _first_hits(hit: npt.NDArray[np.bool_], unit: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
+    """Index of the first True of each unit (every unit has one), in unit order."""
     where = np.flatnonzero(hit)
     u = unit[where]
-    return where[np.r_[True, u[1:] != u[:-1]]]
+    first = np.empty(u.shape[0], np.bool_)
+    first[:1] = True
+    np.not_equal(u[1:], u[:-1], out=first[1:])
+    return where[first]
 
 
-def summarize(step: F8, time: F8, y: F8, size: int) -> F8:
-    """Representative points of consecutive units of ``size`` points: shape (units, 6, 3)."""
-    n = step.shape[0]
-    starts = np.arange(0, n, size)
-    unit = np.repeat(np.arange(starts.shape[0]), np.diff(np.r_[starts, n]))
-    ymin = np.where(np.isnan(y), np.inf, y)
-    ymax = np.where(np.isnan(y), -np.inf, y)
+_ROLE_REDUCE = (  # (column of the (step, time, value) triple, reduction) per role
+    (0, np.minimum),
+    (0, np.maximum),
+    (1, np.minimum),
+    (1, np.maximum),
+    (2, np.minimum),
+    (2, np.maximum),
+)
+
+
+def _pick(roles: list[F8], starts: npt.NDArray[np.intp]) -> npt.NDArray[np.intp]:
+    """For each unit and role, the index of the role's extreme: shape (units, 6)."""
+    n = roles[0].shape[0]
+    unit = np.repeat(np.arange(starts.shape[0]), np.diff(np.append(starts, n)))
     picks = []
-    for key, ufunc in (
-        (step, np.minimum),
-        (step, np.maximum),
-        (time, np.minimum),
-        (time, np.maximum),
-        (ymin, np.minimum),
-        (ymax, np.maximum),
-    ):
+    for key, (_, ufunc) in zip(roles, _ROLE_REDUCE):
         best = ufunc.reduceat(key, starts)
         picks.append(_first_hits(key == best[unit], unit))
-    idx = np.stack(picks, 1)  # (units, 6)
+    return np.stack(picks, 1)
+
+
+def _no_nan(y: F8, fill: float) -> F8:
+    return np.where(np.isnan(y), fill, y)
+
+
+def summarize(step: F8, time: F8, y: F8, starts: npt.NDArray[np.intp]) -> F8:
+    """Representative points of the units beginning at ``starts``: shape (units, 6, 3)."""
+    roles = [step, step, time, time, _no_nan(y, np.inf), _no_nan(y, -np.inf)]
+    idx = _pick(roles, starts)
     return np.stack([step[idx], time[idx], y[idx]], 2)
 
 
-def encode(p: Points) -> ChunkRow:
-    step_f = p.step.astype(np.float64)
-    y = p.fvalue()
-    has_w = not np.isnan(p.weight).all()
-    return ChunkRow(
-        n=len(p),
-        step_lo=int(p.step.min()),
-        step_hi=int(p.step.max()),
-        t_lo=float(p.time.min()),
-        t_hi=float(p.time.max()),
-        kind=p.kind,
-        xs=p.step.astype(np.int64, copy=False).tobytes() + p.time.tobytes(),
-        ys=p.value.astype(_DTYPE[p.kind], copy=False).tobytes(),
-        seqs=p.seq.astype(np.int64, copy=False).tobytes(),
-        weights=p.weight.tobytes() if has_w else None,
-        head=summarize(step_f, p.time, y, len(p)).tobytes(),
-        subs=summarize(step_f, p.time, y, SUB).tobytes(),
+def coarsen(reps: F8, starts: npt.NDArray[np.intp]) -> F8:
+    """Summaries of runs of consecutive units (beginning at ``starts``) from theirs.
+
+    Exact: a unit's extreme of each role is among its parts' extremes of that role, and
+    taking the first of equal extremes keeps the earliest point, as ``summarize`` does.
+    """
+    roles = []
+    for r, (c, _) in enumerate(_ROLE_REDUCE):
+        key = reps[:, r, c]
+        roles.append(_no_nan(key, np.inf if r == 4 else -np.inf) if c == 2 else key)
+    idx = _pick(roles, starts)
+    return reps[idx, np.arange(6)[None, :], :]
+
+
+def encode_many(pieces: list[Points]) -> list[ChunkRow]:
+    """Encode chunks, summarising all of them with a dozen numpy calls in all."""
+    if not pieces:
+        return []
+    sizes = np.array([len(p) for p in pieces], np.intp)
+    offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.intp)
+    step = np.concatenate([p.step for p in pieces])
+    time = np.concatenate([p.time for p in pieces])
+    y = np.concatenate([p.fvalue() for p in pieces])
+    step_f = step.astype(np.float64)
+    subs_per = (sizes + SUB - 1) // SUB
+    first_sub = np.cumsum(subs_per) - subs_per
+    sub_starts = np.repeat(offsets, subs_per) + SUB * (
+        np.arange(int(subs_per.sum())) - np.repeat(first_sub, subs_per)
     )
+    subs = summarize(step_f, time, y, sub_starts.astype(np.intp))
+    heads = coarsen(subs, first_sub.astype(np.intp))
+    sub_at = np.concatenate([[0], np.cumsum(subs_per)]).tolist()
+    step_lo = np.minimum.reduceat(step, offsets).tolist()
+    step_hi = np.maximum.reduceat(step, offsets).tolist()
+    t_lo = np.minimum.reduceat(time, offsets).tolist()
+    t_hi = np.maximum.reduceat(time, offsets).tolist()
+    out = []
+    for i, p in enumerate(pieces):
+        has_w = not np.isnan(p.weight).all()
+        out.append(
+            ChunkRow(
+                n=len(p),
+                step_lo=int(step_lo[i]),
+                step_hi=int(step_hi[i]),
+                t_lo=float(t_lo[i]),
+                t_hi=float(t_hi[i]),
+                kind=p.kind,
+                xs=p.step.astype(np.int64, copy=False).tobytes() + p.time.tobytes(),
+                ys=p.value.astype(_DTYPE[p.kind], copy=False).tobytes(),
+                seqs=p.seq.astype(np.int64, copy=False).tobytes(),
+                weights=p.weight.tobytes() if has_w else None,
+                head=heads[i].tobytes(),
+                subs=subs[sub_at[i] : sub_at[i + 1]].tobytes(),
+            )
+        )
+    return out
+
+
+def encode(p: Points) -> ChunkRow:
+    return encode_many([p])[0]
 
 
 def decode_xy(n: int, xs: bytes, ys: bytes, kind: str) -> tuple[I8, F8, F8]:

@@ -23,6 +23,7 @@ their minima and maxima (a band keeps the extremes of min, max and mean).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,7 +32,7 @@ F8 = npt.NDArray[np.float64]
 IDX = npt.NDArray[np.intp]
 
 
-def is_sorted(a: npt.NDArray[np.generic]) -> bool:
+def is_sorted(a: npt.NDArray[Any]) -> bool:
     return bool(a.shape[0] < 2 or (a[1:] >= a[:-1]).all())
 
 

@@ -19,34 +19,20 @@ same stream waits for the row lock and then finds the mark already past its reco
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import msgspec
 import numpy as np
+import numpy.typing as npt
 
 from ..stream import records as R
 from ..stream.fold import StreamFold
-from .aggregate import Agg
-from .chunks import MERGE_BELOW, Points, decode, encode, split
-
-BLOCK = 1024  # steps per stored aggregate block
+from .blocks import merge_blocks
+from .chunks import MERGE_BELOW, Points, decode, encode_many, split
+from .tx import Tx, marks
 
 _enc = msgspec.msgpack.Encoder()
 _fold_dec = msgspec.msgpack.Decoder(StreamFold)
-
-
-class Tx(Protocol):
-    """The few cursor operations the shared store code needs (``?`` placeholders)."""
-
-    for_update: str  # " FOR UPDATE" where rows can be locked, else ""
-
-    def all(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]: ...
-
-    def one(self, sql: str, params: Sequence[Any] = ()) -> tuple[Any, ...] | None: ...
-
-    def run(self, sql: str, params: Sequence[Any] = ()) -> int: ...
-
-    def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
 
 
 def encode_fold(fold: StreamFold) -> bytes:
@@ -57,15 +43,16 @@ def decode_fold(blob: bytes | None) -> StreamFold:
     return StreamFold() if blob is None else _fold_dec.decode(blob)
 
 
-def contiguous(records: Iterable[R.AnyRecord], mark: int) -> list[R.AnyRecord]:
+def contiguous(records: Sequence[R.AnyRecord], mark: int) -> list[R.AnyRecord]:
     """The records that continue ``mark`` without a gap, in seq order, each once.
 
     Records at or below the mark are already applied; a record after a gap is refused
     (the caller sees the mark stop short and resends from it).
     """
-    fresh = [r for r in records if r.seq > mark]
-    if any(fresh[i].seq >= fresh[i + 1].seq for i in range(len(fresh) - 1)):
-        fresh.sort(key=lambda r: r.seq)
+    seqs = [r.seq for r in records]
+    if seqs and seqs[0] == mark + 1 and seqs == list(range(mark + 1, mark + 1 + len(seqs))):
+        return list(records)  # the usual batch: exactly the next records, in order
+    fresh = sorted((r for r in records if r.seq > mark), key=lambda r: r.seq)
     out: list[R.AnyRecord] = []
     want = mark + 1
     for rec in fresh:
@@ -80,9 +67,7 @@ def contiguous(records: Iterable[R.AnyRecord], mark: int) -> list[R.AnyRecord]:
 
 def metric_names(records: Iterable[R.AnyRecord]) -> set[str]:
     names: set[str] = set()
-    for r in records:
-        if type(r) is R.Metrics:
-            names.update(r.values)
+    names.update(*[r.values for r in records if type(r) is R.Metrics])
     return names
 
 
@@ -95,82 +80,119 @@ def _kind(values: list[Any]) -> str:
     return "f"
 
 
-def _floats(values: list[Any]) -> np.ndarray[Any, np.dtype[np.float64]]:
+def _floats(table: list[list[Any]]) -> npt.NDArray[np.float64]:
     try:
-        return np.array(values, np.float64)
+        return np.array(table, np.float64)
     except OverflowError:  # an int beyond float range: chart it as ±inf
         return np.array(
-            [v if abs(v) < 1e308 else np.copysign(np.inf, v) for v in values], np.float64
+            [[v if abs(v) < 1e308 else np.copysign(np.inf, v) for v in row] for row in table],
+            np.float64,
         )
 
 
+def _typed(column: list[Any], floats: npt.NDArray[np.float64]) -> tuple[str, npt.NDArray[Any]]:
+    """Keep a column of ints (or bools) as such; anything mixed is float."""
+    kind = _kind(column)
+    if kind == "i":
+        try:
+            return kind, np.array(column, np.int64)
+        except OverflowError:
+            return "f", floats
+    if kind == "b":
+        return kind, np.array(column, np.bool_)
+    return "f", floats
+
+
 def extract(records: Sequence[R.AnyRecord]) -> dict[str, Points]:
-    """Per metric name, the points of the ``Metrics`` records, in seq order."""
+    """Per metric name, the points of the ``Metrics`` records, in seq order.
+
+    Records are grouped by the keys they log (a training loop logs the same dict every
+    step), so each group becomes one 2-D array in a single numpy call.
+    """
     mets = [r for r in records if type(r) is R.Metrics]
     if not mets:
         return {}
-    keys: list[str] = []
-    vals: list[Any] = []
-    counts: list[int] = []
-    for r in mets:
-        v = r.values
-        keys.extend(v)
-        vals.extend(v.values())
-        counts.append(len(v))
+    shapes: dict[tuple[str, ...], list[int]] = {}
+    for i, r in enumerate(mets):
+        shapes.setdefault(tuple(r.values), []).append(i)
     m = len(mets)
-    cnt = np.array(counts, np.intp)
-    seq = np.repeat(np.fromiter((r.seq for r in mets), np.int64, m), cnt)
-    step = np.repeat(np.fromiter((r.step for r in mets), np.int64, m), cnt)
-    time = np.repeat(np.fromiter((r.time for r in mets), np.float64, m), cnt)
-    weight = np.repeat(
-        np.fromiter((np.nan if r.weight is None else r.weight for r in mets), np.float64, m),
-        cnt,
-    )
-    value = _floats(vals)
-    all_float = set(map(type, vals)) == {float}
-    names = list(dict.fromkeys(keys))
+    seq = np.fromiter((r.seq for r in mets), np.int64, m)
+    step = np.fromiter((r.step for r in mets), np.int64, m)
+    time = np.fromiter((r.time for r in mets), np.float64, m)
+    weight = np.fromiter((np.nan if r.weight is None else r.weight for r in mets), np.float64, m)
+    parts: dict[str, list[tuple[npt.NDArray[np.intp] | None, str, npt.NDArray[Any]]]] = {}
+    for keys, rows in shapes.items():
+        whole = len(rows) == m
+        table = [list(mets[i].values.values()) for i in rows]
+        grid = _floats(table)
+        at = None if whole else np.array(rows, np.intp)
+        for j, name in enumerate(keys):
+            kind, col = "f", grid[:, j]
+            if type(table[0][j]) is not float:  # maybe an int or bool column
+                kind, col = _typed([row[j] for row in table], col)
+            parts.setdefault(name, []).append((at, kind, col))
     out: dict[str, Points] = {}
-    if len(names) == 1:
-        groups = [(names[0], np.arange(len(keys)))]
-    else:
-        index = {k: i for i, k in enumerate(names)}
-        kid = np.fromiter(map(index.__getitem__, keys), np.intp, len(keys))
-        order = np.argsort(kid, kind="stable")
-        bounds = np.flatnonzero(np.diff(kid[order])) + 1
-        groups = list(zip(names, np.split(order, bounds)))  # kid i is names[i]
-    for name, idx in groups:
-        kind, v = "f", value[idx]
-        if not all_float:
-            raw = [vals[i] for i in idx.tolist()]
-            kind = _kind(raw)
-            if kind == "i":
-                try:
-                    v = np.array(raw, np.int64)
-                except OverflowError:
-                    kind = "f"
-            elif kind == "b":
-                v = np.array(raw, np.bool_)
-        out[name] = Points(seq[idx], step[idx], time[idx], v, weight[idx], kind)
+    for name, got in parts.items():
+        if len(got) == 1:
+            at, kind, col = got[0]
+        else:
+            kinds = {k for _, k, _ in got}
+            kind = kinds.pop() if len(kinds) == 1 else "f"
+            idx = np.concatenate([a for a, _, _ in got if a is not None])
+            col = np.concatenate([c if kind != "f" else c.astype(np.float64) for _, _, c in got])
+            order = np.argsort(idx, kind="stable")
+            at, col = idx[order], col[order]
+        if at is None:
+            out[name] = Points(seq, step, time, np.ascontiguousarray(col), weight, kind)
+        else:
+            out[name] = Points(seq[at], step[at], time[at], col, weight[at], kind)
     return out
+
+
+def apply_streams(
+    tx: Tx, items: Sequence[tuple[int, int, Sequence[R.AnyRecord]]], metric_ids: dict[str, int]
+) -> list[int]:
+    """Apply each ``(stream id, run id, records)``; returns the streams' new marks.
+
+    The aggregates of all the streams of one run are summed before they touch the
+    database, so a call carrying every rank's batch rewrites each block once.
+    """
+    marks = []
+    per_run: dict[int, dict[int, list[Points]]] = {}
+    for stream, run, records in items:
+        mark, points = _apply_one(tx, stream, records, metric_ids)
+        marks.append(mark)
+        into = per_run.setdefault(run, {})
+        for mid, p in points.items():
+            into.setdefault(mid, []).append(p)
+    for run in sorted(per_run):
+        if per_run[run]:
+            merge_blocks(tx, run, per_run[run])
+    return marks
 
 
 def apply_stream(
     tx: Tx, stream: int, run: int, records: Sequence[R.AnyRecord], metric_ids: dict[str, int]
 ) -> int:
     """Apply the records newer than the stream's mark; returns the new mark."""
+    return apply_streams(tx, [(stream, run, records)], metric_ids)[0]
+
+
+def _apply_one(
+    tx: Tx, stream: int, records: Sequence[R.AnyRecord], metric_ids: dict[str, int]
+) -> tuple[int, dict[int, Points]]:
     row = tx.one(f"SELECT acked_seq, fold FROM streams WHERE id = ?{tx.for_update}", (stream,))
     if row is None:
         raise LookupError(f"stream row {stream} vanished; was the database reset?")
     mark = int(row[0])
     fresh = contiguous(records, mark)
     if not fresh:
-        return mark
+        return mark, {}
     fold = decode_fold(row[1])
     fold.apply(fresh)
-    points = extract(fresh)
-    for name in sorted(points, key=metric_ids.__getitem__):
-        _append_series(tx, stream, metric_ids[name], points[name])
-    _merge_aggregates(tx, run, {metric_ids[k]: p for k, p in points.items()})
+    points = {metric_ids[k]: p for k, p in extract(fresh).items()}
+    if points:
+        _append_series(tx, stream, points)
     start = fold.start
     if start is not None and start.config:
         start = msgspec.structs.replace(start, config={})  # listing never needs it
@@ -191,95 +213,75 @@ def apply_stream(
             stream,
         ),
     )
-    return new_mark
+    return new_mark, points
 
 
 _CHUNK_COLS = "n, step_lo, step_hi, t_lo, t_hi, kind, xs, ys, seqs, weights, head, subs"
+_OPEN_COLS = "id, n, kind, xs, ys, seqs, weights"
 
 
-def _append_series(tx: Tx, stream: int, metric: int, pts: Points) -> None:
-    row = tx.one(
-        "SELECT points, open_chunk FROM series WHERE stream = ? AND metric = ?", (stream, metric)
-    )
-    total = len(pts) + (int(row[0]) if row else 0)
-    open_id = row[1] if row else None
-    if open_id is not None:
-        old = tx.one("SELECT n, kind, xs, ys, seqs, weights FROM chunks WHERE id = ?", (open_id,))
-        if old is not None:
-            pts = Points.concat([decode(int(old[0]), *old[1:]), pts])
+def _append_series(tx: Tx, stream: int, points: dict[int, Points]) -> None:
+    """Append each metric's points to its series, topping up a small last chunk."""
+    known = {
+        int(m): (int(n), o)
+        for m, n, o in tx.all(
+            "SELECT metric, points, open_chunk FROM series WHERE stream = ?", (stream,)
+        )
+    }
+    open_ids = [o for m, (_, o) in known.items() if o is not None and m in points]
+    old: dict[int, Points] = {}
+    for a in range(0, len(open_ids), 500):
+        part = open_ids[a : a + 500]
+        for cid, n, kind, xs, ys, seqs, weights in tx.all(
+            f"SELECT {_OPEN_COLS} FROM chunks WHERE id IN ({marks(len(part))})", part
+        ):
+            old[int(cid)] = decode(int(n), kind, xs, ys, seqs, weights)
+    plan: list[tuple[int, int | None, list[Points]]] = []
+    for metric in sorted(points):
+        pts = points[metric]
+        open_id = known.get(metric, (0, None))[1]
+        if open_id is not None and open_id in old:
+            pts = Points.concat([old[open_id], pts])
         else:
             open_id = None
-    last_id = open_id
-    pieces = split(pts)
-    for i, piece in enumerate(pieces):
-        c = encode(piece)
-        cols = (c.n, c.step_lo, c.step_hi, c.t_lo, c.t_hi, c.kind, c.xs, c.ys, c.seqs,
-                c.weights, c.head, c.subs)  # fmt: skip
-        if i == 0 and open_id is not None:
-            tx.run(
-                "UPDATE chunks SET n = ?, step_lo = ?, step_hi = ?, t_lo = ?, t_hi = ?, "
-                "kind = ?, xs = ?, ys = ?, seqs = ?, weights = ?, head = ?, subs = ? "
-                "WHERE id = ?",
-                (*cols, open_id),
-            )
-        else:
+        plan.append((metric, open_id, split(pts)))
+    encoded = iter(encode_many([piece for _, _, pieces in plan for piece in pieces]))
+    updates, new_series, old_series = [], [], []
+    for metric, open_id, pieces in plan:
+        last_id = open_id
+        for i in range(len(pieces)):
+            c = next(encoded)
+            cols = (c.n, c.step_lo, c.step_hi, c.t_lo, c.t_hi, c.kind, c.xs, c.ys, c.seqs,
+                    c.weights, c.head, c.subs)  # fmt: skip
+            if i == 0 and open_id is not None:
+                updates.append((*cols, open_id))
+                continue
             got = tx.one(
                 f"INSERT INTO chunks (stream, metric, {_CHUNK_COLS}) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
                 (stream, metric, *cols),
             )
             assert got is not None
-            last_id = got[0]
-    new_open = last_id if len(pieces[-1]) < MERGE_BELOW else None
-    if row is None:
-        tx.run(
-            "INSERT INTO series (stream, metric, points, open_chunk) VALUES (?, ?, ?, ?)",
-            (stream, metric, total, new_open),
-        )
-    else:
-        tx.run(
-            "UPDATE series SET points = ?, open_chunk = ? WHERE stream = ? AND metric = ?",
-            (total, new_open, stream, metric),
-        )
-
-
-def _merge_aggregates(tx: Tx, run: int, points: dict[int, Points]) -> None:
-    parts: list[tuple[int, int, Agg, float, float]] = []
-    for metric, p in points.items():
-        block = p.step // BLOCK
-        if block.shape[0] > 1 and not (block[1:] >= block[:-1]).all():
-            order = np.argsort(block, kind="stable")
-            p = Points(p.seq[order], p.step[order], p.time[order], p.value[order],
-                       p.weight[order], p.kind)  # fmt: skip
-            block = block[order]
-        cuts = np.flatnonzero(np.diff(block)) + 1
-        for a, b in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(p)].tolist()):
-            agg = Agg.from_points(p.step[a:b], p.fvalue()[a:b], p.weight[a:b], p.time[a:b])
-            t = p.time[a:b]
-            parts.append((metric, int(block[a]), agg, float(t.min()), float(t.max())))
-    parts.sort(key=lambda t: (t[0], t[1]))  # one lock order for every ingester
-    for metric, block_no, agg, t_lo, t_hi in parts:
-        key = (run, metric, block_no)
-        for _attempt in range(2):
-            row = tx.one(
-                "SELECT data, t_lo, t_hi FROM aggs WHERE run = ? AND metric = ? AND block = ?"
-                + tx.for_update,
-                key,
-            )
-            if row is not None:
-                merged = Agg.from_bytes(row[0]).merge(agg)
-                tx.run(
-                    "UPDATE aggs SET data = ?, t_lo = ?, t_hi = ? "
-                    "WHERE run = ? AND metric = ? AND block = ?",
-                    (merged.to_bytes(), min(t_lo, row[1]), max(t_hi, row[2]), *key),
-                )
-                break
-            # A concurrent first insert of this block makes ours a no-op: lock and merge.
-            if tx.run(
-                "INSERT INTO aggs (run, metric, block, t_lo, t_hi, data) "
-                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (*key, t_lo, t_hi, agg.to_bytes()),
-            ):
-                break
+            last_id = int(got[0])
+        new_open = last_id if len(pieces[-1]) < MERGE_BELOW else None
+        total = len(points[metric]) + known.get(metric, (0, None))[0]
+        if metric in known:
+            old_series.append((total, new_open, stream, metric))
         else:
-            raise RuntimeError(f"aggregate block {key} could be neither read nor inserted")
+            new_series.append((stream, metric, total, new_open))
+    if updates:
+        tx.many(
+            "UPDATE chunks SET n = ?, step_lo = ?, step_hi = ?, t_lo = ?, t_hi = ?, kind = ?, "
+            "xs = ?, ys = ?, seqs = ?, weights = ?, head = ?, subs = ? WHERE id = ?",
+            updates,
+        )
+    if old_series:
+        tx.many(
+            "UPDATE series SET points = ?, open_chunk = ? WHERE stream = ? AND metric = ?",
+            old_series,
+        )
+    if new_series:
+        tx.many(
+            "INSERT INTO series (stream, metric, points, open_chunk) VALUES (?, ?, ?, ?)",
+            new_series,
+        )

@@ -29,8 +29,8 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from .ingest import Tx
 from .sql import SQLStore
+from .tx import Tx
 
 T = TypeVar("T")
 

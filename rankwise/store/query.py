@@ -24,9 +24,10 @@ import numpy as np
 
 from .aggregate import Agg
 from .base import Band, Series, XAxis
+from .blocks import BLOCK
 from .chunks import AXIS_ROLES, SUB, decode, decode_xy, units
 from .downsample import F8, bucket_of, extremes, m4
-from .ingest import BLOCK, Tx
+from .tx import Tx, marks
 
 _AXIS_COL = {"step": 0, "time": 1}
 _RANGE = {
@@ -36,14 +37,10 @@ _RANGE = {
 _BIG = 2.0**62
 
 
-def _marks(n: int) -> str:
-    return ", ".join("?" * n)
-
-
 def _where(
     streams: Sequence[int], x: XAxis, lo: float | None, hi: float | None
 ) -> tuple[str, list[Any]]:
-    sql = f"stream IN ({_marks(len(streams))}) AND metric = ?"
+    sql = f"stream IN ({marks(len(streams))}) AND metric = ?"
     if lo is None and hi is None:
         return sql, []
     a = -_BIG if lo is None else lo
@@ -75,12 +72,13 @@ def series_of(
     lo_f = -np.inf if lo is None else float(lo)
     hi_f = np.inf if hi is None else float(hi)
     xi = _AXIS_COL[x]
-    inside, partial = [], []
+    inside: list[tuple[Any, ...]] = []
+    partial: list[tuple[Any, ...]] = []
     for row in meta:
         x_lo, x_hi = (row[2], row[3]) if x == "step" else (row[4], row[5])
         (inside if lo_f <= x_lo and x_hi <= hi_f else partial).append(row)
-    n_inside = sum(int(r[1]) for r in inside)
-    n_total = n_inside + sum(int(r[1]) for r in partial)
+    n_inside: int = sum(int(r[1]) for r in inside)
+    n_total: int = n_inside + sum(int(r[1]) for r in partial)
     if n_total <= max_points or n_inside // SUB < max_points:
         level = "raw"
         partial, inside = meta, []
@@ -125,7 +123,7 @@ def _raw(tx: Tx, ids: list[int], x: XAxis, lo: float, hi: float) -> tuple[F8, F8
     for a in range(0, len(ids), 500):
         part = ids[a : a + 500]
         rows = tx.all(
-            f"SELECT n, xs, ys, kind FROM chunks WHERE id IN ({_marks(len(part))}) ORDER BY id",
+            f"SELECT n, xs, ys, kind FROM chunks WHERE id IN ({marks(len(part))}) ORDER BY id",
             part,
         )
         for n, xs, ys, kind in rows:
@@ -212,7 +210,7 @@ def history_of(
     mids = list(metrics)
     found = tx.all(
         f"SELECT stream, metric, n, kind, xs, ys, seqs, weights FROM chunks "
-        f"WHERE stream IN ({_marks(len(sids))}) AND metric IN ({_marks(len(mids))}) "
+        f"WHERE stream IN ({marks(len(sids))}) AND metric IN ({marks(len(mids))}) "
         "ORDER BY id",
         [*sids, *mids],
     )

@@ -26,7 +26,8 @@ from ..stream import records as R
 from . import migrations as M
 from . import query, runs
 from .base import Band, RunQuery, RunRow, Series, StreamKey, XAxis
-from .ingest import Tx, apply_stream, decode_fold, metric_names
+from .ingest import apply_stream, decode_fold, metric_names
+from .tx import Tx, marks
 
 T = TypeVar("T")
 
@@ -134,10 +135,14 @@ class SQLStore:
         mids: dict[str, int],
     ) -> dict[StreamKey, int]:
         """One transaction per stream (a store with one writer may batch them)."""
-        return {
-            key: self._write(lambda tx, s=sid, r=run, rs=recs: apply_stream(tx, s, r, rs, mids))
-            for key, (sid, run), recs in todo
-        }
+        out = {}
+        for key, (sid, run), recs in todo:
+
+            def one(tx: Tx, sid: int = sid, run: int = run, recs: list[R.AnyRecord] = recs) -> int:
+                return apply_stream(tx, sid, run, recs, mids)
+
+            out[key] = self._write(one)
+        return out
 
     def _ids(self, key: StreamKey) -> tuple[int, int]:
         """(stream id, run id) of ``key``, creating the rows (empty) when new."""
@@ -183,7 +188,7 @@ class SQLStore:
                 for a in range(0, len(missing), 500):
                     part = missing[a : a + 500]
                     found += tx.all(
-                        f"SELECT id, name FROM metrics WHERE name IN ({query._marks(len(part))})",
+                        f"SELECT id, name FROM metrics WHERE name IN ({marks(len(part))})",
                         part,
                     )
                 return found
@@ -353,10 +358,9 @@ class SQLStore:
             }
             if not streams:
                 return []
-            marks = query._marks(len(streams))
             rows = tx.all(
                 "SELECT DISTINCT m.id, m.name FROM series x JOIN metrics m ON m.id = x.metric "
-                f"WHERE x.stream IN ({marks})",
+                f"WHERE x.stream IN ({marks(len(streams))})",
                 list(streams),
             )
             wanted = None if keys is None else set(keys)

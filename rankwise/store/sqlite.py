@@ -24,8 +24,9 @@ from typing import Any, TypeVar
 
 from ..stream import records as R
 from .base import StreamKey
-from .ingest import Tx, apply_stream
+from .ingest import apply_streams
 from .sql import SQLStore
+from .tx import Tx
 
 T = TypeVar("T")
 
@@ -155,7 +156,8 @@ class SQLiteStore(SQLStore):
         mids: dict[str, int],
     ) -> dict[StreamKey, int]:
         def apply_all(tx: Tx) -> dict[StreamKey, int]:
-            return {key: apply_stream(tx, sid, run, recs, mids) for key, (sid, run), recs in todo}
+            got = apply_streams(tx, [(sid, run, recs) for _, (sid, run), recs in todo], mids)
+            return {key: mark for (key, _, _), mark in zip(todo, got)}
 
         return self._write(apply_all)
 
