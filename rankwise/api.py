@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from .errors import RunNotFoundError, UsageError
+from .health import RankHealth
 from .stream import records as R
 from .stream.files import list_streams
 from .stream.fold import StreamFold, StreamState, run_state, stream_state
@@ -142,6 +143,34 @@ class RunInfo:
         except ImportError:
             raise UsageError("history_df() needs pandas: pip install pandas") from None
         return pd.DataFrame(self.history(keys=keys, label=label))
+
+    def health(
+        self, window: float = 60.0, factor: float = 1.25, now: float | None = None
+    ) -> list[RankHealth]:
+        """Each rank's health (``rankwise.health``): state, step rate over the last
+        ``window`` seconds, lag behind the median rank, ``slow`` (slower than the median
+        by ``factor``) and the open stall, if any. Latest incarnation of each stream."""
+        from .health import StreamSteps, assess, step_points
+
+        latest: dict[str, tuple[StreamInfo, StreamFold]] = {}
+        for info, fold in self._folds:
+            if info.label not in latest or info.incarnation > latest[info.label][0].incarnation:
+                latest[info.label] = (info, fold)
+        streams = [
+            StreamSteps(
+                label=info.label,
+                points=step_points(_read(Path(info.path))[0]),
+                rank=info.rank,
+                node=info.node,
+                state=info.state,
+                last_seen=info.last_seen,
+                stall=fold.stall,
+            )
+            for info, fold in latest.values()
+        ]
+        if now is None and self.state == "running":
+            now = time.time()
+        return assess(streams, now=now, window=window, factor=factor)
 
     def __repr__(self) -> str:
         return f"<rankwise.RunInfo {self.project}/{self.id} {self.state}>"

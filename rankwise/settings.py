@@ -23,6 +23,18 @@ class Settings:
     # its last record is older than crash_timeout and its process cannot be seen alive.
     heartbeat_interval: float = 5.0
     crash_timeout: float = 60.0
+    # Rank health (rankwise.sdk.system / console / watchdog). Console capture: "wrap"
+    # (sys.stdout and sys.stderr), "redirect" (file descriptors 1 and 2, so C, CUDA and
+    # NCCL output too) or "off".
+    console: str = "wrap"
+    # System metrics: the node's on one process per node, each GPU's through NVML, and
+    # each recording process's own; every system_interval seconds.
+    system: bool = True
+    system_interval: float = 10.0
+    # NVML indices of the GPUs to sample (env: "0,1"); None samples every GPU.
+    gpu_device_ids: tuple[int, ...] | None = None
+    # A stall is recorded when no log() call came for this long (s); 0 turns it off.
+    stall_timeout: float = 300.0
     # log() calls waiting for the writer. Past this, values are dropped and counted
     # rather than blocking training; memory is bounded by it.
     max_queue: int = 100_000
@@ -72,11 +84,51 @@ class Settings:
                 raise UsageError(f"setting {name} must be a positive number of seconds")
         if int(self.max_queue) < 1:
             raise UsageError("setting max_queue must be at least 1")
+        if self.console not in CONSOLE_MODES:
+            raise UsageError(f"console={self.console!r} is not one of {', '.join(CONSOLE_MODES)}")
+        if not float(self.system_interval) > 0:
+            raise UsageError("setting system_interval must be a positive number of seconds")
+        if not float(self.stall_timeout) >= 0:
+            raise UsageError("setting stall_timeout must be >= 0 seconds (0 turns it off)")
+
+    def __post_init__(self) -> None:
+        ids = self.gpu_device_ids
+        if ids is not None and not isinstance(ids, tuple):
+            object.__setattr__(self, "gpu_device_ids", _gpu_ids(ids))
+
+    def override(self, **changes: Any) -> Settings:
+        """A copy with the ``changes`` that are not None: ``init()`` arguments win."""
+        given = {k: v for k, v in changes.items() if v is not None}
+        if not given:
+            return self
+        out = dataclasses.replace(self, **given)
+        out.validate()
+        return out
+
+
+CONSOLE_MODES = ("wrap", "redirect", "off")
+
+
+def _gpu_ids(value: Any) -> tuple[int, ...]:
+    if isinstance(value, str):
+        value = [v for v in value.replace(" ", "").split(",") if v]
+    elif isinstance(value, int):
+        value = [value]
+    try:
+        return tuple(int(v) for v in value)
+    except (TypeError, ValueError):
+        raise UsageError(
+            f'gpu_device_ids={value!r}: give GPU indices, e.g. [0, 1] or "0,1"'
+        ) from None
 
 
 def _parse(name: str, raw: str, typ: Any) -> Any:
     typ = str(typ)
     try:
+        if typ == "str":
+            return raw.strip()
+        if "tuple" in typ:
+            return _gpu_ids(raw)
         if "bool" in typ:
             return raw.strip().lower() in ("1", "true", "yes", "on")
         if "int" in typ:

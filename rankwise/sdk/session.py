@@ -44,6 +44,11 @@ def init(
     label: str | None = None,
     settings: Settings | Mapping[str, Any] | None = None,
     server: str | None = None,
+    console: str | None = None,
+    system: bool | None = None,
+    system_interval: float | None = None,
+    gpu_device_ids: Sequence[int] | None = None,
+    stall_timeout: float | None = None,
 ) -> Run:
     """Start (or continue) a run on this process; call it on every rank.
 
@@ -55,10 +60,21 @@ def init(
     Returns a ``Run`` that is falsy on processes that do not record under ``run_mode``.
     ``server`` (or ``RANKWISE_SERVER``) turns on remote mode: the stream file is still
     written, and also uploaded to that rankwise server by a background thread.
+    Rank health, each also a setting (``RANKWISE_CONSOLE`` ...): ``console`` capture is
+    ``"wrap"`` (default), ``"redirect"`` (file descriptors: C/NCCL output too) or
+    ``"off"``; ``system`` metrics every ``system_interval`` seconds (10), of the GPUs
+    ``gpu_device_ids`` (all); a stall is recorded after ``stall_timeout`` seconds (300)
+    without ``log()``, 0 turning that off.
     """
     global current
     env = os.environ
-    opts = Settings.resolve(settings, env)
+    opts = Settings.resolve(settings, env).override(
+        console=console,
+        system=system,
+        system_interval=system_interval,
+        gpu_device_ids=gpu_device_ids,
+        stall_timeout=stall_timeout,
+    )
     project = check_id(project or env.get("RANKWISE_PROJECT") or "default", "project")
     if resume not in RESUME:
         raise UsageError(f"resume={resume!r} is not one of {', '.join(RESUME)}")
@@ -146,6 +162,7 @@ def init(
     _attach_uploader(run, writer, server or env.get("RANKWISE_SERVER") or None, opts)
     writer.start()
     hooks.register(run)
+    _attach_health(run, opts)
     current = run
     return run
 
@@ -163,6 +180,17 @@ def _attach_uploader(run: Run, writer: StreamWriter, server: str | None, opts: S
     writer.flush_listeners.append(uploader.wake)
     run.add_component(uploader, after_writer=True)
     uploader.start()
+
+
+def _attach_health(run: Run, opts: Settings) -> None:
+    """System sampler, hang watchdog and console capture (stopped in this order)."""
+    from . import console, system, watchdog
+
+    for part in (system, watchdog, console):
+        try:
+            part.attach(run, opts)
+        except Exception as exc:  # tracking problems never stop training
+            _log.warn(f"{part.__name__.rsplit('.', 1)[-1]} is off: {exc!r}")
 
 
 def _tags(tags: Sequence[str] | None) -> list[str]:

@@ -55,6 +55,7 @@ class StreamWriter:
         self.queue: deque[Any] = deque()
         self.last_values: dict[str, Any] = {}  # for run.summary
         self.last_step = -1
+        self.metrics_records = 0  # made so far; the hang watchdog watches it move
         self.dropped = 0  # incremented by the training thread only
         self.written_seq = -1  # last seq handed to the OS
         self._seq = 0
@@ -163,6 +164,7 @@ class StreamWriter:
                         self.last_step = step
                     batch.append(R.Metrics(self._seq, t, step, values, _weight(weight, self)))
                     self._seq += 1
+                    self.metrics_records += 1
                 elif cls is Control:
                     try:
                         batch.append(item.build(self._seq, item.time))  # type: ignore[arg-type]

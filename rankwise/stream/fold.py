@@ -10,6 +10,10 @@ latest incarnation of each stream: *crashed* when any of them crashed (those ran
 named), otherwise the primary stream's state — except that a primary *killed* while
 another rank *failed* makes the run *failed*, because that failure is what the launcher
 killed the job for.
+
+A stream is *stalled* (``StreamFold.stall``) from a watchdog ``Stall`` record until the
+``Stall`` record with ``cleared=True`` that follows it; a stall is not a state of its
+own, because a stalled process is still alive and heartbeating.
 """
 
 from __future__ import annotations
@@ -36,6 +40,9 @@ class StreamFold:
     points: int = 0
     dropped: int = 0
     finish: R.Finish | None = None
+    stall: R.Stall | None = None  # the open stall, None once logging resumed
+    last_stall: R.Stall | None = None  # the latest stall report, cleared or not
+    stalls: int = 0
 
     def apply(self, records: Iterable[R.AnyRecord]) -> None:
         for rec in records:
@@ -68,6 +75,13 @@ class StreamFold:
             elif cls is R.Finish:
                 self.finish = rec
                 self.dropped = max(self.dropped, rec.dropped)
+            elif isinstance(rec, R.Stall):  # isinstance: narrows the type for mypy
+                if rec.cleared:
+                    self.stall = None
+                else:
+                    if self.stall is None:
+                        self.stalls += 1
+                    self.stall = self.last_stall = rec
 
     @property
     def summary(self) -> dict[str, Any]:

@@ -105,10 +105,16 @@ class Finish(Record, tag=6):
 
 
 class Console(Record, tag=7):
-    """Lines a process printed. ``stream`` is ``stdout`` or ``stderr``."""
+    """Lines a process printed. ``stream`` is ``stdout`` or ``stderr``.
+
+    ``times[i]`` is when ``lines[i]`` was completed (Unix seconds); an empty ``times``
+    (older writers) means every line has the record's ``time``. A line keeps its ANSI
+    escapes; a carriage-return progress bar arrives as its last state only.
+    """
 
     stream: str
     lines: list[str]
+    times: list[float] = []
 
 
 class System(Record, tag=8):
@@ -118,7 +124,12 @@ class System(Record, tag=8):
 
 
 class Stall(Record, tag=9):
-    """The watchdog saw no ``log()`` for ``idle_seconds``; ``stacks`` are per thread."""
+    """The watchdog saw no ``log()`` for ``idle_seconds``; ``stacks`` are per thread.
+
+    ``where`` names the training thread's innermost relevant call ("all_reduce at
+    train.py:88"); the stall began at ``time - idle_seconds``. A record with
+    ``cleared=True`` says logging resumed after ``idle_seconds``.
+    """
 
     idle_seconds: float
     where: str = ""

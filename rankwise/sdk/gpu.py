@@ -1,0 +1,180 @@
+"""GPUs through NVML (nvidia-ml-py's ``pynvml``), for the system sampler's thread.
+
+``pynvml`` is imported by ``Gpus.open()`` only, on the sampler's thread, never on import of
+rankwise; without it, without a driver, or when ``nvmlInit`` fails, ``open()`` returns
+None and there are no GPU series — never an error. GPUs are named by their NVML index
+(PCI bus order, what ``nvidia-smi`` shows), the one name every process on a node agrees
+on whatever its ``CUDA_VISIBLE_DEVICES``.
+
+A query a device does not support (an old GPU without NVLink, a container without
+permission for power) is asked once and then never again, so an unsupported series costs
+one failed call per process, not one per sample; any other failure skips that series for
+that sample only. Keys, per sampled GPU ``i``::
+
+    gpu/i/util_percent  gpu/i/mem_util_percent  gpu/i/mem_used_bytes  gpu/i/mem_total_bytes
+    gpu/i/temp_c  gpu/i/power_w  gpu/i/sm_clock_mhz
+    gpu/i/pcie_tx_bytes_per_s  gpu/i/pcie_rx_bytes_per_s
+    gpu/i/nvlink_tx_bytes_per_s  gpu/i/nvlink_rx_bytes_per_s   (all links summed)
+    gpu/i/ecc_corrected  gpu/i/ecc_uncorrected                 (since the driver loaded)
+
+and for the recording process itself ``proc/gpu/i/mem_used_bytes`` on every GPU where
+NVML lists its pid (nothing inside a container with its own pid namespace, where NVML
+reports host pids).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+Values = dict[str, "float | int"]
+
+# NVML return codes after which a query is not asked again on that device.
+_PERMANENT = {
+    3,  # NVML_ERROR_NOT_SUPPORTED
+    4,  # NVML_ERROR_NO_PERMISSION
+    13,  # NVML_ERROR_FUNCTION_NOT_FOUND (an older driver)
+}
+_ALL_LINKS = 0xFFFFFFFF  # scopeId asking NVML for the sum over every NVLink
+_NVLINK_TX, _NVLINK_RX = 138, 139  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_{TX,RX}, in KiB
+# Series read with one call each: key, pynvml function, arguments after the handle
+# (names of pynvml constants, or values), scale to the unit in the key.
+_SCALARS: tuple[tuple[str, str, tuple[Any, ...], float], ...] = (
+    ("temp_c", "nvmlDeviceGetTemperature", ("NVML_TEMPERATURE_GPU",), 1),
+    ("power_w", "nvmlDeviceGetPowerUsage", (), 0.001),  # milliwatts
+    ("sm_clock_mhz", "nvmlDeviceGetClockInfo", ("NVML_CLOCK_SM",), 1),
+    # KB/s, averaged by the driver over ~20 ms
+    ("pcie_tx_bytes_per_s", "nvmlDeviceGetPcieThroughput", ("NVML_PCIE_UTIL_TX_BYTES",), 1024),
+    ("pcie_rx_bytes_per_s", "nvmlDeviceGetPcieThroughput", ("NVML_PCIE_UTIL_RX_BYTES",), 1024),
+    # memory error type corrected (0) / uncorrected (1), volatile counter (0)
+    ("ecc_corrected", "nvmlDeviceGetTotalEccErrors", (0, 0), 1),
+    ("ecc_uncorrected", "nvmlDeviceGetTotalEccErrors", (1, 0), 1),
+)
+
+
+class Rates:
+    """Per-second rates of cumulative counters; the first value of a key gives none."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[float, float]] = {}
+
+    def add(self, out: Values, key: str, value: float, now: float) -> None:
+        prev = self._last.get(key)
+        self._last[key] = (value, now)
+        # A counter that went backwards was reset (a driver reload, a wrap): skip once.
+        if prev is not None and now > prev[1] and value >= prev[0]:
+            out[key] = (value - prev[0]) / (now - prev[1])
+
+
+class Gpus:
+    """The NVML devices this process samples; every method is safe to call and quiet."""
+
+    def __init__(self, nvml: Any, handles: dict[int, Any], count: int) -> None:
+        self._nv = nvml
+        self._handles = handles  # NVML index -> handle, restricted by gpu_device_ids
+        self.count = count  # devices on the node
+        self._off: set[tuple[int, str]] = set()
+        self._rates = Rates()
+
+    @classmethod
+    def open(cls, ids: Sequence[int] | None) -> Gpus | None:
+        """NVML's view of this node, or None when there is no NVML to be had."""
+        try:
+            import pynvml as nvml  # type: ignore[import-untyped, import-not-found]
+        except Exception:
+            return None
+        try:
+            nvml.nvmlInit()
+        except Exception:
+            return None
+        try:
+            count = int(nvml.nvmlDeviceGetCount())
+            wanted = range(count) if ids is None else [i for i in ids if 0 <= i < count]
+            handles = {i: nvml.nvmlDeviceGetHandleByIndex(i) for i in wanted}
+        except Exception:
+            _quiet(nvml.nvmlShutdown)
+            return None
+        return cls(nvml, handles, count)
+
+    @property
+    def indices(self) -> list[int]:
+        return sorted(self._handles)
+
+    def close(self) -> None:
+        _quiet(self._nv.nvmlShutdown)
+
+    def _ask(self, index: int, what: str, fn: str, *args: Any) -> Any:
+        if (index, what) in self._off:
+            return None
+        try:
+            return getattr(self._nv, fn)(*args)
+        except Exception as exc:
+            # AttributeError: a pynvml too old to know the call.
+            if getattr(exc, "value", None) in _PERMANENT or isinstance(exc, AttributeError):
+                self._off.add((index, what))
+            return None
+
+    def sample(self, out: Values, now: float) -> None:
+        """Add every supported series of every sampled GPU to ``out``."""
+        nv = self._nv
+        for i, h in self._handles.items():
+            p = f"gpu/{i}/"
+            util = self._ask(i, "util", "nvmlDeviceGetUtilizationRates", h)
+            if util is not None:
+                out[p + "util_percent"] = int(util.gpu)
+                out[p + "mem_util_percent"] = int(util.memory)
+            mem = self._ask(i, "mem", "nvmlDeviceGetMemoryInfo", h)
+            if mem is not None:
+                out[p + "mem_used_bytes"] = int(mem.used)
+                out[p + "mem_total_bytes"] = int(mem.total)
+            for key, fn, names, scale in _SCALARS:
+                args = [getattr(nv, a, None) if isinstance(a, str) else a for a in names]
+                value = None if None in args else self._ask(i, key, fn, h, *args)
+                if value is not None:
+                    out[p + key] = value * scale if scale != 1 else int(value)
+            self._nvlink(i, h, p, out, now)
+
+    def _nvlink(self, i: int, h: Any, p: str, out: Values, now: float) -> None:
+        fields = [(_NVLINK_TX, _ALL_LINKS), (_NVLINK_RX, _ALL_LINKS)]
+        values = self._ask(i, "nvlink", "nvmlDeviceGetFieldValues", h, fields)
+        if values is None:
+            return
+        if any(v.nvmlReturn != 0 for v in values):
+            self._off.add((i, "nvlink"))  # no NVLink on this device
+            return
+        for name, v in zip(("tx", "rx"), values):
+            self._rates.add(out, p + f"nvlink_{name}_bytes_per_s", v.value.ullVal * 1024.0, now)
+
+    def process_memory(self, pid: int, out: Values) -> None:
+        """``proc/gpu/i/mem_used_bytes`` for each sampled GPU where NVML lists ``pid``."""
+        for i, h in self._handles.items():
+            procs = self._ask(i, "procs", "nvmlDeviceGetComputeRunningProcesses", h)
+            for proc in procs or ():
+                if proc.pid == pid:
+                    out[f"proc/gpu/{i}/mem_used_bytes"] = int(proc.usedGpuMemory or 0)
+
+    def index_of(self, token: str | None) -> int | None:
+        """The NVML index of a ``CUDA_VISIBLE_DEVICES`` entry: an index or a UUID (prefix)."""
+        if not token:
+            return None
+        if token.isdigit():
+            return int(token) if int(token) < self.count else None
+        if not token.startswith("GPU-"):
+            return None  # MIG instances and the like: not a whole GPU
+        for i in range(self.count):
+            try:
+                uuid = self._nv.nvmlDeviceGetUUID(self._nv.nvmlDeviceGetHandleByIndex(i))
+            except Exception:
+                continue
+            if isinstance(uuid, bytes):
+                uuid = uuid.decode(errors="replace")
+            if str(uuid).startswith(token):
+                return i
+        return None
+
+
+def _quiet(fn: Callable[[], Any]) -> None:
+    try:
+        fn()
+    except Exception:
+        pass
