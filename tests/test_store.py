@@ -481,20 +481,23 @@ def test_series_raw_ranges_and_labels(store: SQLStore) -> None:
         store.series("p", "s", "loss", x="epoch")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("max_points", "level"), [(20, "head"), (400, "subs"), (4000, "raw")])
+@pytest.mark.parametrize(
+    ("max_points", "level"), [(20, "head"), (400, "mid"), (2000, "sub"), (8000, "raw")]
+)
 def test_series_downsampled_keeps_extremes(
     store: SQLStore, max_points: int, level: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Long series take the chunk- or sub-block-summary path; the answer stays honest."""
-    from rankwise.store import chunks, query
+    """Long series read the chunk, mid- or sub-block summaries; the answer stays honest."""
+    from rankwise.store import query
 
     seen: list[str] = []
+    choose = query.choose_level
 
-    def spy(blobs: list[bytes]) -> Any:
-        seen.append("head" if all(len(b) == 6 * 3 * 8 for b in blobs) else "subs")
-        return chunks.units(blobs)
+    def spy(*args: int) -> str:
+        seen.append(choose(*args))
+        return seen[-1]
 
-    monkeypatch.setattr(query, "units", spy)
+    monkeypatch.setattr(query, "choose_level", spy)
     n = 120_000
     rng = np.random.default_rng(max_points)
     y = np.cumsum(rng.normal(0, 1, n))
@@ -507,7 +510,7 @@ def test_series_downsampled_keeps_extremes(
     for lo, hi in [(None, None), (10_000.0, 100_000.5), (77_000.0, None)]:
         (s,) = store.series("p", "long", "loss", lo=lo, hi=hi, max_points=max_points)
         if lo is None:  # the whole series is read at the expected level
-            assert set(seen) == (set() if level == "raw" else {level})
+            assert seen == [level]
         a = 0 if lo is None else int(np.ceil(lo))
         b = n - 1 if hi is None else int(np.floor(hi))
         xs = np.array(s.x)

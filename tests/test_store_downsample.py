@@ -87,6 +87,8 @@ def test_aggregate_merge_is_order_free(
 
     whole = agg(points)
     split = agg(points[cut:]).merge(agg(points[:cut])) if 0 < cut < len(points) else whole
+    stored = Agg.from_bytes(whole.to_bytes(base=0), base=0)  # the compact stored form
+    assert np.array_equal(stored.step, whole.step) and np.array_equal(stored.cols, whole.cols)
     assert np.array_equal(whole.step, split.step)
     np.testing.assert_allclose(split.cols, whole.cols, rtol=1e-9, atol=1e-6)
     for s in whole.step.tolist():

@@ -12,9 +12,8 @@ Invariants:
   missing blocks are inserted in the same order; ingesters of different ranks of one run
   may wait for each other but never deadlock. A block that another ingester inserted
   first (``ON CONFLICT DO NOTHING`` changed nothing) is locked and merged into instead.
-* ``t_lo``/``t_hi`` are the earliest and latest wall time of the block's points (the
-  minimum of its ``tmin``, the maximum of its ``tmax``), so that a query by time reads
-  only the blocks that can hold its range.
+* ``t_lo``/``t_hi`` are the least and greatest ``tmin`` of the block's steps (their x
+  when x = time), so that a query by time reads only the blocks that can hold its range.
 """
 
 from __future__ import annotations
@@ -72,7 +71,7 @@ def merge_blocks(tx: Tx, run: int, per_metric: dict[int, list[Points]]) -> None:
     for mid, blk, data in _lock_existing(tx, run, mids, b0, b1):
         k = mids.index(mid) * nb + (blk - b0)
         if k in touched:
-            old = Agg.from_bytes(data)
+            old = Agg.from_bytes(data, blk * BLOCK)
             keys.append(mids.index(mid) * stride + (old.step - base))
             cols.append(old.cols)
             found.add(k)
@@ -85,7 +84,7 @@ def merge_blocks(tx: Tx, run: int, per_metric: dict[int, list[Points]]) -> None:
     spans = _spans(m_key)
     starts = np.array([a for a, _ in spans], np.intp)
     t_lo = np.minimum.reduceat(merged.col("tmin"), starts).tolist()
-    t_hi = np.maximum.reduceat(merged.col("tmax"), starts).tolist()
+    t_hi = np.maximum.reduceat(merged.col("tmin"), starts).tolist()
     updates: list[tuple[Any, ...]] = []
     for i, (a, b) in enumerate(spans):
         k = int(m_key[a])
@@ -93,7 +92,7 @@ def merge_blocks(tx: Tx, run: int, per_metric: dict[int, list[Points]]) -> None:
         blk = int(m_step[a]) // BLOCK
         part = Agg(m_step[a:b], merged.cols[:, a:b])
         if k in found:
-            updates.append((part.to_bytes(), t_lo[i], t_hi[i], run, mid, blk))
+            updates.append((part.to_bytes(blk * BLOCK), t_lo[i], t_hi[i], run, mid, blk))
         else:  # nothing stored: ``part`` is this batch's own points
             _insert_or_merge(tx, run, mid, blk, part)
     if updates:
@@ -129,11 +128,11 @@ def _lock_existing(
 
 def _insert_or_merge(tx: Tx, run: int, mid: int, blk: int, own: Agg) -> None:
     key = (run, mid, blk)
-    lo, hi = float(own.col("tmin").min()), float(own.col("tmax").max())
+    lo, hi = float(own.col("tmin").min()), float(own.col("tmin").max())
     if tx.run(
         "INSERT INTO aggs (run, metric, block, t_lo, t_hi, data) VALUES (?, ?, ?, ?, ?, ?) "
         "ON CONFLICT DO NOTHING",
-        (*key, lo, hi, own.to_bytes()),
+        (*key, lo, hi, own.to_bytes(blk * BLOCK)),
     ):
         return
     row = tx.one(
@@ -141,13 +140,13 @@ def _insert_or_merge(tx: Tx, run: int, mid: int, blk: int, own: Agg) -> None:
     )
     if row is None:
         raise RuntimeError(f"aggregate block {key} could be neither inserted nor read")
-    merged = Agg.from_bytes(row[0]).merge(own)
+    merged = Agg.from_bytes(row[0], blk * BLOCK).merge(own)
     tx.run(
         "UPDATE aggs SET data = ?, t_lo = ?, t_hi = ? WHERE run = ? AND metric = ? AND block = ?",
         (
-            merged.to_bytes(),
+            merged.to_bytes(blk * BLOCK),
             float(merged.col("tmin").min()),
-            float(merged.col("tmax").max()),
+            float(merged.col("tmin").max()),
             *key,
         ),
     )

@@ -5,7 +5,9 @@ holding at most ``CHUNK`` points as numpy columns (seq, step, time, value, weigh
 chunk also carries summaries so that a chart-sized query rarely decodes raw points:
 
 * ``head``: six representative points of the whole chunk, and
-* ``subs``: the same six points for each run of ``SUB`` consecutive points,
+* ``subs``: the same six points for each run of ``MID`` consecutive points, followed by
+  those of each run of ``SUB`` points (a reader wanting only the coarser tier reads the
+  blob's first ``mid_count(n) * UNIT_BYTES`` bytes),
 
 where the six are the first and last by step, the first and last by time, and the
 minimum and maximum value (NaN never wins unless all are NaN). Each representative
@@ -40,6 +42,8 @@ CHUNK = 4096  # points per chunk at most
 # batches coalesce, while large ones never rewrite what is stored (write amplification).
 MERGE_BELOW = CHUNK // 4
 SUB = 64  # points per sub-block summary
+MID = 8 * SUB  # points per mid-block summary (eight sub-blocks)
+UNIT_BYTES = 6 * 3 * 8  # one unit's representative points
 _DTYPE = {"f": np.float64, "i": np.int64, "b": np.bool_}
 # Representative roles, in storage order.
 STEP_FIRST, STEP_LAST, TIME_FIRST, TIME_LAST, Y_MIN, Y_MAX = range(6)
@@ -183,6 +187,14 @@ def encode_many(pieces: list[Points]) -> list[ChunkRow]:
     )
     subs = summarize(step_f, time, y, sub_starts.astype(np.intp))
     heads = coarsen(subs, first_sub.astype(np.intp))
+    per = MID // SUB
+    mids_per = (subs_per + per - 1) // per
+    first_mid = np.cumsum(mids_per) - mids_per
+    mid_starts = np.repeat(first_sub, mids_per) + per * (
+        np.arange(int(mids_per.sum())) - np.repeat(first_mid, mids_per)
+    )
+    mids = coarsen(subs, mid_starts.astype(np.intp))
+    mid_at = np.concatenate([[0], np.cumsum(mids_per)]).tolist()
     sub_at = np.concatenate([[0], np.cumsum(subs_per)]).tolist()
     step_lo = np.minimum.reduceat(step, offsets).tolist()
     step_hi = np.maximum.reduceat(step, offsets).tolist()
@@ -204,7 +216,8 @@ def encode_many(pieces: list[Points]) -> list[ChunkRow]:
                 seqs=p.seq.astype(np.int64, copy=False).tobytes(),
                 weights=p.weight.tobytes() if has_w else None,
                 head=heads[i].tobytes(),
-                subs=subs[sub_at[i] : sub_at[i + 1]].tobytes(),
+                subs=mids[mid_at[i] : mid_at[i + 1]].tobytes()
+                + subs[sub_at[i] : sub_at[i + 1]].tobytes(),
             )
         )
     return out
@@ -234,6 +247,10 @@ def decode(n: int, kind: str, xs: bytes, ys: bytes, seqs: bytes, weights: bytes 
         weight,
         kind,
     )
+
+
+def mid_count(n: int) -> int:
+    return (n + MID - 1) // MID
 
 
 def units(blobs: list[bytes]) -> F8:

@@ -18,6 +18,7 @@ same stream waits for the row lock and then finds the mark already past its reco
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -103,6 +104,13 @@ def _typed(column: list[Any], floats: npt.NDArray[np.float64]) -> tuple[str, npt
     return "f", floats
 
 
+_values = operator.attrgetter("values")
+_seq = operator.attrgetter("seq")
+_step = operator.attrgetter("step")
+_time = operator.attrgetter("time")
+_weight = operator.attrgetter("weight")
+
+
 def extract(records: Sequence[R.AnyRecord]) -> dict[str, Points]:
     """Per metric name, the points of the ``Metrics`` records, in seq order.
 
@@ -112,18 +120,25 @@ def extract(records: Sequence[R.AnyRecord]) -> dict[str, Points]:
     mets = [r for r in records if type(r) is R.Metrics]
     if not mets:
         return {}
+    # C-level maps: per-record Python work is what bounds ingest of small log() calls.
+    logged = list(map(_values, mets))
+    shape_of = list(map(tuple, logged))
     shapes: dict[tuple[str, ...], list[int]] = {}
-    for i, r in enumerate(mets):
-        shapes.setdefault(tuple(r.values), []).append(i)
+    if len(set(shape_of)) == 1:
+        shapes[shape_of[0]] = list(range(len(mets)))
+    else:
+        for i, shape in enumerate(shape_of):
+            shapes.setdefault(shape, []).append(i)
     m = len(mets)
-    seq = np.fromiter((r.seq for r in mets), np.int64, m)
-    step = np.fromiter((r.step for r in mets), np.int64, m)
-    time = np.fromiter((r.time for r in mets), np.float64, m)
-    weight = np.fromiter((np.nan if r.weight is None else r.weight for r in mets), np.float64, m)
+    seq = np.fromiter(map(_seq, mets), np.int64, m)
+    step = np.fromiter(map(_step, mets), np.int64, m)
+    time = np.fromiter(map(_time, mets), np.float64, m)
+    weight = np.array(list(map(_weight, mets)), np.float64)  # None becomes NaN
     parts: dict[str, list[tuple[npt.NDArray[np.intp] | None, str, npt.NDArray[Any]]]] = {}
     for keys, rows in shapes.items():
         whole = len(rows) == m
-        table = [list(mets[i].values.values()) for i in rows]
+        picked = logged if whole else [logged[i] for i in rows]
+        table = list(map(list, map(dict.values, picked)))
         grid = _floats(table)
         at = None if whole else np.array(rows, np.intp)
         for j, name in enumerate(keys):

@@ -1,12 +1,17 @@
 """Chart-sized reads shared by both stores: series, band and history over stored chunks.
 
 A series query costs what it returns, not what the series holds. For a range holding
-``N`` points and a chart of ``max_points`` points it picks the coarsest unit of which the
-range holds at least ``max_points`` (so that a bucket spans four or more units):
+``N`` points and a chart of ``max_points`` points (``max_points // 4`` buckets) it picks
+the coarsest unit of which the range holds at least ``max_points // 2``, so that a bucket
+spans two units or more (``choose_level``):
 
 * a whole chunk (up to ``CHUNK`` points), from its ``head`` summary;
-* a sub-block of ``SUB`` points, from the chunk's ``subs`` summary;
+* a mid-block of ``MID`` points, from the first part of the chunk's ``subs`` summary;
+* a sub-block of ``SUB`` points, from the rest of it;
 * a single point, decoding the chunk's columns;
+
+Tiers are 8 or 64 times apart, so the chosen one holds fewer than ``32 * max_points``
+representative points whatever ``N`` is.
 
 and runs M4 (``downsample.extremes``) over the units' representative points, grouping
 each unit by the bucket of its first x. Every bucket is then a union of whole units, so
@@ -25,7 +30,7 @@ import numpy as np
 from .aggregate import Agg
 from .base import Band, Series, XAxis
 from .blocks import BLOCK
-from .chunks import AXIS_ROLES, SUB, decode, decode_xy, units
+from .chunks import AXIS_ROLES, MID, SUB, UNIT_BYTES, decode, decode_xy, units
 from .downsample import F8, bucket_of, extremes, m4
 from .tx import Tx, marks
 
@@ -79,11 +84,9 @@ def series_of(
         (inside if lo_f <= x_lo and x_hi <= hi_f else partial).append(row)
     n_inside: int = sum(int(r[1]) for r in inside)
     n_total: int = n_inside + sum(int(r[1]) for r in partial)
-    if n_total <= max_points or n_inside // SUB < max_points:
-        level = "raw"
+    level = choose_level(n_total, n_inside, len(inside), max_points)
+    if level == "raw":
         partial, inside = meta, []
-    else:
-        level = "head" if len(inside) >= max_points else "subs"
     xs_parts: list[F8] = []
     ys_parts: list[F8] = []
     ux_parts: list[F8] = []
@@ -98,7 +101,9 @@ def series_of(
             reps = units([r[6] for r in inside])
         else:
             wanted = {int(r[0]) for r in inside}
-            rows = tx.all(f"SELECT id, subs FROM chunks WHERE {where} ORDER BY id", params)
+            rows = tx.all(
+                f"SELECT id, {_TIER_SQL[level]} FROM chunks WHERE {where} ORDER BY id", params
+            )
             reps = units([r[1] for r in rows if int(r[0]) in wanted])
         roles = AXIS_ROLES[x]
         pts = reps[:, roles, :]
@@ -116,6 +121,28 @@ def series_of(
     # A unit's first point is often its minimum too: show each point once.
     keep = np.r_[True, (xv[1:] != xv[:-1]) | (yv[1:] != yv[:-1])]
     return Series(label, xv[keep].tolist(), yv[keep].tolist(), True)
+
+
+# A tier of the ``subs`` blob: its first mid_count(n) units, or the units after them.
+_MIDS = f"CAST((n + {MID - 1}) / {MID} * {UNIT_BYTES} AS INTEGER)"
+_TIER_SQL = {
+    "mid": f"substr(subs, 1, {_MIDS})",
+    "sub": f"substr(subs, {_MIDS} + 1)",
+}
+
+
+def choose_level(n_total: int, n_inside: int, chunks_inside: int, max_points: int) -> str:
+    """The tier a series query reads (see the module docstring)."""
+    if n_total <= max_points:
+        return "raw"
+    need = max(1, max_points // 2)
+    if chunks_inside >= need:
+        return "head"
+    if n_inside // MID >= need:
+        return "mid"
+    if n_inside // SUB >= need:
+        return "sub"
+    return "raw"
 
 
 def _raw(tx: Tx, ids: list[int], x: XAxis, lo: float, hi: float) -> tuple[F8, F8]:
@@ -144,7 +171,7 @@ def band_of(
 ) -> Band:
     """The cross-rank aggregate per step; downsampled keeping each bucket's first, last
     and the extremes of ``min``, ``max``, ``mean`` and ``wmean``."""
-    sql = "SELECT data FROM aggs WHERE run = ? AND metric = ?"
+    sql = "SELECT block, data FROM aggs WHERE run = ? AND metric = ?"
     params: list[Any] = [run, metric]
     if x == "step":
         if lo is not None:
@@ -161,7 +188,7 @@ def band_of(
             sql += " AND t_lo <= ?"
             params.append(float(hi))
     rows = tx.all(sql + " ORDER BY block", params)
-    agg = Agg.concat([Agg.from_bytes(r[0]) for r in rows])
+    agg = Agg.concat([Agg.from_bytes(data, int(block) * BLOCK) for block, data in rows])
     if x == "step":
         agg = agg.between(
             None if lo is None else int(np.ceil(lo)), None if hi is None else int(np.floor(hi))

@@ -1,0 +1,139 @@
+"""Ingest throughput of the stores, in points (metric values) per second.
+
+A shared-mode run of R ranks × S steps × M scalars per ``log()``, cut into upload-sized
+batches of B records per stream and sent the way the server receives them: one
+``ingest`` call per batch of every rank. Two figures per store:
+
+* ``store.ingest`` alone (records already decoded), and
+* frames → store: ``frames.scan`` of the uploaded bytes, then ``ingest``.
+
+Records are built before the clock starts. Each round uses a fresh database; medians of
+the rounds are printed. PostgreSQL is measured when ``RANKWISE_TEST_POSTGRES`` is set
+(in a schema of its own, dropped afterwards).
+
+    python benchmarks/bench_ingest.py [--ranks 8] [--steps 6250] [--metrics 20]
+                                      [--batch 500] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from rankwise.store.base import StreamKey
+from rankwise.store.sql import SQLStore
+from rankwise.stream import records as R
+from rankwise.stream.frames import MAGIC, encode_frame, scan
+
+
+def build(ranks: int, steps: int, metrics: int) -> dict[StreamKey, list[R.AnyRecord]]:
+    t0 = 1_700_000_000.0
+    out: dict[StreamKey, list[R.AnyRecord]] = {}
+    for rank in range(ranks):
+        key = StreamKey("bench", "ingest", f"rank-{rank}", 0)
+        recs: list[R.AnyRecord] = [
+            R.StreamStart(seq=0, time=t0, project=key.project, run_id=key.run_id,
+                          label=key.label, incarnation=0, rank=rank, world_size=ranks)
+        ]  # fmt: skip
+        for s in range(steps):
+            values = {f"train/m{i}": (s * 0.001 + i + rank) * 1.0001 for i in range(metrics)}
+            recs.append(R.Metrics(seq=s + 1, time=t0 + s * 0.01, step=s, values=values))
+        out[key] = recs
+    return out
+
+
+def batches(
+    streams: dict[StreamKey, list[R.AnyRecord]], size: int
+) -> list[list[tuple[StreamKey, list[R.AnyRecord]]]]:
+    """One ingest call per round of uploads: the next ``size`` records of every rank."""
+    longest = max(len(r) for r in streams.values())
+    return [
+        [(k, recs[a : a + size]) for k, recs in streams.items() if recs[a : a + size]]
+        for a in range(0, longest, size)
+    ]
+
+
+@contextmanager
+def sqlite_store() -> Iterator[SQLStore]:
+    from rankwise.store.sqlite import SQLiteStore
+
+    with tempfile.TemporaryDirectory() as d, SQLiteStore(Path(d) / "bench.db") as st:
+        st.migrate()
+        yield st
+
+
+@contextmanager
+def postgres_store(dsn: str) -> Iterator[SQLStore]:
+    import psycopg
+
+    from rankwise.store.postgres import PostgresStore
+
+    schema = f"rw_bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{schema}"')
+    try:
+        with PostgresStore(
+            psycopg.conninfo.make_conninfo(dsn, options=f"-csearch_path={schema}")
+        ) as st:
+            st.migrate()
+            yield st
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA "{schema}" CASCADE')
+
+
+def measure(
+    open_store: Callable[[], Any], calls: list[Any], points: int, decode: bool, rounds: int
+) -> float:
+    rates = []
+    for _ in range(rounds):
+        with open_store() as st:
+            t = time.perf_counter()
+            for call in calls:
+                if decode:
+                    call = [(k, scan(body).records) for k, body in call]
+                st.ingest(call)
+            rates.append(points / (time.perf_counter() - t))
+    return statistics.median(rates)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ranks", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=6250)
+    ap.add_argument("--metrics", type=int, default=20)
+    ap.add_argument("--batch", type=int, default=500, help="records per stream per upload")
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    streams = build(args.ranks, args.steps, args.metrics)
+    points = args.ranks * args.steps * args.metrics
+    calls = batches(streams, args.batch)
+    bodies = [[(k, MAGIC + encode_frame(recs)) for k, recs in call] for call in calls]
+    print(
+        f"{args.ranks} ranks x {args.steps} steps x {args.metrics} scalars = {points:,} points, "
+        f"{args.batch} records per stream per call, {len(calls)} calls; median of "
+        f"{args.rounds} rounds"
+    )
+    stores: list[tuple[str, Callable[[], Any]]] = [("sqlite", sqlite_store)]
+    dsn = os.environ.get("RANKWISE_TEST_POSTGRES")
+    if dsn:
+        stores.append(("postgres", lambda: postgres_store(dsn)))
+    for name, opener in stores:
+        rate = measure(opener, calls, points, False, args.rounds)
+        print(f"{name:9s} store.ingest     {rate:12,.0f} points/s")
+        rate = measure(opener, bodies, points, True, args.rounds)
+        print(f"{name:9s} frames -> store  {rate:12,.0f} points/s")
+    if not dsn:
+        print("postgres  skipped: set RANKWISE_TEST_POSTGRES=postgresql://... to measure it")
+
+
+if __name__ == "__main__":
+    main()
