@@ -57,6 +57,9 @@ class StreamWriter:
         self.last_step = -1
         self.metrics_records = 0  # made so far; the hang watchdog watches it move
         self.dropped = 0  # incremented by the training thread only
+        # Values in frames given up because the file could not be written: the writer
+        # thread's own counter (a shared one would lose increments to the race).
+        self.lost = 0
         self.written_seq = -1  # last seq handed to the OS
         self._seq = 0
         self._flush_interval = flush_interval
@@ -64,7 +67,8 @@ class StreamWriter:
         self._fsync = fsync
         # Called on the writer thread after each append (the uploader listens).
         self.flush_listeners: list[Callable[[], None]] = []
-        self._backlog: deque[tuple[bytes, int]] = deque()  # (frame, last seq in it)
+        # (frame, last seq in it, metric values in it)
+        self._backlog: deque[tuple[bytes, int, int]] = deque()
         self._backlog_bytes = 0
         self._size = os.lseek(fd, 0, os.SEEK_END)
         self._warned: set[str] = set()
@@ -124,12 +128,14 @@ class StreamWriter:
                 now = time.time()
                 if now - self._last_heartbeat >= self._heartbeat_interval:
                     self._last_heartbeat = now
-                    beat = R.Heartbeat(self._take_seq(), now, self.last_step, self.dropped)
+                    beat = R.Heartbeat(
+                        self._take_seq(), now, self.last_step, self.dropped + self.lost
+                    )
                     self._emit([beat], fsync=True)
             self._drain()
             if self._finish is not None:
                 f = self._finish
-                f.last_step, f.dropped = self.last_step, self.dropped
+                f.last_step, f.dropped = self.last_step, self.dropped + self.lost
                 f.seq = self._take_seq()
                 self._emit([f], fsync=True)
                 self._retry_backlog()
@@ -181,13 +187,13 @@ class StreamWriter:
 
     def _emit(self, batch: list[R.AnyRecord], fsync: bool = False) -> None:
         frame = encode_frame(batch)
-        self._backlog.append((frame, batch[-1].seq))
+        self._backlog.append((frame, batch[-1].seq, _values_in(batch)))
         self._backlog_bytes += len(frame)
         self._retry_backlog()
         while self._backlog_bytes > _MAX_BACKLOG and len(self._backlog) > 1:
-            lost, _ = self._backlog.popleft()
+            lost, _, values = self._backlog.popleft()
             self._backlog_bytes -= len(lost)
-            self.dropped += 1
+            self.lost += values
             self.warn_once("backlog", "stream file cannot be written; dropping frames")
         if fsync and self._fsync:
             _quiet(os.fsync, self.fd)
@@ -199,7 +205,7 @@ class StreamWriter:
 
     def _retry_backlog(self) -> None:
         while self._backlog:
-            frame, last_seq = self._backlog[0]
+            frame, last_seq, _ = self._backlog[0]
             if not self._append_bytes(frame):
                 return
             self._backlog.popleft()
@@ -211,7 +217,7 @@ class StreamWriter:
         if self._append_bytes(frame):
             self.written_seq = batch[-1].seq
         else:
-            self._backlog.append((frame, batch[-1].seq))
+            self._backlog.append((frame, batch[-1].seq, _values_in(batch)))
             self._backlog_bytes += len(frame)
 
     def _append_bytes(self, frame: bytes) -> bool:
@@ -230,6 +236,11 @@ class StreamWriter:
             return False
         self._size += written
         return True
+
+
+def _values_in(batch: list[R.AnyRecord]) -> int:
+    # What "dropped" counts: metric values, as log() counts those it cannot queue.
+    return sum(len(r.values) for r in batch if isinstance(r, R.Metrics))
 
 
 def _weight(weight: Any, writer: StreamWriter) -> float | None:
