@@ -6,10 +6,13 @@ BIN    := $(VENV)/bin
 TORCH  := torch==2.13.0
 DATA   ?= $(CURDIR)/data/demo
 PORT   ?= 8585
+# The dashboard, built from ui/ into the package (not committed; `rankwise ui` serves it).
+UI_BUILT := rankwise/server/static/index.html
+UI_SRC   := $(shell find ui/src -type f 2>/dev/null) ui/index.html ui/vite.config.js ui/package.json
 
 .PHONY: setup test demo lint typecheck bench clean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed $(UI_BUILT)
 
 $(VENV)/.installed: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -18,7 +21,16 @@ $(VENV)/.installed: pyproject.toml Makefile
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $@
 
+# npm ci when the lock file changes; a build when the dashboard's source does.
+ui/node_modules/.installed: ui/package-lock.json
+	cd ui && npm ci --no-audit --no-fund
+	touch $@
+
+$(UI_BUILT): ui/node_modules/.installed $(UI_SRC)
+	cd ui && npm run build
+
 test: setup
+	cd ui && npm test
 	$(BIN)/python -m pytest
 
 lint: setup
@@ -41,4 +53,4 @@ bench: setup
 	$(BIN)/python benchmarks/bench_writers.py
 
 clean:
-	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) data .pytest_cache .mypy_cache .ruff_cache ui/node_modules rankwise/server/static

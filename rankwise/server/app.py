@@ -19,7 +19,7 @@ from starlette.responses import Response
 
 from .. import __version__
 from ..store.base import Store
-from . import ingest, reads
+from . import ingest, reads, saved_views
 from .config import ServerSettings
 from .encoding import ApiError, error_reply
 from .static import mount_dashboard
@@ -45,6 +45,7 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
     app.include_router(ingest.router, prefix=API)
     app.include_router(reads.router, prefix=API)
+    app.include_router(saved_views.router, prefix=API)
 
     @app.api_route("/api/{rest:path}", methods=["GET", "POST"], include_in_schema=False)
     def unknown(request: Request, rest: str) -> Response:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, Sequence
 
 from ..stream import records as R
+from .saved_views import SavedView
 
 XAxis = Literal["step", "time"]
 
@@ -169,5 +170,16 @@ class Store(Protocol):
         label: str | None = None,
     ) -> list[dict[str, Any]]:
         """Every logged row, as ``rankwise.Api`` returns it (step, time, label, values)."""
+
+    def list_views(self, project: str) -> list[SavedView]:
+        """The dashboard's saved views of the project's runs table, by name."""
+
+    def save_view(
+        self, project: str, name: str, filters: dict[str, Any], columns: list[str]
+    ) -> SavedView:
+        """Create a saved view, or replace the one of that name."""
+
+    def delete_view(self, project: str, name: str) -> bool:
+        """Delete a saved view; False when there was none of that name."""
 
     def close(self) -> None: ...

@@ -4,7 +4,7 @@ Each migration is applied in its own transaction together with the row that reco
 so a crash mid-upgrade leaves the schema at the last whole version. Migrations are only
 ever appended: a released one is never edited (the database may already hold it).
 
-Tables (version 2)::
+Tables (version 3)::
 
     runs      one row per (project, run_id); the integer ``id`` keys the rest
     streams   one row per stream: the mark (``acked_seq``), the folded state (``fold``,
@@ -14,6 +14,8 @@ Tables (version 2)::
     chunks    columnar points of one series (see ``rankwise.store.chunks``)
     aggs      cross-rank aggregates per (run, metric, block of BLOCK steps), an
               ``Agg`` blob (see ``rankwise.store.aggregate``)
+    views     the dashboard's saved views per (project, name), JSON
+              (see ``rankwise.store.saved_views``)
 """
 
 from __future__ import annotations
@@ -164,9 +166,30 @@ ALTER TABLE aggs ALTER COLUMN data SET STORAGE EXTERNAL;
 # x = time queries range over t_lo the way x = step queries range over step_lo.
 _V2 = "CREATE INDEX chunks_by_time ON chunks (stream, metric, t_lo);"
 
+# The dashboard's saved views (``rankwise.store.saved_views``): JSON kept verbatim.
+_V3_SQLITE = """
+CREATE TABLE views (
+    project TEXT NOT NULL,
+    name TEXT NOT NULL,
+    data TEXT NOT NULL,
+    updated REAL NOT NULL,
+    PRIMARY KEY (project, name)
+);
+"""
+_V3_POSTGRES = """
+CREATE TABLE views (
+    project TEXT NOT NULL,
+    name TEXT NOT NULL,
+    data TEXT NOT NULL,
+    updated DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (project, name)
+);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, streams, columnar chunks, aggregates", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "index chunks by time", _V2, _V2),
+    Migration(3, "saved views of the runs table", _V3_SQLITE, _V3_POSTGRES),
 )
 
 LATEST = MIGRATIONS[-1].version

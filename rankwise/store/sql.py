@@ -27,6 +27,7 @@ from . import migrations as M
 from . import query, runs
 from .base import Band, RunQuery, RunRow, Series, StreamKey, XAxis
 from .ingest import apply_stream, decode_fold, metric_names
+from .saved_views import SavedViews
 from .tx import Tx, marks
 
 T = TypeVar("T")
@@ -41,7 +42,7 @@ def _check_axis(x: str, max_points: int) -> None:
         raise ValueError(f"max_points={max_points} must be at least 1")
 
 
-class SQLStore:
+class SQLStore(SavedViews):
     """Everything of ``Store`` but how transactions run (see the module docstring)."""
 
     dialect: str = ""

@@ -1,0 +1,75 @@
+"""Saved views of the runs table: ``GET``/``POST``/``DELETE /projects/{project}/views``.
+
+A view is a name plus the runs table's filters and columns, stored by the server so that
+everyone who opens the dashboard sees the same list. The server keeps the filters as the
+dashboard sent them (a JSON object) and does not interpret them; names are unique per
+project and saving under a taken name replaces that view.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, Field
+from starlette.responses import Response
+
+from ..store.saved_views import MAX_NAME, SavedView, check_view
+from .encoding import ApiError, reply
+from .schemas import ErrorReply
+
+router = APIRouter(tags=["views"])
+
+
+class View(BaseModel):
+    name: str = Field(max_length=MAX_NAME, description="unique per project")
+    filters: dict[str, Any] = Field(
+        default_factory=dict,
+        description='the runs table\'s filters, e.g. {"state": ["crashed"], "tag": ["ddp"]}',
+    )
+    columns: list[str] = Field(default_factory=list, description="summary keys shown as columns")
+    updated: float | None = Field(None, description="when it was last saved (Unix seconds)")
+
+
+class ViewsReply(BaseModel):
+    views: list[View]
+
+
+def _view(v: SavedView) -> dict[str, Any]:
+    return {"name": v.name, "filters": v.filters, "columns": v.columns, "updated": v.updated}
+
+
+@router.get("/projects/{project}/views", response_model=ViewsReply)
+def list_views(request: Request, project: str) -> Response:
+    """The project's saved views, by name (an empty list for a project without any)."""
+    store = request.app.state.store
+    return reply(request, {"views": [_view(v) for v in store.list_views(project)]})
+
+
+@router.post(
+    "/projects/{project}/views",
+    response_model=View,
+    responses={422: {"model": ErrorReply, "description": "no name, or filters not an object"}},
+)
+def save_view(request: Request, project: str, body: View) -> Response:
+    """Save a view; one of the same name is replaced."""
+    try:
+        check_view(body.name, body.filters, body.columns)
+    except ValueError as exc:
+        raise ApiError(422, str(exc)) from None
+    saved = request.app.state.store.save_view(project, body.name, body.filters, body.columns)
+    return reply(request, _view(saved))
+
+
+@router.delete(
+    "/projects/{project}/views",
+    status_code=204,
+    responses={404: {"model": ErrorReply, "description": "no view of that name"}},
+)
+def delete_view(
+    request: Request, project: str, name: Annotated[str, Query(min_length=1)]
+) -> Response:
+    """Delete the view called ``name``."""
+    if not request.app.state.store.delete_view(project, name):
+        raise ApiError(404, f"no saved view {name!r} in project {project!r}")
+    return Response(status_code=204)

@@ -1,0 +1,503 @@
+"""The dashboard in a real browser: Debian's Chromium, headless, driven by Playwright.
+
+Against a real server (``rankwise ui`` / ``rankwise server``, uvicorn in a subprocess)
+holding real runs that a torchrun job (2 CPU processes, gloo, shared mode) wrote in this
+test, it clicks through: runs table -> filter -> save a view -> reopen it -> run page ->
+per-rank lines -> zoom -> compare. Names, tags, config values and a metric key carry
+HTML; nothing of it may run. Screenshots go to the test's tmp dir, and the run page's
+also to ``docs/img/run-page.png`` (the README shows it).
+
+No Chromium at /usr/bin/chromium: these tests skip locally and fail under ``CI=true``.
+The dashboard must be built (``make setup`` runs ``npm ci && npm run build`` in ui/).
+
+``test_big_run_first_charts`` times a run of 64 ranks x 50 metrics from navigation to
+its first charts drawn (the page's ``rankwise:first-charts`` performance mark) and
+prints the figure. Its steps per rank default to 10,000 (1.5 GB of store, about half a
+minute to write); ``RANKWISE_TEST_BIG_STEPS=100000`` gives the full 100k-step run
+(about 15 GB and several minutes to write).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.helpers.servers import REPO, ServerProcess, wait_until
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROME_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
+STATIC = REPO / "rankwise" / "server" / "static"
+SCRIPTS = Path(__file__).with_name("scripts")
+DOCS_SHOT = REPO / "docs" / "img" / "run-page.png"
+PROJECT = "dash"
+PREFIX = "dash"
+XSS_NAME = '<img src=x onerror="window.__xss=1">trial-b'
+XSS_TAG = "<b>tag</b>"
+XSS_CONFIG = "<script>window.__xss=2</script>"
+XSS_KEY = "debug/<img src=x onerror=window.__xss=3>"
+
+_LAUNCH_PREFIXES = ("RANKWISE_", "SLURM_", "OMPI_", "PMI_", "PMIX_", "TORCHELASTIC_")
+_LAUNCH_NAMES = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                 "MASTER_ADDR", "MASTER_PORT"}  # fmt: skip
+
+
+def _job_env(**extra: str) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(_LAUNCH_PREFIXES) and k not in _LAUNCH_NAMES
+    }
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update({"OMP_NUM_THREADS": "1", "RANKWISE_FLUSH_INTERVAL": "0.05"})
+    env.update(extra)
+    return env
+
+
+def _need_browser() -> None:
+    if not CHROMIUM.exists():
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"no Chromium at {CHROMIUM} in CI: .ci/run installs chromium")
+        pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install -y chromium chromium-driver")
+    if not (STATIC / "index.html").is_file():
+        pytest.fail(
+            f"the dashboard is not built into {STATIC}: run `make setup` "
+            "(or `npm ci && npm run build` in ui/)"
+        )
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    _need_browser()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROME_ARGS)
+        yield b
+        b.close()
+
+
+class Page:
+    """A page that records its errors and requests; fails the test on script errors."""
+
+    def __init__(self, browser: Any, width: int = 1280, height: int = 800, dark: bool = False):
+        self.ctx = browser.new_context(
+            viewport={"width": width, "height": height},
+            color_scheme="dark" if dark else "light",
+        )
+        self.page = self.ctx.new_page()
+        self.page.set_default_timeout(20_000)
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        self.page.on(
+            "console",
+            lambda m: (
+                self.errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None
+            ),
+        )
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.on("response", self._response)
+
+    def _response(self, r: Any) -> None:
+        if r.status >= 400 and "/api/" in r.url:
+            self.errors.append(f"HTTP {r.status} for {r.url}")
+
+    def check(self) -> None:
+        assert self.page.evaluate("window.__xss") is None, "user text was run as code"
+        assert not self.errors, "\n".join(self.errors)
+
+    def close(self) -> None:
+        self.ctx.close()
+
+
+def _drawn(page: Any, lines: int | None = None) -> str:
+    sel = '.chart-card[data-state="drawn"]'
+    return sel if lines is None else f'{sel}[data-lines="{lines}"]'
+
+
+def _first_charts_ms(page: Any) -> float:
+    page.wait_for_function(
+        "performance.getEntriesByName('rankwise:first-charts').length > 0", timeout=60_000
+    )
+    return float(
+        page.evaluate("performance.getEntriesByName('rankwise:first-charts')[0].startTime")
+    )
+
+
+# -- data: real runs from a real torchrun job -----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def dash_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    _need_browser()
+    root = tmp_path_factory.mktemp("dash") / "data"
+    exe = Path(sys.executable).with_name("torchrun")
+    cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "torch.distributed.run"]
+    cmd += ["--standalone", "--nproc-per-node=2", str(SCRIPTS / "dashboard_train.py"),
+            "--prefix", PREFIX, "--project", PROJECT, "--steps", "40"]  # fmt: skip
+    out = subprocess.run(
+        cmd, env=_job_env(RANKWISE_DIR=str(root)), cwd=root.parent, capture_output=True,
+        text=True, timeout=240,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    return root
+
+
+@pytest.fixture(scope="module")
+def dash_server(dash_dir: Path) -> Iterator[str]:
+    with ServerProcess.ui(dash_dir, dash_dir.parent / "server.log") as server:
+        yield server.url
+
+
+# -- the click-through ------------------------------------------------------------------
+
+
+@pytest.mark.torchrun
+def test_click_through(browser: Any, dash_server: str, tmp_path: Path) -> None:
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    p = Page(browser)
+    page = p.page
+    rows = page.locator("table.runs tbody tr[data-run]")
+
+    # Runs table: the only project opens by itself; both runs, names shown as text.
+    page.goto(dash_server + "/")
+    page.wait_for_url("**/#/p/dash**")
+    page.wait_for_function("document.querySelectorAll('tr[data-run]').length === 2")
+    assert page.get_by_text(XSS_NAME, exact=True).is_visible()
+    assert page.locator("table.runs .tag").get_by_text(XSS_TAG, exact=True).is_visible()
+    assert page.locator("tr[data-run] img").count() == 0
+    assert rows.first.locator(".state").inner_text().startswith("finished")
+    assert "2 × 1" in rows.first.inner_text()  # ranks × nodes
+    page.screenshot(path=shots / "runs.png")
+
+    # "/" focuses the search; filter to one run.
+    page.locator("h1").click()
+    page.keyboard.press("/")
+    assert page.evaluate("document.activeElement.matches('input[data-search]')")
+    page.keyboard.type("trial-a")
+    page.wait_for_function("document.querySelectorAll('tr[data-run]').length === 1")
+    assert rows.first.get_attribute("data-run") == f"{PREFIX}-a"
+    page.get_by_role("button", name="finished", exact=True).click()  # a state filter on top
+    page.wait_for_url("**state=finished**")
+    assert rows.count() == 1
+
+    # Save the view; the server stores it; the sidebar lists it.
+    page.get_by_role("button", name="Save view").click()
+    page.get_by_label("View name").fill("trial a, finished")
+    page.get_by_role("button", name="Save", exact=True).click()
+    view_link = page.locator('a[data-view="trial a, finished"]')
+    view_link.wait_for()
+    stored = httpx.get(f"{dash_server}/api/v1/projects/{PROJECT}/views").json()["views"]
+    assert [(v["name"], v["filters"]["q"], v["filters"]["state"]) for v in stored] == [
+        ("trial a, finished", "trial-a", ["finished"])
+    ]
+
+    # Clear everything, then reopen the view from the sidebar.
+    page.get_by_role("link", name="All runs").click()
+    page.wait_for_function("document.querySelectorAll('tr[data-run]').length === 2")
+    assert page.locator("input[data-search]").input_value() == ""
+    view_link.click()
+    page.wait_for_function("document.querySelectorAll('tr[data-run]').length === 1")
+    assert page.locator("input[data-search]").input_value() == "trial-a"
+    assert (
+        page.get_by_role("button", name="finished", exact=True).get_attribute("aria-pressed")
+        == "true"
+    )
+    page.screenshot(path=shots / "runs-view.png")
+
+    # Run page: header, one chart per metric in sections, band drawn.
+    rows.first.locator("a.run-name").click()
+    page.wait_for_url(f"**/#/p/{PROJECT}/r/{PREFIX}-a**")
+    page.locator(_drawn(page)).first.wait_for()
+    facts = page.locator("dl.facts").inner_text()
+    assert "RANKS\n2" in facts.upper() and "NODES\n1" in facts.upper()
+    assert page.get_by_role("link", name=f"{PREFIX}-sweep").first.is_visible()
+    sections = page.locator(".metric-section").evaluate_all("s => s.map(e => e.dataset.section)")
+    assert sections == ["train", "val", "debug"]
+    page.locator('.chart-card[data-metric="train/loss"][data-state="drawn"]').wait_for()
+
+    # Per-rank lines: a legend of ranks; every visible chart redrawn with two lines.
+    page.get_by_role("button", name="Ranks").click()
+    page.locator(".rank-chip", has_text="rank-0").wait_for()
+    assert page.locator(".rank-chip").all_inner_texts() == ["rank-0", "rank-1"]
+    loss = page.locator('.chart-card[data-metric="train/loss"]')
+    page.locator('.chart-card[data-metric="train/loss"][data-lines="2"]').wait_for()
+    assert any("streams=all" in u and "band=false" in u for u in p.requests)
+    page.locator(".rank-chip", has_text="rank-1").hover()
+    page.wait_for_timeout(200)
+    page.screenshot(path=shots / "run-ranks.png")
+    page.locator(".rank-chip", has_text="rank-1").click()  # pin it
+    assert page.locator(".rank-chip.on").inner_text() == "rank-1"
+
+    # Zoom: drag across the middle of train/loss; the server is asked for that range
+    # and every chart follows.
+    x0, x1 = float(loss.get_attribute("data-xmin")), float(loss.get_attribute("data-xmax"))
+    assert (x0, x1) == (0.0, 39.0)
+    box = loss.locator(".u-over").bounding_box()
+    y = box["y"] + box["height"] / 2
+    n_before = len(p.requests)
+    page.mouse.move(box["x"] + box["width"] * 0.25, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.5, y, steps=5)
+    page.mouse.move(box["x"] + box["width"] * 0.75, y, steps=5)
+    page.mouse.up()
+    page.get_by_role("button", name="Reset zoom").wait_for()
+    page.wait_for_function(
+        """() => { const c = document.querySelector('.chart-card[data-metric="train/loss"]');
+                   return Number(c.dataset.xmin) > 5 && Number(c.dataset.xmax) < 35; }"""
+    )
+    lo, hi = float(loss.get_attribute("data-xmin")), float(loss.get_attribute("data-xmax"))
+    assert 8 <= lo <= 12 and 27 <= hi <= 31, (lo, hi)  # 25 % .. 75 % of 0..39
+    zoomed = [u for u in p.requests[n_before:] if "/series?" in u and "from=" in u]
+    assert any("train%2Floss" in u or "train/loss" in u for u in zoomed), zoomed
+    assert any("streams=all" in u for u in zoomed)  # the rank lines are refined too
+    acc = page.locator('.chart-card[data-metric="train/accuracy"]')
+    wait_until(lambda: acc.get_attribute("data-xmin") == loss.get_attribute("data-xmin"))
+    page.screenshot(path=shots / "run-zoomed.png")
+    loss.locator(".u-over").dblclick()
+    page.get_by_role("button", name="Reset zoom").wait_for(state="detached")
+    wait_until(lambda: loss.get_attribute("data-xmin") == "0")
+
+    # Back to the mean view for the README's screenshot of the run page.
+    page.get_by_role("button", name="Mean").click()
+    page.locator('.chart-card[data-metric="train/loss"][data-lines="0"]').wait_for()
+    page.mouse.move(5, 5)
+    page.wait_for_timeout(300)
+    page.screenshot(path=shots / "run.png")
+    DOCS_SHOT.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=DOCS_SHOT)
+
+    # Config and streams tabs: values as text, one row per rank.
+    page.get_by_role("tab", name="Config & summary").click()
+    assert page.get_by_text(XSS_CONFIG, exact=True).is_visible()
+    assert page.locator(".kv-table th", has_text="optimizer.name").is_visible()
+    assert page.locator(".kv-table th", has_text="final_loss").is_visible()
+    page.get_by_role("tab", name="Streams").click()
+    stream_rows = page.locator("table.streams tbody tr")
+    assert stream_rows.count() == 2
+    assert "finished" in stream_rows.nth(1).inner_text()
+    page.screenshot(path=shots / "run-streams.png")
+
+    # Compare: pick both runs in the table.
+    page.get_by_role("link", name=PROJECT, exact=True).first.click()
+    page.wait_for_function("document.querySelectorAll('tr[data-run]').length >= 1")
+    page.get_by_role("link", name="All runs").click()
+    page.wait_for_function("document.querySelectorAll('tr[data-run]').length === 2")
+    for row in rows.all():
+        row.locator("input[type=checkbox]").check()
+    page.get_by_role("link", name="Compare (2)").click()
+    page.wait_for_url("**/#/compare?runs=**")
+    legend = page.locator(".run-legend li")
+    legend.first.wait_for()
+    assert legend.count() == 2
+    assert legend.filter(has_text=XSS_NAME).count() == 1
+    page.locator(_drawn(page, lines=2)).first.wait_for()
+    assert page.locator(f'.chart-card[data-metric="{XSS_KEY}"]').count() == 1
+    page.screenshot(path=shots / "compare.png")
+
+    # The group overlays the same two runs.
+    page.goto(f"{dash_server}/#/p/{PROJECT}/g/{PREFIX}-sweep")
+    page.locator(_drawn(page, lines=2)).first.wait_for()
+    assert page.locator(".run-legend li").count() == 2
+    page.screenshot(path=shots / "group.png")
+
+    p.check()
+    p.close()
+    print(f"\nscreenshots: {shots} and {DOCS_SHOT}")
+
+
+@pytest.mark.torchrun
+def test_wide_and_dark(browser: Any, dash_server: str, tmp_path: Path) -> None:
+    """1920x1080 in the dark theme: the same page, laid out wider, in dark colours."""
+    p = Page(browser, 1920, 1080, dark=True)
+    page = p.page
+    page.goto(f"{dash_server}/#/p/{PROJECT}/r/{PREFIX}-b")
+    _first_charts_ms(page)
+    bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert bg == "rgb(15, 18, 23)", bg
+    assert page.get_by_role("heading", name=XSS_NAME).is_visible()
+    # Wider screen, more charts per row: three cards share the first row.
+    tops = (
+        page.locator(".metric-section")
+        .first.locator(".chart-card")
+        .evaluate_all("cards => cards.map(c => Math.round(c.getBoundingClientRect().top))")
+    )
+    assert tops.count(tops[0]) >= 3, tops
+    page.screenshot(path=tmp_path / "run-1920-dark.png")
+    page.goto(f"{dash_server}/#/p/{PROJECT}")
+    page.wait_for_function("document.querySelectorAll('tr[data-run]').length === 2")
+    page.screenshot(path=tmp_path / "runs-1920-dark.png")
+    p.check()
+    p.close()
+
+
+# -- live updates and empty states ------------------------------------------------------
+
+LIVE_WRITER = """
+import json, sys, time, rankwise
+run = rankwise.init(project="live", id="live-1", config={"steps": int(sys.argv[2])})
+with open(sys.argv[1], "a") as log:
+    for step in range(int(sys.argv[2])):
+        run.log({"train/loss": 1.0 / (step + 1)}, step=step)
+        log.write(json.dumps([step, time.time()]) + "\\n")
+        log.flush()
+        time.sleep(0.1)
+run.finish()
+"""
+
+
+def test_live_run_updates_within_two_seconds(browser: Any, tmp_path: Path) -> None:
+    """A running run's chart follows the writer, at most 2 s behind, without a reload."""
+    _need_browser()
+    root = tmp_path / "data"
+    root.mkdir()
+    progress = tmp_path / "progress.jsonl"
+    steps = 120  # 12 s of logging
+    with ServerProcess.ui(root, tmp_path / "server.log") as server:
+        writer = subprocess.Popen(
+            [sys.executable, "-c", LIVE_WRITER, str(progress), str(steps)],
+            env=_job_env(RANKWISE_DIR=str(root)), cwd=tmp_path,
+        )  # fmt: skip
+        try:
+            p = Page(browser)
+            page = p.page
+            # The projects page notices the new project by itself, then the run.
+            page.goto(server.url + "/")
+            page.locator("tr[data-run='live-1'] a.run-name").click()
+            card = page.locator('.chart-card[data-metric="train/loss"]')
+            page.locator('.chart-card[data-metric="train/loss"][data-state="drawn"]').wait_for()
+            assert page.locator(".run-head .state").first.inner_text().startswith("running")
+            lags = []
+            while writer.poll() is None:
+                shown = int(float(card.get_attribute("data-lastx") or -1))
+                now = time.time()
+                logged = [json.loads(line) for line in progress.read_text().splitlines()]
+                later = [t for s, t in logged if s > shown]
+                # Behind by how long the first step not yet shown has been written.
+                lags.append(max(0.0, now - later[0]) if later else 0.0)
+                page.wait_for_timeout(100)
+            page.locator(".run-head .state-finished").wait_for(timeout=10_000)
+            wait_until(lambda: card.get_attribute("data-lastx") == str(steps - 1), timeout=5)
+            lags.sort()
+            print(f"\nlive lag over {len(lags)} samples: median {lags[len(lags) // 2]:.2f} s, "
+                  f"max {lags[-1]:.2f} s")  # fmt: skip
+            assert len(lags) > 30
+            assert lags[-1] <= 2.0, lags[-5:]
+            p.check()
+            p.close()
+        finally:
+            writer.kill()
+            writer.wait()
+
+
+def test_empty_states(browser: Any, tmp_path: Path) -> None:
+    _need_browser()
+    root = tmp_path / "data"
+    root.mkdir()
+    with ServerProcess.ui(root, tmp_path / "server.log") as server:
+        p = Page(browser)
+        page = p.page
+        page.goto(server.url + "/")
+        page.get_by_role("heading", name="No runs yet").wait_for()
+        assert page.get_by_text("rankwise.init", exact=False).first.is_visible()
+        page.screenshot(path=tmp_path / "empty-project.png")
+        quiet = "import rankwise; rankwise.init(project='quiet', id='nothing').finish()"
+        subprocess.run(
+            [sys.executable, "-c", quiet],
+            env=_job_env(RANKWISE_DIR=str(root)), cwd=tmp_path, check=True, timeout=60,
+        )  # fmt: skip
+        page.goto(server.url + "/#/p/quiet/r/nothing")
+        page.get_by_role("heading", name="No metrics logged yet").wait_for()
+        page.screenshot(path=tmp_path / "empty-run.png")
+        page.goto(server.url + "/#/p/quiet?q=zzz")
+        page.get_by_role("heading", name="No run matches these filters").wait_for()
+        p.check()
+        p.close()
+
+
+# -- speed: a big run ---------------------------------------------------------------------
+
+
+def test_big_run_first_charts(browser: Any, tmp_path: Path) -> None:
+    """64 ranks x 50 metrics: time from navigation to the first charts drawn."""
+    _need_browser()
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        from dashboard_bigrun import PROJECT as BIG_PROJECT
+        from dashboard_bigrun import RUN as BIG_RUN
+        from dashboard_bigrun import make_big_run
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    steps = int(os.environ.get("RANKWISE_TEST_BIG_STEPS", "10000"))
+    db = tmp_path / "big.db"
+    try:
+        info = make_big_run(db, ranks=64, metrics=50, steps=steps)
+        print(f"\nbig run: {info['points']:,} points written in {info['seconds']:.0f} s, "
+              f"{db.stat().st_size / 1e9:.1f} GB")  # fmt: skip
+        with ServerProcess.db(f"sqlite:///{db}", tmp_path / "server.log") as server:
+            url = f"{server.url}/#/p/{BIG_PROJECT}/r/{BIG_RUN}"
+            figures = {}
+            for width, height in ((1280, 800), (1920, 1080)):
+                for attempt in ("cold", "warm") if width == 1280 else ("warm",):
+                    p = Page(browser, width, height)
+                    p.page.goto(url)
+                    ms = _first_charts_ms(p.page)
+                    n = p.page.locator(_drawn(p.page)).count()
+                    figures[f"{width}x{height} {attempt}"] = (ms, n)
+                    if width == 1280 and attempt == "warm":
+                        page = p.page
+                        # Every rank on the visible charts: time to all 64 lines drawn.
+                        t0 = time.perf_counter()
+                        page.get_by_role("button", name="Ranks").click()
+                        page.wait_for_function(
+                            f"""() => {{ const d = [...document.querySelectorAll(
+                                   '{_drawn(page)}')];
+                                   return d.length >= {n} &&
+                                     d.slice(0, {n}).every(c => c.dataset.lines === '64'); }}""",
+                            timeout=60_000,
+                        )
+                        ranks_s = time.perf_counter() - t0
+                        # Scroll to the last chart: drawn only once it is near the viewport.
+                        t0 = time.perf_counter()
+                        last = page.locator(".chart-card").last
+                        assert last.get_attribute("data-state") is None
+                        last.scroll_into_view_if_needed()
+                        page.locator(".chart-card").last.and_(
+                            page.locator('[data-state="drawn"]')
+                        ).wait_for(timeout=60_000)
+                        scroll_s = time.perf_counter() - t0
+                        page.screenshot(path=tmp_path / "big-run-ranks.png")
+                        p.check()
+                    p.close()
+        print(
+            f"big run of 64 ranks x 50 metrics x {steps:,} steps, time from navigation to the "
+            "first visible charts drawn (performance mark rankwise:first-charts):"
+        )
+        for k, (ms, n) in figures.items():
+            print(f"  {k}: {ms:.0f} ms ({n} charts)")
+        print(f"  64 per-rank lines on the visible charts: {ranks_s * 1000:.0f} ms after the click")
+        print(f"  last chart, drawn on scrolling to it: {scroll_s * 1000:.0f} ms")
+        for _ms, n in figures.values():
+            assert n >= 3
+    finally:
+        # Gigabytes: gone now rather than kept among pytest's last three tmp dirs.
+        for f in tmp_path.glob("big.db*"):
+            f.unlink()

@@ -1,0 +1,73 @@
+// The HTTP API (docs/http-api.md) as plain functions. Every failure becomes an ApiError
+// carrying the server's own message, which says what to change.
+
+export class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+const BASE = "api/v1";
+
+function query(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params ?? {})) {
+    if (v === undefined || v === null || v === "") continue;
+    if (Array.isArray(v)) v.forEach((item) => q.append(k, String(item)));
+    else q.append(k, String(v));
+  }
+  const s = q.toString();
+  return s ? `?${s}` : "";
+}
+
+async function request(method, path, { params, body, signal } = {}) {
+  let res;
+  try {
+    res = await fetch(`${BASE}${path}${query(params)}`, {
+      method,
+      signal,
+      headers: body === undefined ? { Accept: "application/json" } : {
+        Accept: "application/json",
+        "Content-Type": "application/json",
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (err) {
+    if (err.name === "AbortError") throw err;
+    throw new ApiError(0, "the rankwise server cannot be reached; is it still running?");
+  }
+  if (res.status === 204) return null;
+  let data = null;
+  try {
+    data = await res.json();
+  } catch {
+    data = null;
+  }
+  if (!res.ok) {
+    const msg = data?.error?.message ?? `${method} ${path} failed with HTTP ${res.status}`;
+    throw new ApiError(res.status, msg);
+  }
+  return data;
+}
+
+const p = (s) => encodeURIComponent(s);
+const runPath = (project, run) => `/projects/${p(project)}/runs/${p(run)}`;
+
+export const api = {
+  projects: (opts) => request("GET", "/projects", opts),
+  runs: (project, params, opts) =>
+    request("GET", `/projects/${p(project)}/runs`, { ...opts, params }),
+  run: (project, run, opts) => request("GET", runPath(project, run), opts),
+  metrics: (project, run, opts) => request("GET", `${runPath(project, run)}/metrics`, opts),
+  series: (project, run, params, opts) =>
+    request("GET", `${runPath(project, run)}/series`, { ...opts, params }),
+  compare: (body, opts) => request("POST", "/compare", { ...opts, body }),
+  views: (project, opts) => request("GET", `/projects/${p(project)}/views`, opts),
+  saveView: (project, view, opts) =>
+    request("POST", `/projects/${p(project)}/views`, { ...opts, body: view }),
+  deleteView: (project, name, opts) =>
+    request("DELETE", `/projects/${p(project)}/views`, { ...opts, params: { name } }),
+  // Issue 5 (rank health, system metrics, console): used when the server offers them.
+  get: (path, params, opts) => request("GET", path, { ...opts, params }),
+};

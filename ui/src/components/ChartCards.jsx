@@ -1,0 +1,377 @@
+// Chart cards: one metric each, fetched only once scrolled near (IntersectionObserver),
+// refreshed while live and visible, and refined when zoomed: the server is asked for the
+// zoomed x range at full chart resolution and the answer is merged into the coarse one.
+
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { api } from "../api.js";
+import { LIVE_MS, useInView, useInterval } from "../hooks.js";
+import {
+  alignSeries, bandColumns, bandTable, gaps, mergeRange, mergeSeriesList, pointsFor,
+  pointsPerRank, positiveOnly, smooth, tableBand,
+} from "../lib/series.js";
+import { fmtTime, fmtValue } from "../lib/format.js";
+import { Chart } from "./Chart.jsx";
+
+const HEIGHT = 190;
+
+/**
+ * Runs `fetchAll(signal)` when `deps` change (aborting the previous one) and every
+ * LIVE_MS while `live` (skipped while one is still on its way, so a slow server is never
+ * flooded). Returns `[data, error]`; data stays on screen while the next one loads.
+ */
+function useChartData(enabled, live, fetchAll, deps) {
+  const [state, setState] = useState({ data: null, error: null });
+  const inflight = useRef(null);
+  const fetchRef = useRef(fetchAll);
+  fetchRef.current = fetchAll;
+  const go = (quiet) => {
+    if (quiet && inflight.current) return;
+    inflight.current?.abort();
+    const ctl = new AbortController();
+    inflight.current = ctl;
+    fetchRef.current(ctl.signal).then(
+      (data) => {
+        if (inflight.current !== ctl) return;
+        inflight.current = null;
+        setState({ data, error: null });
+      },
+      (error) => {
+        if (inflight.current !== ctl || error?.name === "AbortError") return;
+        inflight.current = null;
+        setState((s) => ({ data: s.data, error }));
+      },
+    );
+  };
+  useEffect(() => {
+    if (!enabled) return undefined;
+    go(false);
+    return () => {
+      inflight.current?.abort();
+      inflight.current = null;
+    };
+  }, [enabled, ...deps]); // eslint-disable-line react-hooks/exhaustive-deps
+  useInterval(() => go(true), enabled && live ? LIVE_MS : 0);
+  // The run just stopped being live: one last read, so the chart ends where the run did.
+  const wasLive = useRef(live);
+  useEffect(() => {
+    if (wasLive.current && !live && enabled) go(false);
+    wasLive.current = live;
+  }, [live]); // eslint-disable-line react-hooks/exhaustive-deps
+  return [state.data, state.error];
+}
+
+/**
+ * After each draw the card's element says what is on it (for tests and the curious):
+ * data-state="drawn", data-lines (per-rank or per-run lines drawn), data-xmin/xmax (the
+ * x window), data-lastx (the last x of the data).
+ */
+function noteDrawn(el, u, lines) {
+  if (!el) return;
+  el.dataset.state = "drawn";
+  el.dataset.lines = String(lines);
+  el.dataset.xmin = String(u.scales.x.min);
+  el.dataset.xmax = String(u.scales.x.max);
+  const xs = u.data[0];
+  el.dataset.lastx = xs.length ? String(xs[xs.length - 1]) : "";
+}
+
+/** Card chrome: title, readout, body; registers with the first-draw tracker. */
+function useCard(metric, tracker) {
+  const [ref, seen, visible] = useInView();
+  useEffect(() => {
+    if (!seen || !tracker) return;
+    const r = ref.current?.getBoundingClientRect();
+    if (r && r.top < window.innerHeight && r.bottom > 0) tracker.expect(metric);
+  }, [seen]); // eslint-disable-line react-hooks/exhaustive-deps
+  return [ref, seen, visible];
+}
+
+function CardFrame({ cardRef, metric, readout, children, status }) {
+  return (
+    <div class="chart-card" ref={cardRef} data-metric={metric}>
+      <div class="chart-head">
+        <h4 title={metric}>{metric}</h4>
+        <div class="readout">{readout}</div>
+      </div>
+      <div class="chart-body" style={{ height: `${HEIGHT}px` }}>
+        {children}
+        {status ? <div class="chart-status">{status}</div> : null}
+      </div>
+    </div>
+  );
+}
+
+function xText(x, xMode) {
+  if (x === null || x === undefined) return "";
+  return xMode === "time" ? fmtTime(x) : `step ${fmtValue(x)}`;
+}
+
+/** The readout line of a run chart: hovered values, else the latest mean. */
+function RunReadout({ hover, model, xMode, multi }) {
+  if (!model) return null;
+  if (!hover) {
+    const mean = model.lines[model.lines.length - 1]?.y ?? [];
+    let i = mean.length - 1;
+    while (i >= 0 && (mean[i] === null || mean[i] === undefined)) i--;
+    if (i < 0) return null;
+    return (
+      <span class="muted">
+        {multi ? "mean " : ""}
+        <b>{fmtValue(mean[i])}</b> at {xText(model.x[i], xMode)}
+      </span>
+    );
+  }
+  const v = hover.values[hover.values.length - 1];
+  return (
+    <span>
+      <span class="muted">{xText(hover.x, xMode)}</span>{" "}
+      {multi ? "mean " : ""}
+      <b>{fmtValue(v)}</b>
+      {multi && hover.lo !== null ? (
+        <span class="muted">
+          {" "}[{fmtValue(hover.lo)}, {fmtValue(hover.hi)}]
+        </span>
+      ) : null}
+      {hover.rank ? (
+        <span class="rank-readout" style={{ "--c": hover.rank.color }}>
+          {" "}
+          {hover.rank.label} <b>{fmtValue(hover.rank.y)}</b>
+        </span>
+      ) : null}
+    </span>
+  );
+}
+
+/**
+ * One metric of one run. In a run with several streams the chart shows the cross-rank
+ * mean with its min–max band and, on demand, every rank as a line; a single-stream run
+ * shows its one series.
+ */
+export function RunChartCard(props) {
+  const { project, runId, metric, settings, multi, showRanks, rankInfo, live, tracker } = props;
+  const [ref, seen, visible] = useCard(metric, tracker);
+  const [hover, setHover] = useState(null);
+  const zoom = settings.zoom;
+
+  const [data, error] = useChartData(
+    seen,
+    live && visible,
+    async (signal) => {
+      const width = ref.current?.clientWidth || 600;
+      const base = { key: metric, x: settings.x };
+      const main = multi ? { streams: "none", band: true } : { streams: "all", band: false };
+      const ask = (extra) => api.series(project, runId, { ...base, ...extra }, { signal });
+      const range = zoom ? { from: zoom[0], to: zoom[1] } : {};
+      const P = pointsFor(width);
+      const PR = pointsPerRank(width, rankInfo.size);
+      const wantRanks = multi && showRanks;
+      const [c, f, rc, rf] = await Promise.all([
+        ask({ ...main, max_points: P }),
+        zoom ? ask({ ...main, ...range, max_points: P }) : null,
+        wantRanks ? ask({ streams: "all", band: false, max_points: PR }) : null,
+        wantRanks && zoom ? ask({ streams: "all", band: false, ...range, max_points: PR }) : null,
+      ]);
+      const [lo, hi] = zoom ?? [0, 0];
+      return {
+        band: multi ? tableBand(zoom ? mergeRange(bandTable(c.band), bandTable(f.band), lo, hi)
+          : bandTable(c.band)) : null,
+        series: zoom ? mergeSeriesList(c.series, f.series, lo, hi) : c.series,
+        ranks: rc ? (rf ? mergeSeriesList(rc.series, rf.series, lo, hi) : rc.series) : null,
+      };
+    },
+    [metric, settings.x, zoom?.[0], zoom?.[1], showRanks, multi],
+  );
+
+  const model = useMemo(
+    () => data && runModel(data, settings, multi, rankInfo),
+    [data, settings.smoothing, settings.log, multi, rankInfo],
+  );
+
+  const empty = model && !model.x.length && !(model.overlay?.length);
+  useEffect(() => {
+    if (tracker && (empty || error)) tracker.drawn(metric);
+  }, [empty, error]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  let status = null;
+  if (error) status = <span class="error-text">{error.message}</span>;
+  else if (!model) status = seen ? <span class="muted">Loading…</span> : null;
+  else if (empty) status = <span class="muted">No values{zoom ? " in this range" : " yet"}</span>;
+  useEffect(() => {
+    if (ref.current && (error || empty)) ref.current.dataset.state = error ? "error" : "empty";
+  }, [error, empty]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  return (
+    <CardFrame
+      cardRef={ref}
+      metric={metric}
+      status={status}
+      readout={<RunReadout hover={hover} model={model} xMode={settings.x} multi={multi} />}
+    >
+      {model && !empty ? (
+        <Chart
+          model={model}
+          xMode={settings.x}
+          log={settings.log}
+          height={HEIGHT}
+          xRange={zoom}
+          highlight={props.highlight}
+          onZoom={props.onZoom}
+          onResetZoom={props.onResetZoom}
+          onHover={setHover}
+          onDrawn={(u) => {
+            noteDrawn(ref.current, u, model.overlay?.length ?? 0);
+            tracker?.drawn(metric);
+          }}
+        />
+      ) : null}
+    </CardFrame>
+  );
+}
+
+function runModel(data, settings, multi, rankInfo) {
+  const { smoothing, log } = settings;
+  const fix = log ? positiveOnly : gaps;
+  let x = [];
+  const lines = [];
+  let band = null;
+  if (multi) {
+    const cols = bandColumns(data.band, { smoothing, log });
+    if (cols) {
+      x = cols.x;
+      if (cols.raw) lines.push({ key: "raw", color: "raw", y: fix(cols.raw), width: 1 });
+      // Among coloured rank lines the mean is drawn in the text colour, to stand apart.
+      lines.push({ key: "mean", color: data.ranks ? "ink" : "accent", y: cols.mean, width: 2 });
+      band = { lo: cols.min, hi: cols.max };
+    }
+  } else if (data.series.length) {
+    // One stream (or a run whose streams logged this key alone): its values, as logged.
+    const s = data.series[0];
+    x = s.x;
+    const raw = fix(s.y);
+    if (smoothing > 0) lines.push({ key: "raw", color: "raw", y: raw, width: 1 });
+    lines.push({ key: "mean", color: "accent", y: fix(smooth(raw, smoothing)), width: 2 });
+  }
+  let overlay = null;
+  if (data.ranks) {
+    overlay = data.ranks
+      .map((s) => {
+        const info = rankInfo.get(s.label) ?? { rank: 0, name: s.label, color: "#888" };
+        return {
+          key: s.label, label: info.name, color: info.color, rank: info.rank,
+          x: s.x, y: fix(smooth(fix(s.y), smoothing)),
+        };
+      })
+      .sort((a, b) => a.rank - b.rank);
+  }
+  return { x, lines, band, overlay };
+}
+
+/**
+ * One metric of several runs (Compare, Group): each run's cross-rank mean (its only
+ * series when it has one stream), in the run's colour, aligned on one x axis.
+ */
+export function OverlayChartCard(props) {
+  const { runs, metric, settings, live, tracker } = props;
+  const [ref, seen, visible] = useCard(metric, tracker);
+  const [hover, setHover] = useState(null);
+  const [focusLine, setFocusLine] = useState(null);
+  const zoom = settings.zoom;
+  const refs = runs.map((r) => `${r.project}/${r.id}`);
+
+  const [data, error] = useChartData(
+    seen,
+    live && visible,
+    async (signal) => {
+      const width = ref.current?.clientWidth || 600;
+      const body = {
+        runs: refs, key: metric, x: settings.x, max_points: pointsFor(width),
+        streams: "none", band: true,
+      };
+      const [c, f] = await Promise.all([
+        api.compare(body, { signal }),
+        zoom ? api.compare({ ...body, from: zoom[0], to: zoom[1] }, { signal }) : null,
+      ]);
+      return c.runs.map((r, i) => {
+        const t = bandTable(r.band);
+        return zoom ? mergeRange(t, bandTable(f.runs[i].band), zoom[0], zoom[1]) : t;
+      });
+    },
+    [metric, settings.x, zoom?.[0], zoom?.[1], refs.join(",")],
+  );
+
+  const model = useMemo(() => {
+    if (!data) return null;
+    const fix = settings.log ? positiveOnly : gaps;
+    const present = [];
+    data.forEach((t, i) => {
+      if (t && t.x.length) {
+        present.push({ run: runs[i], x: t.x, y: fix(smooth(fix(t.cols.wmean), settings.smoothing)) });
+      }
+    });
+    const cols = alignSeries(present);
+    return {
+      x: cols[0],
+      lines: present.map((p, i) => ({
+        key: `${p.run.project}/${p.run.id}`, label: p.run.name, color: p.run.color,
+        y: cols[i + 1], width: 1.75,
+      })),
+      band: null,
+      overlay: null,
+      spanGaps: true,
+      focus: true,
+    };
+  }, [data, settings.smoothing, settings.log, runs]);
+
+  const empty = model && !model.x.length;
+  useEffect(() => {
+    if (tracker && (empty || error)) tracker.drawn(metric);
+  }, [empty, error]); // eslint-disable-line react-hooks/exhaustive-deps
+
+  let status = null;
+  if (error) status = <span class="error-text">{error.message}</span>;
+  else if (!model) status = seen ? <span class="muted">Loading…</span> : null;
+  else if (empty) status = <span class="muted">None of these runs logged this metric{zoom ? " in this range" : ""}</span>;
+
+  let readout = null;
+  if (model && hover) {
+    const i = focusLine ?? null;
+    const line = i !== null ? model.lines[i] : null;
+    readout = (
+      <span>
+        <span class="muted">{xText(hover.x, settings.x)}</span>
+        {line ? (
+          <span class="rank-readout" style={{ "--c": line.color }}>
+            {" "}
+            {line.label} <b>{fmtValue(hover.values[i])}</b>
+          </span>
+        ) : (
+          <span class="muted"> · point at a line</span>
+        )}
+      </span>
+    );
+  } else if (model && !empty) {
+    readout = <span class="muted">{model.lines.length} of {runs.length} runs</span>;
+  }
+
+  return (
+    <CardFrame cardRef={ref} metric={metric} status={status} readout={readout}>
+      {model && !empty ? (
+        <Chart
+          model={model}
+          xMode={settings.x}
+          log={settings.log}
+          height={HEIGHT}
+          xRange={zoom}
+          onZoom={props.onZoom}
+          onResetZoom={props.onResetZoom}
+          onHover={setHover}
+          onFocusLine={setFocusLine}
+          onDrawn={(u) => {
+            noteDrawn(ref.current, u, model.lines.length);
+            tracker?.drawn(metric);
+          }}
+        />
+      ) : null}
+    </CardFrame>
+  );
+}

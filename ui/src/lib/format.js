@@ -1,0 +1,75 @@
+// Numbers, times and durations as the dashboard shows them.
+
+/** A metric value: compact but exact enough to compare neighbours. */
+export function fmtValue(v) {
+  if (v === null || v === undefined) return "–";
+  if (typeof v === "boolean") return v ? "true" : "false";
+  if (typeof v !== "number") return String(v);
+  if (!Number.isFinite(v)) return String(v);
+  if (Number.isInteger(v) && Math.abs(v) < 1e15) return v.toLocaleString("en-US");
+  const a = Math.abs(v);
+  if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential(3);
+  return Number(v.toPrecision(5)).toString();
+}
+
+/** An integer with thousands separators ("12,345"). */
+export function fmtInt(v) {
+  return v === null || v === undefined || v < 0 ? "–" : Math.round(v).toLocaleString("en-US");
+}
+
+/** A duration in seconds as "3h 04m", "12m 05s" or "42s". */
+export function fmtDuration(s) {
+  if (s === null || s === undefined || !Number.isFinite(s) || s < 0) return "–";
+  const t = Math.round(s);
+  const d = Math.floor(t / 86400);
+  const h = Math.floor((t % 86400) / 3600);
+  const m = Math.floor((t % 3600) / 60);
+  const sec = t % 60;
+  const two = (n) => String(n).padStart(2, "0");
+  if (d) return `${d}d ${two(h)}h`;
+  if (h) return `${h}h ${two(m)}m`;
+  if (m) return `${m}m ${two(sec)}s`;
+  return `${sec}s`;
+}
+
+/** Unix seconds as local "2024-05-01 13:04:05". */
+export function fmtTime(ts) {
+  if (ts === null || ts === undefined) return "–";
+  const d = new Date(ts * 1000);
+  const two = (n) => String(n).padStart(2, "0");
+  return (
+    `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ` +
+    `${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`
+  );
+}
+
+/** How long ago, relative to `now` (Unix seconds): "4 s ago", "3 min ago", "2 h ago". */
+export function fmtAgo(ts, now = Date.now() / 1000) {
+  if (ts === null || ts === undefined) return "–";
+  const s = Math.max(0, now - ts);
+  if (s < 60) return `${Math.round(s)} s ago`;
+  if (s < 3600) return `${Math.round(s / 60)} min ago`;
+  if (s < 86400) return `${Math.round(s / 3600)} h ago`;
+  return `${Math.round(s / 86400)} d ago`;
+}
+
+/** A run's duration: finished runs end at `updated`, running ones at `now`. */
+export function runDuration(run, now = Date.now() / 1000) {
+  if (!run || run.created === null || run.created === undefined) return null;
+  if (run.state === "running") return Math.max(0, now - run.created);
+  return run.duration ?? (run.updated !== null ? run.updated - run.created : null);
+}
+
+/** "64 × 8": ranks by nodes. */
+export function fmtRanks(run) {
+  const ranks = run.world_size ?? 1;
+  const nodes = run.num_nodes ?? 1;
+  return `${ranks} × ${nodes}`;
+}
+
+/** Crashed stream labels as a short phrase: "rank-3, rank-7 +2". */
+export function fmtCrashed(labels, max = 3) {
+  if (!labels || !labels.length) return "";
+  const shown = labels.slice(0, max).join(", ");
+  return labels.length > max ? `${shown} +${labels.length - max}` : shown;
+}

@@ -1,0 +1,207 @@
+// Data shaping between the HTTP API's chart columns and uPlot.
+//
+// The server answers a chart request with columns already sorted by x and downsampled
+// per x bucket to its first, last, minimum and maximum point (M4), so every point here
+// is a real logged point. That is what makes the operations below safe:
+//
+// * aligning several series on the union of their x values only inserts gaps (null);
+// * merging a finer answer for a zoomed range into the coarse one only swaps which real
+//   points are drawn inside that range, so a spike can never disappear;
+// * JSON nulls (NaN, ±Inf, or "no value at this x") stay gaps all the way to the canvas.
+
+/** Index of the first element of sorted `xs` that is >= v (xs.length when none). */
+export function lowerBound(xs, v) {
+  let lo = 0;
+  let hi = xs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (xs[mid] < v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** Index of the first element of sorted `xs` that is > v (xs.length when none). */
+export function upperBound(xs, v) {
+  let lo = 0;
+  let hi = xs.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (xs[mid] <= v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** Index of the element of sorted `xs` closest to v, or -1 for an empty array. */
+export function nearestIndex(xs, v) {
+  if (!xs.length) return -1;
+  const i = lowerBound(xs, v);
+  if (i === 0) return 0;
+  if (i === xs.length) return xs.length - 1;
+  return v - xs[i - 1] <= xs[i] - v ? i - 1 : i;
+}
+
+const finite = (v) => typeof v === "number" && Number.isFinite(v);
+
+/**
+ * Exponential moving average with TensorBoard's debiasing, so the first points are not
+ * dragged towards zero. `weight` is 0 (off) to <1. Gaps stay gaps and do not reset the
+ * average; the output has the input's length.
+ */
+export function smooth(ys, weight) {
+  if (!(weight > 0)) return ys;
+  const w = Math.min(weight, 0.999);
+  const out = new Array(ys.length);
+  let last = 0;
+  let n = 0;
+  for (let i = 0; i < ys.length; i++) {
+    const y = ys[i];
+    if (!finite(y)) {
+      out[i] = null;
+      continue;
+    }
+    last = last * w + (1 - w) * y;
+    n++;
+    out[i] = last / (1 - Math.pow(w, n));
+  }
+  return out;
+}
+
+/** For a log-scale axis: values that are not > 0 become gaps. */
+export function positiveOnly(ys) {
+  return ys.map((y) => (finite(y) && y > 0 ? y : null));
+}
+
+/** Non-finite values as gaps (MessagePack can carry NaN; JSON already has null). */
+export function gaps(ys) {
+  return ys.map((y) => (finite(y) ? y : null));
+}
+
+/**
+ * The cross-rank band of a series reply as uPlot columns: `[x, mean, min, max]`, plus
+ * `raw` (the unsmoothed mean) when smoothing is on. The mean is `wmean`, which is the
+ * weighted mean where every rank gave a weight and the plain mean otherwise.
+ */
+export function bandColumns(band, { smoothing = 0, log = false } = {}) {
+  if (!band || !band.x || band.x.length === 0) return null;
+  const fix = log ? positiveOnly : gaps;
+  const mean = fix(band.wmean ?? band.mean);
+  return {
+    x: band.x,
+    mean: fix(smooth(mean, smoothing)),
+    raw: smoothing > 0 ? mean : null,
+    min: fix(band.min),
+    max: fix(band.max),
+    n: band.n,
+  };
+}
+
+/**
+ * Several series with their own sorted x columns, aligned on the union of their x
+ * values for uPlot: returns `[x, ys0, ys1, ...]` with null where a series has no point.
+ * A series with repeated x keeps its last value there.
+ */
+export function alignSeries(list) {
+  const total = list.reduce((acc, s) => acc + s.x.length, 0);
+  const all = new Float64Array(total);
+  let k = 0;
+  for (const s of list) for (const v of s.x) all[k++] = v;
+  all.sort();
+  const xs = [];
+  for (let i = 0; i < all.length; i++) {
+    if (i === 0 || all[i] !== all[i - 1]) xs.push(all[i]);
+  }
+  const cols = [xs];
+  for (const s of list) {
+    const col = new Array(xs.length).fill(null);
+    let j = 0;
+    for (let i = 0; i < s.x.length; i++) {
+      const x = s.x[i];
+      while (xs[j] < x) j++;
+      const y = s.y[i];
+      col[j] = finite(y) ? y : null;
+    }
+    cols.push(col);
+  }
+  return cols;
+}
+
+/**
+ * Merges a finer answer for [lo, hi] into a coarse one. Both are `{x, cols: {name: []}}`
+ * with columns aligned to their x. The result keeps the coarse points outside the range
+ * and the fine points inside it; columns missing from `fine` become gaps inside.
+ */
+export function mergeRange(coarse, fine, lo, hi) {
+  if (!fine || !fine.x.length) return coarse;
+  if (!coarse || !coarse.x.length) return fine;
+  const a = lowerBound(coarse.x, lo);
+  const b = upperBound(coarse.x, hi);
+  // The fine answer is only trusted inside [lo, hi].
+  const fa = lowerBound(fine.x, lo);
+  const fb = upperBound(fine.x, hi);
+  const x = coarse.x.slice(0, a).concat(fine.x.slice(fa, fb), coarse.x.slice(b));
+  const cols = {};
+  for (const name of Object.keys(coarse.cols)) {
+    const c = coarse.cols[name];
+    const f = fine.cols[name];
+    const mid = f ? f.slice(fa, fb) : new Array(fb - fa).fill(null);
+    cols[name] = c.slice(0, a).concat(mid, c.slice(b));
+  }
+  return { x, cols };
+}
+
+/** A band reply as the `{x, cols}` shape `mergeRange` works on (null when empty). */
+export function bandTable(band) {
+  if (!band || !band.x || !band.x.length) return null;
+  const cols = { n: band.n, mean: band.mean, wmean: band.wmean ?? band.mean, min: band.min, max: band.max };
+  if (band.std) cols.std = band.std;
+  return { x: band.x, cols };
+}
+
+/** And back: a `{x, cols}` table as a band object. */
+export function tableBand(table) {
+  if (!table) return null;
+  return { x: table.x, ...table.cols };
+}
+
+/** Per-stream series merged label by label (a label absent from `fine` is kept coarse). */
+export function mergeSeriesList(coarse, fine, lo, hi) {
+  const byLabel = new Map(fine.map((s) => [s.label, s]));
+  return coarse.map((s) => {
+    const f = byLabel.get(s.label);
+    if (!f) return s;
+    const m = mergeRange({ x: s.x, cols: { y: s.y } }, { x: f.x, cols: { y: f.y } }, lo, hi);
+    return { ...s, x: m.x, y: m.cols.y };
+  }).concat(fine.filter((f) => !coarse.some((s) => s.label === f.label)));
+}
+
+/** [min, max] of the finite ys whose x lies in [lo, hi]; null when there are none. */
+export function extentInRange(xs, ys, lo, hi, log = false) {
+  let a = lo === null || lo === undefined ? 0 : lowerBound(xs, lo);
+  const b = hi === null || hi === undefined ? xs.length : upperBound(xs, hi);
+  let mn = Infinity;
+  let mx = -Infinity;
+  for (; a < b; a++) {
+    const y = ys[a];
+    if (!finite(y) || (log && y <= 0)) continue;
+    if (y < mn) mn = y;
+    if (y > mx) mx = y;
+  }
+  return mn <= mx ? [mn, mx] : null;
+}
+
+/** Points a chart of `width` CSS pixels asks for: about two per pixel, as the API suggests. */
+export function pointsFor(width) {
+  return Math.max(200, Math.min(4000, Math.round(2 * width)));
+}
+
+/**
+ * Points per rank when every rank is drawn: the band keeps the extremes, so with many
+ * ranks each line gets fewer points and the whole chart stays about the same weight.
+ */
+export function pointsPerRank(width, ranks) {
+  const full = pointsFor(width);
+  if (ranks <= 8) return full;
+  return Math.max(160, Math.round((full * 8) / ranks));
+}

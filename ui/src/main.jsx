@@ -1,0 +1,78 @@
+// The dashboard's entry: the top bar, the router outlet and the global shortcuts.
+
+import { render } from "preact";
+import { useEffect } from "preact/hooks";
+import { href, useRoute } from "./router.js";
+import { ProjectsPage, RunsPage } from "./pages/Runs.jsx";
+import { RunPage } from "./pages/Run.jsx";
+import { ComparePage, GroupPage } from "./pages/Overlay.jsx";
+import "./styles.css";
+
+function App() {
+  const route = useRoute();
+  useShortcuts();
+  useEffect(() => {
+    const where = route.run ?? route.group ?? route.project;
+    document.title = where ? `${where} · rankwise` : route.page === "compare" ? "Compare · rankwise" : "rankwise";
+  }, [route]);
+  let page;
+  switch (route.page) {
+    case "runs":
+      page = <RunsPage key={route.project} project={route.project} params={route.params} />;
+      break;
+    case "run":
+      page = <RunPage key={`${route.project}/${route.run}`} project={route.project} runId={route.run} params={route.params} />;
+      break;
+    case "group":
+      page = <GroupPage key={`${route.project}/${route.group}`} project={route.project} group={route.group} />;
+      break;
+    case "compare":
+      page = <ComparePage params={route.params} />;
+      break;
+    default:
+      page = <ProjectsPage />;
+  }
+  return (
+    <>
+      <header class="topbar">
+        <a class="brand" href={href.projects()} aria-label="rankwise home">
+          <svg viewBox="0 0 24 24" width="20" height="20" aria-hidden="true">
+            <path d="M3 17l5-6 4 4 8-10" fill="none" stroke="currentColor" stroke-width="2.4" stroke-linecap="round" stroke-linejoin="round" />
+            <path d="M3 21h18" stroke="currentColor" stroke-width="2" stroke-linecap="round" opacity=".45" />
+          </svg>
+          rankwise
+        </a>
+        {route.project ? (
+          <a class="topnav" href={href.runs(route.project)}>{route.project}</a>
+        ) : null}
+        <span class="spacer" />
+        <span class="muted small kbd-hint"><kbd>/</kbd> search</span>
+      </header>
+      {page}
+    </>
+  );
+}
+
+/** "/" focuses the page's search box (unless typing somewhere); Escape leaves it. */
+function useShortcuts() {
+  useEffect(() => {
+    const onKey = (e) => {
+      const t = e.target;
+      const typing = t instanceof HTMLElement && (t.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(t.tagName));
+      if (e.key === "/" && !typing && !e.ctrlKey && !e.metaKey && !e.altKey) {
+        const box = document.querySelector("input[data-search]");
+        if (box) {
+          e.preventDefault();
+          box.focus();
+          box.select();
+        }
+      } else if (e.key === "Escape" && typing && t.matches("input[data-search]")) {
+        t.blur();
+      }
+    };
+    window.addEventListener("keydown", onKey);
+    return () => window.removeEventListener("keydown", onKey);
+  }, []);
+}
+
+render(<App />, document.getElementById("app"));

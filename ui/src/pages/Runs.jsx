@@ -1,0 +1,452 @@
+// The Runs page: a project's runs as a table with filters, sorting, grouping, chosen
+// summary columns, saved views in the sidebar, and a selection that opens Compare.
+
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { api } from "../api.js";
+import { useLoad, useNow } from "../hooks.js";
+import { href, navigate } from "../router.js";
+import { fmtDuration, fmtRanks, fmtTime, fmtValue, runDuration } from "../lib/format.js";
+import { numericSummaryKeys, summaryValue } from "../lib/metrics.js";
+import { Code, Empty, ErrorBox, Spinner, StateBadge, Tag } from "../components/common.jsx";
+import {
+  STATES, apiParams, clientSort, facets, filtersFromParams, filtersFromView, groupRuns,
+  paramsFromFilters, parseSort, viewFromFilters,
+} from "./runsModel.js";
+
+const POLL_MS = 2000;
+
+export function RunsPage({ project, params }) {
+  const f = useMemo(() => filtersFromParams(params), [params]);
+  const set = (patch, { keepView = false } = {}) => {
+    const next = { ...f, ...patch };
+    if (!keepView) next.view = "";
+    navigate(href.runs(project, paramsFromFilters(next)), { replace: true });
+  };
+  const key = JSON.stringify(apiParams(f));
+  const runs = useLoad((signal) => api.runs(project, apiParams(f), { signal }), [project, key], POLL_MS);
+  // Filter choices come from the project's runs regardless of the current filters.
+  const all = useLoad((signal) => api.runs(project, { limit: 1000 }, { signal }), [project], 10000);
+  const views = useLoad((signal) => api.views(project, { signal }), [project]);
+  const [selected, setSelected] = useState(() => new Set());
+  useEffect(() => setSelected(new Set()), [project]);
+
+  const choices = useMemo(() => facets(all.data?.runs ?? []), [all.data]);
+  const summaryKeys = useMemo(() => numericSummaryKeys(all.data?.runs ?? []), [all.data]);
+
+  return (
+    <div class="with-sidebar">
+      <Sidebar project={project} f={f} views={views} />
+      <main class="main runs-page">
+        <header class="page-head">
+          <div>
+            <h1>{project}</h1>
+            <p class="muted">
+              {runs.data ? `${runs.data.total} run${runs.data.total === 1 ? "" : "s"}` : "\u00a0"}
+              {f.view ? <> · view <b>{f.view}</b></> : null}
+            </p>
+          </div>
+          <div class="head-actions">
+            <SaveView project={project} f={f} onSaved={(name) => { views.reload(); set({ view: name }, { keepView: true }); }} />
+            <a
+              class={`btn primary${selected.size >= 2 ? "" : " disabled"}`}
+              aria-disabled={selected.size < 2}
+              href={selected.size >= 2 ? href.compare([...selected]) : undefined}
+              title={selected.size >= 2 ? "Overlay the selected runs" : "Select two or more runs to compare"}
+            >
+              Compare{selected.size ? ` (${selected.size})` : ""}
+            </a>
+          </div>
+        </header>
+        <Filters f={f} set={set} choices={choices} summaryKeys={summaryKeys} />
+        <ErrorBox error={runs.error} onRetry={runs.reload} />
+        {runs.data === undefined && !runs.error ? <Spinner /> : null}
+        {runs.data ? (
+          runs.data.runs.length ? (
+            <RunsTable
+              project={project}
+              runs={runs.data.runs}
+              total={runs.data.total}
+              f={f}
+              set={set}
+              selected={selected}
+              setSelected={setSelected}
+            />
+          ) : (
+            <NoRuns project={project} filtered={JSON.stringify(apiParams(f)) !== JSON.stringify(apiParams(filtersFromParams(new URLSearchParams())))} onClear={() => set({ state: [], group: "", job_type: "", tag: [], q: "" })} />
+          )
+        ) : null}
+      </main>
+    </div>
+  );
+}
+
+function NoRuns({ filtered, onClear }) {
+  if (filtered) {
+    return (
+      <Empty title="No run matches these filters" icon="⌕">
+        <button type="button" class="btn" onClick={onClear}>Clear the filters</button>
+      </Empty>
+    );
+  }
+  return (
+    <Empty title="This project has no runs yet">
+      <p>Runs appear here, live, as soon as a training process calls <code>rankwise.init()</code>.</p>
+    </Empty>
+  );
+}
+
+function Sidebar({ project, f, views }) {
+  const projects = useLoad((signal) => api.projects({ signal }), []);
+  const list = views.data?.views ?? [];
+  const quick = [
+    { label: "All runs", filters: {} },
+    { label: "Running", filters: { state: ["running"] } },
+    { label: "Crashed", filters: { state: ["crashed"] } },
+    { label: "Failed or killed", filters: { state: ["failed", "killed"] } },
+  ];
+  const remove = async (name) => {
+    if (!window.confirm(`Delete the saved view “${name}”?`)) return;
+    await api.deleteView(project, name);
+    views.reload();
+    if (f.view === name) navigate(href.runs(project, paramsFromFilters({ ...f, view: "" })), { replace: true });
+  };
+  return (
+    <aside class="sidebar" aria-label="Projects and views">
+      {projects.data && projects.data.projects.length > 1 ? (
+        <nav class="side-block">
+          <h2>Projects</h2>
+          <ul>
+            {projects.data.projects.map((p) => (
+              <li key={p.name}>
+                <a href={href.runs(p.name)} class={p.name === project ? "active" : ""}>
+                  {p.name} <span class="count">{p.runs}</span>
+                </a>
+              </li>
+            ))}
+          </ul>
+        </nav>
+      ) : null}
+      <nav class="side-block">
+        <h2>Quick filters</h2>
+        <ul>
+          {quick.map((q) => (
+            <li key={q.label}>
+              <a href={href.runs(project, paramsFromFilters({ ...filtersFromParams(new URLSearchParams()), ...q.filters }))}>
+                {q.label}
+              </a>
+            </li>
+          ))}
+        </ul>
+      </nav>
+      <nav class="side-block" aria-label="Saved views">
+        <h2>Saved views</h2>
+        {views.error ? <p class="muted small">{views.error.message}</p> : null}
+        {views.data && !list.length ? (
+          <p class="muted small">None yet. Set filters and columns, then “Save view”.</p>
+        ) : null}
+        <ul class="views">
+          {list.map((v) => (
+            <li key={v.name} class={f.view === v.name ? "active" : ""}>
+              <a href={href.runs(project, paramsFromFilters(filtersFromView(v)))} data-view={v.name}>
+                {v.name}
+              </a>
+              <button type="button" class="icon" title={`Delete view “${v.name}”`} aria-label={`Delete view ${v.name}`} onClick={() => remove(v.name)}>
+                ×
+              </button>
+            </li>
+          ))}
+        </ul>
+      </nav>
+    </aside>
+  );
+}
+
+function SaveView({ project, f, onSaved }) {
+  const [open, setOpen] = useState(false);
+  const [name, setName] = useState("");
+  const [error, setError] = useState(null);
+  const input = useRef(null);
+  useEffect(() => {
+    if (open) input.current?.focus();
+  }, [open]);
+  if (!open) {
+    return (
+      <button type="button" class="btn" onClick={() => { setName(f.view || ""); setError(null); setOpen(true); }}>
+        Save view
+      </button>
+    );
+  }
+  const submit = async (e) => {
+    e.preventDefault();
+    const n = name.trim();
+    if (!n) return setError("Give the view a name.");
+    try {
+      await api.saveView(project, viewFromFilters(n, f));
+      setOpen(false);
+      onSaved(n);
+    } catch (err) {
+      setError(err.message);
+    }
+  };
+  return (
+    <form class="save-view" onSubmit={submit}>
+      <input ref={input} aria-label="View name" placeholder="View name, e.g. crashed runs" value={name} maxLength={100} onInput={(e) => setName(e.currentTarget.value)} />
+      <button type="submit" class="btn primary">Save</button>
+      <button type="button" class="btn" onClick={() => setOpen(false)}>Cancel</button>
+      {error ? <span class="error-text">{error}</span> : null}
+    </form>
+  );
+}
+
+function Filters({ f, set, choices, summaryKeys }) {
+  const [q, setQ] = useState(f.q);
+  useEffect(() => setQ(f.q), [f.q]);
+  useEffect(() => {
+    if (q === f.q) return undefined;
+    const id = setTimeout(() => set({ q }), 250);
+    return () => clearTimeout(id);
+  }, [q]); // eslint-disable-line react-hooks/exhaustive-deps
+  const toggleState = (s) =>
+    set({ state: f.state.includes(s) ? f.state.filter((x) => x !== s) : [...f.state, s] });
+  const toggleTag = (t) => set({ tag: f.tag.includes(t) ? f.tag.filter((x) => x !== t) : [...f.tag, t] });
+  return (
+    <div class="toolbar filters">
+      <label class="search">
+        <span class="sr-only">Search runs</span>
+        <input type="search" data-search placeholder="Search name or id (press /)" value={q} onInput={(e) => setQ(e.currentTarget.value)} />
+      </label>
+      <div class="chips" role="group" aria-label="State">
+        {STATES.map((s) => (
+          <button type="button" key={s} class={`chip state-chip state-${s}`} aria-pressed={f.state.includes(s)} onClick={() => toggleState(s)}>
+            <span class="dot" aria-hidden="true" />
+            {s}
+          </button>
+        ))}
+      </div>
+      <Select label="Group" value={f.group} options={choices.groups} onChange={(group) => set({ group })} />
+      <Select label="Job type" value={f.job_type} options={choices.jobTypes} onChange={(job_type) => set({ job_type })} />
+      <details class="dropdown">
+        <summary class="btn">Tags{f.tag.length ? ` (${f.tag.length})` : ""}</summary>
+        <div class="menu">
+          {choices.tags.length ? choices.tags.map((t) => (
+            <label class="check" key={t}>
+              <input type="checkbox" checked={f.tag.includes(t)} onChange={() => toggleTag(t)} />
+              {t}
+            </label>
+          )) : <p class="muted small">No run has tags.</p>}
+        </div>
+      </details>
+      <ColumnPicker keys={summaryKeys} chosen={f.cols} onChange={(cols) => set({ cols }, { keepView: true })} />
+      <label class="check" title="Group the rows by run group">
+        <input type="checkbox" checked={f.by === "group"} onChange={(e) => set({ by: e.currentTarget.checked ? "group" : "" }, { keepView: true })} />
+        Group rows
+      </label>
+    </div>
+  );
+}
+
+function Select({ label, value, options, onChange }) {
+  const all = value && !options.includes(value) ? [value, ...options] : options;
+  return (
+    <label class="select">
+      <span class="sr-only">{label}</span>
+      <select aria-label={label} value={value} onChange={(e) => onChange(e.currentTarget.value)}>
+        <option value="">{`Any ${label.toLowerCase()}`}</option>
+        {all.map((o) => (
+          <option key={o} value={o}>{o}</option>
+        ))}
+      </select>
+    </label>
+  );
+}
+
+function ColumnPicker({ keys, chosen, onChange }) {
+  const [q, setQ] = useState("");
+  const shown = keys.filter((k) => k.toLowerCase().includes(q.toLowerCase())).slice(0, 200);
+  const toggle = (k) => onChange(chosen.includes(k) ? chosen.filter((c) => c !== k) : [...chosen, k]);
+  return (
+    <details class="dropdown">
+      <summary class="btn">Columns{chosen.length ? ` (${chosen.length})` : ""}</summary>
+      <div class="menu">
+        <p class="muted small">Summary values as columns</p>
+        <input type="search" placeholder="Filter keys" value={q} onInput={(e) => setQ(e.currentTarget.value)} />
+        {shown.length ? shown.map((k) => (
+          <label class="check" key={k}>
+            <input type="checkbox" checked={chosen.includes(k)} onChange={() => toggle(k)} />
+            {k}
+          </label>
+        )) : <p class="muted small">No numeric summary values yet.</p>}
+      </div>
+    </details>
+  );
+}
+
+const BASE_COLUMNS = [
+  { key: "name", label: "Name", sort: "name" },
+  { key: "state", label: "State", sort: "state" },
+  { key: "group", label: "Group", sort: "group" },
+  { key: "job_type", label: "Job type", sort: "job_type" },
+  { key: "tags", label: "Tags" },
+  { key: "ranks", label: "Ranks × nodes", sort: "ranks", num: true },
+  { key: "steps", label: "Steps", sort: "steps", num: true },
+  { key: "created", label: "Created", sort: "created" },
+  { key: "duration", label: "Duration", sort: "duration", num: true },
+];
+
+function RunsTable({ project, runs, total, f, set, selected, setSelected }) {
+  const anyRunning = runs.some((r) => r.state === "running");
+  const now = useNow(1000, anyRunning);
+  const rows = useMemo(() => clientSort(runs, f.sort, now), [runs, f.sort, anyRunning ? now : 0]);
+  const columns = [...BASE_COLUMNS, ...f.cols.map((k) => ({ key: `s:${k}`, label: k, sort: `s:${k}`, num: true, summary: k }))];
+  const { key: sortKey, desc } = parseSort(f.sort);
+  const ref = (r) => `${r.project}/${r.id}`;
+  const toggle = (r) => {
+    const next = new Set(selected);
+    if (next.has(ref(r))) next.delete(ref(r));
+    else next.add(ref(r));
+    setSelected(next);
+  };
+  const allOn = rows.length > 0 && rows.every((r) => selected.has(ref(r)));
+  const header = (
+    <tr>
+      <th class="sel">
+        <input type="checkbox" aria-label="Select all runs" checked={allOn} onChange={() => setSelected(allOn ? new Set() : new Set(rows.map(ref)))} />
+      </th>
+      {columns.map((c) => (
+        <th key={c.key} class={c.num ? "num" : ""} aria-sort={c.sort === sortKey ? (desc ? "descending" : "ascending") : undefined}>
+          {c.sort ? (
+            <button type="button" class="sort" title={`Sort by ${c.label}`} onClick={() => set({ sort: nextSort(c, sortKey, desc) }, { keepView: true })}>
+              {c.label}
+              <span class="arrow" aria-hidden="true">{c.sort === sortKey ? (desc ? "↓" : "↑") : ""}</span>
+            </button>
+          ) : c.label}
+        </th>
+      ))}
+    </tr>
+  );
+  const row = (r) => (
+    <tr key={ref(r)} class={selected.has(ref(r)) ? "selected" : ""} data-run={r.id}>
+      <td class="sel">
+        <input type="checkbox" aria-label={`Select ${r.name}`} checked={selected.has(ref(r))} onChange={() => toggle(r)} />
+      </td>
+      {columns.map((c) => <td key={c.key} class={c.num ? "num" : ""}>{cell(project, r, c, now)}</td>)}
+    </tr>
+  );
+  const grouped = f.by === "group" ? groupRuns(rows) : null;
+  return (
+    <div class="table-wrap">
+      <table class="runs">
+        <thead>{header}</thead>
+        {grouped ? grouped.map((g) => (
+          <tbody key={g.group || "(none)"} class="group-block">
+            <tr class="group-row">
+              <th colSpan={columns.length + 1} scope="colgroup">
+                {g.group ? <a href={href.group(project, g.group)}>{g.group}</a> : <span class="muted">no group</span>}
+                <span class="count">{g.runs.length}</span>
+                <GroupStates runs={g.runs} />
+              </th>
+            </tr>
+            {g.runs.map(row)}
+          </tbody>
+        )) : <tbody>{rows.map(row)}</tbody>}
+      </table>
+      {total > runs.length ? <p class="muted small">Showing the first {runs.length} of {total} runs; narrow the filters to see the others.</p> : null}
+    </div>
+  );
+}
+
+/** Clicking a header: the same column flips direction; a new one starts A→Z for text,
+ * largest first for numbers and times. */
+function nextSort(c, sortKey, desc) {
+  if (c.sort === sortKey) return desc ? c.sort : `-${c.sort}`;
+  return ["name", "group", "job_type", "state"].includes(c.key) ? c.sort : `-${c.sort}`;
+}
+
+function GroupStates({ runs }) {
+  const counts = {};
+  for (const r of runs) counts[r.state] = (counts[r.state] ?? 0) + 1;
+  return (
+    <span class="group-states">
+      {Object.entries(counts).map(([s, n]) => (
+        <span key={s} class={`state state-${s} mini`}><span class="dot" aria-hidden="true" />{n} {s}</span>
+      ))}
+    </span>
+  );
+}
+
+function cell(project, r, c, now) {
+  switch (c.key) {
+    case "name":
+      return (
+        <a class="run-name" href={href.run(project, r.id)} title={r.id}>
+          <span class="name">{r.name || r.id}</span>
+          {r.name && r.name !== r.id ? <span class="muted small id">{r.id}</span> : null}
+        </a>
+      );
+    case "state":
+      return <StateBadge state={r.state} crashed={r.crashed} />;
+    case "group":
+      return r.group ? <a href={href.group(project, r.group)}>{r.group}</a> : <span class="muted">–</span>;
+    case "job_type":
+      return r.job_type ?? <span class="muted">–</span>;
+    case "tags":
+      return <span class="tags">{(r.tags ?? []).map((t) => <Tag key={t}>{t}</Tag>)}</span>;
+    case "ranks":
+      return fmtRanks(r);
+    case "steps":
+      return r.steps >= 0 ? fmtValue(r.steps) : "–";
+    case "created":
+      return <span title={fmtTime(r.created)}>{fmtTime(r.created)}</span>;
+    case "duration":
+      return fmtDuration(runDuration(r, now));
+    default: {
+      const v = summaryValue(r, c.summary);
+      return v === undefined ? <span class="muted">–</span> : fmtValue(v);
+    }
+  }
+}
+
+export function ProjectsPage() {
+  const projects = useLoad((signal) => api.projects({ signal }), [], POLL_MS);
+  const list = projects.data?.projects ?? [];
+  useEffect(() => {
+    if (list.length === 1) navigate(href.runs(list[0].name), { replace: true });
+  }, [list.length === 1 ? list[0].name : ""]); // eslint-disable-line react-hooks/exhaustive-deps
+  if (projects.error) return <main class="main"><ErrorBox error={projects.error} onRetry={projects.reload} /></main>;
+  if (!projects.data) return <main class="main"><Spinner /></main>;
+  if (!list.length) {
+    return (
+      <main class="main">
+        <Empty title="No runs yet" icon="◇">
+          <p>Log a run and it appears here, live. On every rank of your training script:</p>
+          <Code>{`import rankwise
+
+run = rankwise.init(project="my-project", config={"lr": 0.1})
+for step, batch in enumerate(loader):
+    loss = train_step(batch)
+    run.log({"train/loss": loss}, step=step)`}</Code>
+          <p>then start it as usual, e.g. <code>torchrun --nproc-per-node=4 train.py</code>. Runs are
+            written under <code>./rankwise</code> (or <code>RANKWISE_DIR</code>); <code>rankwise ui --dir DIR</code> serves
+            that directory. This page checks for new runs every two seconds.</p>
+        </Empty>
+      </main>
+    );
+  }
+  return (
+    <main class="main">
+      <h1>Projects</h1>
+      <table class="runs projects">
+        <thead><tr><th>Project</th><th class="num">Runs</th><th>Last update</th></tr></thead>
+        <tbody>
+          {list.map((p) => (
+            <tr key={p.name}>
+              <td><a href={href.runs(p.name)}>{p.name}</a></td>
+              <td class="num">{p.runs}</td>
+              <td>{fmtTime(p.updated)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </main>
+  );
+}

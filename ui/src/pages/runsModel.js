@@ -1,0 +1,136 @@
+// The Runs page's state lives in the URL (so a view is a link) and in saved views
+// (stored by the server). This module converts between the three forms: URL query
+// parameters, the filters object of a saved view, and the runs API's parameters.
+
+import { summaryValue } from "../lib/metrics.js";
+import { runDuration } from "../lib/format.js";
+
+export const STATES = ["running", "finished", "failed", "killed", "crashed"];
+const SERVER_SORTS = new Set(["created", "updated", "name", "state", "steps"]);
+
+/** Filters from the hash's query parameters. */
+export function filtersFromParams(params) {
+  const list = (k) => (params.get(k) ? params.get(k).split(",").filter(Boolean) : []);
+  return {
+    state: list("state").filter((s) => STATES.includes(s)),
+    group: params.get("group") ?? "",
+    job_type: params.get("job_type") ?? "",
+    tag: list("tag"),
+    q: params.get("q") ?? "",
+    sort: params.get("sort") ?? "-created",
+    by: params.get("by") ?? "",
+    cols: list("cols"),
+    view: params.get("view") ?? "",
+  };
+}
+
+/** The hash parameters for filters (href.runs takes this object). */
+export function paramsFromFilters(f) {
+  return {
+    state: f.state, group: f.group, job_type: f.job_type, tag: f.tag, q: f.q,
+    sort: f.sort === "-created" ? "" : f.sort, by: f.by, cols: f.cols, view: f.view,
+  };
+}
+
+/** What a saved view stores: filters and columns (not the view's own name). */
+export function viewFromFilters(name, f) {
+  return {
+    name,
+    filters: { state: f.state, group: f.group, job_type: f.job_type, tag: f.tag, q: f.q, sort: f.sort, by: f.by },
+    columns: f.cols,
+  };
+}
+
+/** And back: the filters a saved view opens with. */
+export function filtersFromView(view) {
+  const v = view.filters ?? {};
+  const arr = (x) => (Array.isArray(x) ? x.map(String) : x ? [String(x)] : []);
+  return {
+    state: arr(v.state).filter((s) => STATES.includes(s)),
+    group: v.group ? String(v.group) : "",
+    job_type: v.job_type ? String(v.job_type) : "",
+    tag: arr(v.tag),
+    q: v.q ? String(v.q) : "",
+    sort: v.sort ? String(v.sort) : "-created",
+    by: v.by ? String(v.by) : "",
+    cols: arr(view.columns),
+    view: view.name,
+  };
+}
+
+/** Is the sort one the server does (over all runs) or one done here (over the page)? */
+export function parseSort(sort) {
+  const desc = sort.startsWith("-");
+  const key = desc ? sort.slice(1) : sort;
+  return { key, desc, server: SERVER_SORTS.has(key) };
+}
+
+/** The runs API's parameters for filters. */
+export function apiParams(f, limit = 500) {
+  const s = parseSort(f.sort);
+  return {
+    state: f.state, group: f.group || undefined, job_type: f.job_type || undefined,
+    tag: f.tag, q: f.q || undefined, sort: s.server ? f.sort : "-created", limit,
+  };
+}
+
+function sortValue(run, key, now) {
+  switch (key) {
+    case "group": return run.group ?? "";
+    case "job_type": return run.job_type ?? "";
+    case "ranks": return run.world_size ?? 0;
+    case "duration": return runDuration(run, now) ?? -1;
+    default:
+      if (key.startsWith("s:")) {
+        const v = summaryValue(run, key.slice(2));
+        return typeof v === "number" ? v : null;
+      }
+      return null;
+  }
+}
+
+/** Runs sorted by a key the server does not sort by; missing values always last. */
+export function clientSort(runs, sort, now = Date.now() / 1000) {
+  const { key, desc, server } = parseSort(sort);
+  if (server) return runs;
+  const rows = runs.map((r, i) => [sortValue(r, key, now), i, r]);
+  rows.sort((a, b) => {
+    const [va, ia] = a;
+    const [vb, ib] = b;
+    if (va === null && vb === null) return ia - ib;
+    if (va === null) return 1;
+    if (vb === null) return -1;
+    const c = va < vb ? -1 : va > vb ? 1 : 0;
+    return (desc ? -c : c) || ia - ib;
+  });
+  return rows.map((r) => r[2]);
+}
+
+/** Rows grouped by run group, groups in first-seen order, ungrouped runs last. */
+export function groupRuns(runs) {
+  const map = new Map();
+  for (const r of runs) {
+    const g = r.group ?? "";
+    if (!map.has(g)) map.set(g, []);
+    map.get(g).push(r);
+  }
+  const named = [...map.entries()].filter(([g]) => g !== "");
+  const loose = map.get("") ?? [];
+  const out = named.map(([group, rs]) => ({ group, runs: rs }));
+  if (loose.length) out.push({ group: "", runs: loose });
+  return out;
+}
+
+/** Distinct groups, job types and tags of a set of runs (filter choices). */
+export function facets(runs) {
+  const groups = new Set();
+  const jobTypes = new Set();
+  const tags = new Set();
+  for (const r of runs) {
+    if (r.group) groups.add(r.group);
+    if (r.job_type) jobTypes.add(r.job_type);
+    for (const t of r.tags ?? []) tags.add(t);
+  }
+  const sorted = (s) => [...s].sort();
+  return { groups: sorted(groups), jobTypes: sorted(jobTypes), tags: sorted(tags) };
+}

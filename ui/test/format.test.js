@@ -1,0 +1,57 @@
+import { describe, expect, it } from "vitest";
+import { fmtAgo, fmtCrashed, fmtDuration, fmtRanks, fmtValue, runDuration } from "../src/lib/format.js";
+import { createFirstDraw } from "../src/lib/firstDraw.js";
+import { parseHash, href } from "../src/router.js";
+
+describe("format", () => {
+  it("values", () => {
+    expect(fmtValue(1234567)).toBe("1,234,567");
+    expect(fmtValue(0.000012345)).toBe("1.234e-5");
+    expect(fmtValue(0.123456789)).toBe("0.12346");
+    expect(fmtValue(null)).toBe("–");
+    expect(fmtValue(true)).toBe("true");
+  });
+  it("durations and ages", () => {
+    expect(fmtDuration(42)).toBe("42s");
+    expect(fmtDuration(725)).toBe("12m 05s");
+    expect(fmtDuration(3 * 3600 + 240)).toBe("3h 04m");
+    expect(fmtDuration(-1)).toBe("–");
+    expect(fmtAgo(95, 100)).toBe("5 s ago");
+  });
+  it("runs", () => {
+    expect(fmtRanks({ world_size: 64, num_nodes: 8 })).toBe("64 × 8");
+    expect(fmtCrashed(["rank-1", "rank-2", "rank-3", "rank-4"])).toBe("rank-1, rank-2, rank-3 +1");
+    expect(runDuration({ state: "running", created: 10 }, 70)).toBe(60);
+    expect(runDuration({ state: "finished", created: 10, updated: 30, duration: 20 }, 70)).toBe(20);
+  });
+});
+
+describe("routes", () => {
+  it("round-trips user names through links", () => {
+    const h = href.run("my proj", "r/1?x", { tab: "streams" });
+    const r = parseHash(h);
+    expect(r).toMatchObject({ page: "run", project: "my proj", run: "r/1?x" });
+    expect(r.params.get("tab")).toBe("streams");
+    expect(parseHash(href.group("p", "g#1"))).toMatchObject({ page: "group", group: "g#1" });
+    expect(parseHash(href.compare(["p/a", "p/b"])).params.get("runs")).toBe("p/a,p/b");
+    expect(parseHash("").page).toBe("projects");
+  });
+});
+
+describe("first-draw tracker", () => {
+  const perf = () => {
+    const marks = [];
+    return { marks, mark: (n) => marks.push(n), measure: (n) => marks.push(`measure:${n}`) };
+  };
+  it("marks once every chart visible at first layout has drawn", () => {
+    const p = perf();
+    const t = createFirstDraw(p);
+    t.expect("a");
+    t.expect("b");
+    expect(t.drawn("a")).toBe(false);
+    t.expect("c"); // laid out after the first draw: not waited for
+    expect(t.drawn("b")).toBe(true);
+    expect(t.drawn("c")).toBe(false);
+    expect(p.marks).toEqual(["rankwise:page-open", "rankwise:first-charts", "measure:rankwise:open-to-first-charts"]);
+  });
+});
