@@ -65,6 +65,8 @@ CREATE TABLE series (
     open_chunk INTEGER,
     PRIMARY KEY (stream, metric)
 );
+-- Small columns first: SQLite reads a row's columns in order, through the overflow
+-- pages of every blob before the one asked for, and a chart reads only head or subs.
 CREATE TABLE chunks (
     id INTEGER PRIMARY KEY,
     stream INTEGER NOT NULL,
@@ -75,12 +77,12 @@ CREATE TABLE chunks (
     t_lo REAL NOT NULL,
     t_hi REAL NOT NULL,
     kind TEXT NOT NULL,
+    head BLOB NOT NULL,
+    subs BLOB NOT NULL,
     xs BLOB NOT NULL,
     ys BLOB NOT NULL,
     seqs BLOB NOT NULL,
-    weights BLOB,
-    head BLOB NOT NULL,
-    subs BLOB NOT NULL
+    weights BLOB
 );
 CREATE INDEX chunks_by_step ON chunks (stream, metric, step_lo);
 CREATE TABLE aggs (
@@ -138,12 +140,12 @@ CREATE TABLE chunks (
     t_lo DOUBLE PRECISION NOT NULL,
     t_hi DOUBLE PRECISION NOT NULL,
     kind TEXT NOT NULL,
+    head BYTEA NOT NULL,
+    subs BYTEA NOT NULL,
     xs BYTEA NOT NULL,
     ys BYTEA NOT NULL,
     seqs BYTEA NOT NULL,
-    weights BYTEA,
-    head BYTEA NOT NULL,
-    subs BYTEA NOT NULL
+    weights BYTEA
 );
 -- Points are float columns that do not compress; skipping compression saves CPU twice.
 ALTER TABLE chunks ALTER COLUMN xs SET STORAGE EXTERNAL;
