@@ -130,7 +130,11 @@ def test_signal_from_outside_is_killed(tmp_path: Path, signum: int, exit_code: i
     if signum == signal.SIGTERM:
         assert proc.returncode == -signal.SIGTERM, err  # the default action still ran
     else:
-        assert proc.returncode == 1, err  # KeyboardInterrupt
+        # An uncaught KeyboardInterrupt: CPython normally dies by SIGINT, but exits 1 in
+        # some runs (seen only with the system sampler thread on); either way the state
+        # below is what rankwise records.
+        assert proc.returncode in (1, -signal.SIGINT), err
+        assert err.rstrip().endswith("KeyboardInterrupt"), err
     run = read_run(tmp_path, "wait")
     stream = only_stream(run)
     assert (run.state, stream.state) == ("killed", "killed")
@@ -177,8 +181,9 @@ def check_parent_stream_intact(tmp_path: Path, run_id: str, parent_pid: int) -> 
     return run
 
 
-def test_forked_child_never_writes_parent_stream(tmp_path: Path) -> None:
-    out = run_scenario(tmp_path, "fork")
+@pytest.mark.parametrize("console", ["wrap", "redirect"])
+def test_forked_child_never_writes_parent_stream(tmp_path: Path, console: str) -> None:
+    out = run_scenario(tmp_path, "fork", RANKWISE_CONSOLE=console)
     assert out.returncode == 0, out.stderr
     info = json.loads((tmp_path / "r.json").read_text())
     assert info["child_status"] == 0  # the child exited normally, atexit and all
