@@ -21,10 +21,14 @@ URL = "/api/v1/projects/p/views"
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SQLStore]:
+    s: SQLStore
     if request.param == "sqlite":
         s = open_store(f"sqlite:///{tmp_path / 'db.sqlite'}")
     else:
-        s = open_store(request.getfixturevalue("pg_dsn"))
+        from rankwise.store.postgres import PostgresStore
+
+        # pg_dsn is a conninfo string (search_path set to a fresh schema), not a URL.
+        s = PostgresStore(request.getfixturevalue("pg_dsn"))
     s.migrate()
     yield s
     s.close()
