@@ -239,6 +239,19 @@ def test_hung_filesystem_does_not_hang_exit(tmp_path: Path, scenario: str) -> No
     assert xs(run)[:5] == [0, 1, 2, 3, 4]
 
 
+def test_hung_filesystem_does_not_hang_sigterm(tmp_path: Path) -> None:
+    """torchrun and SLURM follow SIGTERM with SIGKILL: the handler must give up in time."""
+    proc = start_scenario(tmp_path, "hung_wait")
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 5.0, err  # finish_timeout is 1 s
+    assert proc.returncode == -signal.SIGTERM, err
+    assert "was not fully written within 1s" in err
+    run = read_run(tmp_path, "hung_wait", crash_timeout=0.1)
+    assert xs(run)[:5] == [0, 1, 2, 3, 4]
+
+
 # -- memory bound -----------------------------------------------------------------------------
 
 

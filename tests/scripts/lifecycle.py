@@ -9,7 +9,8 @@ ending:   ok, exception, sys_exit_3, raise_systemexit_3, with_raises, keyboard_i
 fork:     fork (os.fork child uses the run, prints, exits through atexit),
           dataloader (torch DataLoader, 2 fork-context workers that log)
 leak:     leak_wrap, leak_redirect (init/log/finish cycles; fds and threads each cycle)
-hung fs:  hung_finish, hung_atexit (the writer's os.write never returns)
+hung fs:  hung_finish, hung_atexit, hung_wait (the writer's os.write never returns;
+          hung_wait then sleeps until the test sends SIGTERM)
 memory:   drop (writer stalled, tiny max_queue, many log() calls),
           disk_full (writes fail part-way with ENOSPC for a while; small retry backlog)
 
@@ -167,12 +168,16 @@ elif scenario in ("leak_wrap", "leak_redirect"):
         cycles.append({"fds": fd_targets(), "threads": threads()})
     report(before=before, cycles=cycles)
 
-elif scenario in ("hung_finish", "hung_atexit"):
+elif scenario in ("hung_finish", "hung_atexit", "hung_wait"):
     run = start(finish_timeout=1.0)
     time.sleep(0.2)
     block_writer_writes(threading.Event())  # never set: the disk is gone
     for i in range(5, 10):
         run.log({"x": i})
+    if scenario == "hung_wait":
+        print("ready", flush=True)
+        time.sleep(120)
+        sys.exit("no signal came")
     if scenario == "hung_finish":
         t0 = time.monotonic()
         run.finish()
