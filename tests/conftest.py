@@ -55,7 +55,11 @@ def pg_dsn() -> Iterator[str]:
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(f'CREATE SCHEMA "{schema}"')
     try:
-        yield psycopg.conninfo.make_conninfo(base, options=f"-csearch_path={schema}")
+        if "://" in base:  # keep a URL a URL, so open_store() takes it too
+            sep = "&" if "?" in base else "?"
+            yield f"{base}{sep}options=-csearch_path%3D{schema}"
+        else:
+            yield psycopg.conninfo.make_conninfo(base, options=f"-csearch_path={schema}")
     finally:
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA "{schema}" CASCADE')

@@ -611,6 +611,10 @@ def test_open_store_urls(tmp_path: Path) -> None:
             assert type(st).__name__ == "SQLiteStore" and st.path == tmp_path / "a.db"  # type: ignore[attr-defined]
         finally:
             st.close()
+    from rankwise.store import _CONNINFO
+
+    assert _CONNINFO.fullmatch("host=127.0.0.1 port=5432 dbname=test options='-csearch_path=x'")
+    assert not _CONNINFO.fullmatch(str(tmp_path / "host=odd.db"))
     with pytest.raises(ValueError, match="unknown store scheme 'mysql'"):
         open_store("mysql://x")
     with pytest.raises(ValueError, match="needs a file path"):
@@ -629,3 +633,13 @@ def test_imports_stay_apart() -> None:
         subprocess.run(
             [sys.executable, "-c", "import sys\n" + code], check=True, cwd=REPO, timeout=60
         )
+
+
+def test_open_store_postgres(pg_dsn: str) -> None:
+    st = open_store(pg_dsn)
+    try:
+        assert type(st).__name__ == "PostgresStore"
+        st.migrate()
+        assert st.schema_version() == M.LATEST
+    finally:
+        st.close()

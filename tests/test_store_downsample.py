@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rankwise.store.aggregate import Agg
-from rankwise.store.chunks import SUB, coarsen, summarize
+from rankwise.store.chunks import SUB, Points, coarsen, decode, encode, summarize
 from rankwise.store.downsample import m4
 
 xs = st.floats(-1e6, 1e6, allow_nan=False)
@@ -30,7 +30,7 @@ def series(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, int, float | None, 
     return x, y, max_points, lo, hi
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(series())
 def test_m4_keeps_every_bucket_extreme(
     case: tuple[np.ndarray, np.ndarray, int, float | None, float | None],
@@ -108,3 +108,26 @@ def test_chunk_summary_from_sub_blocks_is_exact(points: list[tuple[int, int, flo
     subs = summarize(step, time, y, np.arange(0, len(points), SUB))
     whole = summarize(step, time, y, np.array([0]))
     assert np.array_equal(coarsen(subs, np.array([0])), whole, equal_nan=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=50),
+    st.integers(0, 3),
+    st.booleans(),
+)
+def test_chunk_columns_round_trip(values: list[int], stride: int, progression: bool) -> None:
+    """Steps and seqs stored as (start, stride) when they progress evenly, in full else."""
+    n = len(values)
+    seq = np.arange(n, dtype=np.int64) * stride + values[0] if progression else np.array(values)
+    step = np.array(values[::-1], np.int64)
+    time = np.linspace(0.0, 1.0, n)
+    weight = np.where(np.arange(n) % 2 == 0, np.nan, 2.0)
+    p = Points(seq, step, time, np.array(values, np.int64), weight, "i")
+    c = encode(p)
+    back = decode(c.n, c.kind, c.xs, c.ys, c.seqs, c.weights)
+    for a, b in zip(
+        (back.seq, back.step, back.time, back.value, back.weight),
+        (p.seq, p.step, p.time, p.value, p.weight),
+    ):
+        assert np.array_equal(a, b, equal_nan=True)

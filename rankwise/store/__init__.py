@@ -8,6 +8,7 @@ sqlite3, and ``import rankwise`` imports neither.
 from __future__ import annotations
 
 import os
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -15,14 +16,19 @@ if TYPE_CHECKING:
 
 __all__ = ["open_store"]
 
+# A libpq key=value string ("host=db dbname=runs user=me"): PostgreSQL, never a file name.
+_CONNINFO = re.compile(
+    r"\s*(host|hostaddr|port|dbname|user|password|options|sslmode|service)\s*=.*", re.S
+)
+
 
 def open_store(url: str | os.PathLike[str], crash_timeout: float = 60.0) -> SQLStore:
     """Open the store at ``url``: ``sqlite:///abs/path.db``, a plain file path, or
-    ``postgresql://user@host:port/db`` (``postgres://`` too). Call ``migrate()`` before
-    first use.
+    PostgreSQL as ``postgresql://user@host:port/db`` (``postgres://`` too) or a libpq
+    ``key=value`` string. Call ``migrate()`` before first use.
     """
     text = os.fspath(url)
-    if text.startswith(("postgresql://", "postgres://")):
+    if text.startswith(("postgresql://", "postgres://")) or _CONNINFO.fullmatch(text):
         from .postgres import PostgresStore
 
         return PostgresStore(text, crash_timeout=crash_timeout)

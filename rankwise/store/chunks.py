@@ -211,9 +211,9 @@ def encode_many(pieces: list[Points]) -> list[ChunkRow]:
                 t_lo=float(t_lo[i]),
                 t_hi=float(t_hi[i]),
                 kind=p.kind,
-                xs=p.step.astype(np.int64, copy=False).tobytes() + p.time.tobytes(),
+                xs=pack_ints(p.step) + p.time.tobytes(),
                 ys=p.value.astype(_DTYPE[p.kind], copy=False).tobytes(),
-                seqs=p.seq.astype(np.int64, copy=False).tobytes(),
+                seqs=pack_ints(p.seq),
                 weights=p.weight.tobytes() if has_w else None,
                 head=heads[i].tobytes(),
                 subs=mids[mid_at[i] : mid_at[i + 1]].tobytes()
@@ -227,20 +227,43 @@ def encode(p: Points) -> ChunkRow:
     return encode_many([p])[0]
 
 
+def pack_ints(a: I8) -> bytes:
+    """An int64 column; an arithmetic progression of three or more (steps 0, 1, 2, ...;
+    seqs of a metric logged in every record) as just its start and stride."""
+    a = a.astype(np.int64, copy=False)
+    if a.shape[0] > 2:
+        stride = a[1] - a[0]
+        if (np.diff(a) == stride).all():
+            return np.array([a[0], stride], np.int64).tobytes()
+    return a.tobytes()
+
+
+def unpack_ints(blob: bytes, n: int) -> I8:
+    """Inverse of ``pack_ints`` (the first ``8 * n`` bytes, or 16 when packed)."""
+    if n > 2 and len(blob) in (16, 16 + 8 * n):  # packed (the second: a steps+times blob)
+        start, stride = np.frombuffer(blob, np.int64, 2)
+        return start + stride * np.arange(n, dtype=np.int64)
+    return np.frombuffer(blob, np.int64, n)
+
+
+def _xs(n: int, xs: bytes) -> tuple[I8, F8]:
+    step = unpack_ints(xs, n)
+    time = np.frombuffer(xs, np.float64, n, len(xs) - 8 * n)
+    return step, time
+
+
 def decode_xy(n: int, xs: bytes, ys: bytes, kind: str) -> tuple[I8, F8, F8]:
     """(step, time, value as float64) of a stored chunk."""
-    step = np.frombuffer(xs, np.int64, n)
-    time = np.frombuffer(xs, np.float64, n, 8 * n)
+    step, time = _xs(n, xs)
     value = np.frombuffer(ys, _DTYPE[kind], n).astype(np.float64, copy=False)
     return step, time, value
 
 
 def decode(n: int, kind: str, xs: bytes, ys: bytes, seqs: bytes, weights: bytes | None) -> Points:
-    step = np.frombuffer(xs, np.int64, n)
-    time = np.frombuffer(xs, np.float64, n, 8 * n)
+    step, time = _xs(n, xs)
     weight = np.frombuffer(weights, np.float64, n) if weights is not None else np.full(n, np.nan)
     return Points(
-        np.frombuffer(seqs, np.int64, n),
+        unpack_ints(seqs, n),
         step,
         time,
         np.frombuffer(ys, _DTYPE[kind], n),
