@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import RankwiseError
+
 
 @dataclass(frozen=True)
 class Migration:
@@ -210,7 +212,7 @@ def statements(script: str) -> list[str]:
     return [stmt.strip() for stmt in code.split(";") if stmt.strip()]
 
 
-class SchemaTooNewError(RuntimeError):
+class SchemaTooNewError(RankwiseError):
     """The database was migrated by a newer rankwise than this one."""
 
 
