@@ -79,21 +79,27 @@ def records(stream: Any) -> list[R.AnyRecord]:
 
 # -- states --------------------------------------------------------------------------------
 
-# scenario -> (process exit status, stream state, exit code, signal, error type)
+# An uncaught KeyboardInterrupt makes CPython die by SIGINT, unless some thread ran
+# exec() of a string (a dataclass or namedtuple being defined: the system sampler's first
+# imports) while it was being handled, which resets CPython's flag and gives exit status
+# 1. Either status is CPython's; the state rankwise records is what is tested.
+SIGINT_STATUS = (1, -signal.SIGINT)
+
+# scenario -> (process exit statuses, stream state, exit code, signal, error type)
 ENDINGS = {
-    "ok": (0, "finished", 0, None, None),
-    "exception": (1, "failed", 1, None, "ValueError"),
-    "sys_exit_3": (3, "failed", 3, None, None),
-    "with_raises": (1, "failed", 1, None, "RuntimeError"),
-    "keyboard_interrupt": (1, "killed", 130, 2, "KeyboardInterrupt"),
+    "ok": ((0,), "finished", 0, None, None),
+    "exception": ((1,), "failed", 1, None, "ValueError"),
+    "sys_exit_3": ((3,), "failed", 3, None, None),
+    "with_raises": ((1,), "failed", 1, None, "RuntimeError"),
+    "keyboard_interrupt": (SIGINT_STATUS, "killed", 130, 2, "KeyboardInterrupt"),
 }
 
 
 @pytest.mark.parametrize("scenario", sorted(ENDINGS))
 def test_ending_gives_state(tmp_path: Path, scenario: str) -> None:
-    status, state, exit_code, sig, error = ENDINGS[scenario]
+    statuses, state, exit_code, sig, error = ENDINGS[scenario]
     out = run_scenario(tmp_path, scenario)
-    assert out.returncode == status, out.stderr
+    assert out.returncode in statuses, out.stderr
     run = read_run(tmp_path, scenario)
     stream = only_stream(run)
     assert (run.state, stream.state) == (state, state)
@@ -130,10 +136,7 @@ def test_signal_from_outside_is_killed(tmp_path: Path, signum: int, exit_code: i
     if signum == signal.SIGTERM:
         assert proc.returncode == -signal.SIGTERM, err  # the default action still ran
     else:
-        # An uncaught KeyboardInterrupt: CPython normally dies by SIGINT, but exits 1 in
-        # some runs (seen only with the system sampler thread on); either way the state
-        # below is what rankwise records.
-        assert proc.returncode in (1, -signal.SIGINT), err
+        assert proc.returncode in SIGINT_STATUS, err
         assert err.rstrip().endswith("KeyboardInterrupt"), err
     run = read_run(tmp_path, "wait")
     stream = only_stream(run)
