@@ -157,7 +157,31 @@ def dash_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
         text=True, timeout=240,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
+    # A third run whose rank 1 is SIGKILLed: the table must call it crashed, naming rank-1.
+    env = _job_env(RANKWISE_DIR=str(root), RANKWISE_RUN_ID=f"{PREFIX}-crash",
+                   RANKWISE_HEARTBEAT_INTERVAL="0.5", WORLD_SIZE="2")  # fmt: skip
+    ranks = [
+        subprocess.Popen(
+            [sys.executable, "-c", CRASH_JOB],
+            cwd=root.parent,
+            env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+        )
+        for r in (0, 1)
+    ]
+    assert [p.wait(60) for p in ranks] == [0, -9]
     return root
+
+
+CRASH_JOB = """
+import os, signal, time, rankwise
+run = rankwise.init(project="dash", run_mode="shared", name="crashes", job_type="eval")
+for step in range(5):
+    run.log({"train/loss": 1.0 / (step + 1)}, step=step)
+if os.environ["RANK"] == "1":
+    time.sleep(0.5)  # the writer flushes every 0.05 s
+    os.kill(os.getpid(), signal.SIGKILL)
+run.finish()
+"""
 
 
 @pytest.fixture(scope="module")
@@ -177,15 +201,25 @@ def test_click_through(browser: Any, dash_server: str, tmp_path: Path) -> None:
     page = p.page
     rows = page.locator("table.runs tbody tr[data-run]")
 
-    # Runs table: the only project opens by itself; both runs, names shown as text.
+    # Runs table: the only project opens by itself; every run, names shown as text, the
+    # crashed one naming its crashed rank (once its heartbeat is late: the table polls).
     page.goto(dash_server + "/")
     page.wait_for_url("**/#/p/dash**")
-    page.wait_for_function("document.querySelectorAll('tr[data-run]').length === 2")
+    page.wait_for_function("document.querySelectorAll('tr[data-run]').length === 3")
+    crashed = page.locator(f"tr[data-run='{PREFIX}-crash'] .state-crashed")
+    crashed.wait_for(timeout=15_000)
+    assert crashed.inner_text().split() == ["crashed", "rank-1"]
     assert page.get_by_text(XSS_NAME, exact=True).is_visible()
     assert page.locator("table.runs .tag").get_by_text(XSS_TAG, exact=True).is_visible()
     assert page.locator("tr[data-run] img").count() == 0
-    assert rows.first.locator(".state").inner_text().startswith("finished")
-    assert "2 × 1" in rows.first.inner_text()  # ranks × nodes
+    trial_b = page.locator(f"tr[data-run='{PREFIX}-b']")
+    assert trial_b.locator(".state").inner_text() == "finished"
+    assert "2 × 1" in trial_b.inner_text()  # ranks × nodes
+    page.get_by_role("link", name="Crashed").click()
+    page.wait_for_function("document.querySelectorAll('tr[data-run]').length === 1")
+    assert rows.first.get_attribute("data-run") == f"{PREFIX}-crash"
+    page.get_by_role("link", name="All runs").click()
+    page.wait_for_function("document.querySelectorAll('tr[data-run]').length === 3")
     page.screenshot(path=shots / "runs.png")
 
     # "/" focuses the search; filter to one run.
@@ -193,6 +227,7 @@ def test_click_through(browser: Any, dash_server: str, tmp_path: Path) -> None:
     page.keyboard.press("/")
     assert page.evaluate("document.activeElement.matches('input[data-search]')")
     page.keyboard.type("trial-a")
+    page.wait_for_url("**q=trial-a**")
     page.wait_for_function("document.querySelectorAll('tr[data-run]').length === 1")
     assert rows.first.get_attribute("data-run") == f"{PREFIX}-a"
     page.get_by_role("button", name="finished", exact=True).click()  # a state filter on top
@@ -212,7 +247,7 @@ def test_click_through(browser: Any, dash_server: str, tmp_path: Path) -> None:
 
     # Clear everything, then reopen the view from the sidebar.
     page.get_by_role("link", name="All runs").click()
-    page.wait_for_function("document.querySelectorAll('tr[data-run]').length === 2")
+    page.wait_for_function("document.querySelectorAll('tr[data-run]').length === 3")
     assert page.locator("input[data-search]").input_value() == ""
     view_link.click()
     page.wait_for_function("document.querySelectorAll('tr[data-run]').length === 1")
@@ -300,9 +335,9 @@ def test_click_through(browser: Any, dash_server: str, tmp_path: Path) -> None:
     page.get_by_role("link", name=PROJECT, exact=True).first.click()
     page.wait_for_function("document.querySelectorAll('tr[data-run]').length >= 1")
     page.get_by_role("link", name="All runs").click()
-    page.wait_for_function("document.querySelectorAll('tr[data-run]').length === 2")
-    for row in rows.all():
-        row.locator("input[type=checkbox]").check()
+    page.wait_for_function("document.querySelectorAll('tr[data-run]').length === 3")
+    for run in ("a", "b"):
+        page.locator(f"tr[data-run='{PREFIX}-{run}'] input[type=checkbox]").check()
     page.get_by_role("link", name="Compare (2)").click()
     page.wait_for_url("**/#/compare?runs=**")
     legend = page.locator(".run-legend li")
@@ -342,8 +377,10 @@ def test_wide_and_dark(browser: Any, dash_server: str, tmp_path: Path) -> None:
     )
     assert tops.count(tops[0]) >= 3, tops
     page.screenshot(path=tmp_path / "run-1920-dark.png")
-    page.goto(f"{dash_server}/#/p/{PROJECT}")
-    page.wait_for_function("document.querySelectorAll('tr[data-run]').length === 2")
+    page.goto(f"{dash_server}/#/p/{PROJECT}?by=group")
+    page.wait_for_function("document.querySelectorAll('tr[data-run]').length === 3")
+    groups = page.locator("tr.group-row").evaluate_all("rows => rows.map(r => r.dataset.group)")
+    assert groups == [f"{PREFIX}-sweep", ""], groups  # ungrouped runs last
     page.screenshot(path=tmp_path / "runs-1920-dark.png")
     p.check()
     p.close()
@@ -424,6 +461,8 @@ def test_empty_states(browser: Any, tmp_path: Path) -> None:
             [sys.executable, "-c", quiet],
             env=_job_env(RANKWISE_DIR=str(root)), cwd=tmp_path, check=True, timeout=60,
         )  # fmt: skip
+        run_url = f"{server.url}/api/v1/projects/quiet/runs/nothing"
+        wait_until(lambda: httpx.get(run_url).status_code == 200, timeout=10)  # indexed
         page.goto(server.url + "/#/p/quiet/r/nothing")
         page.get_by_role("heading", name="No metrics logged yet").wait_for()
         page.screenshot(path=tmp_path / "empty-run.png")

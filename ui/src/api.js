@@ -54,6 +54,22 @@ async function request(method, path, { params, body, signal } = {}) {
 const p = (s) => encodeURIComponent(s);
 const runPath = (project, run) => `/projects/${p(project)}/runs/${p(run)}`;
 
+// The run page asks for a run and its metric keys at once (the keys would otherwise wait
+// for the run to arrive); the charts tab takes the answer that is already on its way.
+const early = new Map();
+
+export function prefetchMetrics(project, run) {
+  const key = `${project}/${run}`;
+  if (!early.has(key)) early.set(key, api.metrics(project, run).catch(() => null));
+}
+
+export function takeMetrics(project, run) {
+  const key = `${project}/${run}`;
+  const p = early.get(key);
+  early.delete(key);
+  return p;
+}
+
 export const api = {
   projects: (opts) => request("GET", "/projects", opts),
   runs: (project, params, opts) =>

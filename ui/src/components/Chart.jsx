@@ -102,6 +102,18 @@ function xWindow(xRange, model) {
 }
 
 function makeOpts(live, hoverKey, model, xMode, log, width, height) {
+  // Readouts reach the caller (a Preact state) at most once per frame.
+  let pending;
+  let queued = false;
+  const hoverOut = (readout) => {
+    pending = readout;
+    if (queued) return;
+    queued = true;
+    requestAnimationFrame(() => {
+      queued = false;
+      live.current.onHover?.(pending);
+    });
+  };
   const c = themeColors();
   const axis = {
     stroke: c.text,
@@ -205,7 +217,7 @@ function makeOpts(live, hoverKey, model, xMode, log, width, height) {
           u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
         },
       ],
-      setCursor: [(u) => onCursor(u, live.current, hoverKey)],
+      setCursor: [(u) => onCursor(u, live.current, hoverKey, hoverOut)],
       setSeries: [
         (u, idx, opts) => {
           if (opts && "focus" in opts) live.current.onFocusLine?.(idx ? idx - 1 : null);
@@ -273,14 +285,14 @@ function drawOverlay(u, props, hovered, log) {
   ctx.restore();
 }
 
-function onCursor(u, props, hoverKey) {
+function onCursor(u, props, hoverKey, emit) {
   const { left, top, idx } = u.cursor;
   if (left === undefined || left < 0 || idx === null || idx === undefined) {
     if (hoverKey.current !== null) {
       hoverKey.current = null;
       u.redraw(false);
     }
-    props.onHover?.(null);
+    emit(null);
     return;
   }
   const xv = u.posToVal(left, "x");
@@ -307,7 +319,7 @@ function onCursor(u, props, hoverKey) {
     u.redraw(false);
   }
   const x = u.data[0][idx];
-  props.onHover?.({
+  emit({
     x,
     values: props.model.lines.map((l) => l.y[idx]),
     lo: props.model.band ? props.model.band.lo[idx] : null,

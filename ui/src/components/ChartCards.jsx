@@ -10,6 +10,7 @@ import {
   pointsPerRank, positiveOnly, smooth, tableBand,
 } from "../lib/series.js";
 import { fmtTime, fmtValue } from "../lib/format.js";
+import { charts, priorityOf } from "../lib/queue.js";
 import { Chart } from "./Chart.jsx";
 
 const HEIGHT = 190;
@@ -160,7 +161,9 @@ export function RunChartCard(props) {
       const width = ref.current?.clientWidth || 600;
       const base = { key: metric, x: settings.x };
       const main = multi ? { streams: "none", band: true } : { streams: "all", band: false };
-      const ask = (extra) => api.series(project, runId, { ...base, ...extra }, { signal });
+      const prio = priorityOf(ref.current);
+      const ask = (extra) =>
+        charts.run(prio, () => api.series(project, runId, { ...base, ...extra }, { signal }), signal);
       const range = zoom ? { from: zoom[0], to: zoom[1] } : {};
       const P = pointsFor(width);
       const PR = pointsPerRank(width, rankInfo.size);
@@ -287,9 +290,11 @@ export function OverlayChartCard(props) {
         runs: refs, key: metric, x: settings.x, max_points: pointsFor(width),
         streams: "none", band: true,
       };
+      const prio = priorityOf(ref.current);
+      const ask = (b) => charts.run(prio, () => api.compare(b, { signal }), signal);
       const [c, f] = await Promise.all([
-        api.compare(body, { signal }),
-        zoom ? api.compare({ ...body, from: zoom[0], to: zoom[1] }, { signal }) : null,
+        ask(body),
+        zoom ? ask({ ...body, from: zoom[0], to: zoom[1] }) : null,
       ]);
       return c.runs.map((r, i) => {
         const t = bandTable(r.band);

@@ -2,7 +2,7 @@
 // metric, cross-rank band, per-rank lines on demand), Config & summary, Streams.
 
 import { useEffect, useMemo, useState } from "preact/hooks";
-import { api } from "../api.js";
+import { api, prefetchMetrics, takeMetrics } from "../api.js";
 import { LIVE_MS, useLoad, useNow, useStored } from "../hooks.js";
 import { href, navigate } from "../router.js";
 import { fmtDuration, fmtTime, runDuration } from "../lib/format.js";
@@ -16,13 +16,16 @@ import { ConfigTab, StreamsTab, latestStreams } from "./runTabs.jsx";
 export function RunPage({ project, runId, params }) {
   // A running run is re-read every LIVE_MS; polling stops with the reply that says it ended.
   const [running, setRunning] = useState(false);
+  useState(() => prefetchMetrics(project, runId)); // once, on mount
+  // An unknown run is asked for again too: a link may be opened before the run's first
+  // records reached the server.
   const run = useLoad(
     (signal) => api.run(project, runId, { signal }),
     [project, runId],
     running ? LIVE_MS : 0,
   );
   const data = run.data;
-  const isRunning = data?.state === "running";
+  const isRunning = data?.state === "running" || (!data && run.error?.status === 404);
   useEffect(() => setRunning(isRunning), [isRunning]);
   const tab = params.get("tab") || "charts";
   const setTab = (t) => navigate(href.run(project, runId, { tab: t === "charts" ? "" : t }), { replace: true });
@@ -31,6 +34,10 @@ export function RunPage({ project, runId, params }) {
     return (
       <main class="main">
         <ErrorBox error={run.error} onRetry={run.reload} />
+        {run.error.status === 404 ? (
+          <p class="muted">This page checks again every second: a run appears once its first
+            records reach the server.</p>
+        ) : null}
         <p><a href={href.runs(project)}>← all runs of {project}</a></p>
       </main>
     );
@@ -132,7 +139,8 @@ function useRankInfo(streams) {
 
 function ChartsTab({ run, live }) {
   const keys = useLoad(
-    (signal) => api.metrics(run.project, run.id, { signal }),
+    async (signal) =>
+      (await takeMetrics(run.project, run.id)) ?? api.metrics(run.project, run.id, { signal }),
     [run.project, run.id, live], // read once more when the run ends
     live ? 2 * LIVE_MS : 0,
   );

@@ -4,7 +4,7 @@
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api } from "../api.js";
 import { useLoad, useNow } from "../hooks.js";
-import { href, navigate } from "../router.js";
+import { href, navigate, parseHash } from "../router.js";
 import { fmtDuration, fmtRanks, fmtTime, fmtValue, runDuration } from "../lib/format.js";
 import { numericSummaryKeys, summaryValue } from "../lib/metrics.js";
 import { Code, Empty, ErrorBox, Spinner, StateBadge, Tag } from "../components/common.jsx";
@@ -339,7 +339,7 @@ function RunsTable({ project, runs, total, f, set, selected, setSelected }) {
         <thead>{header}</thead>
         {grouped ? grouped.map((g) => (
           <tbody key={g.group || "(none)"} class="group-block">
-            <tr class="group-row">
+            <tr class="group-row" data-group={g.group}>
               <th colSpan={columns.length + 1} scope="colgroup">
                 {g.group ? <a href={href.group(project, g.group)}>{g.group}</a> : <span class="muted">no group</span>}
                 <span class="count">{g.runs.length}</span>
@@ -410,7 +410,10 @@ export function ProjectsPage() {
   const projects = useLoad((signal) => api.projects({ signal }), [], POLL_MS);
   const list = projects.data?.projects ?? [];
   useEffect(() => {
-    if (list.length === 1) navigate(href.runs(list[0].name), { replace: true });
+    // One project: open it, unless the address moved on meanwhile (a link, a back button).
+    if (list.length === 1 && parseHash(location.hash).page === "projects") {
+      navigate(href.runs(list[0].name), { replace: true });
+    }
   }, [list.length === 1 ? list[0].name : ""]); // eslint-disable-line react-hooks/exhaustive-deps
   if (projects.error) return <main class="main"><ErrorBox error={projects.error} onRetry={projects.reload} /></main>;
   if (!projects.data) return <main class="main"><Spinner /></main>;

@@ -1,0 +1,95 @@
+// Rank health on the run page: a strip with one cell per rank, coloured by state and by
+// how far the rank lags behind the median, with details on hover (or focus); clicking a
+// cell opens that rank's logs. Below it, the stall banner (StallBanner.jsx).
+//
+// Everything shown comes from GET .../health (docs/http-api.md), re-read while the run
+// is live. User text (labels, hosts, where, stacks) is only ever rendered as text.
+
+import { useState } from "preact/hooks";
+import { api } from "../api.js";
+import { LIVE_MS, useLoad } from "../hooks.js";
+import { href, navigate } from "../router.js";
+import { healthCells, runApiPath, stateCounts } from "../lib/health.js";
+import { StallBanner } from "./StallBanner.jsx";
+import "./health.css";
+
+/** The strip and the stall banner, sharing one /health read. */
+export function RunHealth({ run }) {
+  const live = run.state === "running";
+  const health = useLoad(
+    (signal) => api.get(runApiPath(run, "/health"), {}, { signal }),
+    [run.project, run.id, run.state],
+    live ? 2 * LIVE_MS : 0,
+  );
+  if (!health.data) return null; // loading, or a server without rank health: no strip
+  return (
+    <>
+      <HealthStrip run={run} health={health.data} />
+      <StallBanner run={run} health={health.data} />
+    </>
+  );
+}
+
+const STATE_TEXT = {
+  crashed: "crashed",
+  failed: "failed",
+  stalled: "stalled",
+  killed: "killed",
+  running: "running",
+  finished: "finished",
+  slow: "slow",
+};
+
+export function HealthStrip({ run, health }) {
+  const cells = healthCells(health);
+  const [hover, setHover] = useState(null);
+  if (!cells.length) return null;
+  const big = cells.length > 64;
+  const shown = hover ? cells.find((c) => c.label === hover) : null;
+  const open = (c) => navigate(href.run(run.project, run.id, { tab: "logs", label: c.label }));
+  return (
+    <section class="rank-health" data-health-strip aria-label="Rank health">
+      <div class="rh-head">
+        <h2>Rank health</h2>
+        <ul class="rh-legend">
+          {stateCounts(cells).map(([state, n]) => (
+            <li key={state} class={`rh-key rh-${state}`}>
+              <span class="rh-dot" aria-hidden="true" />
+              {n} {STATE_TEXT[state] ?? state}
+            </li>
+          ))}
+        </ul>
+      </div>
+      <div class={big ? "rh-cells small" : "rh-cells"} role="list">
+        {cells.map((c) => (
+          <button
+            type="button"
+            role="listitem"
+            key={c.label}
+            class={`rh-cell rh-${c.state}${c.slow ? " rh-slow" : ""}`}
+            style={{ "--lag": String(c.lag) }}
+            data-rank={c.rank}
+            data-label={c.label}
+            data-state={c.state}
+            data-slow={String(c.slow)}
+            aria-label={c.details.join("; ")}
+            onMouseEnter={() => setHover(c.label)}
+            onMouseLeave={() => setHover(null)}
+            onFocus={() => setHover(c.label)}
+            onBlur={() => setHover(null)}
+            onClick={() => open(c)}
+          >
+            {big ? null : c.rank >= 0 ? c.rank : "?"}
+          </button>
+        ))}
+      </div>
+      <div class="rh-card" aria-hidden="true">
+        {shown ? (
+          shown.details.map((line, i) => <div key={i} class={i ? "" : "rh-card-title"}>{line}</div>)
+        ) : (
+          <span class="muted">Hover a rank for its state, step rate and lag; click it for its logs.</span>
+        )}
+      </div>
+    </section>
+  );
+}
