@@ -48,10 +48,12 @@ def batches(n: int, size: int = 20_000) -> Iterator[list[R.AnyRecord]]:
 
 
 def fill(st: SQLStore, n: int) -> float:
-    t = time.perf_counter()
+    spent = 0.0  # in ingest only, not in building the records
     for recs in batches(n):
+        t = time.perf_counter()
         st.ingest([(KEY, recs)])
-    return time.perf_counter() - t
+        spent += time.perf_counter() - t
+    return spent
 
 
 def timed(st: SQLStore, repeats: int, **kw: object) -> tuple[float, float, int]:
@@ -69,7 +71,7 @@ def run(name: str, opener: object, sizes: list[int], repeats: int) -> None:
     for n in sizes:
         with opener() as st:  # type: ignore[operator]
             fill_s = fill(st, n)
-            print(f"{name:8s} N={n:>11,}  (filled in {fill_s:.1f} s)")
+            print(f"{name:8s} N={n:>11,}  (ingest took {fill_s:.1f} s)")
             cases: list[tuple[str, dict[str, object]]] = [
                 ("whole series", {"max_points": 2000}),
                 ("a tenth, zoomed", {"max_points": 2000, "lo": n * 0.45, "hi": n * 0.55}),
@@ -84,7 +86,7 @@ def run(name: str, opener: object, sizes: list[int], repeats: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="10000,100000,1000000,10000000")
-    ap.add_argument("--pg-sizes", default="10000,100000,1000000,10000000")
+    ap.add_argument("--pg-sizes", default="10000,100000,1000000")
     ap.add_argument("--repeats", type=int, default=30)
     args = ap.parse_args()
     run("sqlite", sqlite_store, [int(s) for s in args.sizes.split(",")], args.repeats)

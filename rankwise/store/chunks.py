@@ -242,7 +242,8 @@ def unpack_ints(blob: bytes, n: int) -> I8:
     """Inverse of ``pack_ints`` (the first ``8 * n`` bytes, or 16 when packed)."""
     if n > 2 and len(blob) in (16, 16 + 8 * n):  # packed (the second: a steps+times blob)
         start, stride = np.frombuffer(blob, np.int64, 2)
-        return start + stride * np.arange(n, dtype=np.int64)
+        out: I8 = start + stride * np.arange(n, dtype=np.int64)
+        return out
     return np.frombuffer(blob, np.int64, n)
 
 
