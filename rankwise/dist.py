@@ -316,7 +316,7 @@ def _store_agree(store, key: str) -> str:  # type: ignore[no-untyped-def]
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _agent_store_id(env: Mapping[str, str], timeout: float) -> str | None:
+def _agent_store_id(env: Mapping[str, str], timeout: float, sfx: str = "") -> str | None:
     if env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() not in ("true", "1"):
         return None
     try:
@@ -331,7 +331,8 @@ def _agent_store_id(env: Mapping[str, str], timeout: float) -> str | None:
             timeout=timedelta(seconds=timeout),
             wait_for_workers=False,
         )
-        return _store_agree(store, f"rankwise/base_id/{env.get('TORCHELASTIC_RUN_ID', '')}")
+        key = f"rankwise/base_id/{env.get('TORCHELASTIC_RUN_ID', '')}{sfx}"
+        return _store_agree(store, key)
     except Exception:
         return None
 
@@ -349,31 +350,36 @@ def _parent_key() -> str | None:
 
 
 def agree_base_id(
-    ident: Identity, env: Mapping[str, str] | None = None, timeout: float = 30.0
+    ident: Identity, env: Mapping[str, str] | None = None, timeout: float = 30.0, nth: int = 0
 ) -> str:
-    """The base run id every rank of this launch computes identically (module docstring)."""
+    """The base run id every rank of this launch computes identically (module docstring).
+
+    ``nth`` counts the earlier ``init()`` calls of this process that agreed an id: the
+    n-th ``init()`` of every rank shares a run, and a second ``init()`` starts a new one.
+    """
     env = os.environ if env is None else env
+    sfx = f"#{nth}" if nth else ""
     if ident.job_key is not None:
-        return hashed_id(ident.job_key)
+        return hashed_id(ident.job_key + sfx)
     if ident.launcher == "torchrun":
-        agreed = _agent_store_id(env, timeout)
+        agreed = _agent_store_id(env, timeout, sfx)
         if agreed is not None:
             return agreed
         key = f"torchrun:{env.get('TORCHELASTIC_RUN_ID')}:{env.get('MASTER_ADDR')}:"
         key += f"{env.get('MASTER_PORT')}"
         if ident.num_nodes == 1:
             key += f":{_parent_key()}"
-        return hashed_id(key)
+        return hashed_id(key + sfx)
     if ident.launcher == "mp.spawn":
         parent = _parent_key()
         if parent is not None:
-            return hashed_id(parent)
+            return hashed_id(parent + sfx)
     dist = _torch_dist()
     if dist is not None and ident.world_size > 1:
         try:
             from torch.distributed.distributed_c10d import _get_default_store
 
-            return _store_agree(_get_default_store(), "rankwise/base_id")
+            return _store_agree(_get_default_store(), "rankwise/base_id" + sfx)
         except Exception:
             pass
     if ident.world_size > 1:
@@ -386,5 +392,5 @@ def agree_base_id(
             )
         parent = _parent_key()
         if parent is not None:
-            return hashed_id(parent)
+            return hashed_id(parent + sfx)
     return random_id()

@@ -314,3 +314,47 @@ def test_public_api_is_pinned() -> None:
     for name in rankwise.__all__:
         if name != "run":
             assert getattr(rankwise, name) is not None
+
+
+def test_nth_init_of_every_rank_shares_a_run(tmp_path: Path) -> None:
+    # Two ranks of one launch (same parent, as under mp.spawn or a single-node launcher):
+    # each calls init() twice; the first calls share one run, the second calls another.
+    code = """
+        import rankwise
+        a = rankwise.init(project="p", run_mode="shared")
+        b = rankwise.init(project="p", run_mode="shared")
+        print(a.id, b.id)
+        """
+    ids = []
+    for rank in (0, 1):
+        env = {
+            "RANKWISE_DIR": str(tmp_path),
+            "RANK": str(rank),
+            "WORLD_SIZE": "2",
+            "LOCAL_RANK": str(rank),
+            "RANKWISE_SYSTEM": "0",
+        }
+        proc = run_script(code, env)
+        assert proc.returncode == 0, proc.stderr
+        ids.append(proc.stdout.split())
+    assert ids[0] == ids[1]
+    assert ids[0][0] != ids[0][1]
+
+
+def test_log_in_a_forked_child_says_why_it_is_ignored(tmp_path: Path) -> None:
+    proc = run_script(
+        """
+        import os, rankwise
+        run = rankwise.init(project="p", id="forky")
+        pid = os.fork()
+        if pid == 0:
+            rankwise.log({"x": 1})
+            os._exit(0)
+        os.waitpid(pid, 0)
+        run.log({"x": 2})
+        """,
+        {"RANKWISE_DIR": str(tmp_path), "RANKWISE_SYSTEM": "0"},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "forked child" in proc.stderr and "before rankwise.init()" not in proc.stderr
+    assert [r["x"] for r in rankwise.Api(tmp_path).run("forky").history()] == [2]

@@ -96,7 +96,7 @@ def _wrap_excepthook() -> None:
 def _wrap_sys_exit() -> None:
     previous = sys.exit
 
-    def exit(code: Any = None) -> None:  # noqa: A001 - mirrors sys.exit
+    def exit(code: Any = None) -> None:
         global _exit_code
         _exit_code = code
         previous(code)
@@ -146,3 +146,5 @@ def _after_fork() -> None:
     from . import session
 
     session.current = None
+    session.forked_child = True
+    session._warned_no_run = False

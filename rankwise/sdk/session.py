@@ -24,6 +24,8 @@ from .writer import StreamWriter
 
 current: Run | None = None
 _warned_no_run = False
+_agreed = 0  # init() calls of this process that agreed a base id with the other ranks
+forked_child = False  # set in a forked child: the parent's run is not this process's
 
 RESUME = ("allow", "must", "never")
 
@@ -87,7 +89,12 @@ def init(
 
     ident = detect(env)
     base = id or env.get("RANKWISE_RUN_ID") or None
-    base = check_id(base) if base else agree_base_id(ident, env, opts.store_timeout)
+    global _agreed
+    if base:
+        base = check_id(base)
+    else:
+        base = agree_base_id(ident, env, opts.store_timeout, nth=_agreed)
+        _agreed += 1
     if label is not None:
         try:
             label = label.format(rank=ident.rank, local_rank=ident.local_rank, node=ident.node_rank)
@@ -245,4 +252,11 @@ def _no_run(what: str) -> None:
     global _warned_no_run
     if not _warned_no_run:
         _warned_no_run = True
+        if forked_child:
+            _log.warn(
+                f"rankwise.{what}() in a forked child (a DataLoader worker, say) is ignored: "
+                "the parent process records. Call rankwise.init() in the child to record "
+                "from it."
+            )
+            return
         _log.warn(f"rankwise.{what}() before rankwise.init(): ignored. Call rankwise.init() first.")
