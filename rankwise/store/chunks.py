@@ -11,11 +11,12 @@ chunk also carries summaries so that a chart-sized query rarely decodes raw poin
 
 where the six are the first and last by step, the first and last by time, and the
 minimum and maximum value (NaN never wins unless all are NaN). Each representative
-point is stored as (step, time, value) float64 triples.
+point is stored as (step, time, value) float64 triples. Step and seq columns that progress
+evenly (0, 1, 2, ...) are stored as their start and stride (``pack_ints``).
 
 Invariants:
 
-* A unit (a whole chunk or a sub-block) contributes its four points for the chosen x
+* A unit (a whole chunk, a mid- or a sub-block) contributes its four points for the x
   axis (first, last, min, max); grouping whole units into buckets therefore keeps every
   bucket's true extremes exactly (see ``rankwise.store.downsample.extremes``).
 * Only the series' last chunk is ever rewritten (while it holds fewer than

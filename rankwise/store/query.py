@@ -8,16 +8,20 @@ spans two units or more (``choose_level``):
 * a whole chunk (up to ``CHUNK`` points), from its ``head`` summary;
 * a mid-block of ``MID`` points, from the first part of the chunk's ``subs`` summary;
 * a sub-block of ``SUB`` points, from the rest of it;
-* a single point, decoding the chunk's columns;
+* a single point, decoding the chunk's columns.
 
 Tiers are 8 or 64 times apart, so the chosen one holds fewer than ``32 * max_points``
-representative points whatever ``N`` is.
+representative points whatever ``N`` is (at the chunk tier the per-chunk metadata rows,
+``N / CHUNK`` of them, are still read). M4 (``downsample.extremes``) then runs over the
+units' representative points, grouping each unit by the bucket of its first x: every
+bucket is a union of whole units, so its first, last, minimum and maximum are exact.
+Chunks cut by the range's ends are always decoded, so nothing outside ``[lo, hi]`` leaks
+in. When the range holds no more than ``max_points`` points, they are all returned,
+undownsampled.
 
-and runs M4 (``downsample.extremes``) over the units' representative points, grouping
-each unit by the bucket of its first x. Every bucket is then a union of whole units, so
-its first, last, minimum and maximum are exact. Chunks cut by the range's ends are always
-decoded, so nothing outside ``[lo, hi]`` leaks in. When the range holds no more than
-``max_points`` points, they are all returned, undownsampled.
+The band reads the run's aggregate blocks over the range (``rankwise.store.blocks``) and
+keeps, per bucket of ``max_points // 8``, the first and last step and the steps holding
+the extremes of ``min``, ``max``, ``mean`` and ``wmean``.
 """
 
 from __future__ import annotations

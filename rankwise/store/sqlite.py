@@ -7,7 +7,7 @@ halfway. Readers use their own connections from a small pool and see WAL snapsho
 chart never waits for an ingest.
 
 An ``ingest`` call is one transaction for all of its streams: every stream's mark moves
-with its data, and one commit per call is what lets one writer sustain millions of
+with its data, and one commit per call is what lets one writer sustain about a million
 points per second.
 """
 
