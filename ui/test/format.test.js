@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { fmtAgo, fmtCrashed, fmtDuration, fmtRanks, fmtValue, runDuration } from "../src/lib/format.js";
+import { fmtAgo, fmtCrashed, fmtDuration, fmtRanks, fmtShortTime, fmtValue, runDuration } from "../src/lib/format.js";
 import { createFirstDraw } from "../src/lib/firstDraw.js";
 import { parseHash, href } from "../src/router.js";
 
@@ -10,6 +10,11 @@ describe("format", () => {
     expect(fmtValue(0.123456789)).toBe("0.12346");
     expect(fmtValue(null)).toBe("–");
     expect(fmtValue(true)).toBe("true");
+  });
+  it("short times: month-day this year, the date before", () => {
+    const now = new Date(2024, 5, 1, 12).getTime() / 1000;
+    expect(fmtShortTime(new Date(2024, 0, 2, 3, 4, 5).getTime() / 1000, now)).toBe("01-02 03:04");
+    expect(fmtShortTime(new Date(2023, 11, 31, 23, 0).getTime() / 1000, now)).toBe("2023-12-31");
   });
   it("durations and ages", () => {
     expect(fmtDuration(42)).toBe("42s");

@@ -43,6 +43,15 @@ export function fmtTime(ts) {
   );
 }
 
+/** Unix seconds, short: "11-22 13:04" this year, "2023-11-22" before. */
+export function fmtShortTime(ts, now = Date.now() / 1000) {
+  if (ts === null || ts === undefined) return "–";
+  const full = fmtTime(ts);
+  return new Date(ts * 1000).getFullYear() === new Date(now * 1000).getFullYear()
+    ? full.slice(5, 16)
+    : full.slice(0, 10);
+}
+
 /** How long ago, relative to `now` (Unix seconds): "4 s ago", "3 min ago", "2 h ago". */
 export function fmtAgo(ts, now = Date.now() / 1000) {
   if (ts === null || ts === undefined) return "–";

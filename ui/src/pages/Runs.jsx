@@ -5,7 +5,7 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api } from "../api.js";
 import { useLoad, useNow } from "../hooks.js";
 import { href, navigate, parseHash } from "../router.js";
-import { fmtDuration, fmtRanks, fmtTime, fmtValue, runDuration } from "../lib/format.js";
+import { fmtDuration, fmtRanks, fmtShortTime, fmtTime, fmtValue, runDuration } from "../lib/format.js";
 import { numericSummaryKeys, summaryValue } from "../lib/metrics.js";
 import { Code, Empty, ErrorBox, Spinner, StateBadge, Tag } from "../components/common.jsx";
 import {
@@ -378,7 +378,7 @@ function cell(project, r, c, now) {
   switch (c.key) {
     case "name":
       return (
-        <a class="run-name" href={href.run(project, r.id)} title={r.id}>
+        <a class="run-name" href={href.run(project, r.id)} title={r.name && r.name !== r.id ? `${r.name} (${r.id})` : r.id}>
           <span class="name">{r.name || r.id}</span>
           {r.name && r.name !== r.id ? <span class="muted small id">{r.id}</span> : null}
         </a>
@@ -396,7 +396,7 @@ function cell(project, r, c, now) {
     case "steps":
       return r.steps >= 0 ? fmtValue(r.steps) : "–";
     case "created":
-      return <span title={fmtTime(r.created)}>{fmtTime(r.created)}</span>;
+      return <span title={fmtTime(r.created)}>{fmtShortTime(r.created, now)}</span>;
     case "duration":
       return fmtDuration(runDuration(r, now));
     default: {
