@@ -288,7 +288,6 @@ const BASE_COLUMNS = [
   { key: "job_type", label: "Job type", sort: "job_type" },
   { key: "tags", label: "Tags" },
   { key: "ranks", label: "Ranks × nodes", sort: "ranks", num: true },
-  { key: "steps", label: "Steps", sort: "steps", num: true },
   { key: "created", label: "Created", sort: "created" },
   { key: "duration", label: "Duration", sort: "duration", num: true },
 ];
@@ -393,8 +392,6 @@ function cell(project, r, c, now) {
       return <span class="tags">{(r.tags ?? []).map((t) => <Tag key={t}>{t}</Tag>)}</span>;
     case "ranks":
       return fmtRanks(r);
-    case "steps":
-      return r.steps >= 0 ? fmtValue(r.steps) : "–";
     case "created":
       return <span title={fmtTime(r.created)}>{fmtShortTime(r.created, now)}</span>;
     case "duration":
