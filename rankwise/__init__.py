@@ -10,17 +10,17 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-from .api import Api  # noqa: E402
-from .errors import (  # noqa: E402
+from .api import Api
+from .errors import (
     ConfigError,
     RankwiseError,
     RunExistsError,
     RunNotFoundError,
     UsageError,
 )
-from .sdk.run import Run  # noqa: E402
-from .sdk.session import finish, init, log  # noqa: E402
-from .settings import Settings  # noqa: E402
+from .sdk.run import Run
+from .sdk.session import finish, init, log
+from .settings import Settings
 
 __all__ = [
     "Api",

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .errors import RunNotFoundError, UsageError
 from .health import RankHealth
@@ -19,6 +20,9 @@ from .stream import records as R
 from .stream.files import list_streams
 from .stream.fold import StreamFold, StreamState, run_state, stream_state
 from .stream.frames import scan
+
+if TYPE_CHECKING:
+    from ._remote import RemoteReader
 
 
 @dataclass
@@ -227,13 +231,13 @@ class Api:
 
     def __init__(
         self,
-        dir: str | os.PathLike[str] | None = None,  # noqa: A002
+        dir: str | os.PathLike[str] | None = None,
         crash_timeout: float = 60.0,
         server: str | None = None,
     ) -> None:
         self.dir = Path(dir or os.environ.get("RANKWISE_DIR") or "rankwise").expanduser()
         self.crash_timeout = crash_timeout
-        self._remote: Any = None
+        self._remote: RemoteReader | None = None
         if server is not None:
             from ._remote import RemoteReader
 
@@ -295,15 +299,13 @@ class Api:
         out.sort(key=lambda r: r.created or 0.0, reverse=True)
         return out
 
-    def run(self, id: str, project: str | None = None) -> RunInfo:  # noqa: A002
+    def run(self, id: str, project: str | None = None) -> RunInfo:
         """One run by id; ``"project/id"`` also works."""
         if project is None and "/" in id:
             project, id = id.split("/", 1)
         if self._remote is not None:
             return self._remote.run(id, project)
-        found = [
-            (proj, path) for proj, path in self._run_dirs(project) if path.name == id
-        ]
+        found = [(proj, path) for proj, path in self._run_dirs(project) if path.name == id]
         if not found:
             where = f"project {project!r}" if project else "any project"
             raise RunNotFoundError(f"no run {id!r} in {where} under {self.dir}")

@@ -42,6 +42,7 @@ import socket
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ._log import warn
 from .errors import UsageError
@@ -257,7 +258,7 @@ def _spawn_signature(cmdline: list[str]) -> list[str]:
     ]
 
 
-def _torch_dist():  # type: ignore[no-untyped-def]
+def _torch_dist() -> Any:
     """The torch.distributed module if the program imported and initialised it."""
     if "torch.distributed" not in sys.modules:
         return None
@@ -322,7 +323,7 @@ def _agent_store_id(env: Mapping[str, str], timeout: float, sfx: str = "") -> st
     try:
         from datetime import timedelta
 
-        from torch.distributed import TCPStore
+        from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
         store = TCPStore(
             env["MASTER_ADDR"],

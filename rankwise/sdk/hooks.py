@@ -102,7 +102,7 @@ def _wrap_sys_exit() -> None:
         previous(code)
 
     exit.__doc__ = previous.__doc__
-    sys.exit = exit
+    sys.exit = exit  # type: ignore[assignment]
 
 
 def _install_signal(signum: int) -> None:

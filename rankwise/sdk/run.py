@@ -10,8 +10,9 @@ from __future__ import annotations
 import os
 import time
 import traceback as tb_module
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .. import _log
 from ..settings import Settings
@@ -20,7 +21,6 @@ from .mappings import Config, Summary
 from .writer import StreamWriter
 
 _now = time.time
-
 
 
 class Run:

@@ -19,8 +19,9 @@ own, because a stalled process is still alive and heartbeating.
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from . import records as R
 
@@ -53,29 +54,28 @@ class StreamFold:
                 self.first_time = rec.time
             if self.last_time is None or rec.time > self.last_time:
                 self.last_time = rec.time
-            cls = type(rec)
-            if cls is R.Metrics:
+            if isinstance(rec, R.Metrics):
                 self.metrics_records += 1
                 self.points += len(rec.values)
                 self.last_values.update(rec.values)
                 self.metric_keys.update(rec.values)
                 if rec.step > self.last_step:
                     self.last_step = rec.step
-            elif cls is R.StreamStart:
+            elif isinstance(rec, R.StreamStart):
                 self.start = rec
                 self.config = dict(rec.config)
-            elif cls is R.ConfigUpdate:
+            elif isinstance(rec, R.ConfigUpdate):
                 self.config.update(rec.items)
-            elif cls is R.SummaryUpdate:
+            elif isinstance(rec, R.SummaryUpdate):
                 self.user_summary.update(rec.items)
-            elif cls is R.Heartbeat:
+            elif isinstance(rec, R.Heartbeat):
                 self.dropped = max(self.dropped, rec.dropped)
-            elif cls is R.Dropped:
+            elif isinstance(rec, R.Dropped):
                 self.dropped = max(self.dropped, rec.count)
-            elif cls is R.Finish:
+            elif isinstance(rec, R.Finish):
                 self.finish = rec
                 self.dropped = max(self.dropped, rec.dropped)
-            elif isinstance(rec, R.Stall):  # isinstance: narrows the type for mypy
+            elif isinstance(rec, R.Stall):
                 if rec.cleared:
                     self.stall = None
                 else:

@@ -13,13 +13,13 @@ Values that travel in ``Metrics.values`` have already been coerced to ``float`` 
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
 import msgspec
 
 SCHEMA_VERSION = 1
 
-Number = Union[bool, int, float]
+Number = bool | int | float
 Json = Any  # config and summary values: str, number, bool, None, list, dict
 
 
@@ -143,14 +143,30 @@ class Dropped(Record, tag=10):
     count: int
 
 
-AnyRecord = Union[
-    StreamStart, Metrics, ConfigUpdate, SummaryUpdate, Heartbeat, Finish, Console, System,
-    Stall, Dropped,
-]
+AnyRecord = (
+    StreamStart
+    | Metrics
+    | ConfigUpdate
+    | SummaryUpdate
+    | Heartbeat
+    | Finish
+    | Console
+    | System
+    | Stall
+    | Dropped
+)
 
 RECORD_TYPES: tuple[type[Record], ...] = (
-    StreamStart, Metrics, ConfigUpdate, SummaryUpdate, Heartbeat, Finish, Console, System,
-    Stall, Dropped,
+    StreamStart,
+    Metrics,
+    ConfigUpdate,
+    SummaryUpdate,
+    Heartbeat,
+    Finish,
+    Console,
+    System,
+    Stall,
+    Dropped,
 )
 
 # The payload of one frame: [schema version, [record, record, ...]].
@@ -168,7 +184,7 @@ def encode_payload(records: list[AnyRecord]) -> bytes:
 def decode_payload(data: bytes | memoryview) -> list[AnyRecord]:
     """Decode one frame payload; raises ``msgspec.DecodeError`` on bad input."""
     _version, records = _decoder.decode(data)
-    return records
+    return records  # type: ignore[no-any-return]
 
 
 STATES = ("running", "finished", "failed", "killed", "crashed")
