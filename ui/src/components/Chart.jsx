@@ -32,6 +32,7 @@ export function Chart(props) {
   const live = useRef(props);
   live.current = props;
   const hoverKey = useRef(null);
+  const shown = useRef({ model: null, xRange: null });
   const theme = useTheme();
 
   const signature = [
@@ -45,6 +46,7 @@ export function Chart(props) {
     const width = Math.max(200, el.clientWidth);
     const u = new uPlot(makeOpts(live, hoverKey, model, xMode, log, width, height), toData(model), el);
     plot.current = u;
+    shown.current = { model, xRange: props.xRange }; // drawn with these: no second draw
     const onDbl = () => live.current.onResetZoom?.();
     u.over.addEventListener("dblclick", onDbl);
     const onLeave = () => {
@@ -69,13 +71,15 @@ export function Chart(props) {
 
   useEffect(() => {
     const u = plot.current;
-    if (!u) return;
+    if (!u || shown.current.model === model) return;
+    shown.current.model = model;
     u.setData(toData(model), true);
   }, [model]);
 
   useEffect(() => {
     const u = plot.current;
-    if (!u) return;
+    if (!u || shown.current.xRange === props.xRange) return;
+    shown.current.xRange = props.xRange;
     const [lo, hi] = xWindow(props.xRange, model);
     if (lo !== null) u.setScale("x", { min: lo, max: hi });
   }, [props.xRange]); // eslint-disable-line react-hooks/exhaustive-deps
