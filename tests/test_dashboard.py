@@ -270,7 +270,7 @@ def test_click_through(browser: Any, dash_server: str, tmp_path: Path) -> None:
     page.locator('.chart-card[data-metric="train/loss"][data-state="drawn"]').wait_for()
 
     # Per-rank lines: a legend of ranks; every visible chart redrawn with two lines.
-    page.get_by_role("button", name="Ranks").click()
+    page.get_by_role("button", name="Ranks", exact=True).click()
     page.locator(".rank-chip", has_text="rank-0").wait_for()
     assert page.locator(".rank-chip").all_inner_texts() == ["rank-0", "rank-1"]
     loss = page.locator('.chart-card[data-metric="train/loss"]')
@@ -294,7 +294,7 @@ def test_click_through(browser: Any, dash_server: str, tmp_path: Path) -> None:
     page.mouse.move(box["x"] + box["width"] * 0.5, y, steps=5)
     page.mouse.move(box["x"] + box["width"] * 0.75, y, steps=5)
     page.mouse.up()
-    page.get_by_role("button", name="Reset zoom").wait_for()
+    page.get_by_role("button", name="Reset zoom", exact=True).wait_for()
     page.wait_for_function(
         """() => { const c = document.querySelector('.chart-card[data-metric="train/loss"]');
                    return Number(c.dataset.xmin) > 5 && Number(c.dataset.xmax) < 35; }"""
@@ -308,11 +308,11 @@ def test_click_through(browser: Any, dash_server: str, tmp_path: Path) -> None:
     wait_until(lambda: acc.get_attribute("data-xmin") == loss.get_attribute("data-xmin"))
     page.screenshot(path=shots / "run-zoomed.png")
     loss.locator(".u-over").dblclick()
-    page.get_by_role("button", name="Reset zoom").wait_for(state="detached")
+    page.get_by_role("button", name="Reset zoom", exact=True).wait_for(state="detached")
     wait_until(lambda: loss.get_attribute("data-xmin") == "0")
 
     # Back to the mean view for the README's screenshot of the run page.
-    page.get_by_role("button", name="Mean").click()
+    page.get_by_role("button", name="Mean", exact=True).click()
     page.locator('.chart-card[data-metric="train/loss"][data-lines="0"]').wait_for()
     page.mouse.move(5, 5)
     page.wait_for_timeout(300)
@@ -505,7 +505,7 @@ def test_big_run_first_charts(browser: Any, tmp_path: Path) -> None:
                         page = p.page
                         # Every rank on the visible charts: time to all 64 lines drawn.
                         t0 = time.perf_counter()
-                        page.get_by_role("button", name="Ranks").click()
+                        page.get_by_role("button", name="Ranks", exact=True).click()
                         page.wait_for_function(
                             f"""() => {{ const d = [...document.querySelectorAll(
                                    '{_drawn(page)}')];
