@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
-  apiParams, clientSort, facets, filtersFromParams, filtersFromView, groupRuns, paramsFromFilters,
-  viewFromFilters,
+  apiParams, clientSort, facets, filtersFromParams, filtersFromView, groupRuns, isFiltered,
+  paramsFromFilters, viewFromFilters,
 } from "../src/pages/runsModel.js";
 
 describe("filters ⇄ URL ⇄ saved view", () => {
@@ -21,6 +21,10 @@ describe("filters ⇄ URL ⇄ saved view", () => {
   });
   it("tolerates views written by hand", () => {
     expect(filtersFromView({ name: "n", filters: { state: "crashed", tag: "x" } })).toMatchObject({ state: ["crashed"], tag: ["x"], cols: [] });
+  });
+  it("knows when filters hide runs", () => {
+    expect(isFiltered(filtersFromParams(new URLSearchParams("sort=name&by=group&cols=a")))).toBe(false);
+    expect(isFiltered(filtersFromParams(new URLSearchParams("tag=x")))).toBe(true);
   });
   it("leaves the default sort out of the URL", () => {
     expect(paramsFromFilters({ ...f, sort: "-created" }).sort).toBe("");

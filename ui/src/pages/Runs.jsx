@@ -10,7 +10,7 @@ import { numericSummaryKeys, summaryValue } from "../lib/metrics.js";
 import { Code, Empty, ErrorBox, Spinner, StateBadge, Tag } from "../components/common.jsx";
 import {
   STATES, apiParams, clientSort, facets, filtersFromParams, filtersFromView, groupRuns,
-  paramsFromFilters, parseSort, viewFromFilters,
+  isFiltered, paramsFromFilters, parseSort, viewFromFilters,
 } from "./runsModel.js";
 
 const POLL_MS = 2000;
@@ -72,7 +72,10 @@ export function RunsPage({ project, params }) {
               setSelected={setSelected}
             />
           ) : (
-            <NoRuns project={project} filtered={JSON.stringify(apiParams(f)) !== JSON.stringify(apiParams(filtersFromParams(new URLSearchParams())))} onClear={() => set({ state: [], group: "", job_type: "", tag: [], q: "" })} />
+            <NoRuns
+              filtered={isFiltered(f)}
+              onClear={() => set({ state: [], group: "", job_type: "", tag: [], q: "" })}
+            />
           )
         ) : null}
       </main>

@@ -58,6 +58,11 @@ export function filtersFromView(view) {
   };
 }
 
+/** Do the filters hide any run? (Sorting, grouping and columns do not.) */
+export function isFiltered(f) {
+  return Boolean(f.state.length || f.group || f.job_type || f.tag.length || f.q);
+}
+
 /** Is the sort one the server does (over all runs) or one done here (over the page)? */
 export function parseSort(sort) {
   const desc = sort.startsWith("-");
