@@ -15,10 +15,14 @@ gaps beyond the mark (a gap is refused, so the sender resends from the mark).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Sequence
 
 from ..stream import records as R
 from .saved_views import SavedView
+from .telemetry import ConsolePage, ConsoleQuery, StallEvent, SystemSeries
+
+if TYPE_CHECKING:
+    from ..health import StreamSteps
 
 XAxis = Literal["step", "time"]
 
@@ -181,5 +185,36 @@ class Store(Protocol):
 
     def delete_view(self, project: str, name: str) -> bool:
         """Delete a saved view; False when there was none of that name."""
+
+    # Rank health (``rankwise.store.telemetry``); each answers None for an unknown run.
+
+    def console(self, project: str, run_id: str, q: ConsoleQuery) -> ConsolePage | None:
+        """A page of the run's captured console lines, in time order."""
+
+    def system_keys(self, project: str, run_id: str) -> list[str] | None:
+        """The system metric keys the run's streams sampled, sorted."""
+
+    def system_series(
+        self,
+        project: str,
+        run_id: str,
+        chart: str,
+        *,
+        lo: float | None = None,
+        hi: float | None = None,
+        max_points: int = 2000,
+    ) -> list[SystemSeries] | None:
+        """One line per node, GPU or process of one system chart, x = time (M4)."""
+
+    def health_streams(
+        self, project: str, run_id: str, window: float, now: float | None = None
+    ) -> tuple[RunRow, list[StreamSteps], float] | None:
+        """The run, each stream's step points and stall for ``rankwise.health.assess``,
+        and the time to assess at."""
+
+    def stalls(
+        self, project: str, run_id: str, labels: Sequence[str] = (), limit: int = 100
+    ) -> list[StallEvent] | None:
+        """The watchdog's stall reports, newest first."""
 
     def close(self) -> None: ...

@@ -6,7 +6,8 @@
 1. read the stream's mark and folded state;
 2. keep the records that continue the mark without a gap (``contiguous``);
 3. fold them (``rankwise.stream.fold.StreamFold``, the local reader's rules), cut their
-   metric values into per-metric numpy columns, and append those as chunks;
+   metric values into per-metric numpy columns, and append those as chunks; store their
+   console lines, stalls, system samples and step progress (``rankwise.store.telemetry``);
 4. merge their per-step aggregates into the run's aggregate blocks, locking blocks in
    (metric, block) order so that ingesters of different ranks never deadlock;
 5. move the mark.
@@ -28,6 +29,7 @@ import numpy.typing as npt
 
 from ..stream import records as R
 from ..stream.fold import StreamFold
+from . import telemetry
 from .blocks import merge_blocks
 from .chunks import MERGE_BELOW, Points, decode, encode_many, split
 from .tx import Tx, marks
@@ -165,17 +167,22 @@ def extract(records: Sequence[R.AnyRecord]) -> dict[str, Points]:
 
 
 def apply_streams(
-    tx: Tx, items: Sequence[tuple[int, int, Sequence[R.AnyRecord]]], metric_ids: dict[str, int]
+    tx: Tx,
+    items: Sequence[tuple[int, int, Sequence[R.AnyRecord]]],
+    metric_ids: dict[str, int],
+    system_ids: dict[str, int] | None = None,
 ) -> list[int]:
     """Apply each ``(stream id, run id, records)``; returns the streams' new marks.
 
     The aggregates of all the streams of one run are summed before they touch the
     database, so a call carrying every rank's batch rewrites each block once.
+    ``system_ids`` are the interned names of the records' system keys
+    (``telemetry.intern_system_keys``).
     """
     marks = []
     per_run: dict[int, dict[int, list[Points]]] = {}
     for stream, run, records in items:
-        mark, points = _apply_one(tx, stream, records, metric_ids)
+        mark, points = _apply_one(tx, stream, run, records, metric_ids, system_ids or {})
         marks.append(mark)
         into = per_run.setdefault(run, {})
         for mid, p in points.items():
@@ -187,14 +194,24 @@ def apply_streams(
 
 
 def apply_stream(
-    tx: Tx, stream: int, run: int, records: Sequence[R.AnyRecord], metric_ids: dict[str, int]
+    tx: Tx,
+    stream: int,
+    run: int,
+    records: Sequence[R.AnyRecord],
+    metric_ids: dict[str, int],
+    system_ids: dict[str, int] | None = None,
 ) -> int:
     """Apply the records newer than the stream's mark; returns the new mark."""
-    return apply_streams(tx, [(stream, run, records)], metric_ids)[0]
+    return apply_streams(tx, [(stream, run, records)], metric_ids, system_ids)[0]
 
 
 def _apply_one(
-    tx: Tx, stream: int, records: Sequence[R.AnyRecord], metric_ids: dict[str, int]
+    tx: Tx,
+    stream: int,
+    run: int,
+    records: Sequence[R.AnyRecord],
+    metric_ids: dict[str, int],
+    system_ids: dict[str, int],
 ) -> tuple[int, dict[int, Points]]:
     row = tx.one(f"SELECT acked_seq, fold FROM streams WHERE id = ?{tx.for_update}", (stream,))
     if row is None:
@@ -204,10 +221,13 @@ def _apply_one(
     if not fresh:
         return mark, {}
     fold = decode_fold(row[1])
+    top = fold.last_step
     fold.apply(fresh)
     points = {metric_ids[k]: p for k, p in extract(fresh).items()}
-    if points:
-        _append_series(tx, stream, points)
+    # Console lines, stalls, system samples and step progress; only metrics aggregate.
+    health = telemetry.apply(tx, stream, run, fresh, top, system_ids)
+    if points or health:
+        _append_series(tx, stream, {**points, **health} if health else points)
     start = fold.start
     if start is not None and start.config:
         start = msgspec.structs.replace(start, config={})  # listing never needs it

@@ -4,7 +4,7 @@ Each migration is applied in its own transaction together with the row that reco
 so a crash mid-upgrade leaves the schema at the last whole version. Migrations are only
 ever appended: a released one is never edited (the database may already hold it).
 
-Tables (version 3)::
+Tables (version 4)::
 
     runs      one row per (project, run_id); the integer ``id`` keys the rest
     streams   one row per stream: the mark (``acked_seq``), the folded state (``fold``,
@@ -16,6 +16,11 @@ Tables (version 3)::
               ``Agg`` blob (see ``rankwise.store.aggregate``)
     views     the dashboard's saved views per (project, name), JSON
               (see ``rankwise.store.saved_views``)
+    console   captured lines: run, stream, time, stdout/stderr, text; by (run, time)
+              and (stream, time) (see ``rankwise.store.telemetry``)
+    console_counts  lines per (stream, stdout/stderr), kept with the lines
+    stalls    the watchdog's stall reports per (stream, seq), stacks as JSON
+    system_keys  system metric names; their series are chunks with metric = -id
 """
 
 from __future__ import annotations
@@ -190,10 +195,78 @@ CREATE TABLE views (
 );
 """
 
+# Rank health (``rankwise.store.telemetry``): console lines, stalls, system key names.
+# System samples and step progress are chunk series (negative metric ids and 0).
+_V4_SQLITE = """
+CREATE TABLE system_keys (
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE
+);
+CREATE TABLE console (
+    id INTEGER PRIMARY KEY,
+    run INTEGER NOT NULL,
+    stream INTEGER NOT NULL,
+    time REAL NOT NULL,
+    err INTEGER NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX console_by_run ON console (run, time);
+CREATE INDEX console_by_stream ON console (stream, time);
+CREATE TABLE console_counts (
+    stream INTEGER NOT NULL,
+    err INTEGER NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (stream, err)
+);
+CREATE TABLE stalls (
+    stream INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    time REAL NOT NULL,
+    idle REAL NOT NULL,
+    cleared INTEGER NOT NULL,
+    location TEXT NOT NULL,
+    stacks TEXT NOT NULL,
+    PRIMARY KEY (stream, seq)
+);
+"""
+_V4_POSTGRES = """
+CREATE TABLE system_keys (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE
+);
+CREATE TABLE console (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    run BIGINT NOT NULL,
+    stream BIGINT NOT NULL,
+    time DOUBLE PRECISION NOT NULL,
+    err SMALLINT NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX console_by_run ON console (run, time, id);
+CREATE INDEX console_by_stream ON console (stream, time, id);
+CREATE TABLE console_counts (
+    stream BIGINT NOT NULL,
+    err SMALLINT NOT NULL,
+    n BIGINT NOT NULL,
+    PRIMARY KEY (stream, err)
+);
+CREATE TABLE stalls (
+    stream BIGINT NOT NULL,
+    seq BIGINT NOT NULL,
+    time DOUBLE PRECISION NOT NULL,
+    idle DOUBLE PRECISION NOT NULL,
+    cleared SMALLINT NOT NULL,
+    location TEXT NOT NULL,
+    stacks TEXT NOT NULL,
+    PRIMARY KEY (stream, seq)
+);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, streams, columnar chunks, aggregates", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "index chunks by time", _V2, _V2),
     Migration(3, "saved views of the runs table", _V3_SQLITE, _V3_POSTGRES),
+    Migration(4, "console lines, stalls, system key names", _V4_SQLITE, _V4_POSTGRES),
 )
 
 LATEST = MIGRATIONS[-1].version

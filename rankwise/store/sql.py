@@ -28,6 +28,7 @@ from . import query, runs
 from .base import Band, RunQuery, RunRow, Series, StreamKey, XAxis
 from .ingest import apply_stream, decode_fold, metric_names
 from .saved_views import SavedViews
+from .telemetry_reads import TelemetryReads
 from .tx import Tx, marks
 
 T = TypeVar("T")
@@ -42,7 +43,7 @@ def _check_axis(x: str, max_points: int) -> None:
         raise ValueError(f"max_points={max_points} must be at least 1")
 
 
-class SQLStore(SavedViews):
+class SQLStore(SavedViews, TelemetryReads):
     """Everything of ``Store`` but how transactions run (see the module docstring)."""
 
     dialect: str = ""
@@ -53,6 +54,7 @@ class SQLStore(SavedViews):
         self.crash_timeout = float(crash_timeout)
         self._stream_ids: dict[StreamKey, tuple[int, int]] = {}
         self._metric_ids: dict[str, int] = {}
+        self._system_ids: dict[str, int] = {}  # system key names (telemetry)
 
     # -- transactions: provided by each store ---------------------------------------------
 
@@ -127,6 +129,7 @@ class SQLStore(SavedViews):
         for _, _, recs in todo:
             names |= metric_names(recs)
         mids = self._metrics(names)
+        self._intern_system_keys([recs for _, _, recs in todo])
         out.update(self._apply(todo, mids))
         return out
 
@@ -140,7 +143,7 @@ class SQLStore(SavedViews):
         for key, (sid, run), recs in todo:
 
             def one(tx: Tx, sid: int = sid, run: int = run, recs: list[R.AnyRecord] = recs) -> int:
-                return apply_stream(tx, sid, run, recs, mids)
+                return apply_stream(tx, sid, run, recs, mids, self._system_ids)
 
             out[key] = self._write(one)
         return out

@@ -156,7 +156,8 @@ class SQLiteStore(SQLStore):
         mids: dict[str, int],
     ) -> dict[StreamKey, int]:
         def apply_all(tx: Tx) -> dict[StreamKey, int]:
-            got = apply_streams(tx, [(sid, run, recs) for _, (sid, run), recs in todo], mids)
+            items = [(sid, run, recs) for _, (sid, run), recs in todo]
+            got = apply_streams(tx, items, mids, self._system_ids)
             return {key: mark for (key, _, _), mark in zip(todo, got)}
 
         return self._write(apply_all)

@@ -1,0 +1,298 @@
+"""Rank health in the store: console lines, system samples, stalls and step progress.
+
+Written by ``ingest.apply_streams`` inside the stream's data transaction, after the mark
+check, so they are applied exactly once like metrics (migration 4 holds the tables):
+
+* ``Console`` lines become rows of ``console`` (run, stream, time, stdout/stderr, text),
+  one row per line, indexed by (run, time) and (stream, time): a page of a run's log, a
+  rank's log, or the lines around a time costs an index range, whatever the log's size.
+* ``System`` samples become series in the chunk machinery (``rankwise.store.chunks``),
+  with x = time, so a system chart is M4-downsampled like any metric. Their names are
+  interned in ``system_keys`` and stored as *negative* metric ids: no user metric (ids
+  from 1) can collide with them, and ``metric_keys``/``history``/aggregates, which join
+  or list the ``metrics`` table, never see them.
+* Step progress (a stream's new highest steps and their times, what ``rankwise.health``
+  computes rates and lags from) is the series of metric id ``STEPS`` (0), kept at most
+  one point per ``STEP_RESOLUTION`` seconds per batch plus each batch's last, so a fast
+  loop costs a few points a second while the current step is always exact.
+* ``Stall`` records become rows of ``stalls`` (the stream's open stall is also in its
+  folded state, ``StreamFold.stall``).
+
+Text is stored as it came, except that NUL (which PostgreSQL text cannot hold) becomes
+U+FFFD and a line longer than ``MAX_TEXT`` characters is cut, saying so: a record the
+database would refuse would otherwise stop its stream's ingest for good.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import chain
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from ..stream import records as R
+from .chunks import Points
+from .tx import Tx, marks
+
+STEPS = 0  # metric id of the step-progress series
+STEP_RESOLUTION = 1.0  # seconds between kept step points within one batch
+MAX_TEXT = 65536  # characters of one stored console line
+STDOUT, STDERR = 0, 1
+STREAM_NAMES = ("stdout", "stderr")
+
+_json = msgspec.json.Encoder()
+_step = operator.attrgetter("step")
+_time = operator.attrgetter("time")
+_GPU = re.compile(r"(^|/)gpu/(\d+)/")
+
+
+def clean_text(text: str) -> str:
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    if len(text) > MAX_TEXT:
+        text = f"{text[:MAX_TEXT]}… [{len(text) - MAX_TEXT} more characters not stored]"
+    return text
+
+
+# -- the dashboard's grouping of system keys ---------------------------------------------
+
+
+def quantity(key: str) -> tuple[str, int | None]:
+    """A system key's chart and GPU: ``gpu/3/util_percent`` → (``gpu/util_percent``, 3).
+
+    One chart per quantity; its lines are the nodes (``node/*``), GPUs (``gpu/*``) or
+    recording processes (``proc/*``) that sampled it.
+    """
+    m = _GPU.search(key)
+    if m is None:
+        return key, None
+    return key[: m.start()] + m.group(1) + "gpu/" + key[m.end() :], int(m.group(2))
+
+
+# -- write side ----------------------------------------------------------------------------
+
+
+def system_names(records: Sequence[R.AnyRecord]) -> set[str]:
+    if R.System not in set(map(type, records)):  # C-level: most batches have none
+        return set()
+    names: set[str] = set()
+    names.update(*[r.values for r in records if type(r) is R.System])
+    return {clean_text(n) for n in names}
+
+
+def intern_system_keys(tx: Tx, names: Sequence[str]) -> dict[str, int]:
+    """Ids of system key names, inserting the new ones (sorted: no deadlocks)."""
+    tx.many(
+        "INSERT INTO system_keys (name) VALUES (?) ON CONFLICT DO NOTHING",
+        [(n,) for n in sorted(names)],
+    )
+    out: dict[str, int] = {}
+    names = list(names)
+    for a in range(0, len(names), 500):
+        part = names[a : a + 500]
+        for i, name in tx.all(
+            f"SELECT id, name FROM system_keys WHERE name IN ({marks(len(part))})", part
+        ):
+            out[name] = int(i)
+    return out
+
+
+def apply(
+    tx: Tx,
+    stream: int,
+    run: int,
+    fresh: Sequence[R.AnyRecord],
+    top: int,
+    system_ids: dict[str, int],
+) -> dict[int, Points]:
+    """Store the console lines and stalls of ``fresh`` (records past the mark, in seq
+    order); returns the series points of its system samples and step progress, keyed by
+    metric id, for the caller to append with the metrics. ``top`` is the stream's highest
+    step before ``fresh``.
+    """
+    kinds = set(map(type, fresh))
+    out: dict[int, Points] = {}
+    if R.Metrics in kinds:
+        steps = _step_points([r for r in fresh if type(r) is R.Metrics], top)
+        if steps is not None:
+            out[STEPS] = steps
+    if R.System in kinds:
+        out.update(_system_points([r for r in fresh if type(r) is R.System], system_ids))
+    if R.Console in kinds:
+        rows: list[tuple[Any, ...]] = []
+        per_err = [0, 0]
+        for rec in fresh:
+            if type(rec) is R.Console:
+                err = STDERR if rec.stream == "stderr" else STDOUT
+                times = rec.times if len(rec.times) == len(rec.lines) else None
+                for i, line in enumerate(rec.lines):
+                    t = times[i] if times is not None else rec.time
+                    rows.append((run, stream, t, err, clean_text(line)))
+                per_err[err] += len(rec.lines)
+        _insert_lines(tx, rows)
+        tx.many(
+            "INSERT INTO console_counts (stream, err, n) VALUES (?, ?, ?) ON CONFLICT "
+            "(stream, err) DO UPDATE SET n = console_counts.n + excluded.n",
+            [(stream, err, n) for err, n in enumerate(per_err) if n],
+        )
+    if R.Stall in kinds:
+        tx.many(
+            "INSERT INTO stalls (stream, seq, time, idle, cleared, location, stacks) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            [
+                (
+                    stream,
+                    r.seq,
+                    r.time,
+                    r.idle_seconds,
+                    int(r.cleared),
+                    clean_text(r.where),
+                    _json.encode(r.stacks).decode(),  # JSON escapes NUL
+                )
+                for r in fresh
+                if isinstance(r, R.Stall)
+            ],
+        )
+    return out
+
+
+# Lines per INSERT statement: one statement per 100 rows rather than 100 round trips,
+# and short enough for the drivers' statement caches (psycopg caches up to 4 KB).
+_ROWS = 100
+_ONE = "(?, ?, ?, ?, ?)"
+_INSERT = "INSERT INTO console (run, stream, time, err, text) VALUES "
+
+
+def _insert_lines(tx: Tx, rows: list[tuple[Any, ...]]) -> None:
+    whole = len(rows) - len(rows) % _ROWS
+    if whole:
+        many = _INSERT + ", ".join([_ONE] * _ROWS)
+        flat = chain.from_iterable
+        tx.many(many, [tuple(flat(rows[a : a + _ROWS])) for a in range(0, whole, _ROWS)])
+    if whole < len(rows):
+        tx.many(_INSERT + _ONE, rows[whole:])
+
+
+def _step_points(mets: list[R.Metrics], top: int) -> Points | None:
+    """The new highest steps of ``mets`` (see the module docstring), thinned."""
+    step = np.fromiter(map(_step, mets), np.int64, len(mets))
+    best = np.maximum.accumulate(np.r_[np.int64(top), step])
+    new = step > best[:-1]
+    if not new.any():
+        return None
+    at = np.flatnonzero(new)
+    time = np.fromiter(map(_time, mets), np.float64, len(mets))[at]
+    bucket = np.floor(time / STEP_RESOLUTION)
+    keep = np.r_[True, bucket[1:] != bucket[:-1]]
+    keep[-1] = True
+    at, time = at[keep], time[keep]
+    seq = np.array([mets[i].seq for i in at.tolist()], np.int64)
+    s = step[at]
+    return Points(seq, s, time, s.copy(), np.full(s.shape[0], np.nan), "i")
+
+
+def _system_points(samples: list[R.System], ids: dict[str, int]) -> dict[int, Points]:
+    cols: dict[str, tuple[list[int], list[float], list[float]]] = {}
+    for rec in samples:
+        for key, value in rec.values.items():
+            seqs, times, values = cols.setdefault(key, ([], [], []))
+            seqs.append(rec.seq)
+            times.append(rec.time)
+            values.append(float(value))
+    out: dict[int, Points] = {}
+    for key, (seqs, times, values) in cols.items():
+        mid = ids.get(clean_text(key))
+        if mid is None:
+            continue  # interned before the transaction; absent only if a name was refused
+        seq = np.array(seqs, np.int64)
+        # x is time; step (which the chunk summaries need) is the sample's seq.
+        out[-mid] = Points(
+            seq,
+            seq.copy(),
+            np.array(times, np.float64),
+            np.array(values, np.float64),
+            np.full(len(seqs), np.nan),
+            "f",
+        )
+    return out
+
+
+# -- read side: shapes ---------------------------------------------------------------------
+
+
+@dataclass
+class ConsoleQuery:
+    """Which lines of a run's console, and where in them (see ``console``).
+
+    Filters: ``labels`` and ``nodes`` (streams whose label, or whose node, is listed;
+    both given: either), ``stream`` (``stdout``/``stderr``), ``q`` (a case-insensitive
+    substring). Position, at most one: ``offset`` (index among the matching lines in
+    time order), ``after``/``before`` (a line id: the lines just after or before it),
+    ``at`` (a time: the lines from there on); none: the newest ``limit`` lines.
+    """
+
+    labels: Sequence[str] = ()
+    nodes: Sequence[int] = ()
+    stream: str | None = None
+    q: str | None = None
+    offset: int | None = None
+    after: int | None = None
+    before: int | None = None
+    at: float | None = None
+    limit: int = 200
+    count: bool = True
+
+
+@dataclass
+class ConsoleLine:
+    id: int  # increasing in ingest order; with ``time``, the sort key and a page cursor
+    label: str
+    rank: int
+    node: int
+    stream: str  # stdout | stderr
+    time: float
+    text: str
+
+
+@dataclass
+class ConsolePage:
+    """Lines in time order (ties by id). ``total`` counts every line matching the
+    filters and ``offset`` is the index of ``lines[0]`` among them (None when not
+    counted)."""
+
+    lines: list[ConsoleLine]
+    total: int | None
+    offset: int | None
+
+
+@dataclass
+class SystemSeries:
+    """One line of a system chart: a node, a GPU of a node, or a recording process."""
+
+    key: str  # the stored key, e.g. gpu/3/util_percent
+    name: str  # "node 0", "node 0 · gpu 3", "rank 5"
+    label: str
+    rank: int
+    node: int
+    host: str
+    gpu: int | None
+    x: list[float]  # times
+    y: list[float]
+    downsampled: bool = False
+
+
+@dataclass
+class StallEvent:
+    label: str
+    incarnation: int
+    rank: int
+    time: float
+    idle_seconds: float
+    where: str
+    cleared: bool
+    stacks: dict[str, str] = field(default_factory=dict)

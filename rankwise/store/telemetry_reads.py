@@ -1,0 +1,437 @@
+"""Store reads of rank health: console pages, system series, step progress and stalls.
+
+Mixed into ``SQLStore`` (it uses the store's transactions and stream lookups); the
+tables and series are written by ``rankwise.store.telemetry``. Every read is one
+snapshot. A run the store does not know answers ``None`` (the HTTP API's 404); a known
+run without console lines or system samples answers empty.
+
+Console pages are keyset- or offset-positioned ranges of an index, in time order (ties
+by line id): ``(run, time)`` for the whole run, ``(stream, time)`` for one stream, so the
+newest page, the page after a line, and the page at a time cost the same on a log of a
+thousand lines or of millions. Counting (``total`` and ``offset``) scans index entries
+and a text search scans lines; both are asked for only when wanted.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from ..health import StreamSteps
+from ..stream import records as R
+from . import query
+from . import runs as run_rows
+from . import telemetry as T
+from .base import RunRow
+from .chunks import decode_xy
+from .ingest import decode_fold
+from .tx import Tx, marks
+
+_start_dec = msgspec.msgpack.Decoder(R.StreamStart)
+MAX_LIMIT = 10_000
+_POSITIONS = ("offset", "after", "before", "at")
+
+
+class _Stream:
+    __slots__ = ("host", "id", "incarnation", "label", "node", "rank", "run")
+
+    def __init__(self, sid: int, run: int, label: str, inc: int, start: bytes | None) -> None:
+        st = _start_dec.decode(start) if start else None
+        self.id, self.run, self.label, self.incarnation = sid, run, label, inc
+        self.rank = st.rank if st else -1
+        self.node = st.node_rank if st else -1
+        self.host = st.host if st else ""
+
+
+def _like(text: str) -> str:
+    """``text`` as a LIKE pattern matching it anywhere (``\\`` escapes)."""
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def check_console_query(q: T.ConsoleQuery) -> None:
+    """Raises ``ValueError`` naming the fix for a query that cannot be answered."""
+    given = [name for name in _POSITIONS if getattr(q, name) is not None]
+    if len(given) > 1:
+        raise ValueError(f"pass at most one of offset, after, before, at (got {', '.join(given)})")
+    if not 1 <= q.limit <= MAX_LIMIT:
+        raise ValueError(f"limit={q.limit} must be between 1 and {MAX_LIMIT}")
+    if q.offset is not None and q.offset < 0:
+        raise ValueError(f"offset={q.offset} must be zero or more")
+    if q.stream not in (None, "stdout", "stderr"):
+        raise ValueError(f"stream={q.stream!r} is not one of stdout, stderr")
+
+
+class TelemetryReads:
+    """Store methods for console lines, system series, step progress and stalls."""
+
+    dialect: str
+    crash_timeout: float
+    _system_ids: dict[str, int]
+    _read: Callable[..., Any]
+    _write: Callable[..., Any]
+
+    # -- write-side helper ---------------------------------------------------------------
+
+    def _intern_system_keys(self, batches: Sequence[Sequence[R.AnyRecord]]) -> None:
+        """Intern the system key names of a batch in their own small transaction, before
+        the data transaction (as metric names are), so that cached ids are committed."""
+        names: set[str] = set()
+        for recs in batches:
+            names |= T.system_names(recs)
+        missing = sorted(n for n in names if n not in self._system_ids)
+        if missing:
+            got = self._write(lambda tx: T.intern_system_keys(tx, missing))
+            self._system_ids.update(got)
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    def _stream_meta(self, tx: Tx, project: str, run_id: str) -> dict[int, _Stream]:
+        return {
+            int(sid): _Stream(int(sid), int(run), label, int(inc), start)
+            for sid, run, label, inc, start in tx.all(
+                "SELECT s.id, s.run, s.label, s.incarnation, s.start FROM streams s "
+                "JOIN runs r ON r.id = s.run "
+                "WHERE r.project = ? AND r.run_id = ? AND s.acked_seq >= 0 "
+                "ORDER BY s.label, s.incarnation",
+                (project, run_id),
+            )
+        }
+
+    # -- console ---------------------------------------------------------------------------
+
+    def console(self, project: str, run_id: str, q: T.ConsoleQuery) -> T.ConsolePage | None:
+        """A page of the run's console lines (see ``telemetry.ConsoleQuery``)."""
+        check_console_query(q)
+
+        def read(tx: Tx) -> T.ConsolePage | None:
+            meta = self._stream_meta(tx, project, run_id)
+            if not meta:
+                return None
+            if self.dialect == "postgres":
+                # Pages come in index order; a plan that sorts the whole run instead (what
+                # statistics not yet analysed after a burst of lines suggest) is never right.
+                tx.run("SET LOCAL enable_sort = off")
+                tx.run("SET LOCAL enable_bitmapscan = off")
+            run = next(iter(meta.values())).run
+            sids = list(meta)
+            # Pages scan (run, time) with the filters; counts use (stream, time) when the
+            # streams are filtered (one stream: its own index for pages too).
+            cond, params = ["run = ?"], [run]
+            ccond, cparams = ["run = ?"], [run]
+            if q.labels or q.nodes:
+                labels, nodes = set(q.labels), set(q.nodes)
+                sids = [s.id for s in meta.values() if s.label in labels or s.node in nodes]
+                if not sids:
+                    return T.ConsolePage([], 0 if q.count else None, 0 if q.count else None)
+                if len(sids) == 1:
+                    cond, params = ["stream = ?"], [sids[0]]
+                    ccond, cparams = cond[:], params[:]
+                elif len(sids) < len(meta):
+                    cond.append(f"stream IN ({marks(len(sids))})")
+                    params += sids
+                    ccond, cparams = [cond[-1]], sids[:]
+            extra: list[str] = []
+            args: list[Any] = []
+            if q.stream is not None:
+                extra.append("err = ?")
+                args.append(T.STDERR if q.stream == "stderr" else T.STDOUT)
+            if q.q:
+                op = "ILIKE" if self.dialect == "postgres" else "LIKE"
+                extra.append(f"text {op} ? ESCAPE '\\'")
+                args.append(_like(q.q))
+            where = " AND ".join(cond + extra)
+            params += args
+            cwhere = " AND ".join(ccond + extra)
+            cparams += args
+
+            def count(more: str = "", more_args: Sequence[Any] = ()) -> int:
+                row = tx.one(
+                    f"SELECT COUNT(*) FROM console WHERE {cwhere}{more}", [*cparams, *more_args]
+                )
+                return int(row[0]) if row else 0
+
+            def total_count() -> int:
+                if q.q:
+                    return count()
+                # Without a search, the per-stream counters kept at ingest answer at once.
+                sql = f"SELECT SUM(n) FROM console_counts WHERE stream IN ({marks(len(sids))})"
+                more = [] if q.stream is None else [args[0]]
+                row = tx.one(sql + (" AND err = ?" if more else ""), [*sids, *more])
+                return int(row[0]) if row and row[0] is not None else 0
+
+            cols = "SELECT id, stream, time, err, text FROM console WHERE "
+            asc, desc = " ORDER BY time, id LIMIT ?", " ORDER BY time DESC, id DESC LIMIT ?"
+            offset: int | None = None
+            if q.offset is not None:
+                rows = tx.all(cols + where + asc + " OFFSET ?", [*params, q.limit, q.offset])
+                offset = q.offset
+            elif q.at is not None:
+                rows = tx.all(cols + where + " AND time >= ?" + asc, [*params, q.at, q.limit])
+                if q.count:
+                    offset = count(" AND time < ?", [q.at])
+            elif q.after is not None or q.before is not None:
+                pivot_id = q.after if q.after is not None else q.before
+                got = tx.one("SELECT time FROM console WHERE id = ? AND run = ?", (pivot_id, run))
+                if got is None:
+                    raise ValueError(f"no console line {pivot_id} in run {run_id!r}")
+                pivot = [float(got[0]), pivot_id]
+                if q.after is not None:
+                    rows = tx.all(
+                        cols + where + " AND (time, id) > (?, ?)" + asc, [*params, *pivot, q.limit]
+                    )
+                    if q.count:
+                        offset = count(" AND (time, id) <= (?, ?)", pivot)
+                else:
+                    rows = tx.all(
+                        cols + where + " AND (time, id) < (?, ?)" + desc, [*params, *pivot, q.limit]
+                    )[::-1]
+                    if q.count:
+                        offset = count(" AND (time, id) < (?, ?)", pivot) - len(rows)
+            else:  # the newest lines: a live tail
+                rows = tx.all(cols + where + desc, [*params, q.limit])[::-1]
+            total: int | None = None
+            tail = q.offset is None and q.at is None and q.after is None and q.before is None
+            short = q.count and len(rows) < q.limit
+            if short and tail:  # the tail query saw every match: nothing to count
+                total = len(rows)
+            elif short and q.offset is not None and (q.offset == 0 or rows):
+                total = q.offset + len(rows)  # so did a last page
+            elif q.count:
+                total = total_count()
+            if offset is None and total is not None and q.after is None and q.before is None:
+                offset = total - len(rows)  # the tail
+            lines = []
+            for lid, sid, t, err, text in rows:
+                s = meta[int(sid)]
+                lines.append(
+                    T.ConsoleLine(
+                        int(lid), s.label, s.rank, s.node, T.STREAM_NAMES[int(err)], float(t), text
+                    )
+                )
+            return T.ConsolePage(lines, total, offset)
+
+        result: T.ConsolePage | None = self._read(read)
+        return result
+
+    # -- system ----------------------------------------------------------------------------
+
+    def _system_series_ids(self, tx: Tx, sids: Sequence[int]) -> list[tuple[int, int, str]]:
+        """(stream id, metric id, key) of the system series of streams ``sids``."""
+        out: list[tuple[int, int, str]] = []
+        for a in range(0, len(sids), 500):
+            part = list(sids[a : a + 500])
+            out += [
+                (int(sid), int(mid), name)
+                for sid, mid, name in tx.all(
+                    "SELECT x.stream, x.metric, k.name FROM series x "
+                    "JOIN system_keys k ON k.id = -x.metric "
+                    f"WHERE x.stream IN ({marks(len(part))}) AND x.metric < 0",
+                    part,
+                )
+            ]
+        return out
+
+    def system_keys(self, project: str, run_id: str) -> list[str] | None:
+        """The system keys the run's streams sampled (``node/cpu_percent``,
+        ``gpu/0/util_percent``, ...), sorted; None for an unknown run."""
+
+        def read(tx: Tx) -> list[str] | None:
+            meta = self._stream_meta(tx, project, run_id)
+            if not meta:
+                return None
+            return sorted({k for _, _, k in self._system_series_ids(tx, list(meta))})
+
+        result: list[str] | None = self._read(read)
+        return result
+
+    def system_series(
+        self,
+        project: str,
+        run_id: str,
+        chart: str,
+        *,
+        lo: float | None = None,
+        hi: float | None = None,
+        max_points: int = 2000,
+    ) -> list[T.SystemSeries] | None:
+        """Every line of one system chart (``telemetry.quantity``: ``gpu/util_percent``
+        holds ``gpu/<i>/util_percent`` of every node), x = time, M4-downsampled to at most
+        ``max_points`` per line. None for an unknown run."""
+        if max_points < 1:
+            raise ValueError(f"max_points={max_points} must be at least 1")
+
+        def read(tx: Tx) -> list[T.SystemSeries] | None:
+            meta = self._stream_meta(tx, project, run_id)
+            if not meta:
+                return None
+            # One line per (label, stored key): a label's incarnations continue its line.
+            lines: dict[tuple[str, str], tuple[int, list[int]]] = {}
+            for sid, mid, key in self._system_series_ids(tx, list(meta)):
+                if T.quantity(key)[0] == chart:
+                    lines.setdefault((meta[sid].label, key), (mid, []))[1].append(sid)
+            by_label = {s.label: s for s in meta.values()}  # the latest incarnation
+            out = []
+            for (label, key), (mid, sids) in lines.items():
+                got = query.series_of(tx, label, sids, mid, "time", lo, hi, max_points)
+                s, gpu = by_label[label], T.quantity(key)[1]
+                out.append(
+                    T.SystemSeries(
+                        key,
+                        _line_name(key, s, gpu),
+                        label,
+                        s.rank,
+                        s.node,
+                        s.host,
+                        gpu,
+                        got.x,
+                        got.y,
+                        got.downsampled,
+                    )
+                )
+            out.sort(key=lambda x: (x.node, x.gpu if x.gpu is not None else -1, x.rank, x.key))
+            return out
+
+        result: list[T.SystemSeries] | None = self._read(read)
+        return result
+
+    # -- health ----------------------------------------------------------------------------
+
+    def health_streams(
+        self, project: str, run_id: str, window: float, now: float | None = None
+    ) -> tuple[RunRow, list[StreamSteps], float] | None:
+        """What ``rankwise.health.assess`` needs of the run: its latest incarnation of
+        each label with the step points that matter for a window of ``window`` seconds
+        ending at ``now`` (the first, the last before the window, every one inside it),
+        its state and open stall; with the run and the ``now`` to assess at (the time
+        for a running run, else its last record's). None for an unknown run."""
+
+        def read(tx: Tx) -> tuple[RunRow, list[StreamSteps], float] | None:
+            rows = tx.all(
+                f"SELECT s.id, s.fold, {run_rows.STREAM_COLS} FROM streams s "
+                "JOIN runs r ON r.id = s.run "
+                "WHERE r.project = ? AND r.run_id = ? AND s.acked_seq >= 0 "
+                "ORDER BY s.label, s.incarnation",
+                (project, run_id),
+            )
+            if not rows:
+                return None
+            wall = time.time()
+            ids, folds, streams = [], [], []
+            for row in rows:
+                fold = decode_fold(row[1])
+                ids.append(int(row[0]))
+                folds.append(fold)
+                streams.append(run_rows.stream_row(project, run_id, row[2:], fold))
+            run = run_rows.run_row(project, run_id, streams, self.crash_timeout, wall)
+            at = now
+            if at is None:
+                seen = [s.last_time for s in streams if s.last_time is not None]
+                at = wall if run.state == "running" else max(seen, default=wall)
+            latest: dict[str, int] = {}
+            for i, s in enumerate(streams):
+                j = latest.get(s.key.label)
+                if j is None or s.key.incarnation > streams[j].key.incarnation:
+                    latest[s.key.label] = i
+            out = []
+            for i in latest.values():
+                s = streams[i]
+                # Where the stream's window ends, as rankwise.health measures it.
+                end = at if s.state == "running" else min(at, s.last_time or at)
+                start = s.start
+                out.append(
+                    StreamSteps(
+                        label=s.key.label,
+                        points=_step_window(tx, ids[i], end - window),
+                        rank=start.rank if start else -1,
+                        node=start.node_rank if start else -1,
+                        state=s.state,
+                        last_seen=s.last_time,
+                        stall=folds[i].stall,
+                    )
+                )
+            return run, out, at
+
+        result: tuple[RunRow, list[StreamSteps], float] | None = self._read(read)
+        return result
+
+    def stalls(
+        self, project: str, run_id: str, labels: Sequence[str] = (), limit: int = 100
+    ) -> list[T.StallEvent] | None:
+        """The watchdog's stall reports (and the clearing ones), newest first."""
+
+        def read(tx: Tx) -> list[T.StallEvent] | None:
+            meta = self._stream_meta(tx, project, run_id)
+            if not meta:
+                return None
+            sids = [s.id for s in meta.values() if not labels or s.label in labels]
+            if not sids:
+                return []
+            rows = tx.all(
+                "SELECT stream, time, idle, cleared, location, stacks FROM stalls "
+                f"WHERE stream IN ({marks(len(sids))}) ORDER BY time DESC, seq DESC LIMIT ?",
+                [*sids, limit],
+            )
+            out = []
+            for sid, t, idle, cleared, where, stacks in rows:
+                s = meta[int(sid)]
+                out.append(
+                    T.StallEvent(
+                        s.label,
+                        s.incarnation,
+                        s.rank,
+                        float(t),
+                        float(idle),
+                        where,
+                        bool(cleared),
+                        json.loads(stacks),
+                    )
+                )
+            return out
+
+        result: list[T.StallEvent] | None = self._read(read)
+        return result
+
+
+def _line_name(key: str, s: _Stream, gpu: int | None) -> str:
+    if key.startswith("proc/"):
+        who = f"rank {s.rank}" if s.rank >= 0 else s.label
+    else:
+        who = f"node {s.node}" if s.node >= 0 else s.label
+    return who if gpu is None else f"{who} · gpu {gpu}"
+
+
+def _step_window(tx: Tx, sid: int, since: float) -> list[tuple[int, float]]:
+    """A stream's step points: the first, the last before ``since``, all from ``since``."""
+    meta = tx.all(
+        "SELECT id, t_lo, t_hi FROM chunks WHERE stream = ? AND metric = ? ORDER BY id",
+        (sid, T.STEPS),
+    )
+    if not meta:
+        return []
+    wanted = {int(meta[0][0])}
+    before = None
+    for cid, t_lo, t_hi in meta:
+        if t_hi >= since:
+            wanted.add(int(cid))
+        if t_lo < since:
+            before = int(cid)  # chunks are in seq order; the last that starts before
+    if before is not None:
+        wanted.add(before)
+    ids = sorted(wanted)
+    steps, times = [], []
+    for n, xs, ys, kind in tx.all(
+        f"SELECT n, xs, ys, kind FROM chunks WHERE id IN ({marks(len(ids))}) ORDER BY id", ids
+    ):
+        step, t, _ = decode_xy(int(n), xs, ys, kind)
+        steps.append(step)
+        times.append(t)
+    step, t = np.concatenate(steps), np.concatenate(times)
+    inside = np.flatnonzero(t >= since)
+    early = np.flatnonzero(t < since)
+    keep = sorted({0, *early[-1:].tolist(), *inside.tolist()})
+    return list(zip(step[keep].tolist(), t[keep].tolist()))
