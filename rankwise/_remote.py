@@ -16,6 +16,7 @@ from urllib.parse import quote
 from . import _http
 from .api import RunInfo, StreamInfo
 from .errors import RunNotFoundError, UsageError
+from .health import RankHealth
 from .sdk.uploader import normalize_url
 
 if TYPE_CHECKING:
@@ -92,6 +93,38 @@ class RemoteRunInfo(RunInfo):
             return []
         rows.sort(key=lambda r: (r["step"], r["time"]))
         return rows  # type: ignore[no-any-return]
+
+    def health(
+        self, window: float = 60.0, factor: float = 1.25, now: float | None = None
+    ) -> list[RankHealth]:
+        """Each rank's health, assessed by the server as ``RunInfo.health()`` does."""
+        params: dict[str, Any] = {"window": window, "factor": factor, "stacks": "true"}
+        if now is not None:
+            params["now"] = now
+        data = self._reader.get(self._path("/health"), params)
+        out = []
+        for r in data["ranks"]:
+            stall = r.get("stall") or {}
+            out.append(
+                RankHealth(
+                    label=r["label"],
+                    rank=r["rank"],
+                    node=r["node"],
+                    state=r["state"],
+                    last_step=r["last_step"],
+                    step_rate=r["step_rate"],
+                    median_rate=data["median_rate"],
+                    lag_steps=r["lag_steps"],
+                    lag_seconds=r["lag_seconds"],
+                    slow=r["slow"],
+                    stalled=r["stalled"],
+                    stall_where=stall.get("where", ""),
+                    stall_since=stall.get("since"),
+                    stall_seconds=stall.get("seconds"),
+                    stacks=dict(stall.get("stacks") or {}),
+                )
+            )
+        return out
 
 
 def _stream(s: dict[str, Any], run_url: str) -> StreamInfo:

@@ -19,7 +19,7 @@ from starlette.responses import Response
 
 from .. import __version__
 from ..store.base import Store
-from . import ingest, reads, saved_views
+from . import ingest, reads, saved_views, telemetry
 from .config import ServerSettings
 from .encoding import ApiError, error_reply
 from .static import mount_dashboard
@@ -46,6 +46,7 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
     app.include_router(ingest.router, prefix=API)
     app.include_router(reads.router, prefix=API)
     app.include_router(saved_views.router, prefix=API)
+    app.include_router(telemetry.router, prefix=API)
 
     @app.api_route("/api/{rest:path}", methods=["GET", "POST"], include_in_schema=False)
     def unknown(request: Request, rest: str) -> Response:
