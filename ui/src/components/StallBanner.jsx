@@ -35,7 +35,7 @@ export function StallBanner({ run, health }) {
     <div class="callout stall-banner" data-stall-banner role="status">
       {stalls.slice(0, SHOWN).map((s) => (
         <p key={s.label}>
-          <span class="stall-icon" aria-hidden="true">⏸</span>
+          <span class="stall-icon" aria-hidden="true" />
           <b>{s.message}</b>{" "}
           <button
             type="button"

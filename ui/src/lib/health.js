@@ -1,9 +1,11 @@
 // Rank health as the run page shows it: the /health reply (docs/http-api.md) shaped into
 // the strip's cells (state, lag shade, hover text) and the stall messages.
 //
-// A cell's state is what matters most about the rank, in this order: crashed, failed,
-// stalled, then the stream's own state. "Slow" is a flag on top (an outline), and the
-// lag behind the median rank shades a live cell from healthy to warning.
+// A cell's state is what matters most about the rank, in this order: crashed, stalled,
+// failed, then the stream's own state (a stall still open when a rank failed or was
+// killed is usually why: a collective timing out, the launcher tearing the job down).
+// "Slow" is a flag on top (an outline), and the lag behind the median rank shades a live
+// cell from healthy to warning.
 
 import { fmtDuration, fmtInt } from "./format.js";
 
@@ -13,11 +15,11 @@ export function runApiPath(run, tail = "") {
   return `/projects/${p(run.project)}/runs/${p(run.id)}${tail}`;
 }
 
-const ORDER = ["crashed", "failed", "stalled", "killed", "running", "finished"];
+const ORDER = ["crashed", "stalled", "failed", "killed", "running", "finished"];
 
 /** The one state a rank's cell shows. */
 export function cellState(r) {
-  if (r.state === "crashed" || r.state === "failed") return r.state;
+  if (r.state === "crashed") return r.state;
   if (r.stalled) return "stalled";
   return r.state;
 }

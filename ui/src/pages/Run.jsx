@@ -1,5 +1,6 @@
-// The Run page: header (state, ranks, nodes, duration, group), then tabs: Charts (one per
-// metric, cross-rank band, per-rank lines on demand), Config & summary, Streams.
+// The Run page: header (state, ranks, nodes, duration, group), rank health (strip and
+// stall banner), then tabs: Charts (one per metric, cross-rank band, per-rank lines on
+// demand), Logs, System, Config & summary, Streams.
 
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { api, prefetchMetrics, takeMetrics } from "../api.js";
@@ -12,6 +13,9 @@ import { Code, Empty, ErrorBox, Segmented, Spinner, StateBadge, Tabs, Tag } from
 import { ChartToolbar, MetricSections, useMetricSearch } from "../components/MetricGrid.jsx";
 import { RunChartCard } from "../components/ChartCards.jsx";
 import { ConfigTab, StreamsTab, latestStreams } from "./runTabs.jsx";
+import { RunHealth } from "../components/HealthStrip.jsx";
+import { LogsTab } from "../components/LogsTab.jsx";
+import { SystemTab } from "../components/SystemTab.jsx";
 
 export function RunPage({ project, runId, params }) {
   // A running run is re-read every LIVE_MS; polling stops with the reply that says it ended.
@@ -46,17 +50,22 @@ export function RunPage({ project, runId, params }) {
   return (
     <main class="main run-page">
       <RunHeader run={data} />
+      <RunHealth run={data} />
       <Tabs
         current={tab}
         onSelect={setTab}
         tabs={[
           { id: "charts", label: "Charts" },
+          { id: "logs", label: "Logs" },
+          { id: "system", label: "System" },
           { id: "config", label: "Config & summary" },
           { id: "streams", label: "Streams", count: latestStreams(data.streams ?? []).length },
         ]}
       />
       <div class="tab-body" role="tabpanel" aria-labelledby={`tab-${tab}`}>
         {tab === "charts" ? <ChartsTab run={data} live={data.state === "running"} /> : null}
+        {tab === "logs" ? <LogsTab run={data} params={params} /> : null}
+        {tab === "system" ? <SystemTab run={data} /> : null}
         {tab === "config" ? <ConfigTab run={data} /> : null}
         {tab === "streams" ? <StreamsTab run={data} /> : null}
       </div>
