@@ -125,6 +125,13 @@ def test_console_endpoint(app: Any, store: SQLStore) -> None:
     page = call(app, "GET", url, params=[("node", "1"), ("q", "nccl"), ("limit", "1000")]).json()
     expect = [w for w in want if w[0] in ("rank-2", "rank-3") and "NCCL" in w[3]]
     assert [ln["text"] for ln in page["lines"]] == [w[3] for w in expect]
+    # A time range, with a search inside it.
+    lo, hi = want[200][2], want[400][2]
+    page = get(app, url, limit=1000, q="loss", **{"from": lo, "to": hi})
+    expect = [w for w in want[200:401] if "loss" in w[3]]
+    assert [ln["text"] for ln in page["lines"]] == [w[3] for w in expect]
+    assert page["total"] == len(expect) > 0
+    get(app, url, 422, **{"from": hi, "to": lo})
     # Positions: offset, at a time, after and before a line; count=false counts nothing.
     page = get(app, url, offset=100, limit=3, count="false")
     assert [ln["text"] for ln in page["lines"]] == [w[3] for w in want[100:103]]

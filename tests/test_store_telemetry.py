@@ -144,6 +144,13 @@ def test_console_filters(store: SQLStore, console_run: list[Any]) -> None:
     assert beyond is not None and (beyond.total, beyond.lines) == (2800, [])
     check(ConsoleQuery(q="line 12", stream="stderr", labels=["rank-0"], limit=5000),
           lambda w: "line 12" in w[3] and w[1] == "stderr" and w[0] == "rank-0")  # fmt: skip
+    # A time range (inclusive), alone and with other filters; counted by the index.
+    lo, hi = want[700][2], want[1500][2]
+    check(ConsoleQuery(since=lo, until=hi, limit=50), lambda w: lo <= w[2] <= hi)
+    check(ConsoleQuery(since=lo, labels=["rank-3"], stream="stderr", limit=20),
+          lambda w: lo <= w[2] and w[0] == "rank-3" and w[1] == "stderr")  # fmt: skip
+    ranged = store.console("p", "r", ConsoleQuery(since=lo, until=hi, at=want[1000][2]))
+    assert ranged is not None and ranged.offset == 300 and ranged.total == 801
     # Jump to a time: the lines from there on, and where they are among all.
     t = want[1234][2]
     page = store.console("p", "r", ConsoleQuery(at=t - 0.01, limit=10))
@@ -181,7 +188,12 @@ def test_console_lines_carry_identity_and_odd_text(store: SQLStore) -> None:
     )
     assert texts[3] == "<script>x</script>"
     assert store.console("p", "nope", ConsoleQuery()) is None
-    for bad in (ConsoleQuery(offset=1, at=2.0), ConsoleQuery(limit=0), ConsoleQuery(stream="x")):
+    for bad in (
+        ConsoleQuery(offset=1, at=2.0),
+        ConsoleQuery(limit=0),
+        ConsoleQuery(stream="x"),
+        ConsoleQuery(since=2.0, until=1.0),
+    ):
         with pytest.raises(ValueError):
             store.console("p", "odd", bad)
     with pytest.raises(ValueError, match="no console line"):

@@ -231,15 +231,18 @@ class ConsoleQuery:
 
     Filters: ``labels`` and ``nodes`` (streams whose label, or whose node, is listed;
     both given: either), ``stream`` (``stdout``/``stderr``), ``q`` (a case-insensitive
-    substring). Position, at most one: ``offset`` (index among the matching lines in
-    time order), ``after``/``before`` (a line id: the lines just after or before it),
-    ``at`` (a time: the lines from there on); none: the newest ``limit`` lines.
+    substring), ``since``/``until`` (a time range, inclusive). Position, at most one:
+    ``offset`` (index among the matching lines in time order), ``after``/``before`` (a
+    line id: the lines just after or before it), ``at`` (a time: the lines from there
+    on); none: the newest ``limit`` lines.
     """
 
     labels: Sequence[str] = ()
     nodes: Sequence[int] = ()
     stream: str | None = None
     q: str | None = None
+    since: float | None = None
+    until: float | None = None
     offset: int | None = None
     after: int | None = None
     before: int | None = None

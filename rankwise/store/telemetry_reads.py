@@ -64,6 +64,8 @@ def check_console_query(q: T.ConsoleQuery) -> None:
         raise ValueError(f"offset={q.offset} must be zero or more")
     if q.stream not in (None, "stdout", "stderr"):
         raise ValueError(f"stream={q.stream!r} is not one of stdout, stderr")
+    if q.since is not None and q.until is not None and q.since > q.until:
+        raise ValueError(f"from={q.since} is above to={q.until}: pass from <= to")
 
 
 class TelemetryReads:
@@ -137,9 +139,16 @@ class TelemetryReads:
                     ccond, cparams = [cond[-1]], sids[:]
             extra: list[str] = []
             args: list[Any] = []
-            if q.stream is not None:
+            err = None if q.stream is None else T.STDERR if q.stream == "stderr" else T.STDOUT
+            if err is not None:
                 extra.append("err = ?")
-                args.append(T.STDERR if q.stream == "stderr" else T.STDOUT)
+                args.append(err)
+            if q.since is not None:
+                extra.append("time >= ?")
+                args.append(q.since)
+            if q.until is not None:
+                extra.append("time <= ?")
+                args.append(q.until)
             if q.q:
                 op = "ILIKE" if self.dialect == "postgres" else "LIKE"
                 extra.append(f"text {op} ? ESCAPE '\\'")
@@ -156,11 +165,11 @@ class TelemetryReads:
                 return int(row[0]) if row else 0
 
             def total_count() -> int:
-                if q.q:
+                if q.q or q.since is not None or q.until is not None:
                     return count()
                 # Without a search, the per-stream counters kept at ingest answer at once.
                 sql = f"SELECT SUM(n) FROM console_counts WHERE stream IN ({marks(len(sids))})"
-                more = [] if q.stream is None else [args[0]]
+                more = [] if err is None else [err]
                 row = tx.one(sql + (" AND err = ?" if more else ""), [*sids, *more])
                 return int(row[0]) if row and row[0] is not None else 0
 
