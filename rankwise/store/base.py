@@ -14,8 +14,9 @@ gaps beyond the mark (a gap is refused, so the sender resends from the mark).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..stream import records as R
 from .saved_views import SavedView
