@@ -29,7 +29,7 @@ ui/node_modules/.installed: ui/package-lock.json
 $(UI_BUILT): ui/node_modules/.installed $(UI_SRC)
 	cd ui && npm run build
 
-test: setup
+test: setup lint typecheck
 	cd ui && npm test
 	$(BIN)/python -m pytest
 

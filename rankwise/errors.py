@@ -6,7 +6,8 @@
     ├── UsageError            (also a ValueError) bad arguments to init() and friends
     │   └── ConfigError       (also a TypeError) a config value that cannot be stored
     ├── RunNotFoundError      (also a KeyError) Api.run() with an unknown id
-    └── RunExistsError        init(resume="never") for a run that already has data
+    ├── RunExistsError        init(resume="never") for a run that already has data
+    └── SchemaTooNewError     a database migrated by a newer rankwise than this one
 
 Problems with *logged data* never raise: they are warned about once and skipped, so a
 tracking problem cannot stop training.
@@ -36,3 +37,7 @@ class RunNotFoundError(RankwiseError, KeyError):
 
 class RunExistsError(RankwiseError):
     """``resume="never"`` was asked for a run id that already has data."""
+
+
+class SchemaTooNewError(RankwiseError):
+    """The database was migrated by a newer rankwise than this one: upgrade rankwise."""

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import UsageError
 
@@ -77,8 +78,13 @@ class Settings:
 
     def validate(self) -> None:
         for name in (
-            "flush_interval", "heartbeat_interval", "crash_timeout", "finish_timeout",
-            "upload_timeout", "upload_interval", "upload_backoff_max",
+            "flush_interval",
+            "heartbeat_interval",
+            "crash_timeout",
+            "finish_timeout",
+            "upload_timeout",
+            "upload_interval",
+            "upload_backoff_max",
         ):
             if not float(getattr(self, name)) > 0:
                 raise UsageError(f"setting {name} must be a positive number of seconds")

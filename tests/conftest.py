@@ -19,8 +19,10 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     d = tmp_path / "data"
     monkeypatch.setenv("RANKWISE_DIR", str(d))
     for name in list(os.environ):
-        if name.startswith("RANKWISE_") and name != "RANKWISE_DIR" and not name.startswith(
-            "RANKWISE_TEST_"
+        if (
+            name.startswith("RANKWISE_")
+            and name != "RANKWISE_DIR"
+            and not name.startswith("RANKWISE_TEST_")
         ):
             monkeypatch.delenv(name)
     yield d

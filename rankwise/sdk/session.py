@@ -6,8 +6,9 @@ import os
 import platform
 import socket
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from .. import __version__, _log
 from ..dist import agree_base_id, check_id, detect
@@ -33,7 +34,7 @@ RESUME = ("allow", "must", "never")
 def init(
     project: str | None = None,
     name: str | None = None,
-    id: str | None = None,  # noqa: A002 - the public name users know
+    id: str | None = None,
     group: str | None = None,
     job_type: str | None = None,
     tags: Sequence[str] | None = None,
@@ -41,7 +42,7 @@ def init(
     config: Any = None,
     run_mode: str = "auto",
     rank_scope: str = "global",
-    dir: str | os.PathLike[str] | None = None,  # noqa: A002
+    dir: str | os.PathLike[str] | None = None,
     resume: str = "allow",
     label: str | None = None,
     settings: Settings | Mapping[str, Any] | None = None,

@@ -19,7 +19,8 @@ import os
 import threading
 import time
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .. import _log
 from ..stream import records as R
@@ -35,7 +36,7 @@ _MAX_BACKLOG = 64 * 1024 * 1024
 class Control:
     """A non-metrics item on the queue: builds its record once ``seq`` is known."""
 
-    __slots__ = ("time", "build")
+    __slots__ = ("build", "time")
 
     def __init__(self, build: Callable[[int, float], R.Record]) -> None:
         self.time = time.time()

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import RankwiseError
+from ..errors import SchemaTooNewError
 
 
 @dataclass(frozen=True)
@@ -283,10 +283,6 @@ def statements(script: str) -> list[str]:
     """Split a migration into statements (none of ours has a ``;`` in a literal)."""
     code = "\n".join(ln for ln in script.splitlines() if not ln.strip().startswith("--"))
     return [stmt.strip() for stmt in code.split(";") if stmt.strip()]
-
-
-class SchemaTooNewError(RankwiseError):
-    """The database was migrated by a newer rankwise than this one."""
 
 
 def check_version(current: int) -> None:
