@@ -71,14 +71,26 @@ def _describe(value: Any) -> str:
     return f"a {type(value).__name__} ({text})"
 
 
+_FAST_VALUES = frozenset((float, bool))
+_FAST_KEYS = frozenset((str,))
+
+
 def coerce(
     data: Mapping[Any, Any],
     warn_once: Callable[[str, str], None],
     prefix: str = "",
     out: dict[str, Number] | None = None,
 ) -> dict[str, Number]:
-    """Metric values of one ``log()`` call as ``{str: number}``; warns about the rest."""
+    """Metric values of one ``log()`` call as ``{str: number}``; warns about the rest.
+
+    ``data`` is the private copy ``log()`` made: when every key is a ``str`` and every
+    value a ``float`` or ``bool`` (the usual call) it is returned as it is.
+    """
     if out is None:
+        if _FAST_VALUES.issuperset(map(type, data.values())) and _FAST_KEYS.issuperset(
+            map(type, data)
+        ):
+            return data  # type: ignore[return-value]
         out = {}
     for key, value in data.items():
         if key.__class__ is not str:
