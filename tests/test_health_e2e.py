@@ -1,7 +1,7 @@
 """Rank health end to end: a real torchrun job (4 CPU processes, gloo) uploads to a real
 ``rankwise server`` (uvicorn in a subprocess, SQLite), and the HTTP API tells its story.
 
-The job (``scripts/telemetry_job.py``) has a straggler (rank 1), a hang in
+The job (``scripts/health_job.py``) has a straggler (rank 1), a hang in
 ``all_reduce`` (rank 2) and a SIGKILLed rank (rank 3); every rank prints and samples the
 system. The health endpoint must name the slow, the stalled (with where) and the crashed
 rank; the console endpoint must return the captured lines with their labels; the system
@@ -25,7 +25,7 @@ import pytest
 from .helpers.runs import FAST_ENV
 from .helpers.servers import ServerProcess, subprocess_env, wait_until
 
-SCRIPT = Path(__file__).parent / "scripts" / "telemetry_job.py"
+SCRIPT = Path(__file__).parent / "scripts" / "health_job.py"
 PROJECT = "telemetry"
 
 pytestmark = pytest.mark.torchrun
@@ -60,7 +60,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Job]:
         env = subprocess_env(**FAST_ENV, RANKWISE_SERVER=server.url, OMP_NUM_THREADS="1")
         proc = subprocess.run(
             [sys.executable, "-m", "torch.distributed.run", "--standalone",
-             "--nproc-per-node=4", str(SCRIPT), str(data)],
+             "--nproc-per-node=4", str(SCRIPT), str(data), "telemetry"],
             env=env, cwd=tmp, capture_output=True, text=True, timeout=240,
         )  # fmt: skip
         assert proc.returncode != 0, "rank 3 was SIGKILLed: the job must fail"
@@ -91,10 +91,10 @@ def test_health_names_the_slow_the_stalled_and_the_crashed_rank(job: Job) -> Non
     assert ranks["rank-0"]["step_rate"] > 2 * ranks["rank-1"]["step_rate"]
     # The hang: stalled in all_reduce on the line of the call, with its stacks.
     hang = ranks["rank-2"]
-    where = f"all_reduce at telemetry_job.py:{line_of('# HANG')}"
+    where = f"all_reduce at health_job.py:{line_of('# HANG')}"
     assert hang["stalled"] and hang["stall"]["where"] == where
     assert hang["message"].startswith("rank 2 stalled for ") and hang["message"].endswith(where)
-    assert any("telemetry_job.py" in s for s in hang["stall"]["stacks"].values())
+    assert any("health_job.py" in s for s in hang["stall"]["stacks"].values())
     assert not ranks["rank-0"]["stalled"] and ranks["rank-0"]["stall"] is None
     (event, *_) = job.get("/stalls", label="rank-2")["stalls"]
     assert event["where"] == where and event["idle_seconds"] >= 1.0
@@ -171,12 +171,12 @@ def test_run_page_shows_rank_health_logs_and_system(job: Job) -> None:
             expect(strip.locator('[data-rank="2"]')).to_have_attribute("data-state", "stalled")
             expect(strip.locator('[data-rank="3"]')).to_have_attribute("data-state", "crashed")
             expect(strip.locator('[data-rank="1"]')).to_have_attribute("data-slow", "true")
-            where = f"all_reduce at telemetry_job.py:{line_of('# HANG')}"
+            where = f"all_reduce at health_job.py:{line_of('# HANG')}"
             banner = page.locator("[data-stall-banner]")
             expect(banner).to_contain_text("rank 2 stalled for")
             expect(banner).to_contain_text(where)
             banner.get_by_role("button", name="Show stacks").click()
-            expect(page.locator("[data-stall-stacks]")).to_contain_text("telemetry_job.py")
+            expect(page.locator("[data-stall-stacks]")).to_contain_text("health_job.py")
             page.screenshot(path=str(shots / "run-health.png"), full_page=True)
 
             page.get_by_role("tab", name="Logs").click()

@@ -6,7 +6,11 @@
 * rank 3 waits until rank 2's stall is on disk and rank 1 has had time to fall behind,
   then SIGKILLs itself (a crash). torchrun then stops the rest of the job with SIGTERM.
 
-Usage: ``torchrun --nproc-per-node=4 health_job.py <data dir>``.
+With a second argument ``telemetry`` (tests/test_health_e2e.py), every rank also prints a
+line per step to stdout (and a warning to stderr every ten steps, rank 0's in colour),
+and console capture and system sampling are on with short intervals.
+
+Usage: ``torchrun --nproc-per-node=4 health_job.py <data dir> [telemetry]``.
 """
 
 from __future__ import annotations
@@ -39,19 +43,27 @@ def stalled(path: str) -> bool:
 def main() -> None:
     dist.init_process_group("gloo", timeout=timedelta(seconds=LIMIT))
     rank = dist.get_rank()
+    # "telemetry": every rank also prints, with console capture and fast system sampling.
+    telemetry = sys.argv[2:] == ["telemetry"]
     run = rankwise.init(
-        project="health",
+        project="telemetry" if telemetry else "health",
         dir=sys.argv[1],
         run_mode="shared",
-        console="off",
-        system=False,
+        console="wrap" if telemetry else "off",
+        system=telemetry,
         stall_timeout=1.0,
-        settings={"flush_interval": 0.05, "heartbeat_interval": 0.5},
+        settings={"flush_interval": 0.05, "heartbeat_interval": 0.5, "system_interval": 0.2},
     )
     start = time.monotonic()
     step = 0
     while time.monotonic() - start < LIMIT:
-        run.log({"loss": 1.0 / (step + 1)})
+        loss = 1.0 / (step + 1)
+        run.log({"loss": loss})
+        if telemetry:
+            print(f"rank {rank} step {step} loss {loss:.4f}", flush=True)
+            if step % 10 == 0:
+                colour = "\x1b[33m" if rank == 0 else ""
+                print(f"{colour}WARNING rank {rank} step {step}: <slow> & steady", file=sys.stderr)
         step += 1
         if rank == 2 and step == 5:
             dist.all_reduce(torch.ones(1))  # HANG: no other rank ever joins
