@@ -201,6 +201,8 @@ def encode_many(pieces: list[Points]) -> list[ChunkRow]:
     step_hi = np.maximum.reduceat(step, offsets).tolist()
     t_lo = np.minimum.reduceat(time, offsets).tolist()
     t_hi = np.maximum.reduceat(time, offsets).tolist()
+    step_even = _progressions(step, offsets, sizes)
+    seq_even = _progressions(np.concatenate([p.seq for p in pieces]), offsets, sizes)
     out = []
     for i, p in enumerate(pieces):
         has_w = not np.isnan(p.weight).all()
@@ -212,9 +214,9 @@ def encode_many(pieces: list[Points]) -> list[ChunkRow]:
                 t_lo=float(t_lo[i]),
                 t_hi=float(t_hi[i]),
                 kind=p.kind,
-                xs=pack_ints(p.step) + p.time.tobytes(),
+                xs=_packed(p.step, step_even[i]) + p.time.tobytes(),
                 ys=p.value.astype(_DTYPE[p.kind], copy=False).tobytes(),
-                seqs=pack_ints(p.seq),
+                seqs=_packed(p.seq, seq_even[i]),
                 weights=p.weight.tobytes() if has_w else None,
                 head=heads[i].tobytes(),
                 subs=mids[mid_at[i] : mid_at[i + 1]].tobytes()
@@ -236,6 +238,26 @@ def pack_ints(a: I8) -> bytes:
         stride = a[1] - a[0]
         if (np.diff(a) == stride).all():
             return np.array([a[0], stride], np.int64).tobytes()
+    return a.tobytes()
+
+
+def _progressions(
+    col: I8, offsets: npt.NDArray[np.intp], sizes: npt.NDArray[np.intp]
+) -> list[bool]:
+    """Per piece of ``col`` (at ``offsets``, of ``sizes``): is it what ``pack_ints`` packs?"""
+    d = np.diff(col.astype(np.int64, copy=False))
+    changes = np.zeros(d.shape[0] + 1, np.int64)  # changes[k]: d[j] != d[j - 1], j <= k
+    if d.shape[0] > 1:
+        np.cumsum(d[1:] != d[:-1], out=changes[1:-1])
+    last = np.maximum(offsets + sizes - 2, offsets)  # a piece's last diff, when n > 1
+    even = (sizes > 2) & (changes[last] == changes[offsets])
+    return even.tolist()  # type: ignore[no-any-return]
+
+
+def _packed(a: I8, even: bool) -> bytes:
+    a = a.astype(np.int64, copy=False)
+    if even:
+        return np.array([a[0], a[1] - a[0]], np.int64).tobytes()
     return a.tobytes()
 
 

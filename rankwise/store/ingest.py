@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Iterable, Sequence
+from itertools import chain
 from typing import Any
 
 import msgspec
@@ -93,6 +94,15 @@ def _floats(table: list[list[Any]]) -> npt.NDArray[np.float64]:
         )
 
 
+def _grid(picked: list[dict[str, Any]], k: int) -> npt.NDArray[np.float64]:
+    """The values of same-keyed dicts as a (records, keys) float64 table."""
+    try:  # one C-level pass over all the values
+        flat = np.fromiter(chain.from_iterable(map(dict.values, picked)), np.float64)
+        return flat.reshape(len(picked), k)
+    except (TypeError, ValueError, OverflowError):  # what numpy makes of odd values
+        return _floats(list(map(list, map(dict.values, picked))))
+
+
 def _typed(column: list[Any], floats: npt.NDArray[np.float64]) -> tuple[str, npt.NDArray[Any]]:
     """Keep a column of ints (or bools) as such; anything mixed is float."""
     kind = _kind(column)
@@ -140,12 +150,14 @@ def extract(records: Sequence[R.AnyRecord]) -> dict[str, Points]:
     for keys, rows in shapes.items():
         whole = len(rows) == m
         picked = logged if whole else [logged[i] for i in rows]
-        table = list(map(list, map(dict.values, picked)))
-        grid = _floats(table)
+        grid = _grid(picked, len(keys))
         at = None if whole else np.array(rows, np.intp)
+        table: list[list[Any]] | None = None
         for j, name in enumerate(keys):
             kind, col = "f", grid[:, j]
-            if type(table[0][j]) is not float:  # maybe an int or bool column
+            if type(picked[0][name]) is not float:  # maybe an int or bool column
+                if table is None:
+                    table = list(map(list, map(dict.values, picked)))
                 kind, col = _typed([row[j] for row in table], col)
             parts.setdefault(name, []).append((at, kind, col))
     out: dict[str, Points] = {}
