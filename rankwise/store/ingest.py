@@ -53,7 +53,7 @@ def contiguous(records: Sequence[R.AnyRecord], mark: int) -> list[R.AnyRecord]:
     Records at or below the mark are already applied; a record after a gap is refused
     (the caller sees the mark stop short and resends from it).
     """
-    seqs = [r.seq for r in records]
+    seqs = list(map(_seq, records))
     if seqs and seqs[0] == mark + 1 and seqs == list(range(mark + 1, mark + 1 + len(seqs))):
         return list(records)  # the usual batch: exactly the next records, in order
     fresh = sorted((r for r in records if r.seq > mark), key=lambda r: r.seq)
