@@ -195,10 +195,12 @@ def test_run_page_shows_rank_health_logs_and_system(job: Job) -> None:
             expect(chart).to_contain_text("node 0")
             page.screenshot(path=str(shots / "run-system.png"), full_page=True)
 
-            # Clicking a rank's cell shows that rank's logs.
+            # Clicking a rank's cell shows that rank's lines, and its logs in the Logs tab.
             page.get_by_role("tab", name="Charts").click()
             strip.locator('[data-rank="2"]').click()
-            expect(page.get_by_role("tab", name="Logs")).to_have_attribute("aria-selected", "true")
+            expect(page.get_by_role("tab", name="Charts")).to_have_attribute("aria-selected", "true")
+            expect(page.locator(".rank-chip.on")).to_have_text("rank-2")
+            page.get_by_role("tab", name="Logs").click()
             expect(logs.first).to_contain_text("rank 2")
             labels = page.locator("[data-log-line] [data-log-label]").all_inner_texts()
             assert labels and set(labels) == {"rank-2"}

@@ -1,6 +1,6 @@
 // Rank health on the run page: a strip with one cell per rank, coloured by state and by
 // how far the rank lags behind the median, with details on hover (or focus); clicking a
-// cell opens that rank's logs. Below it, the stall banner (StallBanner.jsx).
+// cell focuses that rank: its lines in Charts, its logs in Logs. Below it, the stall banner (StallBanner.jsx).
 //
 // Everything shown comes from GET .../health (docs/http-api.md), re-read while the run
 // is live. User text (labels, hosts, where, stacks) is only ever rendered as text.
@@ -14,7 +14,7 @@ import { StallBanner } from "./StallBanner.jsx";
 import "./health.css";
 
 /** The strip and the stall banner, sharing one /health read. */
-export function RunHealth({ run }) {
+export function RunHealth({ run, tab }) {
   const live = run.state === "running";
   const health = useLoad(
     (signal) => api.get(runApiPath(run, "/health"), {}, { signal }),
@@ -24,7 +24,7 @@ export function RunHealth({ run }) {
   if (!health.data) return null; // loading, or a server without rank health: no strip
   return (
     <>
-      <HealthStrip run={run} health={health.data} />
+      <HealthStrip run={run} health={health.data} tab={tab} />
       <StallBanner run={run} health={health.data} />
     </>
   );
@@ -40,13 +40,16 @@ const STATE_TEXT = {
   slow: "slow",
 };
 
-export function HealthStrip({ run, health }) {
+export function HealthStrip({ run, health, tab }) {
   const cells = healthCells(health);
   const [hover, setHover] = useState(null);
   if (!cells.length) return null;
   const big = cells.length > 64;
   const shown = hover ? cells.find((c) => c.label === hover) : null;
-  const open = (c) => navigate(href.run(run.project, run.id, { tab: "logs", label: c.label }));
+  // A click focuses the rank: its lines picked out in Charts, only its lines in Logs
+  // (whichever of the two is open; Charts from the other tabs).
+  const open = (c) =>
+    navigate(href.run(run.project, run.id, { tab: tab === "logs" ? "logs" : "", label: c.label }));
   return (
     <section class="rank-health" data-health-strip aria-label="Rank health">
       <div class="rh-head">
@@ -87,7 +90,7 @@ export function HealthStrip({ run, health }) {
         {shown ? (
           shown.details.map((line, i) => <div key={i} class={i ? "" : "rh-card-title"}>{line}</div>)
         ) : (
-          <span class="muted">Hover a rank for its state, step rate and lag; click it for its logs.</span>
+          <span class="muted">Hover a rank for its state, step rate and lag; click it for its lines and logs.</span>
         )}
       </div>
     </section>

@@ -32,7 +32,11 @@ export function RunPage({ project, runId, params }) {
   const isRunning = data?.state === "running" || (!data && run.error?.status === 404);
   useEffect(() => setRunning(isRunning), [isRunning]);
   const tab = params.get("tab") || "charts";
-  const setTab = (t) => navigate(href.run(project, runId, { tab: t === "charts" ? "" : t }), { replace: true });
+  // A rank picked in the health strip (or the Logs filter) stays picked across tabs: its
+  // lines in Charts, its lines in Logs.
+  const focus = params.get("label") || "";
+  const setTab = (t) =>
+    navigate(href.run(project, runId, { tab: t === "charts" ? "" : t, label: focus }), { replace: true });
 
   if (run.error && !data) {
     return (
@@ -50,7 +54,7 @@ export function RunPage({ project, runId, params }) {
   return (
     <main class="main run-page">
       <RunHeader run={data} />
-      <RunHealth run={data} />
+      <RunHealth run={data} tab={tab} />
       <Tabs
         current={tab}
         onSelect={setTab}
@@ -63,7 +67,7 @@ export function RunPage({ project, runId, params }) {
         ]}
       />
       <div class="tab-body" role="tabpanel" aria-labelledby={`tab-${tab}`}>
-        {tab === "charts" ? <ChartsTab run={data} live={data.state === "running"} /> : null}
+        {tab === "charts" ? <ChartsTab run={data} live={data.state === "running"} focus={focus} /> : null}
         {tab === "logs" ? <LogsTab run={data} params={params} /> : null}
         {tab === "system" ? <SystemTab run={data} /> : null}
         {tab === "config" ? <ConfigTab run={data} /> : null}
@@ -146,7 +150,7 @@ function useRankInfo(streams) {
   }, [sig]); // eslint-disable-line react-hooks/exhaustive-deps
 }
 
-function ChartsTab({ run, live }) {
+function ChartsTab({ run, live, focus }) {
   const keys = useLoad(
     async (signal) =>
       (await takeMetrics(run.project, run.id)) ?? api.metrics(run.project, run.id, { signal }),
@@ -163,8 +167,14 @@ function ChartsTab({ run, live }) {
   };
   const rankInfo = useRankInfo(run.streams);
   const multi = rankInfo.size > 1;
-  const [rankMode, setRankMode] = useState("off");
-  const [pinned, setPinned] = useState(null);
+  const [rankMode, setRankMode] = useState(focus ? "all" : "off");
+  const [pinned, setPinned] = useState(focus || null);
+  useEffect(() => {
+    if (focus) {
+      setRankMode("all"); // the focused rank's lines, picked out over the others
+      setPinned(focus);
+    }
+  }, [focus]);
   const [legendHover, setLegendHover] = useState(null);
   const tracker = useMemo(() => createFirstDraw(), [run.project, run.id]);
   const { search, setSearch, filtered, grouped } = useMetricSearch(keys.data?.keys);
