@@ -198,7 +198,8 @@ def test_run_page_shows_rank_health_logs_and_system(job: Job) -> None:
             # Clicking a rank's cell shows that rank's lines, and its logs in the Logs tab.
             page.get_by_role("tab", name="Charts").click()
             strip.locator('[data-rank="2"]').click()
-            expect(page.get_by_role("tab", name="Charts")).to_have_attribute("aria-selected", "true")
+            charts_tab = page.get_by_role("tab", name="Charts")
+            expect(charts_tab).to_have_attribute("aria-selected", "true")
             expect(page.locator(".rank-chip.on")).to_have_text("rank-2")
             page.get_by_role("tab", name="Logs").click()
             expect(logs.first).to_contain_text("rank 2")
