@@ -156,12 +156,21 @@ def _stream(s: dict[str, Any], run_url: str) -> StreamInfo:
 class RemoteReader:
     """What ``Api`` delegates to when given ``server=``."""
 
-    def __init__(self, server: str, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        server: str,
+        transport: httpx.BaseTransport | None = None,
+        token: str | None = None,
+    ) -> None:
         self.server = normalize_url(server)
         self._transport = transport
+        self._token = token
+
+    def __repr__(self) -> str:  # never the token
+        return f"RemoteReader({self.server!r})"
 
     def get(self, path: str, params: Any = None) -> Any:
-        with _http.make_client(self.server, transport=self._transport) as client:
+        with _http.make_client(self.server, transport=self._transport, token=self._token) as client:
             return _http.get_msgpack(client, path, params)
 
     def projects(self) -> list[str]:

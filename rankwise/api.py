@@ -226,7 +226,8 @@ class Api:
     ``dir`` defaults to ``RANKWISE_DIR`` or ``./rankwise``. ``crash_timeout`` (seconds) is
     how old a silent stream's last record must be before it is called crashed (a server
     applies its own). With ``server=`` the same methods return the same objects, read
-    through the HTTP API (``rankwise._remote``).
+    through the HTTP API (``rankwise._remote``), authenticated with ``token`` (a read
+    token; default ``RANKWISE_TOKEN``).
     """
 
     def __init__(
@@ -234,6 +235,7 @@ class Api:
         dir: str | os.PathLike[str] | None = None,
         crash_timeout: float = 60.0,
         server: str | None = None,
+        token: str | None = None,
     ) -> None:
         self.dir = Path(dir or os.environ.get("RANKWISE_DIR") or "rankwise").expanduser()
         self.crash_timeout = crash_timeout
@@ -241,7 +243,7 @@ class Api:
         if server is not None:
             from ._remote import RemoteReader
 
-            self._remote = RemoteReader(server)
+            self._remote = RemoteReader(server, token=token)
 
     def projects(self) -> list[str]:
         if self._remote is not None:

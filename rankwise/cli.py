@@ -144,6 +144,7 @@ def _server_commands(sub: Any) -> None:
     p = sub.add_parser("ui", help="index a data directory, follow live runs, serve the dashboard")
     p.add_argument("--dir", default=None, help="data directory (RANKWISE_DIR, ./rankwise)")
     _listen(p)
+    _insecure(p)
     p.set_defaults(func=cmd_ui)
     p = sub.add_parser("server", help="serve a database that runs upload to (remote mode)")
     p.add_argument("--db", required=True, help="sqlite:///PATH or postgresql://USER@HOST/DB")
@@ -152,12 +153,17 @@ def _server_commands(sub: Any) -> None:
     p.add_argument(
         "--max-body-mb", type=float, default=96, help="largest upload accepted (default 96)"
     )
+    _insecure(p)
     p.set_defaults(func=cmd_server)
+    from .token_cli import add_token_commands
+
+    add_token_commands(sub)
     p = sub.add_parser("sync", help="upload offline runs to a server (safe to repeat)")
     p.add_argument(
         "path", nargs="?", default=None, help="data dir, project dir, run dir or stream file"
     )
     p.add_argument("--server", default=None, help="server URL (RANKWISE_SERVER)")
+    p.add_argument("--token", default=None, help="an ingest token (RANKWISE_TOKEN)")
     p.add_argument("--follow", action="store_true", help="keep uploading until runs finish")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
@@ -167,6 +173,14 @@ def _server_commands(sub: Any) -> None:
         help="give up after the server was unreachable this long (s, default 120)",
     )
     p.set_defaults(func=cmd_sync)
+
+
+def _insecure(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="serve with no authentication at all, even off loopback (prints a warning)",
+    )
 
 
 def _listen(p: argparse.ArgumentParser) -> None:
@@ -194,7 +208,12 @@ def _serve_module() -> Any:
 def cmd_ui(args: argparse.Namespace) -> int:
     root = Path(args.dir or os.environ.get("RANKWISE_DIR") or "rankwise")
     _serve_module().serve_ui(
-        root, args.host, args.port, crash_timeout=args.crash_timeout, log_level=args.log_level
+        root,
+        args.host,
+        args.port,
+        crash_timeout=args.crash_timeout,
+        log_level=args.log_level,
+        insecure_no_auth=args.insecure_no_auth,
     )
     return 0
 
@@ -205,7 +224,9 @@ def cmd_server(args: argparse.Namespace) -> int:
 
     if args.workers < 1:
         raise UsageError("--workers must be at least 1")
-    settings = ServerSettings(max_body_bytes=int(args.max_body_mb * 1024 * 1024))
+    settings = ServerSettings(
+        max_body_bytes=int(args.max_body_mb * 1024 * 1024), auth=not args.insecure_no_auth
+    )
     serve.serve_db(
         args.db,
         args.host,
@@ -226,7 +247,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
         raise UsageError("rankwise sync needs --server URL (or RANKWISE_SERVER)")
     path = Path(args.path or os.environ.get("RANKWISE_DIR") or "rankwise")
     report = sync(
-        path, server, follow=args.follow, progress=not args.no_progress, retry_for=args.retry_for
+        path,
+        server,
+        follow=args.follow,
+        progress=not args.no_progress,
+        retry_for=args.retry_for,
+        token=args.token,
     )
     print(
         f"rankwise: synced {report.streams} stream(s) from {path} to {server}: "

@@ -52,6 +52,7 @@ def init(
     system_interval: float | None = None,
     gpu_device_ids: Sequence[int] | None = None,
     stall_timeout: float | None = None,
+    token: str | None = None,
 ) -> Run:
     """Start (or continue) a run on this process; call it on every rank.
 
@@ -62,7 +63,8 @@ def init(
     ``allow`` (continue a run that exists, as a new incarnation), ``must`` or ``never``.
     Returns a ``Run`` that is falsy on processes that do not record under ``run_mode``.
     ``server`` (or ``RANKWISE_SERVER``) turns on remote mode: the stream file is still
-    written, and also uploaded to that rankwise server by a background thread.
+    written, and also uploaded to that rankwise server by a background thread, with
+    ``token`` (or ``RANKWISE_TOKEN``), an ingest token, as ``Authorization: Bearer``.
     Rank health, each also a setting (``RANKWISE_CONSOLE`` ...): ``console`` capture is
     ``"wrap"`` (default), ``"redirect"`` (file descriptors: C/NCCL output too) or
     ``"off"``; ``system`` metrics every ``system_interval`` seconds (10), of the GPUs
@@ -77,6 +79,7 @@ def init(
         system_interval=system_interval,
         gpu_device_ids=gpu_device_ids,
         stall_timeout=stall_timeout,
+        token=token,
     )
     project = check_id(project or env.get("RANKWISE_PROJECT") or "default", "project")
     if resume not in RESUME:

@@ -72,6 +72,7 @@ def sync(
     progress: bool = True,
     poll: float = 1.0,
     retry_for: float = 120.0,
+    token: str | None = None,
 ) -> SyncReport:
     """Upload every stream under ``path`` to ``server``; see the module docstring.
 
@@ -86,7 +87,8 @@ def sync(
     uploads: dict[Path, StreamUpload] = {}
     done: set[Path] = set()
     bar = tqdm(total=0, unit="B", unit_scale=True, desc="rankwise sync", disable=not progress)
-    with _http.make_client(server, transport=transport) as client, bar:
+    token = token or settings.token
+    with _http.make_client(server, transport=transport, token=token) as client, bar:
         retry = _Retrier(server, settings.upload_backoff_max, retry_for)
         while True:
             for p in find_stream_files(path):

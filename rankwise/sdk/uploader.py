@@ -75,6 +75,10 @@ class GiveUp(Exception):
     """Sending these bytes again cannot succeed; the stream stays local for ``rankwise sync``."""
 
 
+class Refused(GiveUp):
+    """The server refused the credentials (401) or their scope (403)."""
+
+
 def normalize_url(url: str) -> str:
     """``host:port`` or a full URL, without a trailing slash; ``http://`` when no scheme."""
     url = url.strip()
@@ -283,6 +287,14 @@ class StreamUpload:
             raise Retry(f"server cannot read this encoding: {message}")
         if status in (408, 425, 429) or status >= 500:
             raise Retry(f"server answered {status}: {message}")
+        if status in (401, 403):
+            what = "has no valid token" if status == 401 else "has a token not allowed here"
+            raise Refused(
+                f"the server at {self.client.base_url} refused the upload: this process {what} "
+                f"({message}). Set RANKWISE_TOKEN (or init(token=...)) to an ingest token for "
+                f"project {self.ref.project!r} (rankwise token create --db URL --role ingest "
+                f"--project {self.ref.project})"
+            )
         hint = " (is it a rankwise server?)" if status == 404 else ""
         raise GiveUp(f"server at {self.client.base_url}{hint} answered {status}: {message}")
 
@@ -334,6 +346,7 @@ class Uploader:
         self._drained = threading.Event()
         self._done = threading.Event()
         self._problem: str | None = None
+        self._refused = False  # warned once already, with the sync command
         self._thread = threading.Thread(target=self._run, name="rankwise-uploader", daemon=True)
 
     def start(self) -> None:
@@ -366,6 +379,8 @@ class Uploader:
         if self._drained.is_set():
             return
         self._quit.set()
+        if self._refused:
+            return
         self._interrupt.set()
         why = self._problem or "the upload did not finish in time"
         _log.warn(
@@ -379,7 +394,9 @@ class Uploader:
         try:
             from .. import _http
 
-            client = _http.make_client(self.server, transport=self._transport)
+            client = _http.make_client(
+                self.server, transport=self._transport, token=self._settings.token
+            )
         except Exception as exc:
             self._problem = f"cannot set up the upload: {exc!r}"
             _log.warn(f"remote mode is off for this process: {self._problem}")
@@ -406,6 +423,15 @@ class Uploader:
                 self._outage(str(exc), failures)
                 self._sleep(backoff_delay(failures, self._settings.upload_backoff_max))
                 continue
+            except Refused as exc:
+                self._problem = str(exc)
+                self._refused = True
+                _log.warn(
+                    f"stopped uploading {self.ref}: {exc}. Training goes on and nothing is "
+                    f"lost: the records stay in {self.path}; upload them later with: rankwise "
+                    f"sync {self.path.parent.parent} --server {self.server} --token <token>"
+                )
+                return
             except GiveUp as exc:
                 self._problem = str(exc)
                 _log.warn(f"stopped uploading {self.ref}: {exc}")

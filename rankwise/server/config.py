@@ -17,3 +17,15 @@ class ServerSettings:
     static_dir: Path = STATIC_DIR
     # Runs accepted in one compare request.
     max_compare_runs: int = 64
+
+    # -- authentication (rankwise.server.auth) --
+    # False only for the local `rankwise ui` and `rankwise server --insecure-no-auth`.
+    auth: bool = True
+    # How long a token's row is trusted without reading the store again (s); a revoked
+    # token stops working within this. 0: read it on every request.
+    token_cache_ttl: float = 10.0
+    # Tokens' last_used is written at most once per this many seconds (batched).
+    token_touch_interval: float = 60.0
+    # A dashboard session ends after this long unused, or this long after login (s).
+    session_idle: float = 12 * 3600.0
+    session_max: float = 7 * 24 * 3600.0

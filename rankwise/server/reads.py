@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from ..store.base import RunQuery, RunRow, Store
 from ..stream.records import STATES
+from . import auth
 from .config import ServerSettings
 from .encoding import ApiError, reply
 from .schemas import (
@@ -51,7 +52,7 @@ def projects(request: Request) -> Response:
     """Every project, with its number of runs and when one was last updated."""
     store = _store(request)
     out = []
-    for name in store.projects():
+    for name in auth.visible(request, store.projects()):
         rows, total = store.list_runs(RunQuery(project=name, sort="-updated", limit=1))
         out.append({"name": name, "runs": total, "updated": rows[0].updated if rows else None})
     return reply(request, {"projects": out})
@@ -202,11 +203,13 @@ def compare(request: Request, body: CompareRequest) -> Response:
     if len(body.runs) > settings.max_compare_runs:
         raise ApiError(422, f"at most {settings.max_compare_runs} runs per compare request")
     store = _store(request)
-    out = []
-    for ref in body.runs:
-        project, sep, run_id = ref.partition("/")
+    refs = [ref.partition("/") for ref in body.runs]
+    for ref, (project, sep, run_id) in zip(body.runs, refs):
         if not sep or not project or not run_id:
             raise ApiError(422, f"runs entries are 'project/run'; got {ref!r}")
+    auth.check_projects(request, [p for p, _, _ in refs])  # all or nothing
+    out = []
+    for project, _, run_id in refs:
         chart = _chart(
             store,
             project,

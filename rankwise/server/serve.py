@@ -8,7 +8,10 @@ for them), and the schema is migrated once, before any worker starts.
 
 from __future__ import annotations
 
+import dataclasses
+import ipaddress
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,7 @@ INDEX = Path(".rankwise") / "index.db"
 _DB_ENV = "RANKWISE_SERVER_DB"
 _MAX_BODY_ENV = "RANKWISE_SERVER_MAX_BODY"
 _CRASH_ENV = "RANKWISE_SERVER_CRASH_TIMEOUT"
+_NO_AUTH_ENV = "RANKWISE_SERVER_NO_AUTH"
 
 
 def open_db(url: str, crash_timeout: float = 60.0) -> Store:
@@ -100,8 +104,21 @@ def serve_ui(
     crash_timeout: float = 60.0,
     log_level: str = "warning",
     announce: Callable[[str], None] | None = None,
+    insecure_no_auth: bool = False,
 ) -> None:
-    """Index ``root`` into ``<root>/.rankwise/index.db``, follow it, and serve it."""
+    """Index ``root`` into ``<root>/.rankwise/index.db``, follow it, and serve it.
+
+    No login: it is one person's local directory. Off loopback that would expose it to
+    the network, so a non-loopback ``host`` needs ``insecure_no_auth``.
+    """
+    if not is_loopback(host) and not insecure_no_auth:
+        raise UsageError(
+            f"rankwise ui has no login, so it serves only loopback, not {host}: serve runs "
+            "to a team with `rankwise server` and tokens, or pass --insecure-no-auth"
+        )
+    if insecure_no_auth:
+        warn_no_auth(host)
+    settings = dataclasses.replace(settings or ServerSettings(), auth=False)
     root = Path(root).expanduser().absolute()
     if not root.is_dir():
         raise UsageError(
@@ -134,6 +151,11 @@ def serve_db(
     settings = settings or ServerSettings()
     say = announce or (lambda where: print(f"rankwise: server at {where}", flush=True))
     store = open_db(url, crash_timeout)
+    try:
+        bootstrap_auth(store, host, settings.auth)
+    except BaseException:
+        store.close()
+        raise
     if workers <= 1:
         try:
             _Server(uvicorn_config(create_app(store, settings), host, port, log_level), say).run()
@@ -144,6 +166,7 @@ def serve_db(
     os.environ[_DB_ENV] = url
     os.environ[_MAX_BODY_ENV] = str(settings.max_body_bytes)
     os.environ[_CRASH_ENV] = str(crash_timeout)
+    os.environ[_NO_AUTH_ENV] = "" if settings.auth else "1"
     say(f"http://{_url_host(host)}:{port} ({workers} workers)")
     uvicorn.run(
         "rankwise.server.serve:worker_app",
@@ -165,9 +188,57 @@ def worker_app() -> Any:
     if not url:
         raise RuntimeError(f"{_DB_ENV} is not set: start workers with `rankwise server`")
     settings = ServerSettings(
-        max_body_bytes=int(os.environ.get(_MAX_BODY_ENV) or ServerSettings.max_body_bytes)
+        max_body_bytes=int(os.environ.get(_MAX_BODY_ENV) or ServerSettings.max_body_bytes),
+        auth=not os.environ.get(_NO_AUTH_ENV),
     )
     from ..store import open_store
 
     crash_timeout = float(os.environ.get(_CRASH_ENV) or 60.0)
     return create_app(open_store(url, crash_timeout=crash_timeout), settings)
+
+
+def is_loopback(host: str) -> bool:
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def warn_no_auth(host: str) -> None:
+    """The banner of every start without authentication."""
+    line = "!" * 78
+    print(
+        f"{line}\nrankwise: WARNING: authentication is OFF (--insecure-no-auth). Anyone who "
+        f"can reach {host} can read every run and write into every project.\n{line}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def bootstrap_auth(store: Store, host: str, auth: bool) -> None:
+    """Refuse an unprotected start, or create the first admin token and print it once.
+
+    Off loopback with no live token at all, nobody could have been handed credentials
+    on purpose yet: refuse (the team creates tokens first). Otherwise a store with no
+    admin token gets one, printed here once, never a default password.
+    """
+    if not auth:
+        warn_no_auth(host)
+        return
+    if store.has_admin_token():
+        return
+    if not is_loopback(host) and not store.list_tokens():
+        raise UsageError(
+            f"refusing to serve on {host} with no tokens in the store: create one first with "
+            "`rankwise token create --db URL --role admin` (or serve on 127.0.0.1 once to "
+            "get one printed), or pass --insecure-no-auth to run without authentication"
+        )
+    new = store.create_token("admin", None, "bootstrap admin")
+    print(
+        "rankwise: this store had no admin token, so one was created. It is shown only "
+        "now; keep it (log in to the dashboard with it, create tokens with it):\n"
+        f"{new.value}",
+        flush=True,
+    )

@@ -24,6 +24,8 @@ from .telemetry import ConsolePage, ConsoleQuery, StallEvent, SystemSeries
 
 if TYPE_CHECKING:
     from ..health import StreamSteps
+    from ..tokens import NewToken, TokenInfo
+    from .tokens import SessionInfo
 
 XAxis = Literal["step", "time"]
 
@@ -217,5 +219,28 @@ class Store(Protocol):
         self, project: str, run_id: str, labels: Sequence[str] = (), limit: int = 100
     ) -> list[StallEvent] | None:
         """The watchdog's stall reports, newest first."""
+
+    # API tokens and dashboard sessions (``rankwise.store.tokens``)
+    def create_token(
+        self, role: str, projects: Sequence[str] | None = None, name: str = ""
+    ) -> NewToken: ...
+
+    def get_token(self, token_id: str) -> TokenInfo | None: ...
+
+    def list_tokens(self) -> list[TokenInfo]: ...
+
+    def has_admin_token(self) -> bool: ...
+
+    def revoke_token(self, token_id: str) -> bool: ...
+
+    def touch_tokens(self, used: dict[str, float]) -> None: ...
+
+    def create_session(self, session_id: str, token_id: str) -> None: ...
+
+    def get_session(self, session_id: str) -> SessionInfo | None: ...
+
+    def touch_session(self, session_id: str, every: float) -> None: ...
+
+    def revoke_session(self, session_id: str) -> bool: ...
 
     def close(self) -> None: ...

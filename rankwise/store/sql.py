@@ -29,6 +29,7 @@ from .base import Band, RunQuery, RunRow, Series, StreamKey, XAxis
 from .ingest import apply_stream, decode_fold, metric_names
 from .saved_views import SavedViews
 from .telemetry_reads import TelemetryReads
+from .tokens import TokenStore
 from .tx import Tx, marks
 
 T = TypeVar("T")
@@ -43,7 +44,7 @@ def _check_axis(x: str, max_points: int) -> None:
         raise ValueError(f"max_points={max_points} must be at least 1")
 
 
-class SQLStore(SavedViews, TelemetryReads):
+class SQLStore(SavedViews, TelemetryReads, TokenStore):
     """Everything of ``Store`` but how transactions run (see the module docstring)."""
 
     dialect: str = ""
