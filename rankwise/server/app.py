@@ -40,6 +40,7 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
     )
     app.state.store = store
     app.state.settings = settings
+    auth.redact_access_log()
     app.state.verifier = auth.Verifier(
         store, settings.token_cache_ttl, settings.token_touch_interval
     )

@@ -32,6 +32,8 @@ process within the TTL.
 from __future__ import annotations
 
 import hmac
+import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -151,6 +153,26 @@ class Verifier:
             self.store.touch_tokens(used)
         except Exception:  # bookkeeping: never fail a request because of it
             pass
+
+
+class _RedactQueryTokens(logging.Filter):
+    """Masks ``?token=...`` in uvicorn's access log: refused, yet a client sent it."""
+
+    _PATTERN = re.compile(r"(\b(?:%s)=)[^&\s\"]*" % "|".join(QUERY_TOKEN_NAMES), re.I)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(
+                self._PATTERN.sub(r"\1<redacted>", a) if isinstance(a, str) else a
+                for a in record.args
+            )
+        return True
+
+
+def redact_access_log() -> None:
+    log = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, _RedactQueryTokens) for f in log.filters):
+        log.addFilter(_RedactQueryTokens())
 
 
 # -- resolving the principal ------------------------------------------------------------

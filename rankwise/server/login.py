@@ -87,8 +87,12 @@ def _row(info: T.TokenInfo) -> dict[str, Any]:
     }
 
 
-_401 = {401: {"model": ErrorReply, "description": "no valid credentials"}}
-_403 = {403: {"model": ErrorReply, "description": "role or project not allowed"}}
+_401: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorReply, "description": "no valid credentials"}
+}
+_403: dict[int | str, dict[str, Any]] = {
+    403: {"model": ErrorReply, "description": "role or project not allowed"}
+}
 
 
 @router.get("/session", response_model=WhoAmI, responses=_401)

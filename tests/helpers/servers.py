@@ -80,7 +80,7 @@ def call(
 
 
 @contextmanager
-def serve_in_thread(app: Any, *, token_env: bool = True) -> Iterator[str]:
+def serve_in_thread(app: Any, *, token_env: bool = True, **config: Any) -> Iterator[str]:
     """A real uvicorn serving ``app`` on a free loopback port, in this process.
 
     With auth on, an admin token of its store is in ``RANKWISE_TOKEN`` meanwhile (clients
@@ -91,16 +91,19 @@ def serve_in_thread(app: Any, *, token_env: bool = True) -> Iterator[str]:
     if token_env and app.state.settings.auth:
         os.environ["RANKWISE_TOKEN"] = admin_token(app)
     port = free_port()
-    config = uvicorn.Config(
+    uv_config = uvicorn.Config(
         app,
         host="127.0.0.1",
         port=port,
-        log_level="warning",
-        http="h11",
-        ws="none",
-        lifespan="off",
+        **{
+            "log_level": "warning",
+            "http": "h11",
+            "ws": "none",
+            "lifespan": "off",
+            **config,
+        },
     )
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uv_config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     wait_until(lambda: server.started or not thread.is_alive(), timeout=20)
