@@ -356,12 +356,12 @@ def test_session_idle_expiry(tmp_path: Path) -> None:
     settings = ServerSettings(static_dir=tmp_path / "n", token_cache_ttl=0, session_idle=0.5)
     token = store.create_token("admin").value
     hdr = {"Sec-Fetch-Site": "same-origin", "X-Rankwise-CSRF": "1"}
-    with serve_in_thread(create_app(store, settings), token_env=False) as url:
-        with httpx.Client(base_url=url, timeout=10) as b:
-            assert b.post("/api/v1/session", json={"token": token}, headers=hdr).status_code == 200
-            assert b.get("/api/v1/projects").status_code == 200
-            time.sleep(0.8)  # unused for longer than session_idle
-            assert b.get("/api/v1/projects").status_code == 401
+    app = create_app(store, settings)
+    with serve_in_thread(app, token_env=False) as url, httpx.Client(base_url=url) as b:
+        assert b.post("/api/v1/session", json={"token": token}, headers=hdr).status_code == 200
+        assert b.get("/api/v1/projects").status_code == 200
+        time.sleep(0.8)  # unused for longer than session_idle
+        assert b.get("/api/v1/projects").status_code == 401
     store.close()
 
 

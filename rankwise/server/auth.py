@@ -158,7 +158,7 @@ class Verifier:
 class _RedactQueryTokens(logging.Filter):
     """Masks ``?token=...`` in uvicorn's access log: refused, yet a client sent it."""
 
-    _PATTERN = re.compile(r"(\b(?:%s)=)[^&\s\"]*" % "|".join(QUERY_TOKEN_NAMES), re.I)
+    _PATTERN = re.compile(r"(\b(?:" + "|".join(QUERY_TOKEN_NAMES) + r")=)[^&\s\"]*", re.I)
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple):
