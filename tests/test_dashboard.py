@@ -32,7 +32,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers.servers import REPO, ServerProcess, wait_until
+from tests.helpers.servers import REPO, ServerProcess, browser_login, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -499,6 +499,8 @@ def test_big_run_first_charts(browser: Any, tmp_path: Path) -> None:
             for width, height in ((1280, 800), (1920, 1080)):
                 for attempt in ("cold", "warm") if width == 1280 else ("warm",):
                     p = Page(browser, width, height)
+                    assert server.token
+                    browser_login(p.ctx, server.url, server.token)
                     p.page.goto(url)
                     ms = _first_charts_ms(p.page)
                     n = p.page.locator(_drawn(p.page)).count()

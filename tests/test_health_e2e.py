@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from .helpers.runs import FAST_ENV
-from .helpers.servers import ServerProcess, subprocess_env, wait_until
+from .helpers.servers import ServerProcess, browser_login, subprocess_env, wait_until
 
 SCRIPT = Path(__file__).parent / "scripts" / "health_job.py"
 PROJECT = "telemetry"
@@ -159,6 +159,8 @@ def test_run_page_shows_rank_health_logs_and_system(job: Job) -> None:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROME_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
+            assert job.server.token
+            browser_login(page.context, job.url, job.server.token)
             page.set_default_timeout(20_000)
             page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)

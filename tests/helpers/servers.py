@@ -237,3 +237,13 @@ def postgres_dsn() -> Iterator[str]:
     finally:
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def browser_login(context: Any, url: str, token: str) -> None:
+    """Log a Playwright browser context in to the dashboard (its session cookie)."""
+    r = context.request.post(
+        url + "/api/v1/session",
+        data={"token": token},
+        headers={"X-Rankwise-CSRF": "1", "Sec-Fetch-Site": "same-origin"},
+    )
+    assert r.status == 200, r.text()
