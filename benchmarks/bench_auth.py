@@ -27,12 +27,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import httpx  # noqa: E402
+import httpx
 
-from rankwise.server import ServerSettings, create_app  # noqa: E402
-from rankwise.server.auth import Verifier  # noqa: E402
-from rankwise.store import open_store  # noqa: E402
-from tests.helpers.streams import body, records  # noqa: E402
+from rankwise.server import ServerSettings, create_app
+from rankwise.server.auth import Verifier
+from rankwise.store import open_store
+from tests.helpers.streams import body, records
 
 
 def time_verify(verifier: Verifier, token: str, calls: int) -> float:
@@ -49,6 +49,8 @@ async def time_requests(app: Any, token: str | None, calls: int) -> float:
     data = body(records(steps=3))
     params = {"project": "p", "run": "r", "label": "rank-0", "incarnation": 0}
     async with httpx.AsyncClient(transport=transport, base_url="http://bench") as client:
+        for _ in range(20):  # warm up: first-request setup is not the cost per request
+            await client.post("/api/v1/ingest", params=params, content=data, headers=headers)
         t0 = time.perf_counter()
         for _ in range(calls):
             r = await client.post("/api/v1/ingest", params=params, content=data, headers=headers)
@@ -84,12 +86,14 @@ def main() -> None:
             ),
         }
         figures: dict[str, list[float]] = {}
-        for _ in range(args.rounds):
+        order = list(apps.items())
+        for round_ in range(args.rounds):
             figures.setdefault("verify uncached", []).append(
                 time_verify(uncached, token, args.calls // 10)
             )
             figures.setdefault("verify cached", []).append(time_verify(cached, token, args.calls))
-            for name, (app, tok) in apps.items():
+            shift = round_ % len(order)  # rotate, so no setting always runs first
+            for name, (app, tok) in order[shift:] + order[:shift]:
                 us = asyncio.run(time_requests(app, tok, args.requests))
                 figures.setdefault(f"ingest request, {name}", []).append(us)
         store.close()

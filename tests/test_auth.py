@@ -453,3 +453,32 @@ def test_insecure_no_auth_warns_at_every_start(tmp_path: Path) -> None:
     with srv:
         pass
     assert log.read_text().count("authentication is OFF") == 2
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_token_and_session_store(backend: str, tmp_path: Path, request: Any) -> None:
+    url = (
+        f"sqlite:///{tmp_path / 't.db'}"
+        if backend == "sqlite"
+        else request.getfixturevalue("pg_dsn")
+    )
+    with open_store(url) as store:
+        store.migrate()
+        assert not store.has_admin_token()
+        new = store.create_token("read", ["a", "b", "a"], "r")
+        info = store.get_token(new.info.id)
+        assert info is not None and info.projects == ("a", "b") and info.role == "read"
+        assert info.secret_hash == T.digest(T.parse(new.value)[2])  # type: ignore[index]
+        assert T.matches(info, "read", T.parse(new.value)[2])  # type: ignore[index]
+        store.touch_tokens({info.id: 123.0})
+        assert store.get_token(info.id).last_used == 123.0  # type: ignore[union-attr]
+        store.create_session("s" * 43, info.id)
+        assert store.get_session("s" * 43).token.id == info.id  # type: ignore[union-attr]
+        assert store.revoke_token(info.id) and not store.revoke_token(info.id)
+        assert store.get_session("s" * 43) is None
+        admin = store.create_token("admin")
+        assert store.has_admin_token() and admin.info.projects is None
+        with pytest.raises(ValueError, match="role"):
+            store.create_token("root")
+        with pytest.raises(ValueError, match="projects"):
+            store.create_token("read", [])
