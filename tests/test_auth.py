@@ -482,3 +482,59 @@ def test_token_and_session_store(backend: str, tmp_path: Path, request: Any) -> 
             store.create_token("root")
         with pytest.raises(ValueError, match="projects"):
             store.create_token("read", [])
+
+
+def test_under_tls_cookies_are_secure_with_host_prefix(tmp_path: Path) -> None:
+    import asyncio
+
+    store = open_store(f"sqlite:///{tmp_path / 'tls.db'}")
+    store.migrate()
+    token = store.create_token("read").value
+    app = create_app(store, ServerSettings(static_dir=tmp_path / "n", token_cache_ttl=0))
+
+    async def go() -> list[str]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="https://rk.example") as c:
+            hdr = {"Sec-Fetch-Site": "same-origin", "X-Rankwise-CSRF": "1"}
+            r = await c.post("/api/v1/session", json={"token": token}, headers=hdr)
+            assert r.status_code == 200
+            assert (await c.get("/api/v1/projects")).status_code == 200  # __Host- cookie read
+            return r.headers.get_list("set-cookie")
+
+    cookies = asyncio.run(go())
+    session = next(c for c in cookies if c.startswith("__Host-rk_session="))
+    assert "secure" in session.lower() and "httponly" in session.lower()
+    assert any(c.startswith("__Host-rk_csrf=") and "secure" in c.lower() for c in cookies)
+    store.close()
+
+
+def test_verifier_caches_rows_and_batches_last_used(tmp_path: Path) -> None:
+    from rankwise.server.auth import Verifier
+
+    store = open_store(f"sqlite:///{tmp_path / 'v.db'}")
+    store.migrate()
+    token = store.create_token("ingest", ["p"]).value
+    reads = 0
+    real_get = store.get_token
+
+    def counting(token_id: str) -> Any:
+        nonlocal reads
+        reads += 1
+        return real_get(token_id)
+
+    store.get_token = counting  # type: ignore[method-assign]
+    cached = Verifier(store, ttl=60, touch_every=3600)
+    for _ in range(100):
+        assert cached.verify(token) is not None
+    assert reads == 1  # one row read for 100 requests
+    last = store.list_tokens()[0].last_used
+    assert last is not None  # the first use is written at once ...
+    for _ in range(10):
+        cached.verify(token)
+    assert store.list_tokens()[0].last_used == last  # ... later ones batched
+    reads = 0
+    uncached = Verifier(store, ttl=0, touch_every=3600)
+    for _ in range(5):
+        uncached.verify(token)
+    assert reads == 5
+    store.close()

@@ -108,7 +108,7 @@ class Verifier:
         self.touch_every = touch_every
         self._cache: dict[str, tuple[T.TokenInfo | None, float]] = {}
         self._used: dict[str, float] = {}
-        self._flushed = time.monotonic()
+        self._flushed = float("-inf")  # the first use is written at once, later ones batched
         self._lock = threading.Lock()
 
     def verify(self, token: str) -> T.TokenInfo | None:
