@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
 @dataclass(frozen=True)
@@ -17,3 +18,7 @@ class ServerSettings:
     static_dir: Path = STATIC_DIR
     # Runs accepted in one compare request.
     max_compare_runs: int = 64
+    # Host header values answered (DNS rebinding guard): names, "*.suffix", or "*".
+    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
+    # Largest body of any request but an ingest upload (JSON: compare, saved views).
+    max_json_bytes: int = 1024 * 1024

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
+from .. import names
 from ..store.base import RunQuery, RunRow, Store
 from ..stream.records import STATES
 from .config import ServerSettings
@@ -74,7 +75,7 @@ def runs(
     """One page of a project's runs, filtered and sorted (streams only on request)."""
     for s in state or ():
         if s not in STATES:
-            raise ApiError(422, f"state={s!r} is not one of {', '.join(STATES)}")
+            raise ApiError(422, f"query parameter 'state' is not one of {', '.join(STATES)}")
     store = _store(request)
     query = RunQuery(
         project=project,
@@ -205,8 +206,8 @@ def compare(request: Request, body: CompareRequest) -> Response:
     out = []
     for ref in body.runs:
         project, sep, run_id = ref.partition("/")
-        if not sep or not project or not run_id:
-            raise ApiError(422, f"runs entries are 'project/run'; got {ref!r}")
+        if not sep or not names.is_id(project) or not names.is_id(run_id):
+            raise ApiError(422, "runs entries are 'project/run' with valid ids")
         chart = _chart(
             store,
             project,

@@ -18,6 +18,7 @@ class ErrorDetail(BaseModel):
     status: int
     message: str
     acked_seq: int | None = Field(None, description="409 only: the stream's mark")
+    request_id: str | None = Field(None, description="names this request in the server's log")
 
 
 class ErrorReply(BaseModel):

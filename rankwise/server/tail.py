@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..names import is_id
 from ..store.base import Store, StreamKey
 from ..stream import records as R
 from ..stream.files import parse_stream_filename
@@ -111,7 +112,7 @@ class DirectoryTailer:
                     if path in self._tails:
                         continue
                     parsed = parse_stream_filename(name)
-                    if parsed is not None:
+                    if parsed is not None and is_id(parsed[0]):
                         key = StreamKey(project.name, run.name, parsed[0], parsed[1])
                         self._tails[path] = _Tail(key, path)
 
@@ -176,5 +177,6 @@ def _subdirs(path: Path) -> list[Path]:
         entries = list(os.scandir(path))
     except (FileNotFoundError, NotADirectoryError):
         return []
-    # ".rankwise" (the index) and other dot folders are never projects or runs.
-    return sorted(Path(e.path) for e in entries if e.is_dir() and not e.name.startswith("."))
+    # ".rankwise" (the index), dot folders and any name a run could not have been given
+    # (rankwise.names' id rule) are never projects or runs: they are not indexed.
+    return sorted(Path(e.path) for e in entries if is_id(e.name) and e.is_dir())
