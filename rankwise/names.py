@@ -42,16 +42,34 @@ from .errors import BadNameError as BadName
 ID_MAX = 128
 KEY_MAX = 250
 FILE_MAX = 1024
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
-_ID = re.compile(ID_PATTERN)
+# The characters of an id (what a simple regex engine can check, e.g. pydantic's).
+ID_CHARS_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 # Windows device names: a directory called CON (or con.txt) cannot be made there.
 _DEVICES = frozenset(
     ["CON", "PRN", "AUX", "NUL", "CONIN$", "CONOUT$"]
     + [f"{p}{i}" for p in ("COM", "LPT") for i in range(10)]
 )
+
+
+def _any_case(word: str) -> str:
+    return "".join(f"[{c.upper()}{c.lower()}]" if c.isalpha() else re.escape(c) for c in word)
+
+
+# The whole id rule as one regex (ECMA and Python alike), as the OpenAPI document shows it.
+ID_PATTERN = (
+    "^(?!(?:"
+    + "|".join(_any_case(d) for d in sorted(_DEVICES))
+    + r")(?:\.|$))[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+)
+_ID = re.compile(ID_PATTERN)
 # Unicode categories never allowed: control, format (U+202E, U+200B ...), surrogate,
 # private use, unassigned, line and paragraph separators.
 _BAD_CATEGORIES = frozenset(("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"))
+# The key rule as a regex (ECMA, Python and Rust alike), as near as one gets: no C0/C1
+# controls or bidi/zero-width characters, no space at either end. NFC and the other
+# refused Unicode categories are checked in code (``is_key``).
+_KEY_CHAR = r"\u0000-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff"
+KEY_PATTERN = f"^[^ {_KEY_CHAR}](?:[^{_KEY_CHAR}]*[^ {_KEY_CHAR}])?$"
 _FILE_FORBIDDEN = frozenset("\\:#%;")
 _DECODE_PASSES = 10
 
@@ -75,9 +93,8 @@ def _shown(value: object) -> str:
 
 
 def is_id(value: object) -> bool:
-    if not isinstance(value, str) or not _ID.match(value):
-        return False
-    return value.split(".", 1)[0].upper() not in _DEVICES
+    # fullmatch: "$" alone would also accept a trailing newline ("run\n").
+    return isinstance(value, str) and _ID.fullmatch(value) is not None
 
 
 def check_id(value: object, what: str = "run id") -> str:

@@ -64,6 +64,8 @@ BAD_IDS = [
     "\uff41bc",
     "",
     "a\x00",
+    "run\n",
+    "COM1.txt",
 ]
 
 

@@ -29,6 +29,7 @@ import logging
 import secrets
 import socket
 from collections.abc import Iterable
+from typing import Any
 from urllib.parse import parse_qsl, unquote
 
 from fastapi import FastAPI
@@ -54,7 +55,7 @@ SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
 ]
 INGEST_PATH = "/api/v1/ingest"
 # Query parameters that carry names, and the rule each follows.
-_ID_PARAMS = frozenset(("project", "run", "label"))
+_ID_PARAMS = frozenset(("project", "run", "label", "group"))
 _KEY_PARAMS = frozenset(("key", "name"))
 
 BAD_HOST = (
@@ -79,6 +80,54 @@ def install_hardening(app: FastAPI, settings: ServerSettings) -> None:
         max_body_bytes=settings.max_body_bytes,
         max_json_bytes=settings.max_json_bytes,
     )
+    _document_refusals(app)
+
+
+# What the middleware may answer on any operation, added to each in the OpenAPI document.
+_REFUSALS = {
+    "400": "foreign Host header, or a name in the path or query that breaks its rule",
+    "413": "request body over the server's limit",
+    "500": "internal error (generic message and a request id)",
+}
+
+
+def _document_refusals(app: FastAPI) -> None:
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        spec = build()
+        error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorReply"}}}
+        for methods in spec.get("paths", {}).values():
+            for op in methods.values():
+                for param in op.get("parameters", []):
+                    _document_name_rule(param)
+                responses = op.setdefault("responses", {})
+                for status, description in _REFUSALS.items():
+                    responses.setdefault(status, {"description": description, "content": error})
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _document_name_rule(param: dict[str, Any]) -> None:
+    """Write the middleware's name rule into a path or query parameter's schema."""
+    name = param.get("name")
+    if param.get("in") not in ("path", "query") or name not in _ID_PARAMS | _KEY_PARAMS:
+        return
+    _apply_name_rule(param.setdefault("schema", {}), name in _ID_PARAMS)
+
+
+def _apply_name_rule(schema: dict[str, Any], is_id: bool) -> None:
+    for option in schema.get("anyOf", [schema]):
+        if option.get("type") == "array":
+            _apply_name_rule(option.setdefault("items", {}), is_id)
+        elif option.get("type", "string") == "string":
+            if is_id:
+                option.update(pattern=names.ID_PATTERN, maxLength=names.ID_MAX)
+            else:
+                option.update(pattern=names.KEY_PATTERN, minLength=1, maxLength=names.KEY_MAX)
 
 
 def allowed_hosts_for(bind: str, extra: Iterable[str] = ()) -> tuple[str, ...]:

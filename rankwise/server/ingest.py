@@ -32,7 +32,7 @@ from .config import ServerSettings
 from .encoding import ApiError, reply
 from .schemas import AckReply, ErrorReply
 
-ID_PATTERN = names.ID_PATTERN
+ID_PATTERN = names.ID_CHARS_PATTERN  # the full rule is checked before routing
 # A log() call with more keys than this is no training loop's; these bound a request's
 # memory and the rows one upload can add.
 MAX_KEYS_PER_RECORD = 10_000
