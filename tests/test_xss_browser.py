@@ -44,7 +44,14 @@ document.addEventListener('securitypolicyviolation',
 """
 INJECTED = ", ".join(
     f"#app {sel}"
-    for sel in ("script", "img[src='x']", "svg", "[onerror]", "[onload]", "a[href^='javascript']")
+    for sel in (
+        "script",
+        "img[src='x']",
+        "svg[onload]",
+        "[onerror]",
+        "[onload]",
+        "a[href^='javascript']",
+    )
 )
 
 
