@@ -48,10 +48,17 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Any]
     store.close()
 
 
-def post(target: tuple[Any, Any], data: bytes, encoding: str | None = None) -> int:
-    """Upload ``data`` as a fresh run; asserts the no-500 and no-partial-write rules."""
+def new_run() -> str:
+    return f"r{next(_runs)}"
+
+
+def post(
+    target: tuple[Any, Any], data: bytes, encoding: str | None = None, run: str | None = None
+) -> int:
+    """Upload ``data`` as run ``run`` (a fresh one by default); asserts the no-500 and
+    no-partial-write rules."""
     app, store = target
-    run = f"r{next(_runs)}"
+    run = run or new_run()
     key = StreamKey("fuzz", run, "rank-0", 0)
     headers = {"Content-Encoding": encoding} if encoding else {}
     params = {"project": "fuzz", "run": run, "label": "rank-0", "incarnation": 0}
@@ -62,6 +69,9 @@ def post(target: tuple[Any, Any], data: bytes, encoding: str | None = None) -> i
         assert err["status"] == r.status_code and err["message"]
         assert store.acked(key) == -1  # nothing of a refused body was applied
         assert store.get_run("fuzz", run) is None
+    else:  # what was accepted can be read back (no stored value poisons later reads)
+        got = call(app, "GET", f"/api/v1/projects/fuzz/runs/{run}")
+        assert got.status_code in (200, 404), got.text
     return r.status_code
 
 
@@ -76,7 +86,10 @@ msgpack_values = st.recursive(
     | st.floats()
     | st.text()
     | st.binary(),
-    lambda inner: st.lists(inner, max_size=5) | st.dictionaries(st.text(), inner, max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=5)
+        | st.dictionaries(st.text() | st.integers(-5, 5) | st.none(), inner, max_size=5)
+    ),
     max_leaves=30,
 )
 
@@ -96,6 +109,22 @@ def test_random_msgpack_in_well_formed_frames(target: tuple[Any, Any], payload: 
 
 
 @FUZZ
+@given(config=st.dictionaries(st.text(max_size=8), msgpack_values, max_size=4))
+def test_odd_configs_in_valid_streams(target: tuple[Any, Any], config: dict[str, Any]) -> None:
+    from rankwise.stream import records as R
+    from rankwise.stream.frames import encode_frame
+
+    run = new_run()
+    start = R.StreamStart(0, 1000.0, "fuzz", run, "rank-0", 0, config=config)
+    summary = R.SummaryUpdate(1, 1001.0, config)
+    try:
+        data = MAGIC + encode_frame([start, summary])
+    except (TypeError, OverflowError):
+        return  # not encodable as msgpack at all
+    post(target, data, run=run)
+
+
+@FUZZ
 @given(
     cut=st.integers(min_value=0, max_value=2000),
     flips=st.lists(st.tuples(st.integers(min_value=0), st.integers(1, 255)), max_size=4),
@@ -104,11 +133,12 @@ def test_random_msgpack_in_well_formed_frames(target: tuple[Any, Any], payload: 
 def test_damaged_streams(
     target: tuple[Any, Any], cut: int, flips: list[tuple[int, int]], extra: bytes
 ) -> None:
-    good = bytearray(body(records(steps=12, project="fuzz", run="placeholder")))
+    run = new_run()
+    good = bytearray(body(records(steps=12, project="fuzz", run=run)))
     for at, xor in flips:
         good[at % len(good)] ^= xor
     data = bytes(good[: max(len(MAGIC), len(good) - cut)]) + extra
-    post(target, data)
+    post(target, data, run=run)
 
 
 @FUZZ

@@ -155,14 +155,35 @@ def decode_body(raw: bytes, encoding: str, limit: int) -> bytes:
     raise ApiError(415, "unknown Content-Encoding: send gzip, deflate, zstd or identity")
 
 
+_json = msgspec.json.Encoder()
+
+
+def _check_json(value: object) -> None:
+    """Config and summary values are stored and served as JSON: refuse what is not.
+
+    msgpack can carry map keys JSON cannot (arrays, nil); stored, such a config would
+    make every later read of the run fail.
+    """
+    try:
+        _json.encode(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ApiError(
+            422, "a config or summary value is not JSON-like: map keys must be strings"
+        ) from None
+
+
 def check_keys(records: list[R.AnyRecord]) -> None:
-    """Refuse (422) metric keys that break ``rankwise.names``' key rule, and key floods.
+    """Refuse (422) metric keys that break ``rankwise.names``' key rule, key floods (413),
+    and config or summary values that JSON cannot hold (422).
 
     The SDK never sends such keys (``log()`` skips them), so a body holding one came from
     elsewhere: it is refused whole. Each distinct key is checked once per upload.
     """
     seen: set[str] = set()
     for rec in records:
+        cls = type(rec)
+        if cls is R.StreamStart or cls is R.ConfigUpdate or cls is R.SummaryUpdate:
+            _check_json(rec.config if cls is R.StreamStart else rec.items)  # type: ignore[union-attr]
         values = getattr(rec, "values", None)
         if not isinstance(values, dict):
             continue
