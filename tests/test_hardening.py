@@ -23,12 +23,18 @@ import httpx
 import pytest
 
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.hardening import BAD_PATH, CSP, bad_param
+from rankwise.server.hardening import (
+    BAD_PATH,
+    CSP,
+    HostAllowList,
+    allowed_hosts_for,
+    bad_param,
+)
 from rankwise.store import open_store
 from rankwise.stream import records as R
 from rankwise.stream.frames import MAGIC, encode_frame
 
-from .helpers.servers import serve_in_thread
+from .helpers.servers import ServerProcess, serve_in_thread
 from .helpers.streams import body, records
 
 LIMIT = 256 * 1024  # the test server's body cap: small, so bombs are cheap to build
@@ -441,3 +447,36 @@ def test_row29_a_failing_store_gives_a_generic_500_with_a_request_id(
     finally:
         with sqlite3.connect(server.db) as conn:
             conn.execute("ALTER TABLE streams_gone RENAME TO streams")
+
+
+# -- --allowed-hosts ------------------------------------------------------------------
+
+
+def test_allowed_hosts_for_a_bind_address() -> None:
+    assert allowed_hosts_for("127.0.0.1") == ("localhost", "127.0.0.1", "::1")
+    assert "10.1.2.3" in allowed_hosts_for("10.1.2.3")
+    wildcard = allowed_hosts_for("0.0.0.0", ["Tracker", "*.cluster.internal"])
+    assert socket.gethostname().lower() in wildcard and "tracker" in wildcard
+    hosts = HostAllowList(wildcard)
+    assert hosts.allows("tracker:8585") and hosts.allows("node7.cluster.internal")
+    assert not hosts.allows("cluster.internal.evil.com") and not hosts.allows("evil.com")
+    assert not hosts.allows("tracker:http") and not hosts.allows("[::1") and not hosts.allows("")
+    assert HostAllowList(["*"]).allows("anything.example")
+
+
+def test_cli_allowed_hosts_reach_every_worker(tmp_path: Path) -> None:
+    """``rankwise server --workers 2 --allowed-hosts``: each worker process answers it."""
+    db = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    args = ["--workers", "2", "--allowed-hosts", "tracker.example,other.example"]
+    with ServerProcess.db(db, tmp_path / "server.log", *args) as proc:
+        port = int(urlsplit(proc.url).port or 0)
+        fake = Server(proc.url, tmp_path, {}, httpx.Client())
+        for _ in range(6):  # several connections: both workers answer
+            for host, status in (
+                ("tracker.example", 200),
+                ("other.example:1", 200),
+                ("evil.example", 400),
+            ):
+                got, _ = raw_request(fake, f"GET /api/v1/projects HTTP/1.1\r\nHost: {host}\r\n")
+                assert got == status, (host, port)
+        fake.client.close()
