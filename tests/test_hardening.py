@@ -26,6 +26,7 @@ from rankwise.server import ServerSettings, create_app
 from rankwise.server.hardening import (
     BAD_PATH,
     CSP,
+    DOCS_CSP,
     HostAllowList,
     allowed_hosts_for,
     bad_param,
@@ -402,6 +403,12 @@ def test_security_headers_on_every_response(server: Server) -> None:
         assert r.headers["referrer-policy"] == "no-referrer"
         assert r.headers["cross-origin-opener-policy"] == "same-origin"
         assert len(r.headers["x-request-id"]) == 16
+
+
+def test_the_api_docs_page_has_its_own_narrow_csp(server: Server) -> None:
+    r = server.client.get("/api/docs")
+    assert r.status_code == 200 and r.headers["content-security-policy"] == DOCS_CSP
+    assert "frame-ancestors 'none'" in DOCS_CSP and "'unsafe-eval'" not in DOCS_CSP
 
 
 def test_row26_no_cors_for_foreign_origins(server: Server, unchanged: None) -> None:

@@ -46,6 +46,14 @@ CSP = (
     "media-src 'self' blob:; font-src 'self'; connect-src 'self'; object-src 'none'; "
     "base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
 )
+# /api/docs is FastAPI's Swagger UI: its fixed inline script and the CDN it loads from are
+# allowed on that one page, which shows only the API document (no user data).
+DOCS_PATH = "/api/docs"
+DOCS_CSP = (
+    "default-src 'none'; script-src 'unsafe-inline' https://cdn.jsdelivr.net; "
+    "style-src https://cdn.jsdelivr.net; img-src 'self' data: https://fastapi.tiangolo.com; "
+    "connect-src 'self'; base-uri 'none'; frame-ancestors 'none'; form-action 'none'"
+)
 SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
@@ -222,6 +230,8 @@ class HardeningMiddleware:
         request_id = secrets.token_hex(8)
         scope.setdefault("state", {})["request_id"] = request_id
         extra = [*SECURITY_HEADERS, (b"x-request-id", request_id.encode())]
+        if scope.get("path") == DOCS_PATH:
+            extra[0] = (b"content-security-policy", DOCS_CSP.encode())
         started = False
 
         async def send_hardened(message: Message) -> None:
