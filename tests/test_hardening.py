@@ -487,3 +487,28 @@ def test_cli_allowed_hosts_reach_every_worker(tmp_path: Path) -> None:
                 got, _ = raw_request(fake, f"GET /api/v1/projects HTTP/1.1\r\nHost: {host}\r\n")
                 assert got == status, (host, port)
         fake.client.close()
+
+
+def test_the_local_reader_skips_a_stream_an_upload_could_not_store(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A stream file (not written by the SDK) whose config JSON cannot hold is not indexed;
+    the other runs are, and every read still answers."""
+    from rankwise.server.tail import DirectoryTailer
+    from rankwise.stream.frames import encode_frame
+
+    root = tmp_path / "data"
+    for run, config in (("good", {"lr": 0.1}), ("poison", {"a": {(1, 2): 3}})):
+        (root / "p" / run / "streams").mkdir(parents=True)
+        start = R.StreamStart(0, 1000.0, "p", run, "rank-0", 0, config=config)  # type: ignore[dict-item]
+        data = MAGIC + encode_frame([start, R.Metrics(1, 1001.0, 0, {"loss": 1.0})])
+        (root / "p" / run / "streams" / "rank-0.0.rwlog").write_bytes(data)
+    store = open_store(f"sqlite:///{tmp_path / 'index.db'}")
+    store.migrate()
+    try:
+        with caplog.at_level(logging.WARNING, logger="rankwise"):
+            DirectoryTailer(root, store).poll()
+        assert store.get_run("p", "good") is not None and store.get_run("p", "poison") is None
+        assert any("not indexed" in r.getMessage() for r in caplog.records)
+    finally:
+        store.close()

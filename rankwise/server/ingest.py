@@ -172,7 +172,7 @@ def _check_json(value: object) -> None:
         ) from None
 
 
-def check_keys(records: list[R.AnyRecord]) -> None:
+def check_records(records: list[R.AnyRecord]) -> None:
     """Refuse (422) metric keys that break ``rankwise.names``' key rule, key floods (413),
     and config or summary values that JSON cannot hold (422).
 
@@ -235,7 +235,7 @@ def apply_upload(store: Store, key: StreamKey, data: bytes) -> int:
                 "the body's stream start names another stream than the project, run, label "
                 "and incarnation it was posted as: post each stream under its own identity",
             )
-    check_keys(records)
+    check_records(records)
     mark = store.acked(key)
     if first > mark + 1:
         raise ApiError(

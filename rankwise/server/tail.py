@@ -30,6 +30,8 @@ from ..store.base import Store, StreamKey
 from ..stream import records as R
 from ..stream.files import parse_stream_filename
 from ..stream.frames import HEADER, MAGIC, MAX_FRAME, scan
+from .encoding import ApiError
+from .ingest import check_records
 
 log = logging.getLogger("rankwise.server")
 
@@ -135,6 +137,12 @@ class DirectoryTailer:
         if tail.mark is None:
             tail.mark = self.store.acked(tail.key)
         fresh = [r for r in records if r.seq > tail.mark]
+        try:
+            check_records(fresh)  # what an upload could not store, a file cannot either
+        except ApiError as exc:
+            self._warn(tail, f"not indexed: {exc.message}")
+            tail.done = True
+            return 0
         if fresh:
             tail.mark = self.store.ingest([(tail.key, fresh)]).get(tail.key, fresh[-1].seq)
             if any(type(r) is R.Finish for r in fresh):
