@@ -241,7 +241,14 @@ def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
     from .server.hardening import allowed_hosts_for
 
     extra = [h.strip() for arg in args.allowed_hosts for h in arg.split(",") if h.strip()]
-    return allowed_hosts_for(args.host, extra)
+    hosts = allowed_hosts_for(args.host, extra)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(
+            f"rankwise: answering requests for Host {', '.join(hosts)} only; name others "
+            "with --allowed-hosts",
+            flush=True,
+        )
+    return hosts
 
 
 def cmd_sync(args: argparse.Namespace) -> int:

@@ -71,6 +71,7 @@ BAD_HOST = (
     "name, or start it with --allowed-hosts listing that name"
 )
 BAD_PATH = "the path has a part that is not a valid name: " + names.ID_RULE
+BAD_LENGTH = "the Content-Length header is not one whole number"
 TOO_LARGE = "request body over this server's limit: send less, or raise --max-body-mb"
 INTERNAL = "internal error: nothing was changed by this request; the server log has details"
 
@@ -260,8 +261,11 @@ class HardeningMiddleware:
         path = scope.get("path", "")
         limit = self.max_body_bytes if path == INGEST_PATH else self.max_json_bytes
         declared = headers.get("content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > limit):
-            await refuse(413 if declared.isdigit() else 400, TOO_LARGE)
+        if declared is not None and not declared.isdigit():
+            await refuse(400, BAD_LENGTH)
+            return
+        if declared is not None and int(declared) > limit:
+            await refuse(413, TOO_LARGE)
             return
         seen = 0
 
