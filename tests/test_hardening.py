@@ -102,18 +102,20 @@ def raw_request(
     with socket.create_connection(("127.0.0.1", server.port), timeout=timeout) as s:
         s.sendall(head.encode("latin-1") + b"\r\n" + body)
         reply = b""
-        while b"\r\n\r\n" not in reply or len(reply) < 12:
+        while b"\r\n\r\n" not in reply:
             chunk = s.recv(65536)
             if not chunk:
                 break
             reply += chunk
-        s.settimeout(0.5)
-        try:
-            while chunk := s.recv(65536):
-                reply += chunk
-        except (TimeoutError, ConnectionError):
-            pass
-    return int(reply.split(b" ", 2)[1]), reply
+        top, _, rest = reply.partition(b"\r\n\r\n")
+        length = next(
+            (int(line.split(b":")[1]) for line in top.split(b"\r\n")
+             if line.lower().startswith(b"content-length:")),
+            None,
+        )  # fmt: skip
+        while length is not None and len(rest) < length and (chunk := s.recv(65536)):
+            rest += chunk
+    return int(reply.split(b" ", 2)[1]), top + b"\r\n\r\n" + rest
 
 
 def assert_fixed_error(r: httpx.Response, status: int, *never: str) -> None:
