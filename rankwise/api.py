@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import RunNotFoundError, UsageError
 from .health import RankHealth
+from .names import check_id
 from .stream import records as R
 from .stream.files import list_streams
 from .stream.fold import StreamFold, StreamState, run_state, stream_state
@@ -257,6 +258,8 @@ class Api:
         )
 
     def _run_dirs(self, project: str | None) -> Iterable[tuple[str, Path]]:
+        if project:
+            check_id(project, "project")  # never a path: "../x" cannot leave the directory
         for proj in [project] if project else self.projects():
             base = self.dir / proj
             if not base.is_dir():

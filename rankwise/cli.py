@@ -188,6 +188,14 @@ def _listen(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, default=8585, help="port (default 8585)")
     p.add_argument("--log-level", default="warning", help="uvicorn log level (default warning)")
     p.add_argument(
+        "--allowed-hosts",
+        action="append",
+        default=[],
+        metavar="NAMES",
+        help="Host header names answered besides localhost and the bound address: "
+        "comma-separated, repeatable; '*.example.com' for a domain, '*' for any",
+    )
+    p.add_argument(
         "--crash-timeout",
         type=float,
         default=60.0,
@@ -207,10 +215,15 @@ def _serve_module() -> Any:
 
 def cmd_ui(args: argparse.Namespace) -> int:
     root = Path(args.dir or os.environ.get("RANKWISE_DIR") or "rankwise")
-    _serve_module().serve_ui(
+    serve = _serve_module()
+    from .server import ServerSettings
+
+    settings = ServerSettings(allowed_hosts=_allowed_hosts(args))
+    serve.serve_ui(
         root,
         args.host,
         args.port,
+        settings=settings,
         crash_timeout=args.crash_timeout,
         log_level=args.log_level,
         insecure_no_auth=args.insecure_no_auth,
@@ -225,7 +238,9 @@ def cmd_server(args: argparse.Namespace) -> int:
     if args.workers < 1:
         raise UsageError("--workers must be at least 1")
     settings = ServerSettings(
-        max_body_bytes=int(args.max_body_mb * 1024 * 1024), auth=not args.insecure_no_auth
+        max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+        allowed_hosts=_allowed_hosts(args),
+        auth=not args.insecure_no_auth,
     )
     serve.serve_db(
         args.db,
@@ -237,6 +252,20 @@ def cmd_server(args: argparse.Namespace) -> int:
         log_level=args.log_level,
     )
     return 0
+
+
+def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
+    from .server.hardening import allowed_hosts_for
+
+    extra = [h.strip() for arg in args.allowed_hosts for h in arg.split(",") if h.strip()]
+    hosts = allowed_hosts_for(args.host, extra)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(
+            f"rankwise: answering requests for Host {', '.join(hosts)} only; name others "
+            "with --allowed-hosts",
+            flush=True,
+        )
+    return hosts
 
 
 def cmd_sync(args: argparse.Namespace) -> int:

@@ -98,9 +98,12 @@ class Page:
     """A page that records its errors and requests; fails the test on script errors."""
 
     def __init__(self, browser: Any, width: int = 1280, height: int = 800, dark: bool = False):
+        # bypass_csp: Playwright's wait_for_function evaluates strings, which the
+        # dashboard's CSP forbids; tests/test_xss_browser.py checks the page under it.
         self.ctx = browser.new_context(
             viewport={"width": width, "height": height},
             color_scheme="dark" if dark else "light",
+            bypass_csp=True,
         )
         self.page = self.ctx.new_page()
         self.page.set_default_timeout(20_000)

@@ -135,7 +135,8 @@ def test_a_million_lines(big_log: tuple[str, str], tmp_path: Path) -> None:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROME_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            # wait_for_function evaluates strings: the CSP (checked elsewhere) forbids it
+            page = browser.new_page(viewport={"width": 1280, "height": 900}, bypass_csp=True)
             page.set_default_timeout(20_000)
             page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)

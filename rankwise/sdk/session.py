@@ -16,7 +16,7 @@ from ..errors import RunExistsError, UsageError
 from ..modes import place
 from ..settings import Settings, env_flag
 from ..stream import records as R
-from ..stream.files import create_stream_file, list_streams, streams_dir
+from ..stream.files import check_case_aliases, create_stream_file, list_streams, streams_dir
 from ..stream.frames import scan
 from . import hooks
 from .mappings import as_config_dict
@@ -141,6 +141,7 @@ def init(
         return run
 
     directory = streams_dir(root, project, where.run_id)
+    check_case_aliases(root, project, where.run_id, where.label)
     existing = [inc for lab, inc, _ in list_streams(directory) if lab == where.label]
     if resume == "never" and existing and ident.restart_count == 0:
         raise RunExistsError(

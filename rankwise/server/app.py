@@ -18,10 +18,12 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .. import __version__
+from ..names import is_id
 from ..store.base import Store
 from . import auth, ingest, login, reads, saved_views, telemetry
 from .config import ServerSettings
 from .encoding import ApiError, error_reply
+from .hardening import install_hardening
 from .static import mount_dashboard
 
 API = "/api/v1"
@@ -68,6 +70,7 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
         )
 
     mount_dashboard(app, settings.static_dir)
+    install_hardening(app, settings)
     return app
 
 
@@ -91,10 +94,12 @@ def _describe(error: dict[str, Any]) -> str:
     msg = str(error.get("msg", "invalid"))
     if not loc:
         return msg
-    where, names = loc[0], loc[1:]
-    name = ".".join(names)
+    # Only the names the API declares (and list positions) are shown: a dict key or any
+    # other part that came from the request is replaced, so nothing sent is echoed.
+    where = loc[0]
+    name = ".".join(p if p.isdigit() or is_id(p) else "?" for p in loc[1:])
     if where == "body":
         return f"body field {name!r}: {msg}" if name else f"body: {msg}"
     if where in ("query", "path", "header"):
         return f"{where} parameter {name!r}: {msg}"
-    return f"{'.'.join(loc)}: {msg}"
+    return f"{where}: {msg}"

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
 @dataclass(frozen=True)
@@ -29,3 +30,7 @@ class ServerSettings:
     # A dashboard session ends after this long unused, or this long after login (s).
     session_idle: float = 12 * 3600.0
     session_max: float = 7 * 24 * 3600.0
+    # Host header values answered (DNS rebinding guard): names, "*.suffix", or "*".
+    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
+    # Largest body of any request but an ingest upload (JSON: compare, saved views).
+    max_json_bytes: int = 1024 * 1024

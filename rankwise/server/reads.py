@@ -12,12 +12,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
+from .. import names
 from ..store.base import RunQuery, RunRow, Store
 from ..stream.records import STATES
 from . import auth
 from .config import ServerSettings
 from .encoding import ApiError, reply
 from .schemas import (
+    STREAMS_PATTERN,
     CompareReply,
     CompareRequest,
     ErrorReply,
@@ -25,6 +27,7 @@ from .schemas import (
     MetricsReply,
     ProjectsReply,
     RunsReply,
+    RunState,
     SeriesReply,
     XAxis,
 )
@@ -64,7 +67,7 @@ def runs(
     project: str,
     group: str | None = None,
     job_type: str | None = None,
-    state: Annotated[list[str] | None, Query(description="repeatable")] = None,
+    state: Annotated[list[RunState] | None, Query(description="repeatable")] = None,
     tag: Annotated[list[str] | None, Query(description="repeatable; all must match")] = None,
     q: Annotated[str | None, Query(description="substring of the run's name or id")] = None,
     sort: Annotated[str, Query(pattern=SORT_PATTERN)] = "-created",
@@ -75,7 +78,7 @@ def runs(
     """One page of a project's runs, filtered and sorted (streams only on request)."""
     for s in state or ():
         if s not in STATES:
-            raise ApiError(422, f"state={s!r} is not one of {', '.join(STATES)}")
+            raise ApiError(422, f"query parameter 'state' is not one of {', '.join(STATES)}")
     store = _store(request)
     query = RunQuery(
         project=project,
@@ -117,8 +120,8 @@ def _labels(streams: str) -> list[str] | None:
         return None
     if streams == "none":
         return []
-    labels = [s.strip() for s in streams.split(",") if s.strip()]
-    if not labels:
+    labels = streams.split(",")
+    if not all(names.is_id(label) for label in labels):
         raise ApiError(422, "streams must be 'all', 'none' or comma-separated stream labels")
     return labels
 
@@ -168,7 +171,9 @@ def series(
     lo: Annotated[float | None, Query(alias="from", description="x range start")] = None,
     hi: Annotated[float | None, Query(alias="to", description="x range end")] = None,
     max_points: Annotated[int, Query(ge=2, le=100_000)] = 2000,
-    streams: Annotated[str, Query(description="all, none, or comma-separated labels")] = "all",
+    streams: Annotated[
+        str, Query(description="all, none, or comma-separated labels", pattern=STREAMS_PATTERN)
+    ] = "all",
     band: bool = True,
 ) -> Response:
     """Chart columns of one metric: per-stream series and the cross-rank band (M4)."""
@@ -202,11 +207,13 @@ def compare(request: Request, body: CompareRequest) -> Response:
     settings: ServerSettings = request.app.state.settings
     if len(body.runs) > settings.max_compare_runs:
         raise ApiError(422, f"at most {settings.max_compare_runs} runs per compare request")
+    if not names.is_key(body.key):
+        raise ApiError(422, "body field 'key' is not a valid metric key: " + names.KEY_RULE)
     store = _store(request)
     refs = [ref.partition("/") for ref in body.runs]
-    for ref, (project, sep, run_id) in zip(body.runs, refs):
-        if not sep or not project or not run_id:
-            raise ApiError(422, f"runs entries are 'project/run'; got {ref!r}")
+    for project, sep, run_id in refs:
+        if not sep or not names.is_id(project) or not names.is_id(run_id):
+            raise ApiError(422, "runs entries are 'project/run' with valid ids")
     auth.check_projects(request, [p for p, _, _ in refs])  # all or nothing
     out = []
     for project, _, run_id in refs:

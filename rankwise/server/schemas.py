@@ -7,17 +7,21 @@ request bodies. ``docs/http-api.md`` is the prose version of the same contract.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StringConstraints
+
+from .. import names
 
 XAxis = Literal["step", "time"]
+RunState = Literal["running", "finished", "failed", "killed", "crashed"]
 
 
 class ErrorDetail(BaseModel):
     status: int
     message: str
     acked_seq: int | None = Field(None, description="409 only: the stream's mark")
+    request_id: str | None = Field(None, description="names this request in the server's log")
 
 
 class ErrorReply(BaseModel):
@@ -128,14 +132,21 @@ class HistoryReply(BaseModel):
     rows: list[dict[str, Any]]
 
 
+_ID = names.ID_CHARS_PATTERN[1:-1]
+RunRef = Annotated[str, StringConstraints(pattern=f"^{_ID}/{_ID}$")]
+STREAMS_PATTERN = f"^(?:all|none|{_ID}(?:,{_ID})*)$"
+
+
 class CompareRequest(BaseModel):
-    runs: list[str] = Field(min_length=1, description='"project/run" ids')
-    key: str = Field(min_length=1)
+    runs: list[RunRef] = Field(min_length=1, description='"project/run" ids')
+    key: str = Field(min_length=1, max_length=names.KEY_MAX, pattern=names.KEY_PATTERN)
     x: XAxis = "step"
     from_: float | None = Field(None, alias="from")
     to: float | None = None
     max_points: int = Field(2000, ge=2, le=100_000)
-    streams: str = Field("all", description="all, none, or comma-separated labels")
+    streams: str = Field(
+        "all", description="all, none, or comma-separated labels", pattern=STREAMS_PATTERN
+    )
     band: bool = True
 
 

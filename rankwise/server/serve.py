@@ -31,6 +31,7 @@ _DB_ENV = "RANKWISE_SERVER_DB"
 _MAX_BODY_ENV = "RANKWISE_SERVER_MAX_BODY"
 _CRASH_ENV = "RANKWISE_SERVER_CRASH_TIMEOUT"
 _NO_AUTH_ENV = "RANKWISE_SERVER_NO_AUTH"
+_HOSTS_ENV = "RANKWISE_SERVER_ALLOWED_HOSTS"
 
 
 def open_db(url: str, crash_timeout: float = 60.0) -> Store:
@@ -167,6 +168,7 @@ def serve_db(
     os.environ[_MAX_BODY_ENV] = str(settings.max_body_bytes)
     os.environ[_CRASH_ENV] = str(crash_timeout)
     os.environ[_NO_AUTH_ENV] = "" if settings.auth else "1"
+    os.environ[_HOSTS_ENV] = ",".join(settings.allowed_hosts)
     say(f"http://{_url_host(host)}:{port} ({workers} workers)")
     uvicorn.run(
         "rankwise.server.serve:worker_app",
@@ -187,9 +189,11 @@ def worker_app() -> Any:
     url = os.environ.get(_DB_ENV)
     if not url:
         raise RuntimeError(f"{_DB_ENV} is not set: start workers with `rankwise server`")
+    hosts = os.environ.get(_HOSTS_ENV)
     settings = ServerSettings(
         max_body_bytes=int(os.environ.get(_MAX_BODY_ENV) or ServerSettings.max_body_bytes),
         auth=not os.environ.get(_NO_AUTH_ENV),
+        allowed_hosts=tuple(hosts.split(",")) if hosts else ServerSettings.allowed_hosts,
     )
     from ..store import open_store
 

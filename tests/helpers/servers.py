@@ -73,7 +73,7 @@ def call(
 
     async def go() -> httpx.Response:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             return await client.request(method, url, **kwargs)
 
     return asyncio.run(go())
