@@ -61,16 +61,9 @@ class Server:
 
 
 @pytest.fixture(scope="module")
-def credentials() -> dict[str, str]:
-    """Headers that authenticate a request: none while the server has no auth."""
-    return {}
-
-
-@pytest.fixture(scope="module")
-def server(
-    tmp_path_factory: pytest.TempPathFactory, credentials: dict[str, str]
-) -> Iterator[Server]:
-    """One real uvicorn over a SQLite store, with a small dashboard folder."""
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One real uvicorn over a SQLite store, with a small dashboard folder, and an admin
+    token's headers: every attack here is made by a client that is allowed in."""
     tmp = tmp_path_factory.mktemp("hardening")
     static = tmp / "static"
     (static / "assets").mkdir(parents=True)
@@ -81,6 +74,8 @@ def server(
     db = tmp / "db.sqlite"
     store = open_store(f"sqlite:///{db}")
     store.migrate()
+    token = store.create_token("admin", None, "hardening").value
+    credentials = {"Authorization": f"Bearer {token}"}
     app = create_app(store, ServerSettings(static_dir=static, max_body_bytes=LIMIT))
     with serve_in_thread(app) as url, httpx.Client(base_url=url, headers=credentials) as client:
         yield Server(url, db, credentials, client)
@@ -391,8 +386,10 @@ def test_row24_foreign_host_is_400_on_every_route(
 
 
 def test_row24_allowed_hosts_are_answered(server: Server) -> None:
+    auth = server.headers["Authorization"]
     for host in (f"localhost:{server.port}", "127.0.0.1", f"[::1]:{server.port}"):
-        status, reply = raw_request(server, f"GET /api/v1/projects HTTP/1.1\r\nHost: {host}\r\n")
+        head = f"GET /api/v1/projects HTTP/1.1\r\nHost: {host}\r\nAuthorization: {auth}\r\n"
+        status, reply = raw_request(server, head)
         assert status == 200, reply[:300]
 
 
@@ -486,7 +483,9 @@ def test_cli_allowed_hosts_reach_every_worker(tmp_path: Path) -> None:
                 ("other.example:1", 200),
                 ("evil.example", 400),
             ):
-                got, _ = raw_request(fake, f"GET /api/v1/projects HTTP/1.1\r\nHost: {host}\r\n")
+                head = f"GET /api/v1/projects HTTP/1.1\r\nHost: {host}\r\n"
+                head += f"Authorization: Bearer {proc.token}\r\n"
+                got, _ = raw_request(fake, head)
                 assert got == status, (host, port)
         fake.client.close()
 

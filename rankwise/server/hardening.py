@@ -63,7 +63,7 @@ SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
 ]
 INGEST_PATH = "/api/v1/ingest"
 # Query parameters that carry names, and the rule each follows.
-_ID_PARAMS = frozenset(("project", "run", "label", "group"))
+_ID_PARAMS = frozenset(("project", "run", "label", "group", "token_id"))
 _KEY_PARAMS = frozenset(("key", "name"))
 
 BAD_HOST = (
@@ -99,6 +99,12 @@ _REFUSALS = {
     "500": "internal error (generic message and a request id)",
 }
 
+# What a route behind a token or session may answer besides (rankwise.server.auth).
+_AUTH_REFUSALS = {
+    "401": "no valid token or session",
+    "403": "the token's role or projects do not allow this",
+}
+
 
 def _document_refusals(app: FastAPI) -> None:
     build = app.openapi
@@ -113,7 +119,8 @@ def _document_refusals(app: FastAPI) -> None:
                 for param in op.get("parameters", []):
                     _document_name_rule(param)
                 responses = op.setdefault("responses", {})
-                for status, description in _REFUSALS.items():
+                refusals = {**_REFUSALS, **(_AUTH_REFUSALS if op.get("security") else {})}
+                for status, description in refusals.items():
                     responses.setdefault(status, {"description": description, "content": error})
         return spec
 

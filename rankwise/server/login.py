@@ -16,9 +16,10 @@ import secrets
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from starlette.responses import Response
 
+from .. import names
 from .. import tokens as T
 from ..store.tokens import check_new_token
 from . import auth
@@ -40,6 +41,9 @@ class WhoAmI(BaseModel):
     via: str = Field(description="bearer, session or local")
 
 
+ProjectName = Annotated[str, StringConstraints(pattern=names.ID_CHARS_PATTERN)]
+
+
 class TokenRow(BaseModel):
     id: str
     role: str
@@ -55,8 +59,12 @@ class TokensReply(BaseModel):
 
 
 class NewTokenRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     role: str = Field(pattern="^(ingest|read|admin)$")
-    projects: list[str] | None = Field(None, description="null or absent: every project")
+    projects: list[ProjectName] | None = Field(
+        None, min_length=1, description="null or absent: every project"
+    )
     name: str = Field("", max_length=200)
 
 
@@ -188,7 +196,7 @@ def create_token(request: Request, body: NewTokenRequest) -> Response:
 @router.delete(
     "/tokens/{token_id}",
     status_code=204,
-    responses={**_401, **_403},
+    responses={**_401, **_403, 404: {"model": ErrorReply, "description": "no live token"}},
     dependencies=[Depends(auth.admin)],
 )
 def revoke_token(request: Request, token_id: str) -> Response:
