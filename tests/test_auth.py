@@ -482,6 +482,8 @@ def test_token_and_session_store(backend: str, tmp_path: Path, request: Any) -> 
             store.create_token("root")
         with pytest.raises(ValueError, match="projects"):
             store.create_token("read", [])
+        with pytest.raises(ValueError, match="every project"):
+            store.create_token("admin", ["a"])
 
 
 def test_under_tls_cookies_are_secure_with_host_prefix(tmp_path: Path) -> None:
