@@ -80,7 +80,10 @@ def srv(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> Iterator[Srv]:
     )
     app = create_app(store, settings)
     with serve_in_thread(app, token_env=False, log_level="debug", access_log=True) as url:
-        yield Srv(url, store, db, caplog)
+        s = Srv(url, store, db, caplog)
+        yield s
+    # Every case, whatever it attacked: no secret in the log, the database or a reply.
+    s.assert_nothing_leaked(s.admin, s.ingest_a, s.read_a)
     store.close()
 
 
