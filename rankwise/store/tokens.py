@@ -54,6 +54,8 @@ def check_new_token(role: str, projects: Iterable[str] | None) -> tuple[str, ...
         raise ValueError(f"role {role!r} is not one of {', '.join(T.ROLES)}")
     if projects is None:
         return None
+    if role == "admin":
+        raise ValueError("an admin token covers every project: create it without projects")
     out = tuple(dict.fromkeys(projects))
     if not out or not all(isinstance(p, str) and p for p in out):
         raise ValueError("projects: give one or more project names, or none for all projects")
