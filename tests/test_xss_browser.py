@@ -23,7 +23,7 @@ from rankwise.store import open_store
 from rankwise.store.base import StreamKey
 from rankwise.stream import records as R
 
-from .helpers.servers import serve_in_thread
+from .helpers.servers import admin_token, browser_login, serve_in_thread
 from .test_dashboard import CHROME_ARGS, CHROMIUM, STATIC, _need_browser
 
 pytestmark = pytest.mark.browser
@@ -56,7 +56,7 @@ INJECTED = ", ".join(
 
 
 @pytest.fixture(scope="module")
-def xss_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def xss_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     _need_browser()
     tmp: Path = tmp_path_factory.mktemp("xss")
     store = open_store(f"sqlite:///{tmp / 'db.sqlite'}")
@@ -73,17 +73,20 @@ def xss_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     store.ingest([(StreamKey("xss", "run1", "rank-0", 0), recs)])
     app = create_app(store, ServerSettings(static_dir=STATIC))
     with serve_in_thread(app) as url:
-        yield url.replace("127.0.0.1", "localhost")
+        yield url.replace("127.0.0.1", "localhost"), admin_token(app)
     store.close()
 
 
-def test_stored_payloads_render_as_text(xss_server: str) -> None:
+def test_stored_payloads_render_as_text(xss_server: tuple[str, str]) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROME_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            url, token = xss_server
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            browser_login(context, url, token)  # a reader's session, as a user has
+            page = context.new_page()
             page.set_default_timeout(20_000)
             dialogs: list[str] = []
             errors: list[str] = []
@@ -98,7 +101,7 @@ def test_stored_payloads_render_as_text(xss_server: str) -> None:
                 ("/#/p/xss/r/run1?tab=logs", "line click"),
             ]
             for path, text in views:
-                page.goto(xss_server + path)
+                page.goto(url + path)
                 expect(page.get_by_text(text).first).to_be_visible()
                 check(page, path)
             assert dialogs == [] and errors == [], (dialogs, errors)
