@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._summary import CrossRankLast, complete_step
 from .errors import RunNotFoundError, UsageError
 from .health import RankHealth
 from .stream import records as R
@@ -100,6 +101,28 @@ class RunInfo:
         for _, fold in self._ordered():
             out.update(fold.summary)
         return out
+
+    @property
+    def summary_ranks(self) -> dict[str, dict[str, Any]]:
+        """Each stream label's own summary: ``{label: {key: value}}``. ``summary`` is the
+        primary rank's; see ``rankwise._summary`` for what several ranks setting one
+        key means."""
+        out: dict[str, dict[str, Any]] = {}
+        for info, fold in sorted(self._folds, key=lambda t: (t[0].label, t[0].incarnation)):
+            out.setdefault(info.label, {}).update(fold.summary)
+        return out
+
+    @property
+    def summary_cross_rank(self) -> dict[str, dict[str, Any]]:
+        """Per metric, the cross-rank line's last complete value: ``{"step", "n", "mean",
+        "wmean", "min", "max"}`` at the last step every live rank has reached (what the
+        dashboard's chart header quotes). Reads the run's stream files."""
+        fold = CrossRankLast(complete_step((s.state, s.last_step) for s in self.streams))
+        for info in self.streams:
+            for rec in _read(Path(info.path))[0]:
+                if type(rec) is R.Metrics:
+                    fold.add(rec.step, rec.values, rec.weight)
+        return fold.result()
 
     @property
     def metric_keys(self) -> list[str]:
@@ -281,6 +304,9 @@ class Api:
     ) -> list[RunInfo]:
         """Runs, newest first, filtered by every argument given (tags: all must match)."""
         states = {state} if isinstance(state, str) else set(state or ())
+        for s in sorted(states):  # the server's rule and message, so both readers agree
+            if s not in R.STATES:
+                raise UsageError(f"state={s!r} is not one of {', '.join(R.STATES)}")
         want_tags = {tags} if isinstance(tags, str) else set(tags or ())
         if self._remote is not None:
             return self._remote.runs(project, group, job_type, states, want_tags)

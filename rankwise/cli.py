@@ -58,10 +58,48 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
+        if value != value:
+            return "NaN"
+        if value in (float("inf"), float("-inf")):
+            return "∞" if value > 0 else "−∞"
         return f"{value:.6g}"
     if isinstance(value, (dict, list)):
         return json.dumps(value)
     return str(value)
+
+
+def _print_summary(run: Any) -> None:
+    ranks = run.summary_ranks
+    if len(ranks) <= 1:
+        print("\nsummary")
+        for k, v in sorted(run.summary.items()):
+            print(f"  {k:<28} {_fmt(v)}")
+        return
+    print("\nsummary (primary rank)")
+    for k, v in sorted(run.summary.items()):
+        print(f"  {k:<28} {_fmt(v)}")
+    cross = run.summary_cross_rank
+    if cross:
+        print("\ncross-rank line, last complete step (weighted mean where weights were logged)")
+        for k, c in sorted(cross.items()):
+            extra = f"  (mean {_fmt(c['mean'])})" if c["wmean"] != c["mean"] else ""
+            print(
+                f"  {k:<28} {_fmt(c['wmean'])} at step {c['step']}, {c['n']} values, "
+                f"min {_fmt(c['min'])} max {_fmt(c['max'])}{extra}"
+            )
+    print("\nsummary by rank")
+    keys = sorted({k for vals in ranks.values() for k in vals})
+    labels = sorted(ranks, key=_label_order)
+    shown = labels[:8]
+    more = f"  (+{len(labels) - 8} more ranks)" if len(labels) > 8 else ""
+    for k in keys:
+        cells = "  ".join(f"{lab} {_fmt(ranks[lab].get(k, '-'))}" for lab in shown)
+        print(f"  {k:<28} {cells}{more}")
+
+
+def _label_order(label: str) -> tuple[str, int]:
+    head, _, tail = label.rpartition("-")
+    return (head, int(tail)) if tail.isdigit() else (label, -1)
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -77,9 +115,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     print("\nconfig")
     for k, v in sorted(run.config.items()):
         print(f"  {k:<28} {_fmt(v)}")
-    print("\nsummary")
-    for k, v in sorted(run.summary.items()):
-        print(f"  {k:<28} {_fmt(v)}")
+    _print_summary(run)
     print("\nstreams")
     rows = [
         [

@@ -74,8 +74,14 @@ def test_filters_and_objects_match_the_local_reader(data_dir: Path, server: str)
             lr.config,
         )
         assert rr.summary == lr.summary and rr.steps == lr.steps == 5
+        assert rr.summary_ranks == lr.summary_ranks
+        assert rr.summary_cross_rank == lr.summary_cross_rank
+        assert lr.summary_cross_rank["loss"]["step"] == 4
         assert [s.label for s in rr.streams] == [s.label for s in lr.streams]
         assert_same_history(lr, rr)
         assert remote.run(f"{lr.project}/{lr.id}").id == lr.id
+    for reader in (local, remote):  # both refuse an unknown state with the same error
+        with pytest.raises(rankwise.UsageError, match=r"state='bogus' is not one of running"):
+            reader.runs(state="bogus")
     with pytest.raises(rankwise.RunNotFoundError, match="no run 'missing'"):
         remote.run("missing")

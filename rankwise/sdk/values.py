@@ -87,8 +87,10 @@ def coerce(
     value a ``float`` or ``bool`` (the usual call) it is returned as it is.
     """
     if out is None:
-        if _FAST_VALUES.issuperset(map(type, data.values())) and _FAST_KEYS.issuperset(
-            map(type, data)
+        if (
+            _FAST_VALUES.issuperset(map(type, data.values()))
+            and _FAST_KEYS.issuperset(map(type, data))
+            and "" not in data
         ):
             return data  # type: ignore[return-value]
         out = {}
@@ -103,6 +105,13 @@ def coerce(
                     "Use string keys such as 'train/loss'.",
                 )
                 continue
+        if not key:
+            warn_once(
+                f"key:{prefix}",
+                f"log() key {prefix!r} is empty: skipped (shown once). Name every metric, "
+                "for example 'train/loss'.",
+            )
+            continue
         name = prefix + key
         cls = value.__class__
         if cls is float or cls is bool or (cls is int and -_INT64 <= value < _INT64):

@@ -28,7 +28,7 @@ from .schemas import (
     XAxis,
 )
 from .schemas import Run as RunModel
-from .views import band_dict, run_dict, series_dict
+from .views import band_dict, complete_step, run_dict, series_dict
 
 router = APIRouter(tags=["read"])
 _404 = {404: {"model": ErrorReply, "description": "unknown project or run"}}
@@ -97,8 +97,10 @@ def runs(
 @router.get("/projects/{project}/runs/{run}", response_model=RunModel, responses=_404)  # type: ignore[arg-type]
 def run(request: Request, project: str, run: str) -> Response:
     """One run: metadata, state, config, summary and every stream with its rank identity."""
-    row = _run_or_404(_store(request), project, run)
-    return reply(request, run_dict(row))
+    store = _store(request)
+    row = _run_or_404(store, project, run)
+    cross = store.cross_rank_last(project, run, complete_step(row))
+    return reply(request, run_dict(row, cross_rank=cross))
 
 
 @router.get("/projects/{project}/runs/{run}/metrics", response_model=MetricsReply, responses=_404)  # type: ignore[arg-type]
@@ -143,13 +145,17 @@ def _chart(
             project, run, key, labels=labels, x=x, lo=lo, hi=hi, max_points=max_points
         )
     agg = None
+    complete: int | None = None
     if band:
+        # The streams are read before the band: a step ingested in between is then marked
+        # partial (the cautious side), never quoted as complete while a rank is missing.
+        complete = complete_step(_run_or_404(store, project, run))
         agg = store.band(project, run, key, x=x, lo=lo, hi=hi, max_points=max_points)
     if not series and (agg is None or not agg.x):
         _run_or_404(store, project, run)  # an unknown run is 404; an unknown key is empty
     return {
         "series": [series_dict(s) for s in series],
-        "band": band_dict(agg) if agg is not None else None,
+        "band": band_dict(agg, complete) if agg is not None else None,
     }
 
 

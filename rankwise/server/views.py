@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._summary import complete_step as _complete
 from ..store.base import Band, RunRow, Series, StreamRow
 
 
@@ -41,7 +42,26 @@ def stream_dict(s: StreamRow) -> dict[str, Any]:
     }
 
 
-def run_dict(run: RunRow, with_streams: bool = True) -> dict[str, Any]:
+def rank_summaries(run: RunRow) -> dict[str, dict[str, Any]]:
+    """Each stream label's own summary (its last values, its user-set keys win); a
+    label's later incarnations win over its earlier ones."""
+    out: dict[str, dict[str, Any]] = {}
+    for s in sorted(run.streams, key=lambda s: (s.key.label, s.key.incarnation)):
+        out.setdefault(s.key.label, {}).update(s.summary)
+    return out
+
+
+def own_ranks(run: RunRow) -> dict[str, int]:
+    """The run's own ranks and nodes (a worker-scope run of a 64-rank job may hold one
+    stream), next to ``world_size`` and ``num_nodes``, which are the job's."""
+    labels = {s.key.label for s in run.streams}
+    nodes = {(s.start.node_rank, s.start.host) for s in run.streams if s.start is not None}
+    return {"run_ranks": len(labels), "run_nodes": max(1, len(nodes))}
+
+
+def run_dict(
+    run: RunRow, with_streams: bool = True, cross_rank: dict[str, Any] | None = None
+) -> dict[str, Any]:
     duration = None
     if run.created is not None and run.updated is not None:
         duration = max(0.0, run.updated - run.created)
@@ -64,9 +84,13 @@ def run_dict(run: RunRow, with_streams: bool = True) -> dict[str, Any]:
         "duration": duration,
         "steps": run.steps,
         "n_streams": len(run.streams),
+        **own_ranks(run),
         "config": run.config,
         "summary": run.summary,
+        "summary_ranks": rank_summaries(run),
     }
+    if cross_rank is not None:
+        out["summary_cross_rank"] = cross_rank
     if with_streams:
         out["streams"] = [stream_dict(s) for s in run.streams]
     return out
@@ -82,8 +106,21 @@ def series_dict(s: Series) -> dict[str, Any]:
     return {"label": s.label, "x": s.x, "y": s.y, "downsampled": s.downsampled}
 
 
-def band_dict(b: Band) -> dict[str, Any]:
+def complete_step(run: RunRow) -> int | None:
+    """The last step every live rank has reached: the lowest ``last_step`` among the
+    run's running streams that have logged a step. None when no such stream is running
+    (every step is then complete). A cross-rank value past it is *partial*: it averages
+    only the ranks that got there first, so it is not the job's mean yet."""
+    return _complete((s.state, s.last_step) for s in run.streams)
+
+
+def band_dict(b: Band, complete: int | None = None) -> dict[str, Any]:
+    partial = [False] * len(b.x) if complete is None else [s > complete for s in b.step]
     return {
+        "step": b.step,
+        "nw": b.nw,
+        "partial": partial,
+        "complete_step": complete,
         "x": b.x,
         "n": b.n,
         "mean": b.mean,

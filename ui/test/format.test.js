@@ -10,6 +10,9 @@ describe("format", () => {
     expect(fmtValue(0.123456789)).toBe("0.12346");
     expect(fmtValue(null)).toBe("–");
     expect(fmtValue(true)).toBe("true");
+    expect(fmtValue(NaN)).toBe("NaN");
+    expect(fmtValue(Infinity)).toBe("∞");
+    expect(fmtValue(-Infinity)).toBe("−∞");
   });
   it("short times: month-day this year, the date before", () => {
     const now = new Date(2024, 5, 1, 12).getTime() / 1000;
@@ -25,6 +28,8 @@ describe("format", () => {
   });
   it("runs", () => {
     expect(fmtRanks({ world_size: 64, num_nodes: 8 })).toBe("64 × 8");
+    expect(fmtRanks({ world_size: 64, num_nodes: 8, run_ranks: 64, run_nodes: 8 })).toBe("64 × 8");
+    expect(fmtRanks({ world_size: 64, num_nodes: 8, run_ranks: 1, run_nodes: 1 })).toBe("1 × 1 (job 64 × 8)");
     expect(fmtCrashed(["rank-1", "rank-2", "rank-3", "rank-4"])).toBe("rank-1, rank-2, rank-3 +1");
     expect(runDuration({ state: "running", created: 10 }, 70)).toBe(60);
     expect(runDuration({ state: "finished", created: 10, updated: 30, duration: 20 }, 70)).toBe(20);

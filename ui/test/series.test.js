@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
-  alignSeries, bandColumns, bandTable, extentInRange, lowerBound, mergeRange, mergeSeriesList,
+  alignSeries, bandColumns, bandTable, weightedAt, extentInRange, lowerBound, mergeRange, mergeSeriesList,
   nearestIndex, pointsFor, pointsPerRank, positiveOnly, smooth, tableBand, upperBound,
 } from "../src/lib/series.js";
 
@@ -62,6 +62,28 @@ describe("bandColumns", () => {
   it("drops non-positive values on a log axis", () => {
     const c = bandColumns({ ...band, min: [0, -1, 2] }, { log: true });
     expect(c.min).toEqual([null, null, 2]);
+  });
+  it("keeps partial steps out of the mean line and quotes the last complete one", () => {
+    const live = {
+      x: [0, 1, 2, 3], n: [3, 3, 2, 1], nw: [0, 0, 0, 0], mean: [1, 2, 2247, 3000],
+      wmean: [1, 2, 2247, 3000], min: [0, 1, 2, 3000], max: [2, 3, 4492, 3000],
+      partial: [false, false, true, true],
+    };
+    const c = bandColumns(live);
+    expect(c.mean).toEqual([1, 2, null, null]);
+    expect(c.pending).toEqual([null, 2, 2247, 3000]);
+    expect(c.lastComplete).toBe(1);
+    expect(c.hasWeights).toBe(false);
+    const done = bandColumns({ ...live, partial: [false, false, false, false] });
+    expect(done.pending).toBeNull();
+    expect(done.lastComplete).toBe(3);
+  });
+  it("offers the weighted or the unweighted mean", () => {
+    const w = { ...band, nw: [2, 2, 2] };
+    expect(bandColumns(w).hasWeights).toBe(true);
+    expect(bandColumns(w).mean).toEqual([1.5, 2.5, 3.5]);
+    expect(bandColumns(w, { weighted: false }).mean).toEqual([1, 2, 3]);
+    expect(weightedAt({ n: [2, 2, 0], nw: [2, 1, 0] })).toEqual([true, false, false]);
   });
   it("is null for an empty band", () => {
     expect(bandColumns(null)).toBeNull();

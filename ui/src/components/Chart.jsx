@@ -325,6 +325,7 @@ function onCursor(u, props, hoverKey, emit) {
   const x = u.data[0][idx];
   emit({
     x,
+    idx,
     values: props.model.lines.map((l) => l.y[idx]),
     lo: props.model.band ? props.model.band.lo[idx] : null,
     hi: props.model.band ? props.model.band.hi[idx] : null,

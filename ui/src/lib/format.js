@@ -5,7 +5,8 @@ export function fmtValue(v) {
   if (v === null || v === undefined) return "–";
   if (typeof v === "boolean") return v ? "true" : "false";
   if (typeof v !== "number") return String(v);
-  if (!Number.isFinite(v)) return String(v);
+  if (Number.isNaN(v)) return "NaN";
+  if (!Number.isFinite(v)) return v > 0 ? "∞" : "−∞";
   if (Number.isInteger(v) && Math.abs(v) < 1e15) return v.toLocaleString("en-US");
   const a = Math.abs(v);
   if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential(3);
@@ -69,11 +70,15 @@ export function runDuration(run, now = Date.now() / 1000) {
   return run.duration ?? (run.updated !== null ? run.updated - run.created : null);
 }
 
-/** "64 × 8": ranks by nodes. */
+/**
+ * "64 × 8": the run's own ranks by nodes, and the job's in brackets where they differ
+ * (a worker-scope run of a 64-rank job holds one rank: "1 × 1 (job 64 × 8)").
+ */
 export function fmtRanks(run) {
-  const ranks = run.world_size ?? 1;
-  const nodes = run.num_nodes ?? 1;
-  return `${ranks} × ${nodes}`;
+  const job = `${run.world_size ?? 1} × ${run.num_nodes ?? 1}`;
+  if (run.run_ranks === undefined) return job;
+  const own = `${run.run_ranks} × ${run.run_nodes ?? 1}`;
+  return own === job ? own : `${own} (job ${job})`;
 }
 
 /** Crashed stream labels as a short phrase: "rank-3, rank-7 +2". */

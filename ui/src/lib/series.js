@@ -78,22 +78,53 @@ export function gaps(ys) {
   return ys.map((y) => (finite(y) ? y : null));
 }
 
+/** True where the band's mean is weighted: every value at that x carried a weight. */
+export function weightedAt(band) {
+  const n = band.n ?? [];
+  const nw = band.nw ?? [];
+  return n.map((k, i) => k > 0 && nw[i] === k);
+}
+
 /**
  * The cross-rank band of a series reply as uPlot columns: `[x, mean, min, max]`, plus
- * `raw` (the unsmoothed mean) when smoothing is on. The mean is `wmean`, which is the
- * weighted mean where every rank gave a weight and the plain mean otherwise.
+ * `raw` (the unsmoothed mean) when smoothing is on. `weighted` picks `wmean` (the
+ * weighted mean where every rank gave a weight, the plain mean elsewhere) or `mean`.
+ *
+ * A *partial* step (one not every live rank has reached yet) averages only the ranks
+ * that got there first, so it is not drawn as the mean: `mean` has a gap there and
+ * `pending` holds those values (joined to the last complete one) for a faint dashed
+ * line. `lastComplete` is the index the header quotes (-1 when none).
  */
-export function bandColumns(band, { smoothing = 0, log = false } = {}) {
+export function bandColumns(band, { smoothing = 0, log = false, weighted = true } = {}) {
   if (!band || !band.x || band.x.length === 0) return null;
   const fix = log ? positiveOnly : gaps;
-  const mean = fix(band.wmean ?? band.mean);
+  const partial = band.partial ?? band.x.map(() => false);
+  const all = fix(weighted ? (band.wmean ?? band.mean) : band.mean);
+  const mean = all.map((y, i) => (partial[i] ? null : y));
+  const smoothed = fix(smooth(mean, smoothing));
+  let lastComplete = -1;
+  for (let i = mean.length - 1; i >= 0; i--) {
+    if (!partial[i] && mean[i] !== null) {
+      lastComplete = i;
+      break;
+    }
+  }
+  let pending = null;
+  if (partial.some(Boolean)) {
+    pending = all.map((y, i) => (partial[i] ? y : null));
+    if (lastComplete >= 0) pending[lastComplete] = smoothed[lastComplete];
+  }
   return {
     x: band.x,
-    mean: fix(smooth(mean, smoothing)),
+    mean: smoothed,
     raw: smoothing > 0 ? mean : null,
     min: fix(band.min),
     max: fix(band.max),
     n: band.n,
+    partial,
+    pending,
+    lastComplete,
+    hasWeights: weightedAt(band).some(Boolean),
   };
 }
 
@@ -155,7 +186,7 @@ export function mergeRange(coarse, fine, lo, hi) {
 export function bandTable(band) {
   if (!band || !band.x || !band.x.length) return null;
   const cols = { n: band.n, mean: band.mean, wmean: band.wmean ?? band.mean, min: band.min, max: band.max };
-  if (band.std) cols.std = band.std;
+  for (const k of ["std", "nw", "partial", "step"]) if (band[k]) cols[k] = band[k];
   return { x: band.x, cols };
 }
 

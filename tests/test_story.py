@@ -1,0 +1,94 @@
+"""The job's story told right: a live shared run's partial step and its summaries.
+
+A real torchrun job (3 CPU ranks, gloo) holds its last step half-reached while the test
+reads it through ``Api(dir=)`` and a real ``rankwise ui`` server (uvicorn), then lets it
+finish and reads again.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+import rankwise
+
+from .helpers.servers import ServerProcess, wait_until
+from .scripts.jobs import SCRIPTS, job_env, torchrun
+
+pytest.importorskip("torch")
+
+STEPS = 5
+
+
+def _start_job(tmp_path: Path) -> tuple[subprocess.Popen[str], Path, Path]:
+    data, sync = tmp_path / "data", tmp_path / "sync"
+    sync.mkdir()
+    cmd = [
+        *torchrun(), "--standalone", "--nproc-per-node=3", str(SCRIPTS / "story_job.py"),
+        "--dir", str(data), "--sync", str(sync), "--steps", str(STEPS),
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, env=job_env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    return proc, data, sync
+
+
+@pytest.mark.torchrun
+def test_live_shared_run_partial_step_and_summaries(tmp_path: Path) -> None:
+    proc, data, sync = _start_job(tmp_path)
+    try:
+        wait_until(lambda: len(list(sync.glob("READY.*"))) == 3 or proc.poll() is not None, 90)
+        assert proc.poll() is None, proc.communicate()[0]
+        with ServerProcess.ui(data, tmp_path / "ui.log") as ui:
+            base = f"{ui.url}/api/v1/projects/story/runs/job"
+
+            def band() -> dict:  # type: ignore[type-arg]
+                r = httpx.get(f"{base}/series", params={"key": "score"}).json()
+                return r["band"]  # type: ignore[no-any-return]
+
+            b = wait_until(
+                lambda: (lambda b: b if b and len(b["x"]) == STEPS + 1 else None)(band())
+            )
+            # Step 5 holds ranks 0 and 1 only: partial, and not the run's last complete step.
+            assert b["n"][-2:] == [3, 2] and b["partial"] == [False] * STEPS + [True]
+            assert b["complete_step"] == STEPS - 1
+            assert b["nw"][-2] == 3  # every value carried a weight: wmean is weighted
+            assert b["wmean"][-2] == pytest.approx((4 * 1 + 14 * 2 + 24 * 3) / 6)
+            remote = httpx.get(base).json()
+            cross = remote["summary_cross_rank"]["score"]
+            assert cross["step"] == STEPS - 1 and cross["n"] == 3
+            assert cross["mean"] == pytest.approx(14.0)
+            assert cross["wmean"] == pytest.approx(104 / 6)
+            assert remote["summary"]["who"] == "rank 0"
+            assert remote["summary_ranks"]["rank-2"] == {"score": 24.0, "who": "rank 2"}
+            assert remote["summary_ranks"]["rank-1"]["score"] == 1001.0
+        local = rankwise.Api(dir=data).run("job", project="story")
+        assert local.summary_cross_rank["score"] == cross
+        assert local.summary_ranks == remote["summary_ranks"]
+        (sync / "GO").touch()
+        out, _ = proc.communicate(timeout=90)
+        assert proc.returncode == 0, out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    # Finished: no live rank is missing, so the last step is complete (two values).
+    run = rankwise.Api(dir=data).run("job", project="story")
+    last = run.summary_cross_rank["score"]
+    assert (last["step"], last["n"], last["mean"]) == (STEPS, 2, 1000.5)
+    assert last["wmean"] == pytest.approx((1000 * 1 + 1001 * 2) / 3)
+    shown = subprocess.run(
+        [sys.executable, "-m", "rankwise.cli", "show", "job",
+         "--dir", str(data), "--project", "story"],
+        env=job_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert "summary (primary rank)" in shown.stdout
+    assert "cross-rank line, last complete step" in shown.stdout
+    assert "score" in shown.stdout and "at step 5, 2 values" in shown.stdout
+    assert "rank-2 24" in shown.stdout
