@@ -20,6 +20,7 @@ minute to write); ``RANKWISE_TEST_BIG_STEPS=100000`` gives the full 100k-step ru
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -83,15 +84,24 @@ def _need_browser() -> None:
         )
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+@contextlib.contextmanager
+def launch_browser() -> Iterator[Any]:
+    """Headless Chromium through Playwright (other browser tests use it too)."""
     _need_browser()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROME_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with launch_browser() as b:
         yield b
-        b.close()
 
 
 class Page:

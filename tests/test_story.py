@@ -7,6 +7,7 @@ finish and reads again.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +23,7 @@ from .scripts.jobs import SCRIPTS, job_env, torchrun
 pytest.importorskip("torch")
 
 STEPS = 5
+DOCS_SHOT = Path(__file__).parents[1] / "docs" / "img" / "live-shared-run.png"
 
 
 def _start_job(tmp_path: Path) -> tuple[subprocess.Popen[str], Path, Path]:
@@ -38,7 +40,42 @@ def _start_job(tmp_path: Path) -> tuple[subprocess.Popen[str], Path, Path]:
     return proc, data, sync
 
 
+def _check_page(url: str) -> None:
+    """What the run page shows of the held job, in headless Chromium."""
+    from .test_dashboard import Page, _need_browser, launch_browser
+
+    _need_browser()
+    with launch_browser() as browser:
+        p = Page(browser, width=1100, height=760)
+        page = p.page
+        page.goto(f"{url}/#/p/story/r/job")
+        card = page.locator('.chart-card[data-metric="score"]')
+        page.locator('.chart-card[data-metric="score"][data-state="drawn"]').wait_for()
+        readout = card.locator(".readout")
+        # The header quotes step 4, the last one all three ranks reached, as weighted.
+        wait_until(lambda: "partial" in readout.inner_text(), timeout=10)
+        text = readout.inner_text()
+        assert "weighted mean 17.333 at step 4" in text and "1 partial step" in text, text
+        assert "1,000" not in text and "1,000.5" not in text
+        card.get_by_role("button", name="weighted mean", exact=True).click()
+        wait_until(lambda: "unweighted mean 14 at step 4" in readout.inner_text(), timeout=5)
+        card.get_by_role("button", name="unweighted mean", exact=True).click()
+        assert page.locator("[data-ranks]").inner_text() == "3 × 1"
+        if os.environ.get("RANKWISE_UPDATE_DOCS") == "1":
+            page.locator('.chart-card[data-metric="train/loss"][data-state="drawn"]').wait_for()
+            page.screenshot(path=DOCS_SHOT)
+        page.get_by_role("tab", name="Config & summary").click()
+        cross = page.locator('[data-cross="score"]')
+        assert cross.inner_text().startswith("17.333"), cross.inner_text()
+        table = page.locator(".rank-summary")
+        assert "rank 2" in table.inner_text()
+        assert "summary (primary rank)" in page.inner_text("main").lower()
+        p.check()
+        p.close()
+
+
 @pytest.mark.torchrun
+@pytest.mark.browser
 def test_live_shared_run_partial_step_and_summaries(tmp_path: Path) -> None:
     proc, data, sync = _start_job(tmp_path)
     try:
@@ -65,8 +102,11 @@ def test_live_shared_run_partial_step_and_summaries(tmp_path: Path) -> None:
             assert cross["mean"] == pytest.approx(14.0)
             assert cross["wmean"] == pytest.approx(104 / 6)
             assert remote["summary"]["who"] == "rank 0"
-            assert remote["summary_ranks"]["rank-2"] == {"score": 24.0, "who": "rank 2"}
+            rank2 = remote["summary_ranks"]["rank-2"]
+            assert (rank2["score"], rank2["who"]) == (24.0, "rank 2")
             assert remote["summary_ranks"]["rank-1"]["score"] == 1001.0
+            assert (remote["run_ranks"], remote["run_nodes"]) == (3, 1)
+            _check_page(ui.url)
         local = rankwise.Api(dir=data).run("job", project="story")
         assert local.summary_cross_rank["score"] == cross
         assert local.summary_ranks == remote["summary_ranks"]

@@ -29,10 +29,12 @@ def main() -> None:
     rank, world = dist.get_rank(), dist.get_world_size()
     run = rankwise.init(project="story", id="job", dir=a.dir, run_mode="shared")
     for step in range(a.steps):
-        run.log({"score": 10.0 * rank + step}, step=step, weight=float(rank + 1))
+        loss = 2.0 / (1.0 + 0.3 * step) + 0.4 * rank  # a curve, for the screenshot
+        run.log({"score": 10.0 * rank + step, "train/loss": loss}, step=step, weight=rank + 1.0)
     run.summary["who"] = f"rank {rank}"
     if rank != world - 1:
-        run.log({"score": 1000.0 + rank}, step=a.steps, weight=float(rank + 1))
+        # Ranks ahead of the last one: the mean of this step would jump (one rank's value).
+        run.log({"score": 1000.0 + rank, "train/loss": 4.0}, step=a.steps, weight=rank + 1.0)
     sync = Path(a.sync)
     time.sleep(0.5)  # past the flush interval: the files hold everything logged
     (sync / f"READY.{rank}").touch()

@@ -109,7 +109,7 @@ function xText(x, xMode) {
 
 /** "weighted mean" or "mean"; a button switching the two where weights were logged. */
 function MeanLabel({ model, onToggle }) {
-  if (!model.hasWeights) return <span class="muted">mean </span>;
+  if (!model.hasWeights) return <span class="muted">mean</span>;
   const name = model.weighted ? "weighted mean" : "unweighted mean";
   return (
     <button
@@ -126,7 +126,7 @@ function MeanLabel({ model, onToggle }) {
 /** The readout line of a run chart: hovered values, else the last complete mean. */
 function RunReadout({ hover, model, xMode, multi, onToggleMean }) {
   if (!model) return null;
-  const label = multi ? <MeanLabel model={model} onToggle={onToggleMean} /> : null;
+  const label = multi ? <><MeanLabel model={model} onToggle={onToggleMean} />{" "}</> : null;
   if (!hover) {
     const mean = model.lines.find((l) => l.key === "mean")?.y ?? [];
     let i = multi ? model.lastComplete : mean.length - 1;
