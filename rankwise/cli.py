@@ -1,4 +1,4 @@
-"""The ``rankwise`` command line."""
+"""The rankwise command line: list and show runs, serve the dashboard, sync offline runs."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from .api import Api, RunInfo
-from .errors import RankwiseError, UsageError
+from .errors import RankwiseError, RunNotFoundError, UsageError
+from .stream.records import STATES
 
 
 def _ago(t: float | None) -> str:
@@ -35,15 +36,30 @@ def _state(run: RunInfo) -> str:
     return run.state
 
 
+def _local_api(args: argparse.Namespace) -> Api:
+    api = Api(args.dir)
+    if not Path(api.dir).is_dir():
+        raise UsageError(
+            f"the data directory {api.dir} does not exist: pass --dir (or set RANKWISE_DIR) "
+            "to where rankwise.init() wrote runs"
+        )
+    return api
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
-    runs = Api(args.dir).runs(project=args.project)
+    api = _local_api(args)
+    runs = api.runs(
+        project=args.project, group=args.group, state=args.state or None, tags=args.tag or None
+    )
     if not runs:
-        print(f"no runs under {Api(args.dir).dir}")
+        filtered = args.group or args.state or args.tag
+        print(f"no runs{' match these filters' if filtered else ''} under {api.dir}")
         return 0
     rows = [
         [
             f"{r.project}/{r.id}" if not args.project else r.id,
             r.name,
+            r.group or "-",
             _state(r),
             str(r.world_size),
             str(len({s.label for s in r.streams})),
@@ -52,7 +68,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         ]
         for r in runs
     ]
-    print(_table(rows, ["id", "name", "state", "ranks", "streams", "steps", "created"]))
+    print(_table(rows, ["id", "name", "group", "state", "ranks", "streams", "steps", "created"]))
     return 0
 
 
@@ -103,7 +119,19 @@ def _label_order(label: str) -> tuple[str, int]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    run = Api(args.dir).run(args.run, project=args.project)
+    api = _local_api(args)
+    try:
+        run = api.run(args.run, project=args.project)
+    except RunNotFoundError:
+        project, _, name = args.run.rpartition("/") if "/" in args.run else ("", "", args.run)
+        members = api.runs(project=args.project or project or None, group=name)
+        if not members:
+            raise
+        ids = ", ".join(r.id for r in members[:5]) + (" ..." if len(members) > 5 else "")
+        raise UsageError(
+            f"{name!r} is a group of {len(members)} run(s) ({ids}), not a run: "
+            f"list them with `rankwise runs --group {name}`, or show one of them"
+        ) from None
     print(f"run      {run.project}/{run.id}  ({run.name})")
     print(f"state    {_state(run)}")
     print(
@@ -167,6 +195,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("runs", help="list runs")
     common(p)
+    p.add_argument("--state", action="append", choices=STATES, help="only runs in this state")
+    p.add_argument("--group", default=None, help="only the runs of this group")
+    p.add_argument("--tag", action="append", help="only runs with this tag (repeatable: all)")
     p.set_defaults(func=cmd_runs)
     p = sub.add_parser("show", help="config, summary and streams of one run")
     p.add_argument("run", help="run id (or project/id)")
@@ -280,6 +311,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RankwiseError as exc:
         print(f"rankwise: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `rankwise show ... | head`: the reader left; stop quietly, as cat does. Python
+        # would report the broken pipe again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

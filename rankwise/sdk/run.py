@@ -51,6 +51,9 @@ class Run:
         self._max_queue = settings.max_queue
         self.dir = root / start.project / start.run_id
         self.path = path  # this process's stream file, None when not recording
+        # The run's dashboard page, when a server or a `rankwise ui` of this directory
+        # is known at init() (see rankwise.sdk.announce); None otherwise.
+        self.url: str | None = None
         # Helpers that live as long as the stream (uploader, samplers, console capture):
         # each has stop(deadline) and is stopped by _end(), before or after the writer.
         self._components: list[tuple[Any, bool]] = []
