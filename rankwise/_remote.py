@@ -46,6 +46,9 @@ class RemoteRunInfo(RunInfo):
         self.base_id = data.get("base_id")
         self.world_size = int(data.get("world_size") or 0)
         self.num_nodes = int(data.get("num_nodes") or 1)
+        self.environment: dict[str, Any] = dict(data.get("environment") or {})
+        self.run_ranks = int(data.get("run_ranks") or 1)
+        self.run_nodes = int(data.get("run_nodes") or 1)
         self.state = data["state"]
         self.crashed = list(data.get("crashed") or [])
         self.created = data.get("created")

@@ -64,3 +64,17 @@ class CrossRankLast:
                 "max": max(vals),
             }
         return out
+
+
+def environment(start: Any) -> dict[str, Any]:
+    """What the primary rank recorded about where it ran (its ``StreamStart``)."""
+    if start is None:
+        return {}
+    return {
+        "command": list(start.argv),
+        "python": start.python,
+        "platform": start.platform,
+        "launcher": start.launcher,
+        "rankwise_version": start.rankwise_version,
+        "host": start.host,
+    }

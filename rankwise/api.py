@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._summary import CrossRankLast, complete_step
+from ._summary import CrossRankLast, complete_step, environment
 from .errors import RunNotFoundError, UsageError
 from .health import RankHealth
 from .stream import records as R
@@ -71,6 +71,11 @@ class RunInfo:
         self.base_id = primary.base_id if primary else None
         self.world_size = primary.world_size if primary else len(self.streams)
         self.num_nodes = primary.num_nodes if primary else 1
+        # The run's own ranks and nodes; world_size and num_nodes are the job's.
+        self.run_ranks = len({s.label for s in self.streams})
+        self.run_nodes = max(1, len({(s.node, s.host) for s in self.streams}))
+        # Command line, Python, platform, launcher, rankwise version, host (primary's).
+        self.environment: dict[str, Any] = environment(primary)
         self.state, self.crashed = run_state(
             StreamState(s.label, s.incarnation, s.is_primary, s.state) for s in self.streams
         )

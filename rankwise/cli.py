@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -138,8 +139,18 @@ def cmd_show(args: argparse.Namespace) -> int:
         f"group    {run.group or '-'}   job type {run.job_type or '-'}   "
         f"tags {', '.join(run.tags) or '-'}"
     )
-    print(f"ranks    {run.world_size} on {run.num_nodes} node(s), mode {run.run_mode}")
+    job = ""
+    if (run.run_ranks, run.run_nodes) != (run.world_size, run.num_nodes):
+        job = f" (the job: {run.world_size} on {run.num_nodes})"
+    print(f"ranks    {run.run_ranks} on {run.run_nodes} node(s){job}, mode {run.run_mode}")
     print(f"created  {_ago(run.created)}   last seen {_ago(run.updated)}")
+    env = run.environment
+    if env:
+        print(f"command  {shlex.join(env.get('command') or []) or '-'}")
+        print(
+            f"python   {env.get('python') or '-'} on {env.get('platform') or '-'}   "
+            f"launcher {env.get('launcher') or '-'}   rankwise {env.get('rankwise_version') or '-'}"
+        )
     print("\nconfig")
     for k, v in sorted(run.config.items()):
         print(f"  {k:<28} {_fmt(v)}")

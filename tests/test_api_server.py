@@ -74,7 +74,8 @@ def test_filters_and_objects_match_the_local_reader(data_dir: Path, server: str)
             lr.config,
         )
         assert rr.summary == lr.summary and rr.steps == lr.steps == 5
-        assert rr.summary_ranks == lr.summary_ranks
+        assert rr.summary_ranks == lr.summary_ranks and rr.environment == lr.environment
+        assert (rr.run_ranks, rr.run_nodes) == (lr.run_ranks, lr.run_nodes) == (1, 1)
         assert rr.summary_cross_rank == lr.summary_cross_rank
         assert lr.summary_cross_rank["loss"]["step"] == 4
         assert [s.label for s in rr.streams] == [s.label for s in lr.streams]

@@ -8,6 +8,7 @@ finish and reads again.
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -67,6 +68,7 @@ def _check_page(url: str) -> None:
         page.get_by_role("tab", name="Config & summary").click()
         cross = page.locator('[data-cross="score"]')
         assert cross.inner_text().startswith("17.333"), cross.inner_text()
+        assert "torchrun" in page.locator(".env-table").inner_text()
         table = page.locator(".rank-summary")
         assert "rank 2" in table.inner_text()
         assert "summary (primary rank)" in page.inner_text("main").lower()
@@ -106,8 +108,12 @@ def test_live_shared_run_partial_step_and_summaries(tmp_path: Path) -> None:
             assert (rank2["score"], rank2["who"]) == (24.0, "rank 2")
             assert remote["summary_ranks"]["rank-1"]["score"] == 1001.0
             assert (remote["run_ranks"], remote["run_nodes"]) == (3, 1)
+            env = remote["environment"]
+            assert env["command"][0].endswith("story_job.py") and env["launcher"] == "torchrun"
+            assert env["python"] == platform.python_version() and env["rankwise_version"]
             _check_page(ui.url)
         local = rankwise.Api(dir=data).run("job", project="story")
+        assert local.environment == env and (local.run_ranks, local.run_nodes) == (3, 1)
         assert local.summary_cross_rank["score"] == cross
         assert local.summary_ranks == remote["summary_ranks"]
         (sync / "GO").touch()
@@ -132,3 +138,8 @@ def test_live_shared_run_partial_step_and_summaries(tmp_path: Path) -> None:
     assert "cross-rank line, last complete step" in shown.stdout
     assert "score" in shown.stdout and "at step 5, 2 values" in shown.stdout
     assert "rank-2 24" in shown.stdout
+    assert "command  " in shown.stdout and "story_job.py --dir" in shown.stdout
+    assert (
+        "launcher torchrun" in shown.stdout
+        and "ranks    3 on 1 node(s), mode shared" in shown.stdout
+    )

@@ -73,6 +73,10 @@ class RunSummary(BaseModel):
     notes: str | None
     run_mode: str | None
     base_id: str | None = Field(description="the id all ranks of the launch agreed on")
+    environment: dict[str, Any] = Field(
+        description="the primary rank's command (argv list), python, platform, launcher, "
+        "rankwise_version and host, as recorded at init()"
+    )
     state: str = Field(description="running, finished, failed, killed or crashed")
     crashed: list[str] = Field(description="labels of the crashed streams")
     world_size: int = Field(description="the job's world size")

@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from .._summary import complete_step as _complete
+from .._summary import environment
 from ..store.base import Band, RunRow, Series, StreamRow
+from ..stream import records as R
 
 
 def _is_primary(s: StreamRow) -> bool:
@@ -75,6 +77,7 @@ def run_dict(
         "notes": run.notes,
         "run_mode": run.run_mode,
         "base_id": _base_id(run),
+        "environment": environment(_primary_start(run)),
         "state": run.state,
         "crashed": list(run.crashed),
         "world_size": run.world_size,
@@ -96,10 +99,15 @@ def run_dict(
     return out
 
 
-def _base_id(run: RunRow) -> str | None:
+def _primary_start(run: RunRow) -> R.StreamStart | None:
     starts = [s.start for s in run.streams if s.start is not None]
     primary = [st for st in starts if st.is_primary] or starts
-    return primary[-1].base_id if primary else None
+    return primary[-1] if primary else None
+
+
+def _base_id(run: RunRow) -> str | None:
+    start = _primary_start(run)
+    return start.base_id if start else None
 
 
 def series_dict(s: Series) -> dict[str, Any]:

@@ -104,6 +104,15 @@ export function ConfigTab({ run }) {
   const config = useMemo(() => flatten(run.config ?? {}), [run.config]);
   const summary = useMemo(() => flatten(run.summary ?? {}), [run.summary]);
   const shared = Object.keys(run.summary_ranks ?? {}).length > 1;
+  const env = run.environment ?? {};
+  const envRows = useMemo(() => {
+    const rows = [];
+    if (env.command?.length) rows.push(["command", env.command.join(" ")]);
+    for (const k of ["python", "platform", "launcher", "rankwise_version", "host"]) {
+      if (env[k]) rows.push([k === "rankwise_version" ? "rankwise" : k, env[k]]);
+    }
+    return rows;
+  }, [run.environment]); // eslint-disable-line react-hooks/exhaustive-deps
   const f = q.trim().toLowerCase();
   return (
     <div class="config-tab">
@@ -118,6 +127,9 @@ export function ConfigTab({ run }) {
         <KeyValueTable title={shared ? "Summary (primary rank)" : "Summary"} rows={summary} filter={f} emptyText="No summary yet: it holds each metric's last value and what you set in run.summary." />
       </div>
       {shared ? <RankSummaryTable run={run} filter={f} /> : null}
+      <div class="env-table">
+        <KeyValueTable title="Environment" rows={envRows} filter={f} emptyText="Not recorded (a run written before rankwise recorded it)." />
+      </div>
     </div>
   );
 }
