@@ -170,6 +170,16 @@ def test_series_band_and_msgpack_keep_nan(app) -> None:  # type: ignore[no-untyp
     assert [s["label"] for s in only["series"]] == ["rank-1", "rank-3"] and only["band"] is None
     as_json = call(app, "GET", "/api/v1/projects/p/runs/n/series", params={"key": "x"}).json()
     assert as_json["series"][0]["y"] == [None, None]
+    assert as_json["series"][0]["nonfinite"] == {"x": [0, 1], "value": ["NaN", "Infinity"]}
+    assert r["series"][0]["nonfinite"] == {"x": [], "value": []}
+    # A summary's NaN and ±Inf: spelled out in JSON, exact in MessagePack.
+    run_json = call(app, "GET", "/api/v1/projects/p/runs/n").json()
+    assert run_json["summary"] == {"x": "Infinity"}
+    assert run_json["summary_ranks"] == {"rank-0": {"x": "Infinity"}}
+    listed = call(app, "GET", "/api/v1/projects/p/runs", params={"q": "n"}).json()["runs"]
+    assert [x["summary"] for x in listed if x["id"] == "n"] == [{"x": "Infinity"}]
+    packed_run = call(app, "GET", "/api/v1/projects/p/runs/n", headers=MSGPACK)
+    assert msgspec.msgpack.decode(packed_run.content)["summary"] == {"x": math.inf}
     packed = call(
         app, "GET", "/api/v1/projects/p/runs/n/series", params={"key": "x"}, headers=MSGPACK
     )

@@ -7,6 +7,7 @@ finish and reads again.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -143,3 +144,78 @@ def test_live_shared_run_partial_step_and_summaries(tmp_path: Path) -> None:
         "launcher torchrun" in shown.stdout
         and "ranks    3 on 1 node(s), mode shared" in shown.stdout
     )
+
+
+VALUES_JOB = """
+import math, time, rankwise
+run = rankwise.init(project="vis", id="values", settings={"flush_interval": 0.02,
+                    "system_interval": 0.25})
+for step in range(6):
+    loss = {2: math.nan, 5: math.inf}.get(step, 1.0 / (step + 1))
+    run.log({"loss": loss, "huge": 2.0**70 * (1 + step)}, step=step)
+    if step == 3:
+        run.log({"once": 0.5}, step=step)
+    time.sleep(0.3)
+run.finish()
+"""
+
+
+@pytest.mark.browser
+def test_every_value_visible(tmp_path: Path) -> None:
+    """A metric logged once, NaN and ±Inf, 2**70 and the System tab, in Chromium."""
+    from .test_dashboard import Page, launch_browser
+
+    data = tmp_path / "data"
+    job = subprocess.run(
+        [sys.executable, "-c", VALUES_JOB], env=job_env(RANKWISE_DIR=str(data)),
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert job.returncode == 0, job.stderr
+    with ServerProcess.ui(data, tmp_path / "ui.log") as ui, launch_browser() as browser:
+        p = Page(browser, width=1280, height=900)
+        page = p.page
+        page.goto(f"{ui.url}/#/p/vis/r/values")
+
+        def canvas(metric: str):  # type: ignore[no-untyped-def]
+            page.locator(f'.chart-card[data-metric="{metric}"][data-state="drawn"]').wait_for()
+            return page.locator(f'.chart-card[data-metric="{metric}"] .chart-canvas')
+
+        # Logged once: drawn as a dot, and the dot is really on the canvas.
+        once = canvas("once")
+        dot = once.get_attribute("data-dots") or ""
+        assert len(dot.split()) == 1, dot
+        x, y = (int(v) for v in dot.split(","))
+        lit = page.evaluate(
+            """([el, x, y]) => {
+                 const c = el.querySelector('canvas'), r = devicePixelRatio;
+                 const px = [Math.round(x * r), Math.round(y * r)];
+                 return c.getContext('2d').getImageData(px[0], px[1], 1, 1).data[3]; }""",
+            [once.element_handle(), x, y],
+        )  # fmt: skip
+        assert lit > 0, "no dot drawn where the lone value is"
+        # NaN and +Inf: marked at their steps, and the header quotes the last one as ∞.
+        loss = canvas("loss")
+        assert loss.get_attribute("data-marks") == "2:NaN 5:∞"
+        readout = page.locator('.chart-card[data-metric="loss"] .readout').inner_text()
+        assert readout.startswith("∞ at step 5"), readout
+        # 2**70: short, distinct tick labels.
+        ticks = json.loads(canvas("huge").get_attribute("data-yticks") or "[]")
+        assert ticks and len(set(ticks)) == len(ticks) and all(len(t) <= 8 for t in ticks), ticks
+        assert all("e21" in t or "e20" in t or t == "0" for t in ticks), ticks
+        # The summary says ∞, not a blank.
+        page.get_by_role("tab", name="Config & summary").click()
+        row = page.locator(".kv-table tr", has=page.locator("th", has_text="loss"))
+        assert row.first.locator("td").inner_text() == "∞"
+        # System tab: distinct y ticks, room for the two-line time labels.
+        page.get_by_role("tab", name="System").click()
+        charts = page.locator(".system-chart .chart-canvas[data-yticks]")
+        charts.first.wait_for()
+        for i in range(charts.count()):
+            c = charts.nth(i)
+            yt = json.loads(c.get_attribute("data-yticks") or "[]")
+            assert len(set(yt)) == len(yt), yt
+            xt = json.loads(c.get_attribute("data-xticks") or "[]")
+            if any("\\n" in t for t in xt):
+                assert float(c.get_attribute("data-xsize") or 0) >= 40
+        p.check()
+        p.close()

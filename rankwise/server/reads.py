@@ -15,7 +15,7 @@ from starlette.responses import Response
 from ..store.base import RunQuery, RunRow, Store
 from ..stream.records import STATES
 from .config import ServerSettings
-from .encoding import ApiError, reply
+from .encoding import ApiError, reply, wants_msgpack
 from .schemas import (
     CompareReply,
     CompareRequest,
@@ -28,7 +28,7 @@ from .schemas import (
     XAxis,
 )
 from .schemas import Run as RunModel
-from .views import band_dict, complete_step, run_dict, series_dict
+from .views import band_dict, complete_step, json_summaries, run_dict, series_dict
 
 router = APIRouter(tags=["read"])
 _404 = {404: {"model": ErrorReply, "description": "unknown project or run"}}
@@ -91,6 +91,8 @@ def runs(
     if total == 0 and project not in store.projects():
         raise ApiError(404, f"no project {project!r}")
     out = [run_dict(r, with_streams=with_streams) for r in rows]
+    if not wants_msgpack(request):
+        out = [json_summaries(r) for r in out]
     return reply(request, {"runs": out, "total": total})
 
 
@@ -100,7 +102,8 @@ def run(request: Request, project: str, run: str) -> Response:
     store = _store(request)
     row = _run_or_404(store, project, run)
     cross = store.cross_rank_last(project, run, complete_step(row))
-    return reply(request, run_dict(row, cross_rank=cross))
+    out = run_dict(row, cross_rank=cross)
+    return reply(request, out if wants_msgpack(request) else json_summaries(out))
 
 
 @router.get("/projects/{project}/runs/{run}/metrics", response_model=MetricsReply, responses=_404)  # type: ignore[arg-type]

@@ -122,11 +122,19 @@ class MetricsReply(BaseModel):
     keys: list[str]
 
 
+class NonFinite(BaseModel):
+    x: list[float]
+    value: list[Literal["NaN", "Infinity", "-Infinity"]]
+
+
 class Series(BaseModel):
     label: str
     x: list[float]
     y: list[float | None]
     downsampled: bool
+    nonfinite: NonFinite = Field(
+        description="the points whose value is NaN or ±Inf (null in JSON's y), spelled out"
+    )
 
 
 class Band(BaseModel):

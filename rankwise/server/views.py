@@ -6,6 +6,7 @@ rules (``rankwise.stream.fold``) and its own crash timeout.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .._summary import complete_step as _complete
@@ -110,8 +111,47 @@ def _base_id(run: RunRow) -> str | None:
     return start.base_id if start else None
 
 
+_SPELLED = {math.inf: "Infinity", -math.inf: "-Infinity"}
+
+
+def nonfinite(xs: list[float], ys: list[float]) -> dict[str, list[Any]]:
+    """Where ``ys`` holds NaN or ±Inf, spelled out: JSON turns them into ``null`` (as it
+    does a missing value), so a chart could not tell a NaN loss from nothing logged."""
+    at = [i for i, y in enumerate(ys) if y != y or y in _SPELLED]
+    return {
+        "x": [xs[i] for i in at],
+        "value": ["NaN" if ys[i] != ys[i] else _SPELLED[ys[i]] for i in at],
+    }
+
+
+def spell_nonfinite(value: Any) -> Any:
+    """``value`` with NaN and ±Inf as the strings "NaN", "Infinity", "-Infinity": how a
+    JSON reply carries a summary's non-finite values (MessagePack keeps the floats)."""
+    if isinstance(value, float) and (value != value or value in _SPELLED):
+        return "NaN" if value != value else _SPELLED[value]
+    if isinstance(value, dict):
+        return {k: spell_nonfinite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [spell_nonfinite(v) for v in value]
+    return value
+
+
+def json_summaries(run: dict[str, Any]) -> dict[str, Any]:
+    """A run object for a JSON reply: its summaries' NaN and ±Inf spelled out."""
+    for key in ("summary", "summary_ranks", "summary_cross_rank"):
+        if key in run:
+            run[key] = spell_nonfinite(run[key])
+    return run
+
+
 def series_dict(s: Series) -> dict[str, Any]:
-    return {"label": s.label, "x": s.x, "y": s.y, "downsampled": s.downsampled}
+    return {
+        "label": s.label,
+        "x": s.x,
+        "y": s.y,
+        "downsampled": s.downsampled,
+        "nonfinite": nonfinite(s.x, s.y),
+    }
 
 
 def complete_step(run: RunRow) -> int | None:

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
-  alignSeries, bandColumns, bandTable, weightedAt, extentInRange, lowerBound, mergeRange, mergeSeriesList,
+  alignSeries, bandColumns, bandTable, isolated, markAt, nonfiniteMarks, weightedAt, extentInRange, lowerBound, mergeRange, mergeSeriesList,
   nearestIndex, pointsFor, pointsPerRank, positiveOnly, smooth, tableBand, upperBound,
 } from "../src/lib/series.js";
 
@@ -177,5 +177,23 @@ describe("extents and budgets", () => {
     expect(pointsPerRank(600, 4)).toBe(1200);
     expect(pointsPerRank(600, 64)).toBe(160);
     expect(pointsPerRank(600, 16)).toBe(600);
+  });
+});
+
+describe("every value visible", () => {
+  it("finds the points a line cannot draw: alone, or between gaps", () => {
+    expect(isolated([5])).toEqual([0]);
+    expect(isolated([null, 1, null, 2, 3])).toEqual([1]);
+    expect(isolated([1, 2, 3])).toBeNull();
+    expect(isolated([null, 4, null], true)).toEqual([1]);
+    expect(isolated([1, null, 2], true)).toBeNull();
+  });
+  it("marks NaN and ±Inf from a JSON reply or MessagePack numbers", () => {
+    const json = { x: [0, 1, 2], y: [null, null, 1], nonfinite: { x: [0, 1], value: ["NaN", "-Infinity"] } };
+    expect(nonfiniteMarks(json)).toEqual([{ x: 0, text: "NaN", color: null }, { x: 1, text: "−∞", color: null }]);
+    const packed = { x: [3, 4], y: [Infinity, 2] };
+    expect(nonfiniteMarks(packed, "red")).toEqual([{ x: 3, text: "∞", color: "red" }]);
+    expect(markAt(nonfiniteMarks(json), 1).text).toBe("−∞");
+    expect(markAt([], 1)).toBeNull();
   });
 });

@@ -6,8 +6,8 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api } from "../api.js";
 import { LIVE_MS, useInView, useInterval } from "../hooks.js";
 import {
-  alignSeries, bandColumns, bandTable, gaps, mergeRange, mergeSeriesList, pointsFor,
-  pointsPerRank, positiveOnly, smooth, tableBand,
+  alignSeries, bandColumns, bandTable, gaps, markAt, mergeRange, mergeSeriesList,
+  nonfiniteMarks, pointsFor, pointsPerRank, positiveOnly, smooth, tableBand,
 } from "../lib/series.js";
 import { fmtTime, fmtValue } from "../lib/format.js";
 import { charts, priorityOf } from "../lib/queue.js";
@@ -130,6 +130,15 @@ function RunReadout({ hover, model, xMode, multi, onToggleMean }) {
   if (!hover) {
     const mean = model.lines.find((l) => l.key === "mean")?.y ?? [];
     let i = multi ? model.lastComplete : mean.length - 1;
+    // The last value logged may be NaN or ±Inf: say so, rather than quote an older one.
+    const lastMark = !multi && i >= 0 ? markAt(model.marks, model.x[i]) : null;
+    if (lastMark && (mean[i] === null || mean[i] === undefined)) {
+      return (
+        <span class="muted" data-readout-step={String(model.x[i])}>
+          <b class="nonfinite">{lastMark.text}</b> at {xText(model.x[i], xMode)}
+        </span>
+      );
+    }
     while (!multi && i >= 0 && (mean[i] === null || mean[i] === undefined)) i--;
     const pending = model.pendingSteps;
     return (
@@ -150,7 +159,9 @@ function RunReadout({ hover, model, xMode, multi, onToggleMean }) {
   }
   const idx = hover.idx;
   const partial = multi && model.partial?.[idx];
-  const v = partial ? model.pendingY?.[idx] : hover.values[model.lines.findIndex((l) => l.key === "mean")];
+  const mark = markAt(model.marks, hover.x);
+  let v = partial ? model.pendingY?.[idx] : hover.values[model.lines.findIndex((l) => l.key === "mean")];
+  if ((v === null || v === undefined) && mark) v = mark.text;
   return (
     <span>
       <span class="muted">{xText(hover.x, xMode)}</span>{" "}
@@ -305,12 +316,14 @@ function runModel(data, settings, multi, rankInfo, weighted = true) {
     // One stream (or a run whose streams logged this key alone): its values, as logged.
     const s = data.series[0];
     x = s.x;
+    extra.marks = nonfiniteMarks(s);
     const raw = fix(s.y);
     if (smoothing > 0) lines.push({ key: "raw", color: "raw", y: raw, width: 1 });
     lines.push({ key: "mean", color: "accent", y: fix(smooth(raw, smoothing)), width: 2 });
   }
   let overlay = null;
   if (data.ranks) {
+    extra.marks = data.ranks.flatMap((s) => nonfiniteMarks(s, rankInfo.get(s.label)?.color ?? null));
     overlay = data.ranks
       .map((s) => {
         const info = rankInfo.get(s.label) ?? { rank: 0, name: s.label, color: "#888" };

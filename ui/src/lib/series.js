@@ -236,3 +236,47 @@ export function pointsPerRank(width, ranks) {
   if (ranks <= 8) return full;
   return Math.max(160, Math.round((full * 8) / ranks));
 }
+
+const SHOWN = { NaN: "NaN", Infinity: "∞", "-Infinity": "−∞" };
+
+/**
+ * A series' NaN and ±Inf points (the reply's `nonfinite`, or non-finite numbers in `y`
+ * from MessagePack) as chart marks `{x, text}`; `color` is given to each.
+ */
+export function nonfiniteMarks(series, color = null) {
+  const out = [];
+  const nf = series?.nonfinite;
+  if (nf && nf.x) {
+    nf.x.forEach((x, i) => out.push({ x, text: SHOWN[nf.value[i]] ?? nf.value[i], color }));
+  } else if (series?.y) {
+    series.y.forEach((y, i) => {
+      if (typeof y === "number" && !Number.isFinite(y)) {
+        out.push({ x: series.x[i], text: Number.isNaN(y) ? "NaN" : y > 0 ? "∞" : "−∞", color });
+      }
+    });
+  }
+  return out;
+}
+
+/** The mark at `x`, if any (for the hover readout). */
+export function markAt(marks, x) {
+  return marks?.find((m) => m.x === x) ?? null;
+}
+
+/** Indices of the non-null values with no non-null neighbour (every one when alone). */
+export function isolated(ys, spanGaps = false) {
+  if (!ys) return null;
+  const out = [];
+  const has = (i) => i >= 0 && i < ys.length && ys[i] !== null && ys[i] !== undefined;
+  let count = 0;
+  for (let i = 0; i < ys.length; i++) {
+    if (!has(i)) continue;
+    count++;
+    if (!spanGaps && !has(i - 1) && !has(i + 1)) out.push(i);
+  }
+  if (spanGaps) {
+    if (count !== 1) return null;
+    for (let i = 0; i < ys.length; i++) if (has(i)) return [i];
+  }
+  return out.length ? out : null;
+}

@@ -4,7 +4,7 @@
 import { useMemo, useState } from "preact/hooks";
 import { useNow } from "../hooks.js";
 import { displayText } from "../lib/escape.js";
-import { fmtAgo, fmtInt, fmtTime, fmtValue } from "../lib/format.js";
+import { asNumber, fmtAgo, fmtInt, fmtTime, fmtValue } from "../lib/format.js";
 import { flatten } from "../lib/metrics.js";
 import { Empty, StateBadge } from "../components/common.jsx";
 
@@ -33,7 +33,7 @@ function KeyValueTable({ title, rows, filter, emptyText }) {
             {shown.map(([k, v]) => (
               <tr key={k}>
                 <th scope="row">{k}</th>
-                <td class={typeof v === "number" ? "num" : ""}>{typeof v === "number" ? fmtValue(v) : displayText(v)}</td>
+                <td class={asNumber(v) !== undefined ? "num" : ""}>{asNumber(v) !== undefined ? fmtValue(v) : displayText(v)}</td>
               </tr>
             ))}
             {shown.length === 0 ? (
@@ -56,7 +56,7 @@ function RankSummaryTable({ run, filter }) {
   const cross = run.summary_cross_rank ?? {};
   const keys = [...new Set([...Object.keys(cross), ...labels.flatMap((l) => Object.keys(ranks[l]))])].sort();
   const shown = filter ? keys.filter((k) => k.toLowerCase().includes(filter)) : keys;
-  const cell = (v) => (typeof v === "number" ? fmtValue(v) : v === undefined ? "–" : displayText(v));
+  const cell = (v) => (asNumber(v) !== undefined ? fmtValue(v) : v === undefined ? "–" : displayText(v));
   return (
     <section class="kv rank-summary">
       <h2>
