@@ -308,3 +308,11 @@ def test_finished_run_band_has_no_partial_steps(app) -> None:  # type: ignore[no
     ]
     assert band["complete_step"] is None and band["partial"] == [False] * 8
     assert band["nw"] == [4] * 8
+
+
+def test_run_ranks_are_the_runs_own_beside_the_jobs(app) -> None:  # type: ignore[no-untyped-def]
+    # A worker-scope run of a 4-rank job holds one stream: 1 × 1, in a job of 4.
+    recs = records(label="rank-2", run="worker-2", steps=2)
+    assert ingest(app, body(recs), label="rank-2", run="worker-2").status_code == 200
+    run = call(app, "GET", "/api/v1/projects/p/runs/worker-2").json()
+    assert (run["run_ranks"], run["run_nodes"], run["world_size"]) == (1, 1, 4)

@@ -57,7 +57,7 @@ def _check_page(url: str) -> None:
         # The header quotes step 4, the last one all three ranks reached, as weighted.
         wait_until(lambda: "partial" in readout.inner_text(), timeout=10)
         text = readout.inner_text()
-        assert "weighted mean 17.333 at step 4" in text and "1 partial step" in text, text
+        assert "weighted mean 17.333 at step 4" in text and "· 1 partial" in text, text
         assert "1,000" not in text and "1,000.5" not in text
         card.get_by_role("button", name="weighted mean", exact=True).click()
         wait_until(lambda: "unweighted mean 14 at step 4" in readout.inner_text(), timeout=5)
@@ -219,3 +219,11 @@ def test_every_value_visible(tmp_path: Path) -> None:
                 assert float(c.get_attribute("data-xsize") or 0) >= 40
         p.check()
         p.close()
+    shown = subprocess.run(
+        [sys.executable, "-m", "rankwise.cli", "show", "values", "--dir", str(data)],
+        env=job_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert [line.split() for line in shown.stdout.splitlines() if line.startswith("  loss")] == [
+        ["loss", "∞"]
+    ]

@@ -150,8 +150,8 @@ function RunReadout({ hover, model, xMode, multi, onToggleMean }) {
           </>
         ) : null}
         {pending ? (
-          <span class="partial-note" title="Not every live rank has reached these steps: their mean is drawn dashed and not quoted">
-            {" "}· {pending} partial step{pending === 1 ? "" : "s"}
+          <span class="partial-note" title={`${pending} step${pending === 1 ? "" : "s"} not every live rank has reached yet: their mean (of the ranks there so far) is drawn dashed and not quoted`}>
+            {" "}· {pending} partial
           </span>
         ) : null}
       </span>
