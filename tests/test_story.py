@@ -48,7 +48,7 @@ def _check_page(url: str) -> None:
 
     _need_browser()
     with launch_browser() as browser:
-        p = Page(browser, width=1100, height=760)
+        p = Page(browser, width=1280, height=760)
         page = p.page
         page.goto(f"{url}/#/p/story/r/job")
         card = page.locator('.chart-card[data-metric="score"]')
