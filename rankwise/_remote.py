@@ -57,7 +57,8 @@ class RemoteRunInfo(RunInfo):
         self.streams = [_stream(s, self._url()) for s in data.get("streams") or []]
         self._config: dict[str, Any] = dict(data.get("config") or {})
         self._summary: dict[str, Any] = dict(data.get("summary") or {})
-        self._summary_ranks: dict[str, dict[str, Any]] = dict(data.get("summary_ranks") or {})
+        # Only a one-run reply carries these; a run from a list asks for itself once.
+        self._summary_ranks: dict[str, dict[str, Any]] | None = data.get("summary_ranks")
         self._cross: dict[str, dict[str, Any]] | None = data.get("summary_cross_rank")
         self._folds = []
 
@@ -75,15 +76,22 @@ class RemoteRunInfo(RunInfo):
     def summary(self) -> dict[str, Any]:
         return dict(self._summary)
 
+    def _full(self) -> None:
+        data = self._reader.get(self._path())
+        self._summary_ranks = data.get("summary_ranks") or {}
+        self._cross = data.get("summary_cross_rank") or {}
+
     @property
     def summary_ranks(self) -> dict[str, dict[str, Any]]:
-        return {k: dict(v) for k, v in self._summary_ranks.items()}
+        if self._summary_ranks is None:
+            self._full()
+        return {k: dict(v) for k, v in (self._summary_ranks or {}).items()}
 
     @property
     def summary_cross_rank(self) -> dict[str, dict[str, Any]]:
-        if self._cross is None:  # a run from a list: ask for the run itself
-            self._cross = self._reader.get(self._path()).get("summary_cross_rank") or {}
-        return {k: dict(v) for k, v in self._cross.items()}
+        if self._cross is None:
+            self._full()
+        return {k: dict(v) for k, v in (self._cross or {}).items()}
 
     @property
     def metric_keys(self) -> list[str]:

@@ -81,6 +81,10 @@ def test_filters_and_objects_match_the_local_reader(data_dir: Path, server: str)
         assert [s.label for s in rr.streams] == [s.label for s in lr.streams]
         assert_same_history(lr, rr)
         assert remote.run(f"{lr.project}/{lr.id}").id == lr.id
+    listed = {r.id: r for r in remote.runs()}  # from a list: fetched on first use
+    assert {i: r.summary_ranks for i, r in listed.items()} == {
+        r.id: r.summary_ranks for r in local.runs()
+    }
     for reader in (local, remote):  # both refuse an unknown state with the same error
         with pytest.raises(rankwise.UsageError, match=r"state='bogus' is not one of running"):
             reader.runs(state="bogus")

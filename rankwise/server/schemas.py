@@ -92,9 +92,6 @@ class RunSummary(BaseModel):
     summary: dict[str, Any] = Field(
         description="the primary rank's summary: its last value of each key, or what it set"
     )
-    summary_ranks: dict[str, dict[str, Any]] = Field(
-        description="each stream label's own summary: {label: {key: value}}"
-    )
 
 
 class CrossRankLast(BaseModel):
@@ -107,6 +104,9 @@ class CrossRankLast(BaseModel):
 
 
 class Run(RunSummary):
+    summary_ranks: dict[str, dict[str, Any]] = Field(
+        description="each stream label's own summary: {label: {key: value}} (one run only)"
+    )
     summary_cross_rank: dict[str, CrossRankLast] = Field(
         description="per metric, the cross-rank line's last complete value (one run only)"
     )

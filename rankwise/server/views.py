@@ -91,9 +91,9 @@ def run_dict(
         **own_ranks(run),
         "config": run.config,
         "summary": run.summary,
-        "summary_ranks": rank_summaries(run),
     }
-    if cross_rank is not None:
+    if cross_rank is not None:  # one run's reply: its summaries in full
+        out["summary_ranks"] = rank_summaries(run)
         out["summary_cross_rank"] = cross_rank
     if with_streams:
         out["streams"] = [stream_dict(s) for s in run.streams]
