@@ -40,6 +40,8 @@ def ui_address(root: Path) -> str | None:
             return None  # left behind by a ui that was killed
         except PermissionError:
             pass
+    elif any(h in url for h in ("//127.", "//localhost", "//[::1]")):
+        return None  # a ui on another node of a shared file system, bound to its loopback
     return url
 
 
