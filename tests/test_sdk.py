@@ -73,7 +73,14 @@ def test_unstorable_config_and_summary_values_are_kept_as_text_with_one_warning(
         def __str__(self) -> str:
             return "Model(layers=2)"
 
-    run = rankwise.init(config={"model": Model(), "ok": 1}, settings=fast)
+    import dataclasses
+    import threading
+
+    @dataclasses.dataclass
+    class Opt:
+        lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+    run = rankwise.init(config={"model": Model(), "ok": 1, "opt": Opt()}, settings=fast)
     run.config["fn"] = object()
     run.config["fn"] = object()  # the same key again: no second warning
     run.config[("a", 1)] = 2  # a tuple key
@@ -86,6 +93,7 @@ def test_unstorable_config_and_summary_values_are_kept_as_text_with_one_warning(
     assert err.count("config key ('a', 1)") == 1 and "config value 'best'" not in err
     info = rankwise.Api().run(run.id)
     assert info.config["model"] == "Model(layers=2)" and info.config["ok"] == 1
+    assert info.config["opt"]["lock"].startswith("<unlocked _thread.lock")
     assert info.config["fn"].startswith("<object object at")
     assert info.config["('a', 1)"] == 2
     assert info.summary["best"] == "Model(layers=2)"

@@ -47,7 +47,7 @@ def to_json_like(value: Any, path: str, what: str = "config", warn: Warn = _warn
     if isinstance(value, argparse.Namespace):
         return to_json_like(vars(value), path, what, warn)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return to_json_like(dataclasses.asdict(value), path, what, warn)
+        return to_json_like(_fields(value), path, what, warn)
     item = getattr(value, "item", None)
     if callable(item) and getattr(value, "ndim", None) == 0:  # numpy / torch scalars
         try:
@@ -62,6 +62,12 @@ def to_json_like(value: Any, path: str, what: str = "config", warn: Warn = _warn
         "bool, None, list or dict to keep it structured.",
     )
     return text
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    # Not dataclasses.asdict(): it deep-copies every field and raises on a lock or a
+    # socket; nested dataclasses are converted by to_json_like anyway.
+    return {f.name: getattr(obj, f.name, None) for f in dataclasses.fields(obj)}
 
 
 def _string_form(value: Any) -> str:
@@ -90,7 +96,7 @@ def as_config_dict(config: Any, warn: Warn = _warn_always) -> dict[str, Any]:
     if isinstance(config, argparse.Namespace):
         config = vars(config)
     elif dataclasses.is_dataclass(config) and not isinstance(config, type):
-        config = dataclasses.asdict(config)
+        config = _fields(config)
     if isinstance(config, (list, tuple)):
         try:
             config = dict(config)
