@@ -46,6 +46,9 @@ class RemoteRunInfo(RunInfo):
         self.base_id = data.get("base_id")
         self.world_size = int(data.get("world_size") or 0)
         self.num_nodes = int(data.get("num_nodes") or 1)
+        self.environment: dict[str, Any] = dict(data.get("environment") or {})
+        self.run_ranks = int(data.get("run_ranks") or 1)
+        self.run_nodes = int(data.get("run_nodes") or 1)
         self.state = data["state"]
         self.crashed = list(data.get("crashed") or [])
         self.created = data.get("created")
@@ -54,6 +57,9 @@ class RemoteRunInfo(RunInfo):
         self.streams = [_stream(s, self._url()) for s in data.get("streams") or []]
         self._config: dict[str, Any] = dict(data.get("config") or {})
         self._summary: dict[str, Any] = dict(data.get("summary") or {})
+        # Only a one-run reply carries these; a run from a list asks for itself once.
+        self._summary_ranks: dict[str, dict[str, Any]] | None = data.get("summary_ranks")
+        self._cross: dict[str, dict[str, Any]] | None = data.get("summary_cross_rank")
         self._folds = []
 
     def _url(self) -> str:
@@ -69,6 +75,23 @@ class RemoteRunInfo(RunInfo):
     @property
     def summary(self) -> dict[str, Any]:
         return dict(self._summary)
+
+    def _full(self) -> None:
+        data = self._reader.get(self._path())
+        self._summary_ranks = data.get("summary_ranks") or {}
+        self._cross = data.get("summary_cross_rank") or {}
+
+    @property
+    def summary_ranks(self) -> dict[str, dict[str, Any]]:
+        if self._summary_ranks is None:
+            self._full()
+        return {k: dict(v) for k, v in (self._summary_ranks or {}).items()}
+
+    @property
+    def summary_cross_rank(self) -> dict[str, dict[str, Any]]:
+        if self._cross is None:
+            self._full()
+        return {k: dict(v) for k, v in (self._cross or {}).items()}
 
     @property
     def metric_keys(self) -> list[str]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._summary import CrossRankLast, complete_step, environment
 from .errors import RunNotFoundError, UsageError
 from .health import RankHealth
 from .names import check_id
@@ -71,6 +72,11 @@ class RunInfo:
         self.base_id = primary.base_id if primary else None
         self.world_size = primary.world_size if primary else len(self.streams)
         self.num_nodes = primary.num_nodes if primary else 1
+        # The run's own ranks and nodes; world_size and num_nodes are the job's.
+        self.run_ranks = len({s.label for s in self.streams})
+        self.run_nodes = max(1, len({(s.node, s.host) for s in self.streams}))
+        # Command line, Python, platform, launcher, rankwise version, host (primary's).
+        self.environment: dict[str, Any] = environment(primary)
         self.state, self.crashed = run_state(
             StreamState(s.label, s.incarnation, s.is_primary, s.state) for s in self.streams
         )
@@ -101,6 +107,28 @@ class RunInfo:
         for _, fold in self._ordered():
             out.update(fold.summary)
         return out
+
+    @property
+    def summary_ranks(self) -> dict[str, dict[str, Any]]:
+        """Each stream label's own summary: ``{label: {key: value}}``. ``summary`` is the
+        primary rank's; see ``rankwise._summary`` for what several ranks setting one
+        key means."""
+        out: dict[str, dict[str, Any]] = {}
+        for info, fold in sorted(self._folds, key=lambda t: (t[0].label, t[0].incarnation)):
+            out.setdefault(info.label, {}).update(fold.summary)
+        return out
+
+    @property
+    def summary_cross_rank(self) -> dict[str, dict[str, Any]]:
+        """Per metric, the cross-rank line's last complete value: ``{"step", "n", "mean",
+        "wmean", "min", "max"}`` at the last step every live rank has reached (what the
+        dashboard's chart header quotes). Reads the run's stream files."""
+        fold = CrossRankLast(complete_step((s.state, s.last_step) for s in self.streams))
+        for info in self.streams:
+            for rec in _read(Path(info.path))[0]:
+                if type(rec) is R.Metrics:
+                    fold.add(rec.step, rec.values, rec.weight)
+        return fold.result()
 
     @property
     def metric_keys(self) -> list[str]:
@@ -286,6 +314,9 @@ class Api:
     ) -> list[RunInfo]:
         """Runs, newest first, filtered by every argument given (tags: all must match)."""
         states = {state} if isinstance(state, str) else set(state or ())
+        for s in sorted(states):  # the server's rule and message, so both readers agree
+            if s not in R.STATES:
+                raise UsageError(f"state={s!r} is not one of {', '.join(R.STATES)}")
         want_tags = {tags} if isinstance(tags, str) else set(tags or ())
         if self._remote is not None:
             return self._remote.runs(project, group, job_type, states, want_tags)

@@ -1,10 +1,11 @@
-"""The ``rankwise`` command line."""
+"""The rankwise command line: list and show runs, serve the dashboard, sync offline runs."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -12,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from .api import Api, RunInfo
-from .errors import RankwiseError, UsageError
+from .errors import RankwiseError, RunNotFoundError, UsageError
+from .stream.records import STATES
 
 
 def _ago(t: float | None) -> str:
@@ -35,15 +37,30 @@ def _state(run: RunInfo) -> str:
     return run.state
 
 
+def _local_api(args: argparse.Namespace) -> Api:
+    api = Api(args.dir)
+    if not Path(api.dir).is_dir():
+        raise UsageError(
+            f"the data directory {api.dir} does not exist: pass --dir (or set RANKWISE_DIR) "
+            "to where rankwise.init() wrote runs"
+        )
+    return api
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
-    runs = Api(args.dir).runs(project=args.project)
+    api = _local_api(args)
+    runs = api.runs(
+        project=args.project, group=args.group, state=args.state or None, tags=args.tag or None
+    )
     if not runs:
-        print(f"no runs under {Api(args.dir).dir}")
+        filtered = args.group or args.state or args.tag
+        print(f"no runs{' match these filters' if filtered else ''} under {api.dir}")
         return 0
     rows = [
         [
             f"{r.project}/{r.id}" if not args.project else r.id,
             r.name,
+            r.group or "-",
             _state(r),
             str(r.world_size),
             str(len({s.label for s in r.streams})),
@@ -52,34 +69,92 @@ def cmd_runs(args: argparse.Namespace) -> int:
         ]
         for r in runs
     ]
-    print(_table(rows, ["id", "name", "state", "ranks", "streams", "steps", "created"]))
+    print(_table(rows, ["id", "name", "group", "state", "ranks", "streams", "steps", "created"]))
     return 0
 
 
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
+        if value != value:
+            return "NaN"
+        if value in (float("inf"), float("-inf")):
+            return "∞" if value > 0 else "−∞"
         return f"{value:.6g}"
     if isinstance(value, (dict, list)):
         return json.dumps(value)
     return str(value)
 
 
+def _print_summary(run: Any) -> None:
+    ranks = run.summary_ranks
+    if len(ranks) <= 1:
+        print("\nsummary")
+        for k, v in sorted(run.summary.items()):
+            print(f"  {k:<28} {_fmt(v)}")
+        return
+    print("\nsummary (primary rank)")
+    for k, v in sorted(run.summary.items()):
+        print(f"  {k:<28} {_fmt(v)}")
+    cross = run.summary_cross_rank
+    if cross:
+        print("\ncross-rank line, last complete step (weighted mean where weights were logged)")
+        for k, c in sorted(cross.items()):
+            extra = f"  (mean {_fmt(c['mean'])})" if c["wmean"] != c["mean"] else ""
+            print(
+                f"  {k:<28} {_fmt(c['wmean'])} at step {c['step']}, {c['n']} values, "
+                f"min {_fmt(c['min'])} max {_fmt(c['max'])}{extra}"
+            )
+    print("\nsummary by rank")
+    keys = sorted({k for vals in ranks.values() for k in vals})
+    labels = sorted(ranks, key=_label_order)
+    shown = labels[:8]
+    more = f"  (+{len(labels) - 8} more ranks)" if len(labels) > 8 else ""
+    for k in keys:
+        cells = "  ".join(f"{lab} {_fmt(ranks[lab].get(k, '-'))}" for lab in shown)
+        print(f"  {k:<28} {cells}{more}")
+
+
+def _label_order(label: str) -> tuple[str, int]:
+    head, _, tail = label.rpartition("-")
+    return (head, int(tail)) if tail.isdigit() else (label, -1)
+
+
 def cmd_show(args: argparse.Namespace) -> int:
-    run = Api(args.dir).run(args.run, project=args.project)
+    api = _local_api(args)
+    try:
+        run = api.run(args.run, project=args.project)
+    except RunNotFoundError:
+        project, _, name = args.run.rpartition("/") if "/" in args.run else ("", "", args.run)
+        members = api.runs(project=args.project or project or None, group=name)
+        if not members:
+            raise
+        ids = ", ".join(r.id for r in members[:5]) + (" ..." if len(members) > 5 else "")
+        raise UsageError(
+            f"{name!r} is a group of {len(members)} run(s) ({ids}), not a run: "
+            f"list them with `rankwise runs --group {name}`, or show one of them"
+        ) from None
     print(f"run      {run.project}/{run.id}  ({run.name})")
     print(f"state    {_state(run)}")
     print(
         f"group    {run.group or '-'}   job type {run.job_type or '-'}   "
         f"tags {', '.join(run.tags) or '-'}"
     )
-    print(f"ranks    {run.world_size} on {run.num_nodes} node(s), mode {run.run_mode}")
+    job = ""
+    if (run.run_ranks, run.run_nodes) != (run.world_size, run.num_nodes):
+        job = f" (the job: {run.world_size} on {run.num_nodes})"
+    print(f"ranks    {run.run_ranks} on {run.run_nodes} node(s){job}, mode {run.run_mode}")
     print(f"created  {_ago(run.created)}   last seen {_ago(run.updated)}")
+    env = run.environment
+    if env:
+        print(f"command  {shlex.join(env.get('command') or []) or '-'}")
+        print(
+            f"python   {env.get('python') or '-'} on {env.get('platform') or '-'}   "
+            f"launcher {env.get('launcher') or '-'}   rankwise {env.get('rankwise_version') or '-'}"
+        )
     print("\nconfig")
     for k, v in sorted(run.config.items()):
         print(f"  {k:<28} {_fmt(v)}")
-    print("\nsummary")
-    for k, v in sorted(run.summary.items()):
-        print(f"  {k:<28} {_fmt(v)}")
+    _print_summary(run)
     print("\nstreams")
     rows = [
         [
@@ -131,6 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("runs", help="list runs")
     common(p)
+    p.add_argument("--state", action="append", choices=STATES, help="only runs in this state")
+    p.add_argument("--group", default=None, help="only the runs of this group")
+    p.add_argument("--tag", action="append", help="only runs with this tag (repeatable: all)")
     p.set_defaults(func=cmd_runs)
     p = sub.add_parser("show", help="config, summary and streams of one run")
     p.add_argument("run", help="run id (or project/id)")
@@ -299,6 +377,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RankwiseError as exc:
         print(f"rankwise: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `rankwise show ... | head`: the reader left; stop quietly, as cat does. Python
+        # would report the broken pipe again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

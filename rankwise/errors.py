@@ -4,7 +4,7 @@
 
     RankwiseError
     ├── UsageError            (also a ValueError) bad arguments to init() and friends
-    │   ├── ConfigError       (also a TypeError) a config value that cannot be stored
+    │   ├── ConfigError       (also a TypeError) init(config=) that is not a mapping
     │   └── BadNameError      an id, key or file name that breaks rankwise.names' rules
     ├── RunNotFoundError      (also a KeyError) Api.run() with an unknown id
     ├── RunExistsError        init(resume="never") for a run that already has data
@@ -26,7 +26,8 @@ class UsageError(RankwiseError, ValueError):
 
 
 class ConfigError(UsageError, TypeError):
-    """A config value is not JSON-like (str, number, bool, None, list, dict)."""
+    """``config=`` is not a mapping, argparse.Namespace or dataclass. (A *value* that is
+    not JSON-like is stored as its string form with a warning, never raised.)"""
 
 
 class BadNameError(UsageError):

@@ -20,6 +20,7 @@ minute to write); ``RANKWISE_TEST_BIG_STEPS=100000`` gives the full 100k-step ru
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -83,15 +84,24 @@ def _need_browser() -> None:
         )
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+@contextlib.contextmanager
+def launch_browser() -> Iterator[Any]:
+    """Headless Chromium through Playwright (other browser tests use it too)."""
     _need_browser()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROME_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with launch_browser() as b:
         yield b
-        b.close()
 
 
 class Page:
@@ -267,7 +277,7 @@ def test_click_through(browser: Any, dash_server: str, tmp_path: Path) -> None:
     page.wait_for_url(f"**/#/p/{PROJECT}/r/{PREFIX}-a**")
     page.locator(_drawn(page)).first.wait_for()
     facts = page.locator("dl.facts").inner_text()
-    assert "RANKS\n2" in facts.upper() and "NODES\n1" in facts.upper()
+    assert "RANKS × NODES\n2 × 1" in facts.upper()
     assert page.get_by_role("link", name=f"{PREFIX}-sweep").first.is_visible()
     sections = page.locator(".metric-section").evaluate_all("s => s.map(e => e.dataset.section)")
     assert sections == ["train", "val", "debug"]
@@ -329,7 +339,7 @@ def test_click_through(browser: Any, dash_server: str, tmp_path: Path) -> None:
     page.get_by_role("tab", name="Config & summary").click()
     assert page.get_by_text(XSS_CONFIG, exact=True).is_visible()
     assert page.locator(".kv-table th", has_text="optimizer.name").is_visible()
-    assert page.locator(".kv-table th", has_text="final_loss").is_visible()
+    assert page.locator(".kv-table th", has_text="final_loss").first.is_visible()
     page.get_by_role("tab", name="Streams").click()
     stream_rows = page.locator("table.streams tbody tr")
     assert stream_rows.count() == 2

@@ -46,10 +46,14 @@ class Run:
         self._warned_closed = False
         self._warned_step = False
         self._warned_drop = False
+        self._warned_after: set[str] = set()
         self._queue = writer.queue if writer is not None else None
         self._max_queue = settings.max_queue
         self.dir = root / start.project / start.run_id
         self.path = path  # this process's stream file, None when not recording
+        # The run's dashboard page, when a server or a `rankwise ui` of this directory
+        # is known at init() (see rankwise.sdk.announce); None otherwise.
+        self.url: str | None = None
         # Helpers that live as long as the stream (uploader, samplers, console capture):
         # each has stop(deadline) and is stopped by _end(), before or after the writer.
         self._components: list[tuple[Any, bool]] = []
@@ -155,10 +159,22 @@ class Run:
     def _record_config(self, items: dict[str, Any]) -> None:
         if self._writer is not None and not self._closed:
             self._writer.put_control(lambda seq, t: R.ConfigUpdate(seq, t, items))
+        else:
+            self._after_end("config", items)
 
     def _record_summary(self, items: dict[str, Any]) -> None:
         if self._writer is not None and not self._closed:
             self._writer.put_control(lambda seq, t: R.SummaryUpdate(seq, t, items))
+        else:
+            self._after_end("summary", items)
+
+    def _after_end(self, what: str, items: dict[str, Any]) -> None:
+        if self._recording and self._closed and what not in self._warned_after:
+            self._warned_after.add(what)
+            _log.warn(
+                f"run.{what}[{next(iter(items))!r}] was set after run {self.id!r} is "
+                f"{self._state}: not recorded (shown once). Set it before finish()."
+            )
 
     def _last_values(self) -> Mapping[str, Any]:
         writer = self._writer

@@ -18,7 +18,7 @@ from ..settings import Settings, env_flag
 from ..stream import records as R
 from ..stream.files import check_case_aliases, create_stream_file, list_streams, streams_dir
 from ..stream.frames import scan
-from . import hooks
+from . import announce, hooks
 from .mappings import as_config_dict
 from .run import Run, process_start_time
 from .writer import StreamWriter
@@ -171,7 +171,12 @@ def init(
     run = Run(
         start=start, root=root, settings=opts, writer=writer, path=path, first_step=first_step
     )
-    _attach_uploader(run, writer, server or env.get("RANKWISE_SERVER") or None, opts)
+    server_url = _attach_uploader(run, writer, server or env.get("RANKWISE_SERVER") or None, opts)
+    base_url = server_url or announce.ui_address(root)
+    run.url = announce.page_url(base_url, project, where.run_id) if base_url else None
+    if where.is_primary and not env_flag("RANKWISE_SILENT", env):
+        # Before console capture starts: the line is rankwise's, not the program's output.
+        announce.say(announce.line(project, where.run_id, root, run.url))
     writer.start()
     hooks.register(run)
     _attach_health(run, opts)
@@ -179,10 +184,13 @@ def init(
     return run
 
 
-def _attach_uploader(run: Run, writer: StreamWriter, server: str | None, opts: Settings) -> None:
-    """Remote mode: upload the stream file as it grows (see ``rankwise.sdk.uploader``)."""
+def _attach_uploader(
+    run: Run, writer: StreamWriter, server: str | None, opts: Settings
+) -> str | None:
+    """Remote mode: upload the stream file as it grows (see ``rankwise.sdk.uploader``).
+    Returns the server's URL (None in local mode)."""
     if not server or run.path is None:
-        return
+        return None
     from .uploader import StreamRef, Uploader, normalize_url
 
     server = normalize_url(server)  # a bad URL is a usage error here, not a warning later
@@ -192,6 +200,7 @@ def _attach_uploader(run: Run, writer: StreamWriter, server: str | None, opts: S
     writer.flush_listeners.append(uploader.wake)
     run.add_component(uploader, after_writer=True)
     uploader.start()
+    return server
 
 
 def _attach_health(run: Run, opts: Settings) -> None:

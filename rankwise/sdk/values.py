@@ -133,6 +133,13 @@ def coerce(
                     "Use string keys such as 'train/loss'.",
                 )
                 continue
+        if not key:
+            warn_once(
+                f"key:{prefix}",
+                f"log() key {prefix!r} is empty: skipped (shown once). Name every metric, "
+                "for example 'train/loss'.",
+            )
+            continue
         name = prefix + key
         cls = value.__class__
         if cls is float or cls is bool or (cls is int and -_INT64 <= value < _INT64):

@@ -17,7 +17,7 @@ from ..store.base import RunQuery, RunRow, Store
 from ..stream.records import STATES
 from . import auth
 from .config import ServerSettings
-from .encoding import ApiError, reply
+from .encoding import ApiError, reply, wants_msgpack
 from .schemas import (
     STREAMS_PATTERN,
     CompareReply,
@@ -32,7 +32,7 @@ from .schemas import (
     XAxis,
 )
 from .schemas import Run as RunModel
-from .views import band_dict, run_dict, series_dict
+from .views import band_dict, complete_step, json_summaries, run_dict, series_dict
 
 router = APIRouter(tags=["read"])
 _404 = {404: {"model": ErrorReply, "description": "unknown project or run"}}
@@ -95,14 +95,19 @@ def runs(
     if total == 0 and project not in store.projects():
         raise ApiError(404, f"no project {project!r}")
     out = [run_dict(r, with_streams=with_streams) for r in rows]
+    if not wants_msgpack(request):
+        out = [json_summaries(r) for r in out]
     return reply(request, {"runs": out, "total": total})
 
 
 @router.get("/projects/{project}/runs/{run}", response_model=RunModel, responses=_404)  # type: ignore[arg-type]
 def run(request: Request, project: str, run: str) -> Response:
     """One run: metadata, state, config, summary and every stream with its rank identity."""
-    row = _run_or_404(_store(request), project, run)
-    return reply(request, run_dict(row))
+    store = _store(request)
+    row = _run_or_404(store, project, run)
+    cross = store.cross_rank_last(project, run, complete_step(row))
+    out = run_dict(row, cross_rank=cross)
+    return reply(request, out if wants_msgpack(request) else json_summaries(out))
 
 
 @router.get("/projects/{project}/runs/{run}/metrics", response_model=MetricsReply, responses=_404)  # type: ignore[arg-type]
@@ -147,13 +152,17 @@ def _chart(
             project, run, key, labels=labels, x=x, lo=lo, hi=hi, max_points=max_points
         )
     agg = None
+    complete: int | None = None
     if band:
+        # The streams are read before the band: a step ingested in between is then marked
+        # partial (the cautious side), never quoted as complete while a rank is missing.
+        complete = complete_step(_run_or_404(store, project, run))
         agg = store.band(project, run, key, x=x, lo=lo, hi=hi, max_points=max_points)
     if not series and (agg is None or not agg.x):
         _run_or_404(store, project, run)  # an unknown run is 404; an unknown key is empty
     return {
         "series": [series_dict(s) for s in series],
-        "band": band_dict(agg) if agg is not None else None,
+        "band": band_dict(agg, complete) if agg is not None else None,
     }
 
 

@@ -77,20 +77,43 @@ class RunSummary(BaseModel):
     notes: str | None
     run_mode: str | None
     base_id: str | None = Field(description="the id all ranks of the launch agreed on")
+    environment: dict[str, Any] = Field(
+        description="the primary rank's command (argv list), python, platform, launcher, "
+        "rankwise_version and host, as recorded at init()"
+    )
     state: str = Field(description="running, finished, failed, killed or crashed")
     crashed: list[str] = Field(description="labels of the crashed streams")
-    world_size: int
-    num_nodes: int
+    world_size: int = Field(description="the job's world size")
+    num_nodes: int = Field(description="the job's number of nodes")
+    run_ranks: int = Field(description="the ranks (stream labels) this run holds")
+    run_nodes: int = Field(description="the nodes this run's streams ran on")
     created: float | None
     updated: float | None
     duration: float | None
     steps: int
     n_streams: int
     config: dict[str, Any]
-    summary: dict[str, Any]
+    summary: dict[str, Any] = Field(
+        description="the primary rank's summary: its last value of each key, or what it set"
+    )
+
+
+class CrossRankLast(BaseModel):
+    step: int = Field(description="the metric's last step every live rank has reached")
+    n: int = Field(description="values averaged there")
+    mean: float | None
+    wmean: float | None = Field(description="weighted where every value had a weight")
+    min: float | None
+    max: float | None
 
 
 class Run(RunSummary):
+    summary_ranks: dict[str, dict[str, Any]] = Field(
+        description="each stream label's own summary: {label: {key: value}} (one run only)"
+    )
+    summary_cross_rank: dict[str, CrossRankLast] = Field(
+        description="per metric, the cross-rank line's last complete value (one run only)"
+    )
     streams: list[Stream]
 
 
@@ -103,11 +126,19 @@ class MetricsReply(BaseModel):
     keys: list[str]
 
 
+class NonFinite(BaseModel):
+    x: list[float]
+    value: list[Literal["NaN", "Infinity", "-Infinity"]]
+
+
 class Series(BaseModel):
     label: str
     x: list[float]
     y: list[float | None]
     downsampled: bool
+    nonfinite: NonFinite = Field(
+        description="the points whose value is NaN or ±Inf (null in JSON's y), spelled out"
+    )
 
 
 class Band(BaseModel):
@@ -119,6 +150,15 @@ class Band(BaseModel):
     max: list[float | None]
     std: list[float | None]
     downsampled: bool
+    step: list[int] = Field(description="each point's step (its x when x=step)")
+    nw: list[int] = Field(description="how many of the n values carried a weight")
+    partial: list[bool] = Field(
+        description="true where not every live rank has reached the step yet: the mean "
+        "there averages only the ranks that got there first"
+    )
+    complete_step: int | None = Field(
+        description="the last step every live rank has reached; null when none is running"
+    )
 
 
 class SeriesReply(BaseModel):

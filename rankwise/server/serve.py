@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -18,7 +19,7 @@ from typing import Any
 
 import uvicorn
 
-from ..errors import UsageError
+from ..errors import RankwiseError, UsageError
 from ..store.base import Store
 from .app import create_app
 from .config import ServerSettings
@@ -42,12 +43,33 @@ def open_db(url: str, crash_timeout: float = 60.0) -> Store:
     """
     from ..store import open_store
 
+    # The pool logs each failed connection attempt; at start-up the one error line below
+    # says it all, so those are held back until the store is open.
+    pool_log = logging.getLogger("psycopg.pool")
+    level = pool_log.level
+    pool_log.setLevel(logging.CRITICAL)
     try:
         store = open_store(url, crash_timeout=crash_timeout)
+        store.migrate()
+    except RankwiseError:
+        raise
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    store.migrate()
+    except Exception as exc:  # the driver's own errors (no such host, no such file, ...)
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"cannot open the database {_redact(url)}: {detail}") from None
+    finally:
+        pool_log.setLevel(level)
     return store
+
+
+def _redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    head, sep, rest = url.partition("://")
+    creds, at, host = rest.rpartition("@")
+    if not at or ":" not in creds:
+        return url
+    return f"{head}{sep}{creds.split(':', 1)[0]}:***@{host}"
 
 
 def index_url(root: Path) -> str:
@@ -121,20 +143,37 @@ def serve_ui(
         warn_no_auth(host)
     settings = dataclasses.replace(settings or ServerSettings(), auth=False)
     root = Path(root).expanduser().absolute()
-    if not root.is_dir():
-        raise UsageError(
-            f"no data directory {root}: pass --dir (or set RANKWISE_DIR) to where runs are"
-        )
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"{root} is a file, not a data directory: pass --dir DIRECTORY")
+    fresh = not root.exists()
+    try:
+        root.mkdir(parents=True, exist_ok=True)  # runs may start writing there later
+    except OSError as exc:
+        raise UsageError(f"cannot create the data directory {root}: {exc.strerror}") from None
     store = open_db(index_url(root), crash_timeout)
     tailer = DirectoryTailer(root, store)
     tailer.poll()  # the first pass before serving: the dashboard opens on full data
     tailer.start()
-    say = announce or (lambda url: print(f"rankwise: serving {root} at {url}", flush=True))
+    noted: list[Path | None] = []
+
+    def ready(url: str) -> None:
+        from ..sdk.announce import note_ui
+
+        noted.append(note_ui(root, url))  # so init() there can print this address
+        if announce is not None:
+            announce(url)
+            return
+        waiting = " (new: runs will show as they start)" if fresh else ""
+        print(f"rankwise: serving {root}{waiting} at {url}", flush=True)
+
     try:
-        _Server(uvicorn_config(create_app(store, settings), host, port, log_level), say).run()
+        _Server(uvicorn_config(create_app(store, settings), host, port, log_level), ready).run()
     finally:
         tailer.stop()
         store.close()
+        for path in noted:
+            if path is not None:
+                path.unlink(missing_ok=True)
 
 
 def serve_db(

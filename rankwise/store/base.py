@@ -119,6 +119,8 @@ class Band:
     max: list[float]
     std: list[float]
     downsampled: bool = False
+    step: list[int] = field(default_factory=list)  # each point's step (its x when x=step)
+    nw: list[int] = field(default_factory=list)  # how many of the ``n`` values had a weight
 
 
 class Store(Protocol):
@@ -168,6 +170,12 @@ class Store(Protocol):
         max_points: int = 2000,
     ) -> Band:
         """The cross-rank aggregate, downsampled keeping every bucket's extremes."""
+
+    def cross_rank_last(
+        self, project: str, run_id: str, upto: int | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """Per metric, the cross-rank aggregate at its last step ``<= upto``: ``{"step",
+        "n", "mean", "wmean", "min", "max"}`` (the run's summary of its cross-rank lines)."""
 
     def history(
         self,

@@ -345,6 +345,23 @@ class SQLStore(SavedViews, TelemetryReads, TokenStore):
 
         return self._read(read)
 
+    def cross_rank_last(
+        self, project: str, run_id: str, upto: int | None = None
+    ) -> dict[str, dict[str, Any]]:
+        def read(tx: Tx) -> dict[str, dict[str, Any]]:
+            run = tx.one("SELECT id FROM runs WHERE project = ? AND run_id = ?", (project, run_id))
+            if run is None:
+                return {}
+            found = query.last_complete_of(tx, int(run[0]), upto)
+            if not found:
+                return {}
+            names = tx.all(
+                f"SELECT id, name FROM metrics WHERE id IN ({marks(len(found))})", list(found)
+            )
+            return {name: found[int(i)] for i, name in names}
+
+        return self._read(read)
+
     def history(
         self,
         project: str,

@@ -6,7 +6,7 @@ import { useEffect, useMemo, useState } from "preact/hooks";
 import { api, prefetchMetrics, takeMetrics } from "../api.js";
 import { LIVE_MS, useLoad, useNow, useStored } from "../hooks.js";
 import { href, navigate } from "../router.js";
-import { fmtDuration, fmtTime, runDuration } from "../lib/format.js";
+import { fmtDuration, fmtRanks, fmtTime, runDuration } from "../lib/format.js";
 import { rankColor } from "../lib/colors.js";
 import { createFirstDraw } from "../lib/firstDraw.js";
 import { Code, Empty, ErrorBox, Segmented, Spinner, StateBadge, Tabs, Tag } from "../components/common.jsx";
@@ -99,8 +99,7 @@ function RunHeader({ run }) {
         <StateBadge state={run.state} crashed={run.crashed} />
       </div>
       <dl class="facts">
-        <div><dt>Ranks</dt><dd>{run.world_size}</dd></div>
-        <div><dt>Nodes</dt><dd>{run.num_nodes}</dd></div>
+        <div><dt>Ranks × nodes</dt><dd data-ranks>{fmtRanks(run)}</dd></div>
         <div><dt>Duration</dt><dd>{fmtDuration(runDuration(run, now))}</dd></div>
         <div><dt>Steps</dt><dd>{run.steps >= 0 ? run.steps.toLocaleString("en-US") : "–"}</dd></div>
         <div><dt>Created</dt><dd>{fmtTime(run.created)}</dd></div>
