@@ -16,6 +16,7 @@ from urllib.parse import quote
 from . import _http
 from .api import RunInfo, StreamInfo
 from .errors import RunNotFoundError, UsageError
+from .failures import Failure
 from .health import RankHealth
 from .sdk.uploader import normalize_url
 
@@ -55,6 +56,15 @@ class RemoteRunInfo(RunInfo):
         self._config: dict[str, Any] = dict(data.get("config") or {})
         self._summary: dict[str, Any] = dict(data.get("summary") or {})
         self._folds = []
+        failure = data.get("first_failure")
+        self._first_failure = Failure.from_dict(failure) if failure else None
+        unsynced = data.get("unsynced")
+        # Crashed streams may hold records not yet uploaded: the rankwise sync hint.
+        self.unsynced: str | None = unsynced["message"] if unsynced else None
+
+    @property
+    def first_failure(self) -> Failure | None:
+        return self._first_failure
 
     def _url(self) -> str:
         return f"{self._reader.server}/api/v1/projects/{_q(self.project)}/runs/{_q(self.id)}"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import RunNotFoundError, UsageError
+from .failures import Failure, StreamEnd, first_failure
 from .health import RankHealth
 from .stream import records as R
 from .stream.files import list_streams
@@ -54,6 +55,10 @@ class StreamInfo:
 
 class RunInfo:
     """A run as read back: metadata, state, config, summary, streams and history."""
+
+    # From a server: crashed streams may hold records not yet uploaded, and the
+    # ``rankwise sync`` command that uploads them. Read from the files: nothing to upload.
+    unsynced: str | None = None
 
     def __init__(self, project: str, run_id: str, streams: list[tuple[StreamInfo, StreamFold]]):
         self.project = project
@@ -100,6 +105,26 @@ class RunInfo:
         for _, fold in self._ordered():
             out.update(fold.summary)
         return out
+
+    @property
+    def first_failure(self) -> Failure | None:
+        """The run's first failure (``rankwise.failures``): the failed or crashed rank
+        that went first, with the ranks that failed after it in ``.then``; None without."""
+        return first_failure(
+            StreamEnd(
+                label=info.label,
+                incarnation=info.incarnation,
+                rank=info.rank,
+                node=info.node,
+                state=info.state,
+                error_type=info.error_type,
+                error_message=info.error_message,
+                time=fold.finish.time if fold.finish is not None else info.last_seen,
+                exit_code=info.exit_code,
+                signal=info.signal,
+            )
+            for info, fold in self._folds
+        )
 
     @property
     def metric_keys(self) -> list[str]:

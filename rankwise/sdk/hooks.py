@@ -84,11 +84,15 @@ def _wrap_excepthook() -> None:
     def excepthook(exc_type: Any, exc: BaseException, tb: Any) -> None:
         global _exception
         _exception = exc
-        if isinstance(exc, KeyboardInterrupt):
-            _end_all("killed", exit_code=130, signal=2, error=exc)
-        else:
-            _end_all("failed", exit_code=1, error=exc)
-        previous(exc_type, exc, tb)
+        # The traceback is printed first, while console capture still runs, so that it
+        # is among the rank's stderr lines (Logs), not only in its Finish record.
+        try:
+            previous(exc_type, exc, tb)
+        finally:
+            if isinstance(exc, KeyboardInterrupt):
+                _end_all("killed", exit_code=130, signal=2, error=exc)
+            else:
+                _end_all("failed", exit_code=1, error=exc)
 
     sys.excepthook = excepthook
 

@@ -17,3 +17,6 @@ class ServerSettings:
     static_dir: Path = STATIC_DIR
     # Runs accepted in one compare request.
     max_compare_runs: int = 64
+    # ``rankwise ui``: the data directory the server reads itself (nothing to upload, so
+    # a crashed stream's run object carries no ``rankwise sync`` hint).
+    tails_dir: Path | None = None

@@ -90,7 +90,7 @@ def runs(
     rows, total = store.list_runs(query)
     if total == 0 and project not in store.projects():
         raise ApiError(404, f"no project {project!r}")
-    out = [run_dict(r, with_streams=with_streams) for r in rows]
+    out = [run_dict(r, with_streams, _sync_server(request)) for r in rows]
     return reply(request, {"runs": out, "total": total})
 
 
@@ -98,7 +98,14 @@ def runs(
 def run(request: Request, project: str, run: str) -> Response:
     """One run: metadata, state, config, summary and every stream with its rank identity."""
     row = _run_or_404(_store(request), project, run)
-    return reply(request, run_dict(row))
+    return reply(request, run_dict(row, sync_server=_sync_server(request)))
+
+
+def _sync_server(request: Request) -> str | None:
+    """This server's URL for a ``rankwise sync`` hint; None under ``rankwise ui``."""
+    if request.app.state.settings.tails_dir is not None:
+        return None
+    return str(request.base_url).rstrip("/")
 
 
 @router.get("/projects/{project}/runs/{run}/metrics", response_model=MetricsReply, responses=_404)  # type: ignore[arg-type]

@@ -61,6 +61,32 @@ class Stream(BaseModel):
     acked_seq: int
 
 
+class Failure(BaseModel):
+    """A stream's failure (``rankwise.failures``)."""
+
+    label: str
+    incarnation: int
+    rank: int
+    node: int
+    state: str = Field(description="failed or crashed (killed: in then only)")
+    error_type: str | None
+    message: str | None
+    time: float | None = Field(description="its Finish time; crashed: its last record's")
+    exit_code: int | None
+    signal: int | None
+
+
+class FirstFailure(Failure):
+    then: list[Failure] = Field(description="the streams that failed after it, by time")
+
+
+class Unsynced(BaseModel):
+    streams: list[str] = Field(description="labels of the crashed streams")
+    hosts: list[str] = Field(description="where their files are")
+    command: str = Field(description='"rankwise sync <data dir> --server <this server>"')
+    message: str
+
+
 class RunSummary(BaseModel):
     """A run in a list: everything but its streams."""
 
@@ -84,6 +110,12 @@ class RunSummary(BaseModel):
     n_streams: int
     config: dict[str, Any]
     summary: dict[str, Any]
+    first_failure: FirstFailure | None = Field(
+        None, description="the failed or crashed stream that went first (the cause)"
+    )
+    unsynced: Unsynced | None = Field(
+        None, description="crashed streams that may hold records not yet uploaded"
+    )
 
 
 class Run(RunSummary):

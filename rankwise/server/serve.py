@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,7 @@ def serve_ui(
         raise UsageError(
             f"no data directory {root}: pass --dir (or set RANKWISE_DIR) to where runs are"
         )
+    settings = replace(settings or ServerSettings(), tails_dir=root)
     store = open_db(index_url(root), crash_timeout)
     tailer = DirectoryTailer(root, store)
     tailer.poll()  # the first pass before serving: the dashboard opens on full data

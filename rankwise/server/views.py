@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..failures import StreamEnd, first_failure
 from ..store.base import Band, RunRow, Series, StreamRow
 
 
@@ -41,7 +42,9 @@ def stream_dict(s: StreamRow) -> dict[str, Any]:
     }
 
 
-def run_dict(run: RunRow, with_streams: bool = True) -> dict[str, Any]:
+def run_dict(
+    run: RunRow, with_streams: bool = True, sync_server: str | None = None
+) -> dict[str, Any]:
     duration = None
     if run.created is not None and run.updated is not None:
         duration = max(0.0, run.updated - run.created)
@@ -66,10 +69,50 @@ def run_dict(run: RunRow, with_streams: bool = True) -> dict[str, Any]:
         "n_streams": len(run.streams),
         "config": run.config,
         "summary": run.summary,
+        "first_failure": _first_failure(run),
+        "unsynced": _unsynced(run, sync_server),
     }
     if with_streams:
         out["streams"] = [stream_dict(s) for s in run.streams]
     return out
+
+
+def _first_failure(run: RunRow) -> dict[str, Any] | None:
+    failure = first_failure(
+        StreamEnd(
+            label=s.key.label,
+            incarnation=s.key.incarnation,
+            rank=s.start.rank if s.start else -1,
+            node=s.start.node_rank if s.start else -1,
+            state=s.state,
+            error_type=s.finish.error_type if s.finish else None,
+            error_message=s.finish.error_message if s.finish else None,
+            time=s.finish.time if s.finish else s.last_time,
+            exit_code=s.finish.exit_code if s.finish else None,
+            signal=s.finish.signal if s.finish else None,
+        )
+        for s in run.streams
+    )
+    return failure.to_dict() if failure else None
+
+
+def _unsynced(run: RunRow, server: str | None) -> dict[str, Any] | None:
+    """Crashed streams may hold records their process never uploaded (a surviving sibling
+    uploads them when there is one, ``rankwise.sdk.orphans``): say where, and how to sync.
+    ``server`` is this server's URL; None where the server reads the files itself."""
+    if not run.crashed or server is None:
+        return None
+    crashed = [s for s in run.streams if s.key.label in run.crashed]
+    hosts = sorted({s.start.host for s in crashed if s.start is not None and s.start.host})
+    return {
+        "streams": list(run.crashed),
+        "hosts": hosts,
+        "command": f"rankwise sync <data dir> --server {server}",
+        "message": (
+            "crashed streams may hold records not yet uploaded; on "
+            f"{', '.join(hosts) or 'their node'}, run: rankwise sync <data dir> --server {server}"
+        ),
+    }
 
 
 def _base_id(run: RunRow) -> str | None:

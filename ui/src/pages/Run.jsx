@@ -14,6 +14,7 @@ import { ChartToolbar, MetricSections, useMetricSearch } from "../components/Met
 import { RunChartCard } from "../components/ChartCards.jsx";
 import { ConfigTab, StreamsTab, latestStreams } from "./runTabs.jsx";
 import { RunHealth } from "../components/HealthStrip.jsx";
+import { FailureBanner } from "../components/FailureBanner.jsx";
 import { LogsTab } from "../components/LogsTab.jsx";
 import { SystemTab } from "../components/SystemTab.jsx";
 
@@ -79,8 +80,6 @@ export function RunPage({ project, runId, params }) {
 
 function RunHeader({ run }) {
   const now = useNow(1000, run.state === "running");
-  const primary = (run.streams ?? []).find((s) => s.is_primary && s.error_type);
-  const failed = (run.streams ?? []).filter((s) => s.error_type || s.state === "crashed");
   return (
     <header class="run-head">
       <nav class="crumbs" aria-label="Breadcrumb">
@@ -115,19 +114,7 @@ function RunHeader({ run }) {
         ) : null}
       </dl>
       {run.notes ? <p class="notes">{run.notes}</p> : null}
-      {failed.length && run.state !== "running" && run.state !== "finished" ? (
-        <div class="callout bad">
-          {primary ? (
-            <p>
-              <b>{primary.label}</b> raised <code>{primary.error_type}</code>: {primary.error_message}
-            </p>
-          ) : null}
-          {run.crashed?.length ? (
-            <p>Crashed (process gone, heartbeat late): {run.crashed.join(", ")}</p>
-          ) : null}
-          <a href={href.run(run.project, run.id, { tab: "streams" })}>Details in Streams</a>
-        </div>
-      ) : null}
+      <FailureBanner run={run} />
     </header>
   );
 }
