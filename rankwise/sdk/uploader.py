@@ -342,6 +342,7 @@ class Uploader:
         self._drained = threading.Event()
         self._done = threading.Event()
         self._reached = threading.Event()  # the server answered at least once
+        self._attempted = threading.Event()  # the first request has an outcome
         self._failures = 0  # failed attempts in a row
         self._problem: str | None = None
         self._thread = threading.Thread(target=self._run, name="rankwise-uploader", daemon=True)
@@ -371,11 +372,12 @@ class Uploader:
         self._interrupt.set()
         self._wake.set()
         limit = min(deadline, time.monotonic() + self._settings.upload_timeout)
+        if not self._reached.is_set():  # a short run: let the first try tell us
+            self._attempted.wait(max(0.0, limit - time.monotonic()))
         never = not self._reached.is_set() and self._failures > 0
         if self._thread.is_alive():
             if never:  # one last try, not the whole timeout (see NEVER_REACHED_GRACE)
-                self._done.wait(max(0.0, min(limit, time.monotonic() + NEVER_REACHED_GRACE)
-                                    - time.monotonic()))  # fmt: skip
+                self._last_try(min(limit, time.monotonic() + NEVER_REACHED_GRACE))
                 never = not self._reached.is_set()
             if not never:
                 self._done.wait(max(0.0, limit - time.monotonic()))
@@ -402,6 +404,14 @@ class Uploader:
             f"in {self.path}. Upload them with: {sync}"
         )
 
+    def _last_try(self, until: float) -> None:
+        """Keep retrying until ``until``, or until the server answers (the caller then
+        waits for the drain): an outage that ends just as the run does costs nothing."""
+        while time.monotonic() < until and not self._done.is_set():
+            if self._reached.is_set():
+                return
+            time.sleep(0.01)
+
     def _run(self) -> None:
         try:
             from .. import _http
@@ -410,6 +420,7 @@ class Uploader:
         except Exception as exc:
             self._problem = f"cannot set up the upload: {exc!r}"
             _log.warn(f"remote mode is off for this process: {self._problem}")
+            self._attempted.set()
             self._done.set()
             return
         try:
@@ -419,6 +430,7 @@ class Uploader:
             _log.warn(f"{self._problem}; the stream file is kept for rankwise sync")
         finally:
             client.close()
+            self._attempted.set()
             self._done.set()
 
     def _loop(self, upload: StreamUpload) -> None:
@@ -431,6 +443,7 @@ class Uploader:
             except Retry as exc:
                 failures += 1
                 self._failures = failures
+                self._attempted.set()
                 self._outage(str(exc), failures)
                 self._sleep(backoff_delay(failures, self._settings.upload_backoff_max))
                 continue
@@ -439,6 +452,7 @@ class Uploader:
                 _log.warn(f"stopped uploading {self.ref}: {exc}")
                 return
             self._reached.set()
+            self._attempted.set()
             if failures:
                 _log.logger.info(f"upload of {self.ref} to {self.server} resumed")
                 failures = self._failures = 0
