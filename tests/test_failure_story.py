@@ -78,9 +78,12 @@ def _run_job(server: str, tmp: Path, mode: str) -> Job:
         if r.status_code != 200:
             return None
         (run,) = r.json()["runs"]
-        return run["id"] if run["state"] != "running" else None
+        # A SIGKILLed rank is called crashed once its heartbeat is late too.
+        return run["id"] if run["state"] == settled else None
 
+    settled = "crashed" if mode == "kill" else "failed"
     run_id = wait_until(ended, timeout=60, every=0.2)
+    wait_until(lambda: rankwise.Api(dir=data).run(run_id).state == settled, timeout=30)
     return Job(mode, project, run_id, data, server, proc.stdout + proc.stderr)
 
 
@@ -146,7 +149,8 @@ def test_a_sigkilled_rank_leads_ahead_of_its_peers(killed: Job) -> None:
     mine = {s.label: s for s in local.streams}
     theirs = {s.label: s for s in remote.streams}
     assert mine["rank-1"].last_step == 8
-    assert (theirs["rank-1"].last_step, theirs["rank-1"].points) == (8, mine["rank-1"].points)
+    got = (theirs["rank-1"].last_step, theirs["rank-1"].points)
+    assert got == (8, mine["rank-1"].points), killed.stderr[-4000:]
     out = _show(killed)
     assert "state    crashed (rank-1)" in out
     assert "first    rank 1 crashed" in out
@@ -217,6 +221,9 @@ def test_the_banner_leads_with_the_first_failure(
         expect(cell).to_have_attribute("data-state", "failed")
         failed_colour = cell.evaluate("e => getComputedStyle(e).backgroundColor")
         p.wait_for_timeout(300)
+        # Rank 1's stall, cleared before it failed, is marked on the charts' time line.
+        expect(p.locator("[data-stall-key]")).to_contain_text("rank 1 stalled")
+        expect(p.locator('.chart-canvas[data-stall-marks="1"]').first).to_be_visible()
         shot = tmp_path / "failed-run.png"
         p.screenshot(path=str(shot))
         if os.environ.get("RANKWISE_UPDATE_DOCS") == "1":

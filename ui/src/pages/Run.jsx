@@ -15,6 +15,8 @@ import { RunChartCard } from "../components/ChartCards.jsx";
 import { ConfigTab, StreamsTab, latestStreams } from "./runTabs.jsx";
 import { RunHealth } from "../components/HealthStrip.jsx";
 import { FailureBanner } from "../components/FailureBanner.jsx";
+import { runApiPath } from "../lib/health.js";
+import { describeMark, stallMarks } from "../lib/stalls.js";
 import { LogsTab } from "../components/LogsTab.jsx";
 import { SystemTab } from "../components/SystemTab.jsx";
 
@@ -166,6 +168,12 @@ function ChartsTab({ run, live, focus }) {
   const tracker = useMemo(() => createFirstDraw(), [run.project, run.id]);
   const { search, setSearch, filtered, grouped } = useMetricSearch(keys.data?.keys);
   useEffect(() => setZoom(null), [run.id]);
+  const stalls = useLoad(
+    (signal) => api.get(runApiPath(run, "/stalls"), { limit: 1000 }, { signal }),
+    [run.project, run.id, run.state],
+    live ? 5 * LIVE_MS : 0,
+  );
+  const marks = useMemo(() => stallMarks(stalls.data?.stalls, settings.x), [stalls.data, settings.x]);
 
   if (keys.error) return <ErrorBox error={keys.error} onRetry={keys.reload} />;
   if (!keys.data) return <Spinner />;
@@ -199,6 +207,12 @@ function ChartsTab({ run, live, focus }) {
         Drag across a chart to zoom (all charts follow, with finer data); double-click to reset.
         {multi && rankMode === "off" ? " The line is the mean across ranks, the band their min–max." : ""}
       </p>
+      {marks.length ? (
+        <p class="hint muted small stall-key" data-stall-key>
+          <span class="stall-swatch" aria-hidden="true" /> Stalls: {marks.slice(0, 4).map(describeMark).join("; ")}
+          {marks.length > 4 ? `; ${marks.length - 4} more` : ""}
+        </p>
+      ) : null}
       <MetricSections
         grouped={grouped}
         search={search}
@@ -215,6 +229,7 @@ function ChartsTab({ run, live, focus }) {
             rankInfo={rankInfo}
             live={live}
             highlight={rankMode === "all" ? highlight : null}
+            marks={marks}
             tracker={tracker}
             onZoom={(lo, hi) => setZoom([lo, hi])}
             onResetZoom={() => setZoom(null)}
