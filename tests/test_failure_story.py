@@ -151,6 +151,12 @@ def test_a_sigkilled_rank_leads_ahead_of_its_peers(killed: Job) -> None:
     assert mine["rank-1"].last_step == 8
     got = (theirs["rank-1"].last_step, theirs["rank-1"].points)
     assert got == (8, mine["rank-1"].points), killed.stderr[-4000:]
+    # No survivor may be left to upload: the server says so, with the command.
+    hint = killed.get("")["unsynced"]
+    assert hint["streams"] == ["rank-1"] and hint["hosts"]
+    assert hint["command"] == f"rankwise sync <data dir> --server {killed.url}"
+    assert remote.unsynced is not None and "rankwise sync" in remote.unsynced
+    assert local.unsynced is None  # read from the files: nothing to upload
     out = _show(killed)
     assert "state    crashed (rank-1)" in out
     assert "first    rank 1 crashed" in out
@@ -183,6 +189,7 @@ def test_a_stall_is_printed_on_the_stalled_rank_s_terminal(raised: Job) -> None:
     stalls = raised.get("/stalls", label="rank-1")["stalls"]  # newest first
     assert [s["cleared"] for s in stalls] == [True, False]
     assert stalls[1]["idle_seconds"] >= 0.4
+    assert stalls[1]["step"] == 2  # where a chart by step marks it (STALL_AT)
 
 
 # -- the dashboard -------------------------------------------------------------------------
@@ -232,6 +239,7 @@ def test_the_banner_leads_with_the_first_failure(
         # The crashed run: the cause is rank 1's death, not rank 0's error.
         p.goto(f"{killed.url}/#/p/{killed.project}/r/{killed.run_id}")
         expect(p.locator("[data-first-failure] [data-cause]")).to_contain_text("rank 1 crashed")
+        expect(p.locator("[data-unsynced]")).to_contain_text(f"--server {killed.url}")
         crashed = p.locator('[data-health-strip] [data-label="rank-1"]')
         expect(crashed).to_have_attribute("data-state", "crashed")
         assert crashed.evaluate("e => getComputedStyle(e).backgroundColor") != failed_colour

@@ -21,7 +21,7 @@ export function FailureBanner({ run }) {
           <span class="muted">then</span>
           <ul data-then>
             {first.then.map((f) => (
-              <li key={f.label} data-label={f.label}>
+              <li key={f.label} data-label={f.label} title={`${who(f)} ${what(f)}`}>
                 <b>{who(f)}</b> {what(f)} <span class="muted small">{after(first, f)}</span>
               </li>
             ))}
