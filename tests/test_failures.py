@@ -3,7 +3,14 @@ exercise it end to end are in test_failure_story.py)."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
 from rankwise.failures import Failure, StreamEnd, first_failure
+
+from .helpers.servers import subprocess_env
 
 
 def end(label: str, state: str, t: float | None, inc: int = 0, **kw: object) -> StreamEnd:
@@ -50,3 +57,37 @@ def test_ties_and_unknown_times() -> None:
     assert first is not None and first.label == "rank-1"  # a tie goes to the lower rank
     assert [t.label for t in first.then] == ["rank-2", "rank-0"]  # unknown time: last
     assert first.describe() == "rank 1 failed"
+
+
+SIGTERM_WHILE_ENDING = """
+import os, signal, sys, time, rankwise
+run = rankwise.init(project="p", dir=sys.argv[1], system=False, console="off")
+run.log({"loss": 1.0})
+
+class Launcher:  # a launcher's SIGTERM, just as the failing rank is ending
+    def stop(self, deadline):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.2)
+
+run.add_component(Launcher())
+raise RuntimeError("the cause")
+"""
+
+
+def test_a_sigterm_while_a_failing_run_ends_keeps_its_finish_record(tmp_path: Path) -> None:
+    import rankwise
+
+    out = subprocess.run(
+        [sys.executable, "-c", SIGTERM_WHILE_ENDING, str(tmp_path)],
+        env=subprocess_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == -signal.SIGTERM, out.stderr  # delivered once the run ended
+    assert "RuntimeError: the cause" in out.stderr  # the traceback still printed
+    (run,) = rankwise.Api(dir=tmp_path).runs()
+    (stream,) = run.streams
+    assert (stream.state, stream.error_type, stream.error_message) == (
+        "failed",
+        "RuntimeError",
+        "the cause",
+    )
+    assert run.first_failure is not None and run.first_failure.message == "the cause"
