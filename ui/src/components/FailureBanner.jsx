@@ -22,7 +22,7 @@ export function FailureBanner({ run }) {
           <ul data-then>
             {first.then.map((f) => (
               <li key={f.label} data-label={f.label} title={`${who(f)} ${what(f)}`}>
-                <b>{who(f)}</b> {what(f)} <span class="muted small">{after(first, f)}</span>
+                <b>{who(f)}</b> <span class="muted small">{after(first, f)}</span> {what(f)}
               </li>
             ))}
           </ul>
