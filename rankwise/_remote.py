@@ -16,6 +16,7 @@ from urllib.parse import quote
 from . import _http
 from .api import RunInfo, StreamInfo
 from .errors import RunNotFoundError, UsageError
+from .failures import Failure
 from .health import RankHealth
 from .sdk.uploader import normalize_url
 
@@ -61,6 +62,15 @@ class RemoteRunInfo(RunInfo):
         self._summary_ranks: dict[str, dict[str, Any]] | None = data.get("summary_ranks")
         self._cross: dict[str, dict[str, Any]] | None = data.get("summary_cross_rank")
         self._folds = []
+        failure = data.get("first_failure")
+        self._first_failure = Failure.from_dict(failure) if failure else None
+        unsynced = data.get("unsynced")
+        # Crashed streams may hold records not yet uploaded: the rankwise sync hint.
+        self.unsynced: str | None = unsynced["message"] if unsynced else None
+
+    @property
+    def first_failure(self) -> Failure | None:
+        return self._first_failure
 
     def _url(self) -> str:
         return f"{self._reader.server}/api/v1/projects/{_q(self.project)}/runs/{_q(self.id)}"

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._summary import CrossRankLast, complete_step, environment
 from .errors import RunNotFoundError, UsageError
+from .failures import Failure, StreamEnd, first_failure
 from .health import RankHealth
 from .names import check_id
 from .stream import records as R
@@ -56,6 +57,10 @@ class StreamInfo:
 
 class RunInfo:
     """A run as read back: metadata, state, config, summary, streams and history."""
+
+    # From a server: crashed streams may hold records not yet uploaded, and the
+    # ``rankwise sync`` command that uploads them. Read from the files: nothing to upload.
+    unsynced: str | None = None
 
     def __init__(self, project: str, run_id: str, streams: list[tuple[StreamInfo, StreamFold]]):
         self.project = project
@@ -129,6 +134,26 @@ class RunInfo:
                 if type(rec) is R.Metrics:
                     fold.add(rec.step, rec.values, rec.weight)
         return fold.result()
+
+    @property
+    def first_failure(self) -> Failure | None:
+        """The run's first failure (``rankwise.failures``): the failed or crashed rank
+        that went first, with the ranks that failed after it in ``.then``; None without."""
+        return first_failure(
+            StreamEnd(
+                label=info.label,
+                incarnation=info.incarnation,
+                rank=info.rank,
+                node=info.node,
+                state=info.state,
+                error_type=info.error_type,
+                error_message=info.error_message,
+                time=fold.finish.time if fold.finish is not None else info.last_seen,
+                exit_code=info.exit_code,
+                signal=info.signal,
+            )
+            for info, fold in self._folds
+        )
 
     @property
     def metric_keys(self) -> list[str]:

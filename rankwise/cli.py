@@ -32,8 +32,12 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 
 
 def _state(run: RunInfo) -> str:
-    if run.crashed:
-        return f"crashed ({', '.join(run.crashed)})"
+    first = run.first_failure
+    if run.crashed:  # the first failure leads the list
+        names = sorted(run.crashed, key=lambda label: first is None or label != first.label)
+        return f"crashed ({', '.join(names)})"
+    if first is not None and run.state in ("failed", "killed"):
+        return f"{run.state} (first: {first.label})"
     return run.state
 
 
@@ -45,6 +49,23 @@ def _local_api(args: argparse.Namespace) -> Api:
             "to where rankwise.init() wrote runs"
         )
     return api
+
+
+def _failure_lines(run: RunInfo) -> list[str]:
+    """The cause first, then what followed, with times relative to the cause."""
+    first = run.first_failure
+    if first is None:
+        return []
+    when = time.strftime("%H:%M:%S", time.localtime(first.time)) if first.time else "?"
+    lines = [f"first    {first.describe()}  (at {when})"]
+    for later in first.then:
+        delta = (
+            f"+{later.time - first.time:.1f} s"
+            if later.time is not None and first.time is not None
+            else "later"
+        )
+        lines.append(f"then     {later.describe()}  ({delta})")
+    return lines
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
@@ -135,6 +156,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         ) from None
     print(f"run      {run.project}/{run.id}  ({run.name})")
     print(f"state    {_state(run)}")
+    for line in _failure_lines(run):
+        print(line)
     print(
         f"group    {run.group or '-'}   job type {run.job_type or '-'}   "
         f"tags {', '.join(run.tags) or '-'}"
@@ -190,7 +213,10 @@ def cmd_show(args: argparse.Namespace) -> int:
             ],
         )
     )
-    for s in run.streams:
+    first = run.first_failure
+    lead = (first.label, first.incarnation) if first else None
+    # The first failure's error leads; the others follow in stream order.
+    for s in sorted(run.streams, key=lambda s: (s.label, s.incarnation) != lead):
         if s.error_type:
             print(f"\n{s.label} (incarnation {s.incarnation}) {s.error_type}: {s.error_message}")
     return 0

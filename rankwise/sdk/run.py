@@ -214,18 +214,19 @@ class Run:
             record.traceback = "".join(tb_module.format_exception(error))
         from . import hooks
 
-        hooks.forget(self)
-        limit = self._settings.finish_timeout if timeout is None else timeout
-        deadline = time.monotonic() + limit
-        self._stop_components(after_writer=False, deadline=deadline)
-        if not writer.close(record, max(0.0, deadline - time.monotonic())):
-            left = len(writer.queue)
-            _log.warn(
-                f"stream {self.label!r} of run {self.id!r} was not fully written within "
-                f"{limit:.0f}s ({left} log calls still queued); what reached "
-                f"{self.path} is kept"
-            )
-        self._stop_components(after_writer=True, deadline=deadline)
+        with hooks.ending():  # a SIGTERM meanwhile waits for the Finish record
+            hooks.forget(self)
+            limit = self._settings.finish_timeout if timeout is None else timeout
+            deadline = time.monotonic() + limit
+            self._stop_components(after_writer=False, deadline=deadline)
+            if not writer.close(record, max(0.0, deadline - time.monotonic())):
+                left = len(writer.queue)
+                _log.warn(
+                    f"stream {self.label!r} of run {self.id!r} was not fully written within "
+                    f"{limit:.0f}s ({left} log calls still queued); what reached "
+                    f"{self.path} is kept"
+                )
+            self._stop_components(after_writer=True, deadline=deadline)
 
     def add_component(self, component: Any, after_writer: bool = False) -> None:
         """Attach something with ``stop(deadline)`` to this run's lifetime.

@@ -196,7 +196,8 @@ def _attach_uploader(
     server = normalize_url(server)  # a bad URL is a usage error here, not a warning later
     start = run._start
     ref = StreamRef(start.project, start.run_id, start.label, start.incarnation)
-    uploader = Uploader(server, run.path, ref, opts)
+    # A process that ends while its job goes down uploads what dead siblings left.
+    uploader = Uploader(server, run.path, ref, opts, adopt_orphans=lambda: run._state != "finished")
     writer.flush_listeners.append(uploader.wake)
     run.add_component(uploader, after_writer=True)
     uploader.start()

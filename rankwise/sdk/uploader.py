@@ -27,6 +27,7 @@ import gzip
 import random
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -42,6 +43,10 @@ if TYPE_CHECKING:
 INGEST = "/api/v1/ingest"
 ACK = "/api/v1/ack"
 BATCH_BYTES = 4 * 1024 * 1024  # raw frame bytes per request (compressed on the wire)
+# When the server never answered during the run, finish() gives the upload this long for
+# one last try instead of the full upload_timeout: an outage that lasted the whole run is
+# not going to end in the next 30 s, and every rank would wait for it at exit.
+NEVER_REACHED_GRACE = 2.0
 
 
 class StreamRef(NamedTuple):
@@ -332,12 +337,15 @@ class Uploader:
         settings: Settings,
         *,
         transport: httpx.BaseTransport | None = None,
+        adopt_orphans: Callable[[], bool] | None = None,
     ) -> None:
         self.server = server
         self.path = path
         self.ref = ref
         self._settings = settings
         self._transport = transport
+        # At stop: upload what dead siblings left behind? (rankwise.sdk.orphans)
+        self._adopt_orphans = adopt_orphans
         self._upload: StreamUpload | None = None
         self._wake = threading.Event()  # new frames in the file
         self._interrupt = threading.Event()  # cut a backoff or spacing sleep short
@@ -345,6 +353,9 @@ class Uploader:
         self._quit = threading.Event()  # give up now
         self._drained = threading.Event()
         self._done = threading.Event()
+        self._reached = threading.Event()  # the server answered at least once
+        self._attempted = threading.Event()  # the first request has an outcome
+        self._failures = 0  # failed attempts in a row
         self._problem: str | None = None
         self._refused = False  # warned once already, with the sync command
         self._thread = threading.Thread(target=self._run, name="rankwise-uploader", daemon=True)
@@ -374,21 +385,47 @@ class Uploader:
         self._interrupt.set()
         self._wake.set()
         limit = min(deadline, time.monotonic() + self._settings.upload_timeout)
+        if not self._reached.is_set():  # a short run: let the first try tell us
+            self._attempted.wait(max(0.0, limit - time.monotonic()))
+        never = not self._reached.is_set() and self._failures > 0
         if self._thread.is_alive():
-            self._done.wait(max(0.0, limit - time.monotonic()))
+            if never:  # one last try, not the whole timeout (see NEVER_REACHED_GRACE)
+                self._last_try(min(limit, time.monotonic() + NEVER_REACHED_GRACE))
+                never = not self._reached.is_set()
+            if not never:
+                self._done.wait(max(0.0, limit - time.monotonic()))
         if self._drained.is_set():
+            if self._adopt_orphans is not None and self._adopt_orphans():
+                from .orphans import adopt
+
+                adopt(self.server, self.path, limit, transport=self._transport)
             return
         self._quit.set()
         if self._refused:
             return
         self._interrupt.set()
         why = self._problem or "the upload did not finish in time"
+        sync = f"rankwise sync {self.path.parent.parent} --server {self.server}"
+        if never:
+            _log.warn(
+                f"the server at {self.server} was not reachable during this run ({why}). "
+                f"Nothing is lost: {self.pending_bytes()} bytes of {self.ref} are in "
+                f"{self.path}. Upload them with: {sync}"
+            )
+            return
         _log.warn(
             f"{self.pending_bytes()} bytes of {self.ref} were not uploaded to {self.server} "
             f"within {self._settings.upload_timeout:g}s ({why}). Nothing is lost: they are "
-            f"in {self.path}. Upload them with: rankwise sync {self.path.parent.parent} "
-            f"--server {self.server}"
+            f"in {self.path}. Upload them with: {sync}"
         )
+
+    def _last_try(self, until: float) -> None:
+        """Keep retrying until ``until``, or until the server answers (the caller then
+        waits for the drain): an outage that ends just as the run does costs nothing."""
+        while time.monotonic() < until and not self._done.is_set():
+            if self._reached.is_set():
+                return
+            time.sleep(0.01)
 
     def _run(self) -> None:
         try:
@@ -400,6 +437,7 @@ class Uploader:
         except Exception as exc:
             self._problem = f"cannot set up the upload: {exc!r}"
             _log.warn(f"remote mode is off for this process: {self._problem}")
+            self._attempted.set()
             self._done.set()
             return
         try:
@@ -409,6 +447,7 @@ class Uploader:
             _log.warn(f"{self._problem}; the stream file is kept for rankwise sync")
         finally:
             client.close()
+            self._attempted.set()
             self._done.set()
 
     def _loop(self, upload: StreamUpload) -> None:
@@ -420,6 +459,8 @@ class Uploader:
                 more = upload.pump()
             except Retry as exc:
                 failures += 1
+                self._failures = failures
+                self._attempted.set()
                 self._outage(str(exc), failures)
                 self._sleep(backoff_delay(failures, self._settings.upload_backoff_max))
                 continue
@@ -436,9 +477,11 @@ class Uploader:
                 self._problem = str(exc)
                 _log.warn(f"stopped uploading {self.ref}: {exc}")
                 return
+            self._reached.set()
+            self._attempted.set()
             if failures:
                 _log.logger.info(f"upload of {self.ref} to {self.server} resumed")
-                failures = 0
+                failures = self._failures = 0
                 self._problem = None
             if more:
                 last_post = time.monotonic()

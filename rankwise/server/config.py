@@ -34,3 +34,6 @@ class ServerSettings:
     allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
     # Largest body of any request but an ingest upload (JSON: compare, saved views).
     max_json_bytes: int = 1024 * 1024
+    # ``rankwise ui``: the data directory the server reads itself (nothing to upload, so
+    # a crashed stream's run object carries no ``rankwise sync`` hint).
+    tails_dir: Path | None = None

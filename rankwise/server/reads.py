@@ -94,7 +94,7 @@ def runs(
     rows, total = store.list_runs(query)
     if total == 0 and project not in store.projects():
         raise ApiError(404, f"no project {project!r}")
-    out = [run_dict(r, with_streams=with_streams) for r in rows]
+    out = [run_dict(r, with_streams=with_streams, sync_server=_sync_server(request)) for r in rows]
     if not wants_msgpack(request):
         out = [json_summaries(r) for r in out]
     return reply(request, {"runs": out, "total": total})
@@ -106,8 +106,15 @@ def run(request: Request, project: str, run: str) -> Response:
     store = _store(request)
     row = _run_or_404(store, project, run)
     cross = store.cross_rank_last(project, run, complete_step(row))
-    out = run_dict(row, cross_rank=cross)
+    out = run_dict(row, cross_rank=cross, sync_server=_sync_server(request))
     return reply(request, out if wants_msgpack(request) else json_summaries(out))
+
+
+def _sync_server(request: Request) -> str | None:
+    """This server's URL for a ``rankwise sync`` hint; None under ``rankwise ui``."""
+    if request.app.state.settings.tails_dir is not None:
+        return None
+    return str(request.base_url).rstrip("/")
 
 
 @router.get("/projects/{project}/runs/{run}/metrics", response_model=MetricsReply, responses=_404)  # type: ignore[arg-type]

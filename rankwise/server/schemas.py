@@ -65,6 +65,32 @@ class Stream(BaseModel):
     acked_seq: int
 
 
+class Failure(BaseModel):
+    """A stream's failure (``rankwise.failures``)."""
+
+    label: str
+    incarnation: int
+    rank: int
+    node: int
+    state: str = Field(description="failed or crashed (killed: in then only)")
+    error_type: str | None
+    message: str | None
+    time: float | None = Field(description="its Finish time; crashed: its last record's")
+    exit_code: int | None
+    signal: int | None
+
+
+class FirstFailure(Failure):
+    then: list[Failure] = Field(description="the streams that failed after it, by time")
+
+
+class Unsynced(BaseModel):
+    streams: list[str] = Field(description="labels of the crashed streams")
+    hosts: list[str] = Field(description="where their files are")
+    command: str = Field(description='"rankwise sync <data dir> --server <this server>"')
+    message: str
+
+
 class RunSummary(BaseModel):
     """A run in a list: everything but its streams."""
 
@@ -95,6 +121,12 @@ class RunSummary(BaseModel):
     config: dict[str, Any]
     summary: dict[str, Any] = Field(
         description="the primary rank's summary: its last value of each key, or what it set"
+    )
+    first_failure: FirstFailure | None = Field(
+        None, description="the failed or crashed stream that went first (the cause)"
+    )
+    unsynced: Unsynced | None = Field(
+        None, description="crashed streams that may hold records not yet uploaded"
     )
 
 

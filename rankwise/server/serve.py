@@ -150,6 +150,7 @@ def serve_ui(
         root.mkdir(parents=True, exist_ok=True)  # runs may start writing there later
     except OSError as exc:
         raise UsageError(f"cannot create the data directory {root}: {exc.strerror}") from None
+    settings = dataclasses.replace(settings, tails_dir=root)
     store = open_db(index_url(root), crash_timeout)
     tailer = DirectoryTailer(root, store)
     tailer.poll()  # the first pass before serving: the dashboard opens on full data

@@ -11,6 +11,7 @@ from typing import Any
 
 from .._summary import complete_step as _complete
 from .._summary import environment
+from ..failures import StreamEnd, first_failure
 from ..store.base import Band, RunRow, Series, StreamRow
 from ..stream import records as R
 
@@ -63,7 +64,10 @@ def own_ranks(run: RunRow) -> dict[str, int]:
 
 
 def run_dict(
-    run: RunRow, with_streams: bool = True, cross_rank: dict[str, Any] | None = None
+    run: RunRow,
+    with_streams: bool = True,
+    cross_rank: dict[str, Any] | None = None,
+    sync_server: str | None = None,
 ) -> dict[str, Any]:
     duration = None
     if run.created is not None and run.updated is not None:
@@ -91,6 +95,8 @@ def run_dict(
         **own_ranks(run),
         "config": run.config,
         "summary": run.summary,
+        "first_failure": _first_failure(run),
+        "unsynced": _unsynced(run, sync_server),
     }
     if cross_rank is not None:  # one run's reply: its summaries in full
         out["summary_ranks"] = rank_summaries(run)
@@ -98,6 +104,44 @@ def run_dict(
     if with_streams:
         out["streams"] = [stream_dict(s) for s in run.streams]
     return out
+
+
+def _first_failure(run: RunRow) -> dict[str, Any] | None:
+    failure = first_failure(
+        StreamEnd(
+            label=s.key.label,
+            incarnation=s.key.incarnation,
+            rank=s.start.rank if s.start else -1,
+            node=s.start.node_rank if s.start else -1,
+            state=s.state,
+            error_type=s.finish.error_type if s.finish else None,
+            error_message=s.finish.error_message if s.finish else None,
+            time=s.finish.time if s.finish else s.last_time,
+            exit_code=s.finish.exit_code if s.finish else None,
+            signal=s.finish.signal if s.finish else None,
+        )
+        for s in run.streams
+    )
+    return failure.to_dict() if failure else None
+
+
+def _unsynced(run: RunRow, server: str | None) -> dict[str, Any] | None:
+    """Crashed streams may hold records their process never uploaded (a surviving sibling
+    uploads them when there is one, ``rankwise.sdk.orphans``): say where, and how to sync.
+    ``server`` is this server's URL; None where the server reads the files itself."""
+    if not run.crashed or server is None:
+        return None
+    crashed = [s for s in run.streams if s.key.label in run.crashed]
+    hosts = sorted({s.start.host for s in crashed if s.start is not None and s.start.host})
+    return {
+        "streams": list(run.crashed),
+        "hosts": hosts,
+        "command": f"rankwise sync <data dir> --server {server}",
+        "message": (
+            "crashed streams may hold records not yet uploaded; on "
+            f"{', '.join(hosts) or 'their node'}, run: rankwise sync <data dir> --server {server}"
+        ),
+    }
 
 
 def _primary_start(run: RunRow) -> R.StreamStart | None:

@@ -87,9 +87,11 @@ export function Chart(props) {
 
   useEffect(() => {
     plot.current?.redraw(false);
-  }, [props.highlight]);
+  }, [props.highlight, props.marks]);
 
-  return <div class="chart-canvas" ref={wrap} style={{ height: `${height}px` }} />;
+  return (
+    <div class="chart-canvas" ref={wrap} style={{ height: `${height}px` }} data-stall-marks={props.marks?.length ?? 0} />
+  );
 }
 
 function toData(model) {
@@ -214,6 +216,7 @@ function makeOpts(live, hoverKey, model, xMode, log, width, height) {
     bands,
     hooks: {
       drawAxes: [
+        (u) => drawStalls(u, live.current.marks),
         (u) => drawOverlay(u, live.current, hoverKey.current, log),
         (u) => drawMarks(u, live.current.model.marks, c),
       ],
@@ -312,6 +315,45 @@ function drawMarks(u, marks, c) {
     ctx.textAlign = cx > left + width - edge ? "right" : cx < left + edge ? "left" : "center";
     const tx = ctx.textAlign === "right" ? cx - 3 * px : ctx.textAlign === "left" ? cx + 3 * px : cx;
     ctx.fillText(m.text, tx, low ? top + height - 2 * px : top + 2 * px);
+  }
+  ctx.restore();
+}
+
+const STALL = "#8e44ad"; // the health strip's stalled colour
+
+/** Stalls (lib/stalls.js): a shaded span by time, a dashed line by step, under the lines. */
+function drawStalls(u, marks) {
+  if (!marks || !marks.length) return;
+  const ctx = u.ctx;
+  const { left, top, width, height } = u.bbox;
+  const xmin = u.scales.x.min;
+  const xmax = u.scales.x.max;
+  const px = uPlot.pxRatio;
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(left, top, width, height);
+  ctx.clip();
+  for (const m of marks) {
+    const x1 = m.x1 ?? xmax;
+    if (x1 < xmin || m.x0 > xmax) continue;
+    const a = u.valToPos(Math.max(m.x0, xmin), "x", true);
+    const b = u.valToPos(Math.min(x1, xmax), "x", true);
+    ctx.fillStyle = STALL;
+    ctx.strokeStyle = STALL;
+    if (b - a >= 2 * px) {
+      ctx.globalAlpha = 0.14;
+      ctx.fillRect(a, top, b - a, height);
+    }
+    ctx.globalAlpha = 0.85;
+    ctx.lineWidth = 1.5 * px;
+    ctx.setLineDash([4 * px, 3 * px]);
+    ctx.beginPath();
+    ctx.moveTo(a, top);
+    ctx.lineTo(a, top + height);
+    ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.font = `${10 * px}px sans-serif`;
+    ctx.fillText(m.rank >= 0 ? `stall r${m.rank}` : "stall", a + 3 * px, top + 11 * px);
   }
   ctx.restore();
 }

@@ -269,6 +269,7 @@ export function RunChartCard(props) {
           height={HEIGHT}
           xRange={zoom}
           highlight={props.highlight}
+          marks={props.marks}
           onZoom={props.onZoom}
           onResetZoom={props.onResetZoom}
           onHover={setHover}
