@@ -98,10 +98,7 @@ def unchanged(server: Server) -> Iterator[None]:
 def raw_request(
     server: Server, head: str, body: bytes = b"", timeout: float = 10.0
 ) -> tuple[int, bytes]:
-    """Send bytes as they are (no client fixing the headers up); (status, whole reply).
-
-    ``head`` is the request line and headers; the server's credentials are added."""
-    head += "".join(f"{k}: {v}\r\n" for k, v in server.headers.items())
+    """Send bytes as they are (no client fixing the headers up); (status, whole reply)."""
     with socket.create_connection(("127.0.0.1", server.port), timeout=timeout) as s:
         s.sendall(head.encode("latin-1") + b"\r\n" + body)
         reply = b""
