@@ -26,7 +26,14 @@ import pytest
 import rankwise
 
 from .helpers.runs import FAST_ENV
-from .helpers.servers import REPO, ServerProcess, subprocess_env, wait_until
+from .helpers.servers import (
+    REPO,
+    ServerProcess,
+    bearer,
+    browser_login,
+    subprocess_env,
+    wait_until,
+)
 from .test_dashboard import CHROME_ARGS, CHROMIUM, Page, _need_browser
 
 SCRIPT = Path(__file__).parent / "scripts" / "failure_job.py"
@@ -44,11 +51,13 @@ class Job:
     data: Path
     url: str
     stderr: str
+    token: str  # an admin token of the server's store
 
     def get(self, tail: str = "", **params: Any) -> Any:
         r = httpx.get(
             f"{self.url}/api/v1/projects/{self.project}/runs/{self.run_id}{tail}",
             params=params,
+            headers=bearer(self.token),
             timeout=10,
         )
         assert r.status_code == 200, r.text
@@ -56,15 +65,16 @@ class Job:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     tmp = tmp_path_factory.mktemp("failstory-server")
     with ServerProcess.db(f"sqlite:///{tmp / 'store.db'}", tmp / "server.log") as srv:
-        yield srv.url
+        yield srv
 
 
-def _run_job(server: str, tmp: Path, mode: str) -> Job:
+def _run_job(srv: ServerProcess, tmp: Path, mode: str) -> Job:
     data = tmp / "data"
-    env = subprocess_env(**FAST_ENV, RANKWISE_SERVER=server, OMP_NUM_THREADS="1")
+    server = srv.url
+    env = srv.env(**FAST_ENV, OMP_NUM_THREADS="1")
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone",
          "--nproc-per-node=3", str(SCRIPT), str(data), mode],
@@ -74,7 +84,7 @@ def _run_job(server: str, tmp: Path, mode: str) -> Job:
     project = f"failures-{mode}"
 
     def ended() -> Any:
-        r = httpx.get(f"{server}/api/v1/projects/{project}/runs", timeout=5)
+        r = srv.get(f"/api/v1/projects/{project}/runs", timeout=5)
         if r.status_code != 200:
             return None
         (run,) = r.json()["runs"]
@@ -84,16 +94,16 @@ def _run_job(server: str, tmp: Path, mode: str) -> Job:
     settled = "crashed" if mode == "kill" else "failed"
     run_id = wait_until(ended, timeout=60, every=0.2)
     wait_until(lambda: rankwise.Api(dir=data).run(run_id).state == settled, timeout=30)
-    return Job(mode, project, run_id, data, server, proc.stdout + proc.stderr)
+    return Job(mode, project, run_id, data, server, proc.stdout + proc.stderr, str(srv.token))
 
 
 @pytest.fixture(scope="module")
-def raised(server: str, tmp_path_factory: pytest.TempPathFactory) -> Job:
+def raised(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Job:
     return _run_job(server, tmp_path_factory.mktemp("failstory-raise"), "raise")
 
 
 @pytest.fixture(scope="module")
-def killed(server: str, tmp_path_factory: pytest.TempPathFactory) -> Job:
+def killed(server: ServerProcess, tmp_path_factory: pytest.TempPathFactory) -> Job:
     return _run_job(server, tmp_path_factory.mktemp("failstory-kill"), "kill")
 
 
@@ -108,7 +118,7 @@ def _show(job: Job) -> str:
 
 def _readers(job: Job) -> list[rankwise.RunInfo]:
     local = rankwise.Api(dir=job.data).run(job.run_id, project=job.project)
-    remote = rankwise.Api(server=job.url).run(job.run_id, project=job.project)
+    remote = rankwise.Api(server=job.url, token=job.token).run(job.run_id, project=job.project)
     return [local, remote]
 
 
@@ -213,6 +223,7 @@ def test_the_banner_leads_with_the_first_failure(
     from playwright.sync_api import expect
 
     page = Page(browser, height=900)
+    browser_login(page.ctx, raised.url, raised.token)
     try:
         p = page.page
         p.goto(f"{raised.url}/#/p/{raised.project}/r/{raised.run_id}")

@@ -176,8 +176,9 @@ class ServerProcess:
         return cls(["ui", "--dir", str(root)], log)
 
     def start(self, wait: bool = True) -> ServerProcess:
-        if self.token:  # for Api(server=...) here and subprocess_env() children
-            os.environ.setdefault("RANKWISE_TOKEN", self.token)
+        if self.token:  # for Api(server=...) here and subprocess_env() children; this
+            # server's token, never one a server started earlier left behind
+            os.environ["RANKWISE_TOKEN"] = self.token
         cmd = [sys.executable, "-m", "rankwise.cli", *self.args, "--port", str(self.port)]
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
