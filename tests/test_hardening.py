@@ -450,6 +450,11 @@ def test_row29_a_failing_store_gives_a_generic_500_with_a_request_id(
         request_id = r.json()["error"]["request_id"]
         assert r.headers["x-request-id"] == request_id
         assert any(request_id in rec.getMessage() and rec.exc_info for rec in caplog.records)
+        # Row 8: the failing request carried a token; neither the reply nor the logged
+        # traceback holds it.
+        secret = server.headers["Authorization"].split()[-1]
+        logged = "\n".join(logging.Formatter().format(rec) for rec in caplog.records)
+        assert secret not in r.text and secret not in logged and "Traceback" in logged
     finally:
         with sqlite3.connect(server.db) as conn:
             conn.execute("ALTER TABLE streams_gone RENAME TO streams")
