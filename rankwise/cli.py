@@ -152,6 +152,12 @@ def _server_commands(sub: Any) -> None:
     p.add_argument(
         "--max-body-mb", type=float, default=96, help="largest upload accepted (default 96)"
     )
+    p.add_argument(
+        "--max-inflight",
+        type=int,
+        default=256,
+        help="uploads handled at once per worker; past it: 429 with Retry-After (0: no limit)",
+    )
     p.set_defaults(func=cmd_server)
     p = sub.add_parser("sync", help="upload offline runs to a server (safe to repeat)")
     p.add_argument(
@@ -205,7 +211,11 @@ def cmd_server(args: argparse.Namespace) -> int:
 
     if args.workers < 1:
         raise UsageError("--workers must be at least 1")
-    settings = ServerSettings(max_body_bytes=int(args.max_body_mb * 1024 * 1024))
+    if args.max_inflight < 0:
+        raise UsageError("--max-inflight must be 0 (no limit) or more")
+    settings = ServerSettings(
+        max_body_bytes=int(args.max_body_mb * 1024 * 1024), max_inflight=args.max_inflight
+    )
     serve.serve_db(
         args.db,
         args.host,

@@ -27,6 +27,7 @@ INDEX = Path(".rankwise") / "index.db"
 _DB_ENV = "RANKWISE_SERVER_DB"
 _MAX_BODY_ENV = "RANKWISE_SERVER_MAX_BODY"
 _CRASH_ENV = "RANKWISE_SERVER_CRASH_TIMEOUT"
+_INFLIGHT_ENV = "RANKWISE_SERVER_MAX_INFLIGHT"
 
 
 def open_db(url: str, crash_timeout: float = 60.0) -> Store:
@@ -144,6 +145,7 @@ def serve_db(
     os.environ[_DB_ENV] = url
     os.environ[_MAX_BODY_ENV] = str(settings.max_body_bytes)
     os.environ[_CRASH_ENV] = str(crash_timeout)
+    os.environ[_INFLIGHT_ENV] = str(settings.max_inflight)
     say(f"http://{_url_host(host)}:{port} ({workers} workers)")
     uvicorn.run(
         "rankwise.server.serve:worker_app",
@@ -165,7 +167,8 @@ def worker_app() -> Any:
     if not url:
         raise RuntimeError(f"{_DB_ENV} is not set: start workers with `rankwise server`")
     settings = ServerSettings(
-        max_body_bytes=int(os.environ.get(_MAX_BODY_ENV) or ServerSettings.max_body_bytes)
+        max_body_bytes=int(os.environ.get(_MAX_BODY_ENV) or ServerSettings.max_body_bytes),
+        max_inflight=int(os.environ.get(_INFLIGHT_ENV) or ServerSettings.max_inflight),
     )
     from ..store import open_store
 
