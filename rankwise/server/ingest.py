@@ -35,6 +35,7 @@ from ..stream import records as R
 from ..stream.frames import scan
 from .config import ServerSettings
 from .encoding import ApiError, error_reply, reply
+from .group_commit import GroupCommit
 from .schemas import AckReply, ErrorReply
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
@@ -102,7 +103,8 @@ async def ingest(request: Request, key: Key) -> Response:
         raw = await read_body(request, limit)
         data = decode_body(raw, request.headers.get("content-encoding", ""), limit)
         try:
-            acked = await run_in_threadpool(apply_upload, _store(request), key, data)
+            commit = _group_commit(request)
+            acked = await run_in_threadpool(apply_upload, _store(request), key, data, commit)
         except Exception as exc:
             if not _store_unavailable(exc):
                 raise
@@ -120,6 +122,14 @@ async def ingest(request: Request, key: Key) -> Response:
 
 
 _logger = logging.getLogger("rankwise.server")
+
+
+def _group_commit(request: Request) -> GroupCommit:
+    state = request.app.state
+    group = getattr(state, "group_commit", None)
+    if group is None:  # made on first use: the event loop's thread, no race
+        group = state.group_commit = GroupCommit(state.store)
+    return group  # type: ignore[no-any-return]
 
 
 def _retry_later(request: Request, status: int, message: str, seconds: int) -> Response:
@@ -199,8 +209,11 @@ def decode_body(raw: bytes, encoding: str, limit: int) -> bytes:
     raise ApiError(415, f"unknown Content-Encoding {encoding!r}: send gzip, zstd or identity")
 
 
-def apply_upload(store: Store, key: StreamKey, data: bytes) -> int:
-    """Check ``data`` whole, then hand the records above the mark to the store."""
+def apply_upload(
+    store: Store, key: StreamKey, data: bytes, commit: GroupCommit | None = None
+) -> int:
+    """Check ``data`` whole, then hand the records above the mark to the store (through
+    ``commit``, which applies it with the uploads that arrived with it)."""
     try:
         found = scan(data)
     except (msgspec.DecodeError, ValueError) as exc:
@@ -241,4 +254,6 @@ def apply_upload(store: Store, key: StreamKey, data: bytes) -> int:
     fresh = records[mark + 1 - first :] if mark >= first else records
     if not fresh:
         return mark
+    if commit is not None:
+        return commit.ingest(key, fresh)
     return store.ingest([(key, fresh)]).get(key, mark)
