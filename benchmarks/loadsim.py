@@ -27,12 +27,14 @@ import argparse
 import asyncio
 import json
 import multiprocessing as mp
+import queue
 import random
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -222,8 +224,18 @@ def run_clients(cfg: Config, clients: int) -> Stats:
             p.start()
             procs.append(p)
     merged = Stats()
+    deadline = time.monotonic() + cfg.seconds + cfg.drain_timeout + 120
     for _ in procs:
-        got = out.get(timeout=cfg.seconds + cfg.drain_timeout + 120)
+        while True:  # a client process that died must fail the run, not hang it
+            try:
+                got = out.get(timeout=1.0)
+                break
+            except queue.Empty:
+                dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+                if dead or time.monotonic() > deadline:
+                    for p in procs:
+                        p.kill()
+                    raise RuntimeError(f"client processes failed (exit codes {dead})") from None
         merged.latencies += got["latencies"]
         for k, v in got["statuses"].items():
             merged.statuses[k] = merged.statuses.get(k, 0) + v
@@ -350,14 +362,22 @@ def simulate(
     kill_server_at: float | None = None,
     down_for: float = 2.0,
     port: int | None = None,
+    via: str | None = None,
+    on_tick: Callable[[float, Server], None] | None = None,
+    drain_timeout: float = 120.0,
 ) -> dict[str, Any]:
-    """One load run against a fresh ``rankwise server``; the figures, verified."""
+    """One load run against a fresh ``rankwise server``; the figures, verified.
+
+    ``via``: the URL the ranks post to instead of the server's (a proxy a test cuts);
+    ``on_tick(seconds, server)`` is called about once a second (faults are injected
+    there); ``kill_server_at`` SIGKILLs the server then and restarts it ``down_for``
+    seconds later."""
     import threading
 
     port = port or _free_port()
     server = Server(db, port, *server_args).start()
     run_id = f"load-{ranks}-{int(time.time())}"
-    cfg = Config(server.url, run_id, list(range(ranks)), seconds)
+    cfg = Config(server.url, run_id, list(range(ranks)), seconds, via, drain_timeout)
     done = threading.Event()
     cpu_window: list[tuple[float, float, float]] = []  # (wall, cpu, rss)
 
@@ -374,6 +394,8 @@ def simulate(
                 server.kill()
                 time.sleep(down_for)
                 server.start()
+            if on_tick is not None:
+                on_tick(time.monotonic() - t0, server)
 
     watcher = threading.Thread(target=watch, daemon=True)
     t_start = time.monotonic()
@@ -387,7 +409,7 @@ def simulate(
         server.stop()
     problems = verify(db, run_id, stats.steps)
     cpu_pct = rss_max = float("nan")
-    if len(cpu_window) >= 2 and kill_server_at is None:
+    if len(cpu_window) >= 2 and kill_server_at is None and on_tick is None:
         (w0, c0, _), (w1, c1, _) = cpu_window[0], cpu_window[-1]
         cpu_pct = 100.0 * (c1 - c0) / max(1e-9, w1 - w0)
     if cpu_window:
