@@ -173,26 +173,36 @@ class SimRank:
 
 
 async def _rank_task(sim: SimRank, client: Any, stats: Stats, t_end: float, drain: float) -> None:
+    """A rank's training (a tick a second) and its uploader, as two tasks: as in the
+    SDK, a slow server delays uploads, never the training loop."""
     await asyncio.sleep(random.uniform(0, 1.0))  # ranks do not start in lockstep
-    n, next_tick, hold = 0, time.monotonic(), 0.0
-    while time.monotonic() < t_end:
-        sim.tick(n)
-        n += 1
-        next_tick += 1.0
-        if time.monotonic() >= hold:
+    training = asyncio.get_running_loop().create_future()
+
+    async def train() -> None:
+        n, next_tick = 0, time.monotonic()
+        while time.monotonic() < t_end:
+            sim.tick(n)
+            n += 1
+            next_tick += 1.0
+            await asyncio.sleep(max(0.0, next_tick - time.monotonic()))
+        stats.steps[sim.rank] = sim.step
+        sim.finish()
+        training.set_result(None)
+
+    async def upload() -> None:
+        give_up = t_end + drain
+        while time.monotonic() < give_up:
+            done = training.done()
+            if done and sim.acked >= sim.seq:
+                return
+            t0 = time.monotonic()
             wait = await sim.upload(client, stats)
-            if wait:
-                hold = time.monotonic() + wait
-        await asyncio.sleep(max(0.0, next_tick - time.monotonic()))
-    stats.steps[sim.rank] = sim.step
-    sim.finish()
-    give_up = time.monotonic() + drain
-    while sim.acked < sim.seq and time.monotonic() < give_up:
-        wait = await sim.upload(client, stats)
-        if sim.acked < sim.seq:
-            await asyncio.sleep(wait or 0.05)
-    if sim.acked < sim.seq:
+            if wait is None:  # as the SDK: at most one upload a second while training
+                wait = 0.05 if done else max(0.0, 1.0 - (time.monotonic() - t0))
+            await asyncio.sleep(wait)
         stats.undrained.append(sim.rank)
+
+    await asyncio.gather(train(), upload())
 
 
 async def _client_main(cfg: Config) -> Stats:

@@ -38,9 +38,17 @@ class TcpProxy:
         self._call(self._cut())
 
     def close(self) -> None:
-        self.cut()
+        self._call(self._shutdown())
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        self._loop.close()
+
+    async def _shutdown(self) -> None:
+        await self._cut()
+        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def _listen(self) -> None:
         self._server = await asyncio.start_server(
@@ -50,6 +58,7 @@ class TcpProxy:
     async def _cut(self) -> None:
         if self._server is not None:
             self._server.close()
+            await self._server.wait_closed()
             self._server = None
         for w in list(self._writers):
             w.transport.abort()
