@@ -7,6 +7,7 @@ their stream files.
 
 from __future__ import annotations
 
+import threading
 import time
 from email.utils import formatdate
 from pathlib import Path
@@ -15,9 +16,13 @@ import pytest
 
 import rankwise
 from rankwise.sdk.uploader import backoff_delay, retry_after
+from rankwise.server.group_commit import GroupCommit
+from rankwise.store.base import StreamKey
+from rankwise.store.sqlite import SQLiteStore
 
 from .helpers.runs import assert_same_history, launch_ranks, wait_all
 from .helpers.servers import ServerProcess
+from .helpers.streams import records
 
 
 def test_retry_after_is_read_as_seconds_or_a_date() -> None:
@@ -59,3 +64,43 @@ def test_clients_back_off_from_a_busy_server_and_everything_lands_once(tmp_path:
         assert_same_history(local, remote)
         assert len(remote.history()) == ranks * steps * 2
         assert remote.state == "finished" and len(remote.streams) == ranks
+
+
+class _PoisonedStore(SQLiteStore):
+    """A real SQLite store whose ingest fails whenever one given stream is in the call:
+    a fault injected at the store boundary, to prove one bad upload fails alone."""
+
+    poisoned = StreamKey("p", "r", "rank-99", 0)
+
+    def ingest(self, batches):  # type: ignore[no-untyped-def]
+        if any(key == self.poisoned for key, _ in batches):
+            raise ValueError("this upload cannot be applied")
+        return super().ingest(batches)
+
+
+def test_group_commit_applies_together_and_fails_alone(tmp_path: Path) -> None:
+    store = _PoisonedStore(tmp_path / "g.db")
+    store.migrate()
+    group = GroupCommit(store)
+    keys = [StreamKey("p", "r", f"rank-{i}", 0) for i in range(12)] + [store.poisoned]
+    results: dict[StreamKey, object] = {}
+    start = threading.Barrier(len(keys))
+
+    def upload(key: StreamKey) -> None:
+        start.wait()
+        try:
+            results[key] = group.ingest(key, records(key.label, steps=4, finish=False))
+        except ValueError as exc:
+            results[key] = exc
+
+    threads = [threading.Thread(target=upload, args=(k,)) for k in keys]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert isinstance(results.pop(store.poisoned), ValueError)
+    assert results == {k: 4 for k in keys[:-1]}  # every other upload landed, once
+    assert group.items == 12
+    for key in keys[:-1]:
+        assert store.acked(key) == 4
+    store.close()
