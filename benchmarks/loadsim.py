@@ -62,6 +62,7 @@ class Config:
     seconds: float
     proxy: str | None = None  # post through this URL instead (a network-cut test)
     drain_timeout: float = 120.0
+    token: str | None = None  # sent as the SDK sends it (Authorization: Bearer)
 
 
 @dataclass
@@ -210,7 +211,10 @@ async def _client_main(cfg: Config) -> Stats:
 
     stats = Stats()
     limits = httpx.Limits(max_connections=len(cfg.ranks), max_keepalive_connections=len(cfg.ranks))
-    async with httpx.AsyncClient(base_url=cfg.proxy or cfg.url, limits=limits, timeout=30.0) as c:
+    headers = {"Authorization": f"Bearer {cfg.token}"} if cfg.token else {}
+    async with httpx.AsyncClient(
+        base_url=cfg.proxy or cfg.url, limits=limits, timeout=30.0, headers=headers
+    ) as c:
         t_end = time.monotonic() + cfg.seconds
         sims = [SimRank(cfg, r) for r in cfg.ranks]
         await asyncio.gather(*(_rank_task(s, c, stats, t_end, cfg.drain_timeout) for s in sims))
@@ -294,6 +298,16 @@ class Server:
         self.log = log or Path(tempfile.mkstemp(prefix="rankwise-server-", suffix=".log")[1])
         self.proc: subprocess.Popen[bytes] | None = None
         self.samples: list[tuple[float, float]] = []  # (cpu seconds, rss bytes)
+        self.token: str | None = None
+        if "--insecure-no-auth" not in extra:  # as users run it: with a token
+            from rankwise.store import open_store
+
+            store = open_store(db)
+            try:
+                store.migrate()
+                self.token = store.create_token("admin", None, "loadsim").value
+            finally:
+                store.close()
 
     def start(self, timeout: float = 60.0) -> Server:
         import httpx
@@ -307,7 +321,9 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited: {self.log.read_text()[-2000:]}")
             try:
-                if httpx.get(self.url + "/api/v1/projects", timeout=1).status_code == 200:
+                headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+                reply = httpx.get(self.url + "/api/v1/projects", timeout=1, headers=headers)
+                if reply.status_code == 200:
                     return self
             except httpx.HTTPError:
                 pass
@@ -387,7 +403,7 @@ def simulate(
     port = port or _free_port()
     server = Server(db, port, *server_args).start()
     run_id = f"load-{ranks}-{int(time.time())}"
-    cfg = Config(server.url, run_id, list(range(ranks)), seconds, via, drain_timeout)
+    cfg = Config(server.url, run_id, list(range(ranks)), seconds, via, drain_timeout, server.token)
     done = threading.Event()
     cpu_window: list[tuple[float, float, float]] = []  # (wall, cpu, rss)
 

@@ -10,6 +10,7 @@ pull in any network library.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import httpx
@@ -33,13 +34,22 @@ def make_client(
     transport: httpx.BaseTransport | None = None,
     timeout: float = 30.0,
     connect_timeout: float = 5.0,
+    token: str | None = None,
 ) -> httpx.Client:
-    """A client for the server at ``url``; ``transport`` replaces the network in tests."""
+    """A client for the server at ``url``; ``transport`` replaces the network in tests.
+
+    ``token`` (else ``RANKWISE_TOKEN``) goes in the ``Authorization`` header of every
+    request: never in a URL, and httpx keeps it out of its logs and reprs.
+    """
+    headers = {"User-Agent": f"rankwise/{__version__}"}
+    token = token or os.environ.get("RANKWISE_TOKEN") or None
+    if token:
+        headers["Authorization"] = f"Bearer {token.strip()}"
     return httpx.Client(
         base_url=normalize_url(url),
         transport=transport,
         timeout=httpx.Timeout(timeout, connect=min(connect_timeout, timeout)),
-        headers={"User-Agent": f"rankwise/{__version__}"},
+        headers=headers,
         # Environment proxies would route loopback and cluster-internal servers through
         # a corporate proxy; a tracking server is reached directly.
         trust_env=False,
@@ -92,6 +102,12 @@ def post_msgpack(client: httpx.Client, path: str, body: Any) -> Any:
 
 
 def _checked(response: httpx.Response) -> Any:
+    if response.status_code in (401, 403):
+        raise ServerError(
+            f"the rankwise server refused this request ({response.status_code}: "
+            f"{error_message(response)}): pass a read token as Api(server=..., token=...) "
+            "or set RANKWISE_TOKEN"
+        )
     if response.status_code == 404:
         raise RunNotFoundError(error_message(response))
     if response.status_code == 422:

@@ -16,6 +16,7 @@ from urllib.parse import quote
 from . import _http
 from .api import RunInfo, StreamInfo
 from .errors import RunNotFoundError, UsageError
+from .failures import Failure
 from .health import RankHealth
 from .sdk.uploader import normalize_url
 
@@ -46,6 +47,9 @@ class RemoteRunInfo(RunInfo):
         self.base_id = data.get("base_id")
         self.world_size = int(data.get("world_size") or 0)
         self.num_nodes = int(data.get("num_nodes") or 1)
+        self.environment: dict[str, Any] = dict(data.get("environment") or {})
+        self.run_ranks = int(data.get("run_ranks") or 1)
+        self.run_nodes = int(data.get("run_nodes") or 1)
         self.state = data["state"]
         self.crashed = list(data.get("crashed") or [])
         self.created = data.get("created")
@@ -54,7 +58,19 @@ class RemoteRunInfo(RunInfo):
         self.streams = [_stream(s, self._url()) for s in data.get("streams") or []]
         self._config: dict[str, Any] = dict(data.get("config") or {})
         self._summary: dict[str, Any] = dict(data.get("summary") or {})
+        # Only a one-run reply carries these; a run from a list asks for itself once.
+        self._summary_ranks: dict[str, dict[str, Any]] | None = data.get("summary_ranks")
+        self._cross: dict[str, dict[str, Any]] | None = data.get("summary_cross_rank")
         self._folds = []
+        failure = data.get("first_failure")
+        self._first_failure = Failure.from_dict(failure) if failure else None
+        unsynced = data.get("unsynced")
+        # Crashed streams may hold records not yet uploaded: the rankwise sync hint.
+        self.unsynced: str | None = unsynced["message"] if unsynced else None
+
+    @property
+    def first_failure(self) -> Failure | None:
+        return self._first_failure
 
     def _url(self) -> str:
         return f"{self._reader.server}/api/v1/projects/{_q(self.project)}/runs/{_q(self.id)}"
@@ -69,6 +85,23 @@ class RemoteRunInfo(RunInfo):
     @property
     def summary(self) -> dict[str, Any]:
         return dict(self._summary)
+
+    def _full(self) -> None:
+        data = self._reader.get(self._path())
+        self._summary_ranks = data.get("summary_ranks") or {}
+        self._cross = data.get("summary_cross_rank") or {}
+
+    @property
+    def summary_ranks(self) -> dict[str, dict[str, Any]]:
+        if self._summary_ranks is None:
+            self._full()
+        return {k: dict(v) for k, v in (self._summary_ranks or {}).items()}
+
+    @property
+    def summary_cross_rank(self) -> dict[str, dict[str, Any]]:
+        if self._cross is None:
+            self._full()
+        return {k: dict(v) for k, v in (self._cross or {}).items()}
 
     @property
     def metric_keys(self) -> list[str]:
@@ -156,12 +189,21 @@ def _stream(s: dict[str, Any], run_url: str) -> StreamInfo:
 class RemoteReader:
     """What ``Api`` delegates to when given ``server=``."""
 
-    def __init__(self, server: str, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        server: str,
+        transport: httpx.BaseTransport | None = None,
+        token: str | None = None,
+    ) -> None:
         self.server = normalize_url(server)
         self._transport = transport
+        self._token = token
+
+    def __repr__(self) -> str:  # never the token
+        return f"RemoteReader({self.server!r})"
 
     def get(self, path: str, params: Any = None) -> Any:
-        with _http.make_client(self.server, transport=self._transport) as client:
+        with _http.make_client(self.server, transport=self._transport, token=self._token) as client:
             return _http.get_msgpack(client, path, params)
 
     def projects(self) -> list[str]:

@@ -14,8 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._summary import CrossRankLast, complete_step, environment
 from .errors import RunNotFoundError, UsageError
+from .failures import Failure, StreamEnd, first_failure
 from .health import RankHealth
+from .names import check_id
 from .stream import records as R
 from .stream.files import list_streams
 from .stream.fold import StreamFold, StreamState, run_state, stream_state
@@ -55,6 +58,10 @@ class StreamInfo:
 class RunInfo:
     """A run as read back: metadata, state, config, summary, streams and history."""
 
+    # From a server: crashed streams may hold records not yet uploaded, and the
+    # ``rankwise sync`` command that uploads them. Read from the files: nothing to upload.
+    unsynced: str | None = None
+
     def __init__(self, project: str, run_id: str, streams: list[tuple[StreamInfo, StreamFold]]):
         self.project = project
         self.id = run_id
@@ -70,6 +77,11 @@ class RunInfo:
         self.base_id = primary.base_id if primary else None
         self.world_size = primary.world_size if primary else len(self.streams)
         self.num_nodes = primary.num_nodes if primary else 1
+        # The run's own ranks and nodes; world_size and num_nodes are the job's.
+        self.run_ranks = len({s.label for s in self.streams})
+        self.run_nodes = max(1, len({(s.node, s.host) for s in self.streams}))
+        # Command line, Python, platform, launcher, rankwise version, host (primary's).
+        self.environment: dict[str, Any] = environment(primary)
         self.state, self.crashed = run_state(
             StreamState(s.label, s.incarnation, s.is_primary, s.state) for s in self.streams
         )
@@ -100,6 +112,48 @@ class RunInfo:
         for _, fold in self._ordered():
             out.update(fold.summary)
         return out
+
+    @property
+    def summary_ranks(self) -> dict[str, dict[str, Any]]:
+        """Each stream label's own summary: ``{label: {key: value}}``. ``summary`` is the
+        primary rank's; see ``rankwise._summary`` for what several ranks setting one
+        key means."""
+        out: dict[str, dict[str, Any]] = {}
+        for info, fold in sorted(self._folds, key=lambda t: (t[0].label, t[0].incarnation)):
+            out.setdefault(info.label, {}).update(fold.summary)
+        return out
+
+    @property
+    def summary_cross_rank(self) -> dict[str, dict[str, Any]]:
+        """Per metric, the cross-rank line's last complete value: ``{"step", "n", "mean",
+        "wmean", "min", "max"}`` at the last step every live rank has reached (what the
+        dashboard's chart header quotes). Reads the run's stream files."""
+        fold = CrossRankLast(complete_step((s.state, s.last_step) for s in self.streams))
+        for info in self.streams:
+            for rec in _read(Path(info.path))[0]:
+                if type(rec) is R.Metrics:
+                    fold.add(rec.step, rec.values, rec.weight)
+        return fold.result()
+
+    @property
+    def first_failure(self) -> Failure | None:
+        """The run's first failure (``rankwise.failures``): the failed or crashed rank
+        that went first, with the ranks that failed after it in ``.then``; None without."""
+        return first_failure(
+            StreamEnd(
+                label=info.label,
+                incarnation=info.incarnation,
+                rank=info.rank,
+                node=info.node,
+                state=info.state,
+                error_type=info.error_type,
+                error_message=info.error_message,
+                time=fold.finish.time if fold.finish is not None else info.last_seen,
+                exit_code=info.exit_code,
+                signal=info.signal,
+            )
+            for info, fold in self._folds
+        )
 
     @property
     def metric_keys(self) -> list[str]:
@@ -226,7 +280,8 @@ class Api:
     ``dir`` defaults to ``RANKWISE_DIR`` or ``./rankwise``. ``crash_timeout`` (seconds) is
     how old a silent stream's last record must be before it is called crashed (a server
     applies its own). With ``server=`` the same methods return the same objects, read
-    through the HTTP API (``rankwise._remote``).
+    through the HTTP API (``rankwise._remote``), authenticated with ``token`` (a read
+    token; default ``RANKWISE_TOKEN``).
     """
 
     def __init__(
@@ -234,6 +289,7 @@ class Api:
         dir: str | os.PathLike[str] | None = None,
         crash_timeout: float = 60.0,
         server: str | None = None,
+        token: str | None = None,
     ) -> None:
         self.dir = Path(dir or os.environ.get("RANKWISE_DIR") or "rankwise").expanduser()
         self.crash_timeout = crash_timeout
@@ -241,7 +297,7 @@ class Api:
         if server is not None:
             from ._remote import RemoteReader
 
-            self._remote = RemoteReader(server)
+            self._remote = RemoteReader(server, token=token)
 
     def projects(self) -> list[str]:
         if self._remote is not None:
@@ -255,6 +311,8 @@ class Api:
         )
 
     def _run_dirs(self, project: str | None) -> Iterable[tuple[str, Path]]:
+        if project:
+            check_id(project, "project")  # never a path: "../x" cannot leave the directory
         for proj in [project] if project else self.projects():
             base = self.dir / proj
             if not base.is_dir():
@@ -281,6 +339,9 @@ class Api:
     ) -> list[RunInfo]:
         """Runs, newest first, filtered by every argument given (tags: all must match)."""
         states = {state} if isinstance(state, str) else set(state or ())
+        for s in sorted(states):  # the server's rule and message, so both readers agree
+            if s not in R.STATES:
+                raise UsageError(f"state={s!r} is not one of {', '.join(R.STATES)}")
         want_tags = {tags} if isinstance(tags, str) else set(tags or ())
         if self._remote is not None:
             return self._remote.runs(project, group, job_type, states, want_tags)

@@ -1,10 +1,11 @@
-"""The ``rankwise`` command line."""
+"""The rankwise command line: list and show runs, serve the dashboard, sync offline runs."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -12,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from .api import Api, RunInfo
-from .errors import RankwiseError, UsageError
+from .errors import RankwiseError, RunNotFoundError, UsageError
+from .stream.records import STATES
 
 
 def _ago(t: float | None) -> str:
@@ -30,20 +32,56 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 
 
 def _state(run: RunInfo) -> str:
-    if run.crashed:
-        return f"crashed ({', '.join(run.crashed)})"
+    first = run.first_failure
+    if run.crashed:  # the first failure leads the list
+        names = sorted(run.crashed, key=lambda label: first is None or label != first.label)
+        return f"crashed ({', '.join(names)})"
+    if first is not None and run.state in ("failed", "killed"):
+        return f"{run.state} (first: {first.label})"
     return run.state
 
 
+def _local_api(args: argparse.Namespace) -> Api:
+    api = Api(args.dir)
+    if not Path(api.dir).is_dir():
+        raise UsageError(
+            f"the data directory {api.dir} does not exist: pass --dir (or set RANKWISE_DIR) "
+            "to where rankwise.init() wrote runs"
+        )
+    return api
+
+
+def _failure_lines(run: RunInfo) -> list[str]:
+    """The cause first, then what followed, with times relative to the cause."""
+    first = run.first_failure
+    if first is None:
+        return []
+    when = time.strftime("%H:%M:%S", time.localtime(first.time)) if first.time else "?"
+    lines = [f"first    {first.describe()}  (at {when})"]
+    for later in first.then:
+        delta = (
+            f"+{later.time - first.time:.1f} s"
+            if later.time is not None and first.time is not None
+            else "later"
+        )
+        lines.append(f"then     {later.describe()}  ({delta})")
+    return lines
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
-    runs = Api(args.dir).runs(project=args.project)
+    api = _local_api(args)
+    runs = api.runs(
+        project=args.project, group=args.group, state=args.state or None, tags=args.tag or None
+    )
     if not runs:
-        print(f"no runs under {Api(args.dir).dir}")
+        filtered = args.group or args.state or args.tag
+        print(f"no runs{' match these filters' if filtered else ''} under {api.dir}")
         return 0
     rows = [
         [
             f"{r.project}/{r.id}" if not args.project else r.id,
             r.name,
+            r.group or "-",
             _state(r),
             str(r.world_size),
             str(len({s.label for s in r.streams})),
@@ -52,34 +90,94 @@ def cmd_runs(args: argparse.Namespace) -> int:
         ]
         for r in runs
     ]
-    print(_table(rows, ["id", "name", "state", "ranks", "streams", "steps", "created"]))
+    print(_table(rows, ["id", "name", "group", "state", "ranks", "streams", "steps", "created"]))
     return 0
 
 
 def _fmt(value: Any) -> str:
     if isinstance(value, float):
+        if value != value:
+            return "NaN"
+        if value in (float("inf"), float("-inf")):
+            return "∞" if value > 0 else "−∞"
         return f"{value:.6g}"
     if isinstance(value, (dict, list)):
         return json.dumps(value)
     return str(value)
 
 
+def _print_summary(run: Any) -> None:
+    ranks = run.summary_ranks
+    if len(ranks) <= 1:
+        print("\nsummary")
+        for k, v in sorted(run.summary.items()):
+            print(f"  {k:<28} {_fmt(v)}")
+        return
+    print("\nsummary (primary rank)")
+    for k, v in sorted(run.summary.items()):
+        print(f"  {k:<28} {_fmt(v)}")
+    cross = run.summary_cross_rank
+    if cross:
+        print("\ncross-rank line, last complete step (weighted mean where weights were logged)")
+        for k, c in sorted(cross.items()):
+            extra = f"  (mean {_fmt(c['mean'])})" if c["wmean"] != c["mean"] else ""
+            print(
+                f"  {k:<28} {_fmt(c['wmean'])} at step {c['step']}, {c['n']} values, "
+                f"min {_fmt(c['min'])} max {_fmt(c['max'])}{extra}"
+            )
+    print("\nsummary by rank")
+    keys = sorted({k for vals in ranks.values() for k in vals})
+    labels = sorted(ranks, key=_label_order)
+    shown = labels[:8]
+    more = f"  (+{len(labels) - 8} more ranks)" if len(labels) > 8 else ""
+    for k in keys:
+        cells = "  ".join(f"{lab} {_fmt(ranks[lab].get(k, '-'))}" for lab in shown)
+        print(f"  {k:<28} {cells}{more}")
+
+
+def _label_order(label: str) -> tuple[str, int]:
+    head, _, tail = label.rpartition("-")
+    return (head, int(tail)) if tail.isdigit() else (label, -1)
+
+
 def cmd_show(args: argparse.Namespace) -> int:
-    run = Api(args.dir).run(args.run, project=args.project)
+    api = _local_api(args)
+    try:
+        run = api.run(args.run, project=args.project)
+    except RunNotFoundError:
+        project, _, name = args.run.rpartition("/") if "/" in args.run else ("", "", args.run)
+        members = api.runs(project=args.project or project or None, group=name)
+        if not members:
+            raise
+        ids = ", ".join(r.id for r in members[:5]) + (" ..." if len(members) > 5 else "")
+        raise UsageError(
+            f"{name!r} is a group of {len(members)} run(s) ({ids}), not a run: "
+            f"list them with `rankwise runs --group {name}`, or show one of them"
+        ) from None
     print(f"run      {run.project}/{run.id}  ({run.name})")
     print(f"state    {_state(run)}")
+    for line in _failure_lines(run):
+        print(line)
     print(
         f"group    {run.group or '-'}   job type {run.job_type or '-'}   "
         f"tags {', '.join(run.tags) or '-'}"
     )
-    print(f"ranks    {run.world_size} on {run.num_nodes} node(s), mode {run.run_mode}")
+    job = ""
+    if (run.run_ranks, run.run_nodes) != (run.world_size, run.num_nodes):
+        job = f" (the job: {run.world_size} on {run.num_nodes})"
+    print(f"ranks    {run.run_ranks} on {run.run_nodes} node(s){job}, mode {run.run_mode}")
     print(f"created  {_ago(run.created)}   last seen {_ago(run.updated)}")
+    env = run.environment
+    if env:
+        print(f"command  {shlex.join(env.get('command') or []) or '-'}")
+        print(
+            f"python   {env.get('python') or '-'} on {env.get('platform') or '-'}   "
+            f"launcher {env.get('launcher') or '-'}   rankwise {env.get('rankwise_version') or '-'}"
+        )
     print("\nconfig")
     for k, v in sorted(run.config.items()):
         print(f"  {k:<28} {_fmt(v)}")
-    print("\nsummary")
-    for k, v in sorted(run.summary.items()):
-        print(f"  {k:<28} {_fmt(v)}")
+    _print_summary(run)
     print("\nstreams")
     rows = [
         [
@@ -115,7 +213,10 @@ def cmd_show(args: argparse.Namespace) -> int:
             ],
         )
     )
-    for s in run.streams:
+    first = run.first_failure
+    lead = (first.label, first.incarnation) if first else None
+    # The first failure's error leads; the others follow in stream order.
+    for s in sorted(run.streams, key=lambda s: (s.label, s.incarnation) != lead):
         if s.error_type:
             print(f"\n{s.label} (incarnation {s.incarnation}) {s.error_type}: {s.error_message}")
     return 0
@@ -131,6 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("runs", help="list runs")
     common(p)
+    p.add_argument("--state", action="append", choices=STATES, help="only runs in this state")
+    p.add_argument("--group", default=None, help="only the runs of this group")
+    p.add_argument("--tag", action="append", help="only runs with this tag (repeatable: all)")
     p.set_defaults(func=cmd_runs)
     p = sub.add_parser("show", help="config, summary and streams of one run")
     p.add_argument("run", help="run id (or project/id)")
@@ -144,6 +248,7 @@ def _server_commands(sub: Any) -> None:
     p = sub.add_parser("ui", help="index a data directory, follow live runs, serve the dashboard")
     p.add_argument("--dir", default=None, help="data directory (RANKWISE_DIR, ./rankwise)")
     _listen(p)
+    _insecure(p)
     p.set_defaults(func=cmd_ui)
     p = sub.add_parser("server", help="serve a database that runs upload to (remote mode)")
     p.add_argument("--db", required=True, help="sqlite:///PATH or postgresql://USER@HOST/DB")
@@ -158,12 +263,17 @@ def _server_commands(sub: Any) -> None:
         default=256,
         help="uploads handled at once per worker; past it: 429 with Retry-After (0: no limit)",
     )
+    _insecure(p)
     p.set_defaults(func=cmd_server)
+    from .token_cli import add_token_commands
+
+    add_token_commands(sub)
     p = sub.add_parser("sync", help="upload offline runs to a server (safe to repeat)")
     p.add_argument(
         "path", nargs="?", default=None, help="data dir, project dir, run dir or stream file"
     )
     p.add_argument("--server", default=None, help="server URL (RANKWISE_SERVER)")
+    p.add_argument("--token", default=None, help="an ingest token (RANKWISE_TOKEN)")
     p.add_argument("--follow", action="store_true", help="keep uploading until runs finish")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
@@ -175,10 +285,26 @@ def _server_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_sync)
 
 
+def _insecure(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--insecure-no-auth",
+        action="store_true",
+        help="serve with no authentication at all, even off loopback (prints a warning)",
+    )
+
+
 def _listen(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8585, help="port (default 8585)")
     p.add_argument("--log-level", default="warning", help="uvicorn log level (default warning)")
+    p.add_argument(
+        "--allowed-hosts",
+        action="append",
+        default=[],
+        metavar="NAMES",
+        help="Host header names answered besides localhost and the bound address: "
+        "comma-separated, repeatable; '*.example.com' for a domain, '*' for any",
+    )
     p.add_argument(
         "--crash-timeout",
         type=float,
@@ -199,8 +325,18 @@ def _serve_module() -> Any:
 
 def cmd_ui(args: argparse.Namespace) -> int:
     root = Path(args.dir or os.environ.get("RANKWISE_DIR") or "rankwise")
-    _serve_module().serve_ui(
-        root, args.host, args.port, crash_timeout=args.crash_timeout, log_level=args.log_level
+    serve = _serve_module()
+    from .server import ServerSettings
+
+    settings = ServerSettings(allowed_hosts=_allowed_hosts(args))
+    serve.serve_ui(
+        root,
+        args.host,
+        args.port,
+        settings=settings,
+        crash_timeout=args.crash_timeout,
+        log_level=args.log_level,
+        insecure_no_auth=args.insecure_no_auth,
     )
     return 0
 
@@ -214,7 +350,10 @@ def cmd_server(args: argparse.Namespace) -> int:
     if args.max_inflight < 0:
         raise UsageError("--max-inflight must be 0 (no limit) or more")
     settings = ServerSettings(
-        max_body_bytes=int(args.max_body_mb * 1024 * 1024), max_inflight=args.max_inflight
+        max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+        max_inflight=args.max_inflight,
+        allowed_hosts=_allowed_hosts(args),
+        auth=not args.insecure_no_auth,
     )
     serve.serve_db(
         args.db,
@@ -228,6 +367,20 @@ def cmd_server(args: argparse.Namespace) -> int:
     return 0
 
 
+def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
+    from .server.hardening import allowed_hosts_for
+
+    extra = [h.strip() for arg in args.allowed_hosts for h in arg.split(",") if h.strip()]
+    hosts = allowed_hosts_for(args.host, extra)
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(
+            f"rankwise: answering requests for Host {', '.join(hosts)} only; name others "
+            "with --allowed-hosts",
+            flush=True,
+        )
+    return hosts
+
+
 def cmd_sync(args: argparse.Namespace) -> int:
     from .sdk.sync import sync
 
@@ -236,7 +389,12 @@ def cmd_sync(args: argparse.Namespace) -> int:
         raise UsageError("rankwise sync needs --server URL (or RANKWISE_SERVER)")
     path = Path(args.path or os.environ.get("RANKWISE_DIR") or "rankwise")
     report = sync(
-        path, server, follow=args.follow, progress=not args.no_progress, retry_for=args.retry_for
+        path,
+        server,
+        follow=args.follow,
+        progress=not args.no_progress,
+        retry_for=args.retry_for,
+        token=args.token,
     )
     print(
         f"rankwise: synced {report.streams} stream(s) from {path} to {server}: "
@@ -254,6 +412,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RankwiseError as exc:
         print(f"rankwise: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # `rankwise show ... | head`: the reader left; stop quietly, as cat does. Python
+        # would report the broken pipe again when it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

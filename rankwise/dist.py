@@ -44,11 +44,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from . import names
 from ._log import warn
 from .errors import UsageError
 
 _ID_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
-_VALID_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 @dataclass(frozen=True)
@@ -84,13 +84,8 @@ def hashed_id(key: str, n: int = 8) -> str:
 
 
 def check_id(value: str, what: str = "run id") -> str:
-    """Validate a run id or project name used as a directory name."""
-    if not isinstance(value, str) or not _VALID_ID.match(value):
-        raise UsageError(
-            f"{what} {value!r} cannot be used: use 1-128 characters from letters, digits, "
-            "'.', '_' and '-', starting with a letter or digit"
-        )
-    return value
+    """Validate a run id or project name used as a directory name (``names.check_id``)."""
+    return names.check_id(value, what)
 
 
 def _int(env: Mapping[str, str], key: str, default: int) -> int:

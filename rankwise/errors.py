@@ -4,7 +4,8 @@
 
     RankwiseError
     ├── UsageError            (also a ValueError) bad arguments to init() and friends
-    │   └── ConfigError       (also a TypeError) a config value that cannot be stored
+    │   ├── ConfigError       (also a TypeError) init(config=) that is not a mapping
+    │   └── BadNameError      an id, key or file name that breaks rankwise.names' rules
     ├── RunNotFoundError      (also a KeyError) Api.run() with an unknown id
     ├── RunExistsError        init(resume="never") for a run that already has data
     └── SchemaTooNewError     a database migrated by a newer rankwise than this one
@@ -25,7 +26,18 @@ class UsageError(RankwiseError, ValueError):
 
 
 class ConfigError(UsageError, TypeError):
-    """A config value is not JSON-like (str, number, bool, None, list, dict)."""
+    """``config=`` is not a mapping, argparse.Namespace or dataclass. (A *value* that is
+    not JSON-like is stored as its string form with a warning, never raised.)"""
+
+
+class BadNameError(UsageError):
+    """A name (project, run id, key, file name) breaks its rule in ``rankwise.names``."""
+
+    def __init__(self, what: str, rule: str, shown: str | None = None) -> None:
+        self.what = what
+        self.rule = rule
+        where = f"{what} {shown}" if shown is not None else what
+        super().__init__(f"{where} cannot be used: {rule}")
 
 
 class RunNotFoundError(RankwiseError, KeyError):

@@ -75,6 +75,8 @@ def place(
 
     check_id(run_id)
     stream_label = check_id(label, "label") if label is not None else default_label
+    if group is not None:
+        check_id(group, "group")
     return Placement(
         records=records,
         run_id=run_id,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .errors import UsageError
@@ -57,6 +57,9 @@ class Settings:
     upload_interval: float = 1.0
     # Cap of the exponential backoff between retries while the server is unreachable (s).
     upload_backoff_max: float = 30.0
+    # Remote mode: the ingest token sent as ``Authorization: Bearer`` (env RANKWISE_TOKEN).
+    # Kept out of repr() and never written to a stream file or a message.
+    token: str | None = field(default=None, repr=False)
 
     @classmethod
     def resolve(
@@ -106,6 +109,8 @@ class Settings:
             raise UsageError(f"console={self.console!r} is not one of {', '.join(CONSOLE_MODES)}")
         if not float(self.system_interval) > 0:
             raise UsageError("setting system_interval must be a positive number of seconds")
+        if self.token is not None and not isinstance(self.token, str):
+            raise UsageError("setting token must be a string (an rk_i_... ingest token)")
         if not float(self.stall_timeout) >= 0:
             raise UsageError("setting stall_timeout must be >= 0 seconds (0 turns it off)")
 
@@ -143,7 +148,7 @@ def _gpu_ids(value: Any) -> tuple[int, ...]:
 def _parse(name: str, raw: str, typ: Any) -> Any:
     typ = str(typ)
     try:
-        if typ == "str":
+        if typ.startswith("str"):
             return raw.strip()
         if "tuple" in typ:
             return _gpu_ids(raw)

@@ -31,6 +31,16 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     rankwise.finish()
 
 
+@pytest.fixture(autouse=True)
+def _no_token_from_outside() -> Iterator[None]:
+    """A developer's RANKWISE_TOKEN never reaches a test; none leaks out of one."""
+    saved = os.environ.pop("RANKWISE_TOKEN", None)
+    yield
+    os.environ.pop("RANKWISE_TOKEN", None)
+    if saved is not None:
+        os.environ["RANKWISE_TOKEN"] = saved
+
+
 @pytest.fixture
 def fast() -> dict[str, float]:
     """Settings that make writer activity visible quickly in tests."""

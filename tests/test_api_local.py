@@ -153,6 +153,7 @@ def test_cli_runs_and_show(data_dir: Path, fast: dict, capsys: pytest.CaptureFix
     assert out.splitlines()[0].split() == [
         "id",
         "name",
+        "group",
         "state",
         "ranks",
         "streams",

@@ -74,8 +74,19 @@ def test_filters_and_objects_match_the_local_reader(data_dir: Path, server: str)
             lr.config,
         )
         assert rr.summary == lr.summary and rr.steps == lr.steps == 5
+        assert rr.summary_ranks == lr.summary_ranks and rr.environment == lr.environment
+        assert (rr.run_ranks, rr.run_nodes) == (lr.run_ranks, lr.run_nodes) == (1, 1)
+        assert rr.summary_cross_rank == lr.summary_cross_rank
+        assert lr.summary_cross_rank["loss"]["step"] == 4
         assert [s.label for s in rr.streams] == [s.label for s in lr.streams]
         assert_same_history(lr, rr)
         assert remote.run(f"{lr.project}/{lr.id}").id == lr.id
+    listed = {r.id: r for r in remote.runs()}  # from a list: fetched on first use
+    assert {i: r.summary_ranks for i, r in listed.items()} == {
+        r.id: r.summary_ranks for r in local.runs()
+    }
+    for reader in (local, remote):  # both refuse an unknown state with the same error
+        with pytest.raises(rankwise.UsageError, match=r"state='bogus' is not one of running"):
+            reader.runs(state="bogus")
     with pytest.raises(rankwise.RunNotFoundError, match="no run 'missing'"):
         remote.run("missing")

@@ -19,11 +19,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
 from .helpers.runs import FAST_ENV
-from .helpers.servers import ServerProcess, subprocess_env, wait_until
+from .helpers.servers import ServerProcess, browser_login, subprocess_env, wait_until
 
 SCRIPT = Path(__file__).parent / "scripts" / "health_job.py"
 PROJECT = "telemetry"
@@ -37,14 +36,13 @@ def line_of(marker: str) -> int:
 
 
 class Job:
-    def __init__(self, url: str, run_id: str, data: Path, tmp: Path) -> None:
-        self.url, self.run_id, self.data, self.tmp = url, run_id, data, tmp
+    def __init__(self, server: ServerProcess, run_id: str, data: Path, tmp: Path) -> None:
+        self.url, self.run_id, self.data, self.tmp = server.url, run_id, data, tmp
+        self.server = server
 
     def get(self, tail: str, **params: Any) -> Any:
-        r = httpx.get(
-            f"{self.url}/api/v1/projects/{PROJECT}/runs/{self.run_id}{tail}",
-            params=params,
-            timeout=10,
+        r = self.server.get(
+            f"/api/v1/projects/{PROJECT}/runs/{self.run_id}{tail}", params=params, timeout=10
         )
         assert r.status_code == 200, r.text
         return r.json()
@@ -66,12 +64,12 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Job]:
         assert proc.returncode != 0, "rank 3 was SIGKILLed: the job must fail"
 
         def settled() -> Any:
-            runs = httpx.get(f"{server.url}/api/v1/projects/{PROJECT}/runs", timeout=5).json()
+            runs = server.get(f"/api/v1/projects/{PROJECT}/runs", timeout=5).json()
             (run,) = runs["runs"]
             return run["id"] if run["state"] == "crashed" else None
 
         run_id = wait_until(settled, timeout=60, every=0.2)
-        yield Job(server.url, run_id, data, tmp)
+        yield Job(server, run_id, data, tmp)
     finally:
         server.stop()
 
@@ -161,6 +159,8 @@ def test_run_page_shows_rank_health_logs_and_system(job: Job) -> None:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROME_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
+            assert job.server.token
+            browser_login(page.context, job.url, job.server.token)
             page.set_default_timeout(20_000)
             page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)

@@ -27,7 +27,7 @@ from rankwise.store import open_store
 from rankwise.store.base import StreamKey
 from rankwise.stream import records as R
 
-from .helpers.servers import serve_in_thread
+from .helpers.servers import admin_token, browser_login, serve_in_thread
 
 pytestmark = pytest.mark.browser
 
@@ -67,7 +67,7 @@ def records(rank: int) -> list[R.AnyRecord]:
 
 
 @pytest.fixture(scope="module")
-def big_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def big_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     if not CHROMIUM.exists():
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"no Chromium at {CHROMIUM} in CI")
@@ -84,8 +84,9 @@ def big_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             for a in range(0, len(recs), 100):
                 store.ingest([(key, recs[a : a + 100])])
         print(f"\n{N:,} lines ingested in {time.perf_counter() - t:.1f} s")
-        with serve_in_thread(create_app(store, ServerSettings(static_dir=STATIC))) as url:
-            yield url
+        app = create_app(store, ServerSettings(static_dir=STATIC))
+        with serve_in_thread(app) as url:
+            yield url, admin_token(app)  # the dashboard logs in with it
 
 
 def first_visible(page: Any) -> int:
@@ -125,7 +126,8 @@ def scroll_to(page: Any, fraction: float) -> float:
     return settle(page)
 
 
-def test_a_million_lines(big_log: str, tmp_path: Path) -> None:
+def test_a_million_lines(big_log: tuple[str, str], tmp_path: Path) -> None:
+    url, token = big_log
     from playwright.sync_api import expect, sync_playwright
 
     errors: list[str] = []
@@ -133,12 +135,14 @@ def test_a_million_lines(big_log: str, tmp_path: Path) -> None:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROME_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            # wait_for_function evaluates strings: the CSP (checked elsewhere) forbids it
+            page = browser.new_page(viewport={"width": 1280, "height": 900}, bypass_csp=True)
             page.set_default_timeout(20_000)
             page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
             page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
             t = time.perf_counter()
-            page.goto(f"{big_log}/#/p/big/r/log1m?tab=logs")
+            browser_login(page.context, url, token)
+            page.goto(f"{url}/#/p/big/r/log1m?tab=logs")
             expect(page.locator("[data-log-total]")).to_have_text("1,000,000")
             settle(page)
             timings["open at the newest line"] = time.perf_counter() - t

@@ -66,13 +66,62 @@ def test_config_and_summary_updates_are_recorded(data_dir: Path, fast: dict) -> 
     assert info.summary == {"loss": 2.0, "best": 0.9}
 
 
-def test_bad_config_names_the_fix(data_dir: Path) -> None:
-    with pytest.raises(rankwise.ConfigError, match=r"'opt'.*str\(value\)"):
-        rankwise.init(config={"opt": object()})
-    run = rankwise.init(config={"ok": 1})
-    with pytest.raises(TypeError, match="cannot be stored"):
-        run.config["fn"] = lambda: 1
-    assert dict(run.config) == {"ok": 1}
+def test_unstorable_config_and_summary_values_are_kept_as_text_with_one_warning(
+    data_dir: Path, fast: dict, capfd: pytest.CaptureFixture[str]
+) -> None:
+    class Model:
+        def __str__(self) -> str:
+            return "Model(layers=2)"
+
+    import dataclasses
+    import threading
+
+    @dataclasses.dataclass
+    class Opt:
+        lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+
+    run = rankwise.init(config={"model": Model(), "ok": 1, "opt": Opt()}, settings=fast)
+    run.config["fn"] = object()
+    run.config["fn"] = object()  # the same key again: no second warning
+    run.config[("a", 1)] = 2  # a tuple key
+    run.summary["best"] = Model()
+    run.finish()
+    err = capfd.readouterr().err
+    assert err.count("config value 'model' is a Model") == 1
+    assert err.count("config value 'fn' is a object") == 1
+    assert err.count("summary value 'best' is a Model") == 1
+    assert err.count("config key ('a', 1)") == 1 and "config value 'best'" not in err
+    info = rankwise.Api().run(run.id)
+    assert info.config["model"] == "Model(layers=2)" and info.config["ok"] == 1
+    assert info.config["opt"]["lock"].startswith("<unlocked _thread.lock")
+    assert info.config["fn"].startswith("<object object at")
+    assert info.config["('a', 1)"] == 2
+    assert info.summary["best"] == "Model(layers=2)"
+
+
+def test_one_rule_and_one_warning_for_empty_keys_bad_weights_and_late_summary(
+    data_dir: Path, fast: dict, capfd: pytest.CaptureFixture[str]
+) -> None:
+    run = rankwise.init(settings=fast)
+    run.log({"": 1.0, "a": 1.0}, step=0)
+    run.log({"": 2.0, "a": 2.0}, step=1)
+    run.log({"a": 3.0}, step=2, weight=[4])
+    run.log({"a": 4.0}, step=3, weight=-1.0)
+    run.log({"a": 5.0}, step=4, weight=float("nan"))
+    run.log({"a": 6.0}, step=5, weight=2.0)
+    run.finish()
+    run.summary["late"] = 1.0
+    run.summary["later"] = 2.0
+    err = capfd.readouterr().err
+    assert err.count("log() key '' is empty") == 1
+    assert err.count("weight=[4] is not a number") == 1
+    assert err.count("is not a finite number >= 0") == 1  # -1 and NaN: one rule, one warning
+    assert err.count("run.summary['late'] was set after") == 1 and "'later'" not in err
+    info = rankwise.Api().run(run.id)
+    rows = info.history()
+    assert all("" not in r for r in rows) and [r["a"] for r in rows] == [1, 2, 3, 4, 5, 6]
+    assert [r.get("weight") for r in rows] == [None] * 5 + [2.0]
+    assert "late" not in info.summary and info.metric_keys == ["a"]
 
 
 def test_config_accepts_namespaces_dataclasses_paths(data_dir: Path) -> None:

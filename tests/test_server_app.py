@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import time
 from pathlib import Path
 
 import msgspec
@@ -14,7 +15,7 @@ from rankwise.store import open_store
 from rankwise.stream import records as R
 
 from .helpers.servers import call
-from .helpers.streams import body, records, value
+from .helpers.streams import body, records, start, value
 
 PARAMS = {"project": "p", "run": "r", "label": "rank-0", "incarnation": 0}
 MSGPACK = {"Accept": "application/msgpack"}
@@ -87,7 +88,7 @@ def test_bad_bodies_are_422_and_apply_nothing(app) -> None:  # type: ignore[no-u
     assert r.status_code == 422 and "posted as" in r.json()["error"]["message"]
     assert call(app, "GET", "/api/v1/ack", params=PARAMS).json() == {"acked_seq": -1}
     bad = call(app, "POST", "/api/v1/ingest", params=dict(PARAMS, run="../x"), content=data)
-    assert bad.status_code == 422 and "run" in bad.json()["error"]["message"]
+    assert bad.status_code == 400 and "'run'" in bad.json()["error"]["message"]
     missing = call(app, "POST", "/api/v1/ingest", params={"project": "p"}, content=data)
     assert missing.status_code == 422
 
@@ -169,6 +170,17 @@ def test_series_band_and_msgpack_keep_nan(app) -> None:  # type: ignore[no-untyp
     assert [s["label"] for s in only["series"]] == ["rank-1", "rank-3"] and only["band"] is None
     as_json = call(app, "GET", "/api/v1/projects/p/runs/n/series", params={"key": "x"}).json()
     assert as_json["series"][0]["y"] == [None, None]
+    assert as_json["series"][0]["nonfinite"] == {"x": [0, 1], "value": ["NaN", "Infinity"]}
+    assert r["series"][0]["nonfinite"] == {"x": [], "value": []}
+    # A summary's NaN and ±Inf: spelled out in JSON, exact in MessagePack.
+    run_json = call(app, "GET", "/api/v1/projects/p/runs/n").json()
+    assert run_json["summary"] == {"x": "Infinity"}
+    assert run_json["summary_ranks"] == {"rank-0": {"x": "Infinity"}}
+    listed = call(app, "GET", "/api/v1/projects/p/runs", params={"q": "n"}).json()["runs"]
+    assert [x["summary"] for x in listed if x["id"] == "n"] == [{"x": "Infinity"}]
+    assert all("summary_ranks" not in x for x in listed)  # one run's reply only
+    packed_run = call(app, "GET", "/api/v1/projects/p/runs/n", headers=MSGPACK)
+    assert msgspec.msgpack.decode(packed_run.content)["summary"] == {"x": math.inf}
     packed = call(
         app, "GET", "/api/v1/projects/p/runs/n/series", params={"key": "x"}, headers=MSGPACK
     )
@@ -248,3 +260,60 @@ def test_openapi_and_dashboard_slot(store, tmp_path: Path) -> None:  # type: ign
     assert call(built, "GET", "/").text == "<h1>dashboard</h1>"
     assert call(built, "GET", "/api/v1/nothing").status_code == 404
     assert call(built, "GET", "/api/v1/projects").json() == {"projects": []}
+
+
+def _live_rank(rank: int, steps: int, weight: float | None = None) -> list[R.AnyRecord]:
+    """A running stream (recent times, no finish) of a 3-rank shared run."""
+    now = time.time()
+    first = start("p", "live", f"rank-{rank}", world_size=3)
+    out: list[R.AnyRecord] = [msgspec.structs.replace(first, time=now - 5)]
+    for step in range(steps):
+        out.append(
+            R.Metrics(len(out), now - 4 + 0.01 * step, step, {"loss": 10.0 * rank + step}, weight)
+        )
+    return out
+
+
+def test_live_band_marks_steps_not_every_live_rank_reached(app) -> None:  # type: ignore[no-untyped-def]
+    # Ranks 0 and 1 are at step 5, rank 2 at step 3: steps 4 and 5 average fewer ranks.
+    for rank, steps in ((0, 6), (1, 6), (2, 4)):
+        assert (
+            ingest(app, body(_live_rank(rank, steps)), label=f"rank-{rank}", run="live").status_code
+            == 200
+        )
+    band = call(app, "GET", "/api/v1/projects/p/runs/live/series", params={"key": "loss"}).json()[
+        "band"
+    ]
+    assert band["x"] == [0, 1, 2, 3, 4, 5] and band["n"] == [3, 3, 3, 3, 2, 2]
+    assert band["complete_step"] == 3 and band["step"] == [0, 1, 2, 3, 4, 5]
+    assert band["partial"] == [False, False, False, False, True, True]
+    assert band["nw"] == [0] * 6
+    # The same over x=time: partial is a property of the step, whatever the axis.
+    by_time = call(
+        app, "GET", "/api/v1/projects/p/runs/live/series", params={"key": "loss", "x": "time"}
+    ).json()["band"]
+    assert by_time["partial"] == [False, False, False, False, True, True]
+    # Once the lagging rank catches up, every step is complete.
+    rest = _live_rank(2, 6)
+    assert ingest(app, body(rest), label="rank-2", run="live").status_code == 200
+    band = call(app, "GET", "/api/v1/projects/p/runs/live/series", params={"key": "loss"}).json()[
+        "band"
+    ]
+    assert band["complete_step"] == 5 and not any(band["partial"])
+
+
+def test_finished_run_band_has_no_partial_steps(app) -> None:  # type: ignore[no-untyped-def]
+    _four_ranks(app)
+    band = call(app, "GET", "/api/v1/projects/p/runs/r/series", params={"key": "loss"}).json()[
+        "band"
+    ]
+    assert band["complete_step"] is None and band["partial"] == [False] * 8
+    assert band["nw"] == [4] * 8
+
+
+def test_run_ranks_are_the_runs_own_beside_the_jobs(app) -> None:  # type: ignore[no-untyped-def]
+    # A worker-scope run of a 4-rank job holds one stream: 1 × 1, in a job of 4.
+    recs = records(label="rank-2", run="worker-2", steps=2)
+    assert ingest(app, body(recs), label="rank-2", run="worker-2").status_code == 200
+    run = call(app, "GET", "/api/v1/projects/p/runs/worker-2").json()
+    assert (run["run_ranks"], run["run_nodes"], run["world_size"]) == (1, 1, 4)

@@ -8,6 +8,7 @@ per-stream mark must let each record in exactly once, aggregates included.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -74,7 +75,8 @@ def test_two_servers_on_one_postgres_double_nothing(tmp_path: Path, pg: str) -> 
 def _band(url: str, run: str) -> dict:  # type: ignore[type-arg]
     import httpx
 
-    with httpx.Client(base_url=url) as client:
+    headers = {"Authorization": f"Bearer {os.environ['RANKWISE_TOKEN']}"}  # the servers' admin
+    with httpx.Client(base_url=url, headers=headers) as client:
         r = client.get(f"/api/v1/projects/up/runs/{run}/series", params={"key": "loss"})
     assert r.status_code == 200, r.text
     return r.json()["band"]  # type: ignore[no-any-return]

@@ -60,17 +60,21 @@ def test_ui_indexes_and_follows_a_live_run(data_dir: Path, tmp_path: Path) -> No
         assert _steps(again.url, run.id) == list(range(5))
 
 
-def test_ui_without_a_data_directory_says_how(tmp_path: Path) -> None:
+def test_ui_on_a_file_says_how(tmp_path: Path) -> None:
+    # A directory that does not exist yet is served (tests/test_cli_story.py); a file is
+    # a mistake.
     import subprocess
     import sys
 
     from .helpers.servers import subprocess_env
 
+    a_file = tmp_path / "runs.txt"
+    a_file.write_text("")
     out = subprocess.run(
-        [sys.executable, "-m", "rankwise.cli", "ui", "--dir", str(tmp_path / "nope")],
+        [sys.executable, "-m", "rankwise.cli", "ui", "--dir", str(a_file)],
         env=subprocess_env(),
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert out.returncode == 2 and "--dir" in out.stderr
+    assert out.returncode == 2 and "is a file, not a data directory" in out.stderr

@@ -643,3 +643,30 @@ def test_open_store_postgres(pg_dsn: str) -> None:
         assert st.schema_version() == M.LATEST
     finally:
         st.close()
+
+
+def test_cross_rank_last_reads_the_last_step_at_or_before_upto(store: SQLStore) -> None:
+    # "loss" every step up to 1030 (two aggregate blocks); "eval" every 100 steps and
+    # at 1030, so at upto=1025 its newest block holds only a later step.
+    def values(s: int, rank: int) -> dict[str, float]:
+        out = {"loss": float(s + 10 * rank)}
+        if s % 100 == 0 or s == 1030:
+            out["eval"] = float(s) + rank
+        return out
+
+    for rank in range(2):
+        key = StreamKey("p", "last", f"rank-{rank}", 0)
+        recs = make_stream(
+            key, 1031, rank=rank, world=2, values=lambda s, r=rank: values(s, r),
+            weight=float(rank + 1),
+        )  # fmt: skip
+        store.ingest([(key, recs)])
+    every = store.cross_rank_last("p", "last")
+    assert every["loss"] == {
+        "step": 1030, "n": 2, "mean": 1035.0, "wmean": (1030 + 2 * 1040) / 3,
+        "min": 1030.0, "max": 1040.0,
+    }  # fmt: skip
+    upto = store.cross_rank_last("p", "last", 1025)
+    assert upto["loss"]["step"] == 1025 and upto["loss"]["mean"] == 1030.0
+    assert upto["eval"]["step"] == 1000 and upto["eval"]["mean"] == 1000.5
+    assert store.cross_rank_last("p", "nope") == {}

@@ -128,10 +128,8 @@ def test_server_down_from_before_init_then_sync(tmp_path: Path) -> None:
         took = float(out.split("finish took")[1])
         assert took < 3.0, out  # bounded by upload_timeout, not by the outage
         assert "rankwise sync" in err and "Nothing is lost" in err, err
-    server = ServerProcess(
-        ["server", "--db", f"sqlite:///{tmp_path / 'db.sqlite'}"],
-        tmp_path / "server.log",
-        port=port,
+    server = ServerProcess.db(
+        f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path / "server.log", port=port
     )
     with server:
         first = sync_cli(data, url)

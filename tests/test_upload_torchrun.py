@@ -7,6 +7,7 @@ values at every step.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -87,7 +88,8 @@ def test_four_rank_torchrun_band_matches_numpy(tmp_path: Path) -> None:
 def srv_get(url: str, path: str, **params: str) -> dict:  # type: ignore[type-arg]
     import httpx
 
-    with httpx.Client(base_url=url) as client:
+    headers = {"Authorization": f"Bearer {os.environ['RANKWISE_TOKEN']}"}  # the server's admin
+    with httpx.Client(base_url=url, headers=headers) as client:
         r = client.get(path, params=params)
     assert r.status_code == 200, r.text
     return r.json()  # type: ignore[no-any-return]

@@ -358,6 +358,14 @@ def _close(fd: int) -> None:
         pass
 
 
+def note(stream: str, text: str) -> None:
+    """Record ``text`` as output of ``stream`` without printing it (the uncaught
+    exception's traceback, which is printed only after the run has ended)."""
+    capture = _active
+    if capture is not None:
+        capture._sink.put(stream, text)
+
+
 def attach(run: Run, settings: Settings) -> ConsoleCapture | None:
     """Start capturing for a recording run, unless ``console="off"`` or one already runs."""
     writer = run._writer

@@ -19,10 +19,12 @@ without touching their files.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -33,6 +35,35 @@ _installed = False
 _exit_code: Any = None
 _exception: BaseException | None = None
 _lock = threading.Lock()
+# Runs being ended right now (Run._end) and a signal that arrived meanwhile: a SIGTERM
+# handler runs on the main thread, between the bytecodes of whatever ``_end`` it
+# interrupted there, so it must not end the process before that ``_end`` has written
+# its Finish record (a launcher sends SIGTERM just as a failing rank is ending).
+_ending = 0
+_deferred: int | None = None
+
+
+@contextlib.contextmanager
+def ending() -> Iterator[None]:
+    global _ending
+    _ending += 1
+    try:
+        yield
+    finally:
+        _ending -= 1
+        if _ending == 0 and _deferred is not None and not _in_hook:
+            _redeliver()
+
+
+_in_hook = False  # inside the excepthook: it re-delivers after printing the traceback
+
+
+def _redeliver() -> None:
+    global _deferred
+    sig, _deferred = _deferred, None
+    if sig is not None:
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
 
 
 def register(run: Run) -> None:
@@ -82,15 +113,36 @@ def _wrap_excepthook() -> None:
     previous = sys.excepthook
 
     def excepthook(exc_type: Any, exc: BaseException, tb: Any) -> None:
-        global _exception
+        global _exception, _in_hook
         _exception = exc
+        _in_hook = True
+        # The traceback goes among the rank's stderr lines (Logs), not only into its
+        # Finish record; it reaches the terminal after the runs ended, as before, so
+        # the Finish record is written at once (a launcher's SIGTERM follows quickly).
+        _note_traceback(exc_type, exc, tb)
         if isinstance(exc, KeyboardInterrupt):
             _end_all("killed", exit_code=130, signal=2, error=exc)
         else:
             _end_all("failed", exit_code=1, error=exc)
-        previous(exc_type, exc, tb)
+        try:
+            previous(exc_type, exc, tb)
+        finally:
+            _in_hook = False
+            if _deferred is not None:
+                _redeliver()  # the SIGTERM that came while the runs were ending
 
     sys.excepthook = excepthook
+
+
+def _note_traceback(exc_type: Any, exc: BaseException, tb: Any) -> None:
+    try:
+        import traceback
+
+        from . import console
+
+        console.note("stderr", "".join(traceback.format_exception(exc_type, exc, tb)))
+    except Exception:
+        pass  # the Finish record still holds the traceback
 
 
 def _wrap_sys_exit() -> None:
@@ -116,6 +168,10 @@ def _install_signal(signum: int) -> None:
         return  # the program chose to ignore it: so do we
 
     def handler(sig: int, frame: Any) -> None:
+        global _deferred
+        if _ending and not open_runs():  # an _end it interrupted finishes first
+            _deferred = sig
+            return
         _end_all("killed", exit_code=128 + sig, signal=sig, timeout=_signal_timeout())
         if callable(previous):
             previous(sig, frame)

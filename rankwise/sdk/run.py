@@ -47,6 +47,7 @@ class Run:
         self._warned_closed = False
         self._warned_step = False
         self._warned_drop = False
+        self._warned_after: set[str] = set()
         self._queue = writer.queue if writer is not None else None
         # Backpressure (see sdk/writer.py), in units: log() may queue ``_room`` more
         # before it must look at the writer's ``taken_units``; what it has queued in all
@@ -58,6 +59,9 @@ class Run:
         self._stalled_at = -1  # the writer's taken_units when it was found stalled
         self.dir = root / start.project / start.run_id
         self.path = path  # this process's stream file, None when not recording
+        # The run's dashboard page, when a server or a `rankwise ui` of this directory
+        # is known at init() (see rankwise.sdk.announce); None otherwise.
+        self.url: str | None = None
         # Helpers that live as long as the stream (uploader, samplers, console capture):
         # each has stop(deadline) and is stopped by _end(), before or after the writer.
         self._components: list[tuple[Any, bool]] = []
@@ -226,10 +230,22 @@ class Run:
     def _record_config(self, items: dict[str, Any]) -> None:
         if self._writer is not None and not self._closed:
             self._writer.put_control(lambda seq, t: R.ConfigUpdate(seq, t, items))
+        else:
+            self._after_end("config", items)
 
     def _record_summary(self, items: dict[str, Any]) -> None:
         if self._writer is not None and not self._closed:
             self._writer.put_control(lambda seq, t: R.SummaryUpdate(seq, t, items))
+        else:
+            self._after_end("summary", items)
+
+    def _after_end(self, what: str, items: dict[str, Any]) -> None:
+        if self._recording and self._closed and what not in self._warned_after:
+            self._warned_after.add(what)
+            _log.warn(
+                f"run.{what}[{next(iter(items))!r}] was set after run {self.id!r} is "
+                f"{self._state}: not recorded (shown once). Set it before finish()."
+            )
 
     def _last_values(self) -> Mapping[str, Any]:
         writer = self._writer
@@ -270,18 +286,19 @@ class Run:
             record.traceback = "".join(tb_module.format_exception(error))
         from . import hooks
 
-        hooks.forget(self)
-        limit = self._settings.finish_timeout if timeout is None else timeout
-        deadline = time.monotonic() + limit
-        self._stop_components(after_writer=False, deadline=deadline)
-        if not writer.close(record, max(0.0, deadline - time.monotonic())):
-            left = len(writer.queue)
-            _log.warn(
-                f"stream {self.label!r} of run {self.id!r} was not fully written within "
-                f"{limit:.0f}s ({left} log calls still queued); what reached "
-                f"{self.path} is kept"
-            )
-        self._stop_components(after_writer=True, deadline=deadline)
+        with hooks.ending():  # a SIGTERM meanwhile waits for the Finish record
+            hooks.forget(self)
+            limit = self._settings.finish_timeout if timeout is None else timeout
+            deadline = time.monotonic() + limit
+            self._stop_components(after_writer=False, deadline=deadline)
+            if not writer.close(record, max(0.0, deadline - time.monotonic())):
+                left = len(writer.queue)
+                _log.warn(
+                    f"stream {self.label!r} of run {self.id!r} was not fully written within "
+                    f"{limit:.0f}s ({left} log calls still queued); what reached "
+                    f"{self.path} is kept"
+                )
+            self._stop_components(after_writer=True, deadline=deadline)
 
     def add_component(self, component: Any, after_writer: bool = False) -> None:
         """Attach something with ``stop(deadline)`` to this run's lifetime.

@@ -16,9 +16,9 @@ from ..errors import RunExistsError, UsageError
 from ..modes import place
 from ..settings import Settings, env_flag
 from ..stream import records as R
-from ..stream.files import create_stream_file, list_streams, streams_dir
+from ..stream.files import check_case_aliases, create_stream_file, list_streams, streams_dir
 from ..stream.frames import scan
-from . import hooks
+from . import announce, hooks
 from .mappings import as_config_dict
 from .run import Run, process_start_time
 from .writer import StreamWriter
@@ -52,6 +52,7 @@ def init(
     system_interval: float | None = None,
     gpu_device_ids: Sequence[int] | None = None,
     stall_timeout: float | None = None,
+    token: str | None = None,
 ) -> Run:
     """Start (or continue) a run on this process; call it on every rank.
 
@@ -62,7 +63,8 @@ def init(
     ``allow`` (continue a run that exists, as a new incarnation), ``must`` or ``never``.
     Returns a ``Run`` that is falsy on processes that do not record under ``run_mode``.
     ``server`` (or ``RANKWISE_SERVER``) turns on remote mode: the stream file is still
-    written, and also uploaded to that rankwise server by a background thread.
+    written, and also uploaded to that rankwise server by a background thread, with
+    ``token`` (or ``RANKWISE_TOKEN``), an ingest token, as ``Authorization: Bearer``.
     Rank health, each also a setting (``RANKWISE_CONSOLE`` ...): ``console`` capture is
     ``"wrap"`` (default), ``"redirect"`` (file descriptors: C/NCCL output too) or
     ``"off"``; ``system`` metrics every ``system_interval`` seconds (10), of the GPUs
@@ -77,6 +79,7 @@ def init(
         system_interval=system_interval,
         gpu_device_ids=gpu_device_ids,
         stall_timeout=stall_timeout,
+        token=token,
     )
     project = check_id(project or env.get("RANKWISE_PROJECT") or "default", "project")
     if resume not in RESUME:
@@ -138,6 +141,7 @@ def init(
         return run
 
     directory = streams_dir(root, project, where.run_id)
+    check_case_aliases(root, project, where.run_id, where.label)
     existing = [inc for lab, inc, _ in list_streams(directory) if lab == where.label]
     if resume == "never" and existing and ident.restart_count == 0:
         raise RunExistsError(
@@ -167,7 +171,12 @@ def init(
     run = Run(
         start=start, root=root, settings=opts, writer=writer, path=path, first_step=first_step
     )
-    _attach_uploader(run, writer, server or env.get("RANKWISE_SERVER") or None, opts)
+    server_url = _attach_uploader(run, writer, server or env.get("RANKWISE_SERVER") or None, opts)
+    base_url = server_url or announce.ui_address(root)
+    run.url = announce.page_url(base_url, project, where.run_id) if base_url else None
+    if where.is_primary and not env_flag("RANKWISE_SILENT", env):
+        # Before console capture starts: the line is rankwise's, not the program's output.
+        announce.say(announce.line(project, where.run_id, root, run.url))
     writer.start()
     hooks.register(run)
     _attach_health(run, opts)
@@ -175,19 +184,24 @@ def init(
     return run
 
 
-def _attach_uploader(run: Run, writer: StreamWriter, server: str | None, opts: Settings) -> None:
-    """Remote mode: upload the stream file as it grows (see ``rankwise.sdk.uploader``)."""
+def _attach_uploader(
+    run: Run, writer: StreamWriter, server: str | None, opts: Settings
+) -> str | None:
+    """Remote mode: upload the stream file as it grows (see ``rankwise.sdk.uploader``).
+    Returns the server's URL (None in local mode)."""
     if not server or run.path is None:
-        return
+        return None
     from .uploader import StreamRef, Uploader, normalize_url
 
     server = normalize_url(server)  # a bad URL is a usage error here, not a warning later
     start = run._start
     ref = StreamRef(start.project, start.run_id, start.label, start.incarnation)
-    uploader = Uploader(server, run.path, ref, opts)
+    # A process that ends while its job goes down uploads what dead siblings left.
+    uploader = Uploader(server, run.path, ref, opts, adopt_orphans=lambda: run._state != "finished")
     writer.flush_listeners.append(uploader.wake)
     run.add_component(uploader, after_writer=True)
     uploader.start()
+    return server
 
 
 def _attach_health(run: Run, opts: Settings) -> None:

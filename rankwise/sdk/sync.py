@@ -11,6 +11,7 @@ streams has uploaded its ``Finish`` record or its process is gone (crashed).
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -72,6 +73,7 @@ def sync(
     progress: bool = True,
     poll: float = 1.0,
     retry_for: float = 120.0,
+    token: str | None = None,
 ) -> SyncReport:
     """Upload every stream under ``path`` to ``server``; see the module docstring.
 
@@ -86,7 +88,8 @@ def sync(
     uploads: dict[Path, StreamUpload] = {}
     done: set[Path] = set()
     bar = tqdm(total=0, unit="B", unit_scale=True, desc="rankwise sync", disable=not progress)
-    with _http.make_client(server, transport=transport) as client, bar:
+    token = token or settings.token
+    with _http.make_client(server, transport=transport, token=token) as client, bar:
         retry = _Retrier(server, settings.upload_backoff_max, retry_for)
         while True:
             for p in find_stream_files(path):
@@ -127,22 +130,41 @@ def sync(
 class _Retrier:
     """Calls a step, retrying ``Retry`` failures with backoff for at most ``retry_for``."""
 
-    def __init__(self, server: str, cap: float, retry_for: float) -> None:
+    def __init__(
+        self, server: str, cap: float, retry_for: float, say: Callable[[str], None] | None = None
+    ) -> None:
         self.server, self.cap, self.retry_for = server, cap, retry_for
+        self.say = say or _say
+        self.told = False  # the outage was announced; told again only after a success
 
     def __call__(self, step: Callable[[], T]) -> T:
         failures, since = 0, time.monotonic()
         while True:
             try:
-                return step()
+                result = step()
             except Retry as exc:
                 failures += 1
+                if not self.told:  # at once, not after retry_for seconds of silence
+                    self.told = True
+                    self.say(
+                        f"rankwise: cannot reach {self.server} ({exc}); retrying for up to "
+                        f"{self.retry_for:.0f} s (Ctrl-C stops it; nothing is lost)"
+                    )
                 if time.monotonic() - since > self.retry_for:
                     raise SyncError(
                         f"cannot upload to {self.server} ({exc}) for {self.retry_for:.0f}s: "
                         "nothing was lost; run rankwise sync again once the server is up"
                     ) from None
                 time.sleep(backoff_delay(failures, self.cap, advised=exc.after))
+                continue
+            if self.told:
+                self.told = False
+                self.say(f"rankwise: reached {self.server}; uploading")
+            return result
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 def _start_of(path: Path) -> R.StreamStart | None:

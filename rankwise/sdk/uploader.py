@@ -27,6 +27,7 @@ import gzip
 import random
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -42,6 +43,10 @@ if TYPE_CHECKING:
 INGEST = "/api/v1/ingest"
 ACK = "/api/v1/ack"
 BATCH_BYTES = 4 * 1024 * 1024  # raw frame bytes per request (compressed on the wire)
+# When the server never answered during the run, finish() gives the upload this long for
+# one last try instead of the full upload_timeout: an outage that lasted the whole run is
+# not going to end in the next 30 s, and every rank would wait for it at exit.
+NEVER_REACHED_GRACE = 2.0
 
 
 class StreamRef(NamedTuple):
@@ -80,6 +85,10 @@ class Retry(Exception):
 
 class GiveUp(Exception):
     """Sending these bytes again cannot succeed; the stream stays local for ``rankwise sync``."""
+
+
+class Refused(GiveUp):
+    """The server refused the credentials (401) or their scope (403)."""
 
 
 def normalize_url(url: str) -> str:
@@ -318,6 +327,14 @@ class StreamUpload:
             raise Retry(f"server answered {status}: {message}", after)
         if status in (408, 425) or status >= 500:
             raise Retry(f"server answered {status}: {message}")
+        if status in (401, 403):
+            what = "has no valid token" if status == 401 else "has a token not allowed here"
+            raise Refused(
+                f"the server at {self.client.base_url} refused the upload: this process {what} "
+                f"({message}). Set RANKWISE_TOKEN (or init(token=...)) to an ingest token for "
+                f"project {self.ref.project!r} (rankwise token create --db URL --role ingest "
+                f"--project {self.ref.project})"
+            )
         hint = " (is it a rankwise server?)" if status == 404 else ""
         raise GiveUp(f"server at {self.client.base_url}{hint} answered {status}: {message}")
 
@@ -355,12 +372,15 @@ class Uploader:
         settings: Settings,
         *,
         transport: httpx.BaseTransport | None = None,
+        adopt_orphans: Callable[[], bool] | None = None,
     ) -> None:
         self.server = server
         self.path = path
         self.ref = ref
         self._settings = settings
         self._transport = transport
+        # At stop: upload what dead siblings left behind? (rankwise.sdk.orphans)
+        self._adopt_orphans = adopt_orphans
         self._upload: StreamUpload | None = None
         self._wake = threading.Event()  # new frames in the file
         self._interrupt = threading.Event()  # cut a backoff or spacing sleep short
@@ -368,7 +388,11 @@ class Uploader:
         self._quit = threading.Event()  # give up now
         self._drained = threading.Event()
         self._done = threading.Event()
+        self._reached = threading.Event()  # the server answered at least once
+        self._attempted = threading.Event()  # the first request has an outcome
+        self._failures = 0  # failed attempts in a row
         self._problem: str | None = None
+        self._refused = False  # warned once already, with the sync command
         self._thread = threading.Thread(target=self._run, name="rankwise-uploader", daemon=True)
 
     def start(self) -> None:
@@ -396,28 +420,59 @@ class Uploader:
         self._interrupt.set()
         self._wake.set()
         limit = min(deadline, time.monotonic() + self._settings.upload_timeout)
+        if not self._reached.is_set():  # a short run: let the first try tell us
+            self._attempted.wait(max(0.0, limit - time.monotonic()))
+        never = not self._reached.is_set() and self._failures > 0
         if self._thread.is_alive():
-            self._done.wait(max(0.0, limit - time.monotonic()))
+            if never:  # one last try, not the whole timeout (see NEVER_REACHED_GRACE)
+                self._last_try(min(limit, time.monotonic() + NEVER_REACHED_GRACE))
+                never = not self._reached.is_set()
+            if not never:
+                self._done.wait(max(0.0, limit - time.monotonic()))
         if self._drained.is_set():
+            if self._adopt_orphans is not None and self._adopt_orphans():
+                from .orphans import adopt
+
+                adopt(self.server, self.path, limit, transport=self._transport)
             return
         self._quit.set()
+        if self._refused:
+            return
         self._interrupt.set()
         why = self._problem or "the upload did not finish in time"
+        sync = f"rankwise sync {self.path.parent.parent} --server {self.server}"
+        if never:
+            _log.warn(
+                f"the server at {self.server} was not reachable during this run ({why}). "
+                f"Nothing is lost: {self.pending_bytes()} bytes of {self.ref} are in "
+                f"{self.path}. Upload them with: {sync}"
+            )
+            return
         _log.warn(
             f"{self.pending_bytes()} bytes of {self.ref} were not uploaded to {self.server} "
             f"within {self._settings.upload_timeout:g}s ({why}). Nothing is lost: they are "
-            f"in {self.path}. Upload them with: rankwise sync {self.path.parent.parent} "
-            f"--server {self.server}"
+            f"in {self.path}. Upload them with: {sync}"
         )
+
+    def _last_try(self, until: float) -> None:
+        """Keep retrying until ``until``, or until the server answers (the caller then
+        waits for the drain): an outage that ends just as the run does costs nothing."""
+        while time.monotonic() < until and not self._done.is_set():
+            if self._reached.is_set():
+                return
+            time.sleep(0.01)
 
     def _run(self) -> None:
         try:
             from .. import _http
 
-            client = _http.make_client(self.server, transport=self._transport)
+            client = _http.make_client(
+                self.server, transport=self._transport, token=self._settings.token
+            )
         except Exception as exc:
             self._problem = f"cannot set up the upload: {exc!r}"
             _log.warn(f"remote mode is off for this process: {self._problem}")
+            self._attempted.set()
             self._done.set()
             return
         try:
@@ -427,6 +482,7 @@ class Uploader:
             _log.warn(f"{self._problem}; the stream file is kept for rankwise sync")
         finally:
             client.close()
+            self._attempted.set()
             self._done.set()
 
     def _loop(self, upload: StreamUpload) -> None:
@@ -438,17 +494,30 @@ class Uploader:
                 more = upload.pump()
             except Retry as exc:
                 failures += 1
+                self._failures = failures
+                self._attempted.set()
                 self._outage(str(exc), failures)
                 cap = self._settings.upload_backoff_max
                 self._sleep(backoff_delay(failures, cap, advised=exc.after))
                 continue
+            except Refused as exc:
+                self._problem = str(exc)
+                self._refused = True
+                _log.warn(
+                    f"stopped uploading {self.ref}: {exc}. Training goes on and nothing is "
+                    f"lost: the records stay in {self.path}; upload them later with: rankwise "
+                    f"sync {self.path.parent.parent} --server {self.server} --token <token>"
+                )
+                return
             except GiveUp as exc:
                 self._problem = str(exc)
                 _log.warn(f"stopped uploading {self.ref}: {exc}")
                 return
+            self._reached.set()
+            self._attempted.set()
             if failures:
                 _log.logger.info(f"upload of {self.ref} to {self.server} resumed")
-                failures = 0
+                failures = self._failures = 0
                 self._problem = None
             if more:
                 last_post = time.monotonic()

@@ -4,7 +4,9 @@ Accepted as they are: ``bool``, ``int``, ``float`` (NaN and ±Inf included), num
 and 0-d arrays, torch tensors with one element (CPU or CUDA; read here, on the writer
 thread, so the training thread never waits for the device), and any ``numbers.Real``.
 Nested mappings are flattened with ``/`` (``{"train": {"loss": x}}`` → ``train/loss``).
-Anything else is skipped with one warning per key; the rest of the call is kept.
+Anything else is skipped with one warning per key; the rest of the call is kept. So is a
+key that breaks ``rankwise.names``' key rule (control or bidi characters, not NFC, over
+250 characters): a stored key is always one the dashboard and the API can show as is.
 
 ``log()`` itself only copies the dict (a per-value type check there would triple its
 cost), so a value is read here, when the writer thread encodes it — within
@@ -18,6 +20,8 @@ from __future__ import annotations
 import numbers
 from collections.abc import Callable, Mapping
 from typing import Any
+
+from ..names import KEY_RULE, is_key
 
 Number = bool | int | float
 _INT64 = 2**63
@@ -73,6 +77,30 @@ def _describe(value: Any) -> str:
 
 _FAST_VALUES = frozenset((float, bool))
 _FAST_KEYS = frozenset((str,))
+# Keys already found valid (``names.is_key``): the usual call logs the same few keys
+# every step, so each is checked once. Bounded: past the cap, keys are checked each time.
+_VALID_KEYS: set[str] = set()
+_VALID_KEYS_CAP = 100_000
+
+
+def _key_ok(name: str, warn_once: Callable[[str, str], None]) -> bool:
+    if name in _VALID_KEYS:
+        return True
+    if is_key(name):
+        if len(_VALID_KEYS) < _VALID_KEYS_CAP:
+            _VALID_KEYS.add(name)
+        return True
+    warn_once(
+        f"name:{name!r}",
+        f"log() key {_short(name)} cannot be stored, skipped (this warning is shown once per "
+        f"key): {KEY_RULE}.",
+    )
+    return False
+
+
+def _short(name: str) -> str:
+    text = repr(name)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def coerce(
@@ -87,8 +115,10 @@ def coerce(
     value a ``float`` or ``bool`` (the usual call) it is returned as it is.
     """
     if out is None:
-        if _FAST_VALUES.issuperset(map(type, data.values())) and _FAST_KEYS.issuperset(
-            map(type, data)
+        if (
+            _FAST_VALUES.issuperset(map(type, data.values()))
+            and _FAST_KEYS.issuperset(map(type, data))
+            and _VALID_KEYS.issuperset(data)
         ):
             return data  # type: ignore[return-value]
         out = {}
@@ -103,13 +133,23 @@ def coerce(
                     "Use string keys such as 'train/loss'.",
                 )
                 continue
+        if not key:
+            warn_once(
+                f"key:{prefix}",
+                f"log() key {prefix!r} is empty: skipped (shown once). Name every metric, "
+                "for example 'train/loss'.",
+            )
+            continue
         name = prefix + key
         cls = value.__class__
         if cls is float or cls is bool or (cls is int and -_INT64 <= value < _INT64):
-            out[name] = value
+            if _key_ok(name, warn_once):
+                out[name] = value
             continue
         if isinstance(value, Mapping):
             coerce(value, warn_once, name + "/", out)
+            continue
+        if not _key_ok(name, warn_once):
             continue
         number = to_number(value)
         if number is None:

@@ -163,6 +163,25 @@ class Watchdog:
         return place
 
 
+def _tell(who: str, idle: float, place: str, cleared: bool) -> None:
+    """One line on the terminal of the stalled process (and so among its stderr lines)."""
+    from ..health import _duration
+
+    took = f"{idle:.1f} s" if idle < 10 else _duration(idle)
+    if cleared:
+        line = f"rankwise: {who} is logging again after {took}"
+    else:
+        at = f" (in {place})" if place else ""
+        line = f"rankwise: {who} has not logged for {took}; stack saved{at}"
+    try:
+        stream = sys.stderr if sys.stderr is not None else sys.__stderr__
+        if stream is not None:
+            stream.write(line + "\n")
+            stream.flush()
+    except Exception:
+        pass  # a closed terminal must not stop the watchdog
+
+
 def attach(run: Run, settings: Settings) -> Watchdog | None:
     """Watch a recording run; the thread calling this (``init()``'s) is the training one."""
     writer = run._writer
@@ -173,8 +192,12 @@ def attach(run: Run, settings: Settings) -> Watchdog | None:
     def progress() -> tuple[int, int]:
         return run._step, writer.metrics_records
 
+    start = run._start
+    who = f"rank {start.rank}" if start.world_size > 1 or start.rank > 0 else "this process"
+
     def put(idle: float, place: str, stacks: dict[str, str], cleared: bool) -> None:
         writer.put_control(lambda seq, t: R.Stall(seq, t, idle, place, stacks, cleared))
+        _tell(who, idle, place, cleared)
 
     dog = Watchdog(progress, put, timeout, threading.get_ident())
     run.add_component(dog)

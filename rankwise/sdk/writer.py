@@ -21,6 +21,7 @@ numbering records, encoding, I/O, heartbeats — happens here. Invariants:
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -277,7 +278,18 @@ def _weight(weight: Any, writer: StreamWriter) -> float | None:
     try:
         w = float(weight)
     except (TypeError, ValueError):
-        writer.warn_once("weight", f"log() weight={weight!r} is not a number: ignored")
+        writer.warn_once(
+            "weight",
+            f"log() weight={weight!r} is not a number: ignored, the values are kept "
+            "unweighted (shown once)",
+        )
+        return None
+    if w != w or w in (math.inf, -math.inf) or w < 0:
+        writer.warn_once(
+            "weight-range",
+            f"log() weight={weight!r} is not a finite number >= 0: ignored, the values are "
+            "kept unweighted (shown once). Pass the batch's sample count, for example.",
+        )
         return None
     return w
 

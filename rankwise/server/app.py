@@ -11,17 +11,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
 from .. import __version__
+from ..names import is_id
 from ..store.base import Store
-from . import ingest, reads, saved_views, telemetry
+from . import auth, ingest, login, reads, saved_views, telemetry
 from .config import ServerSettings
 from .encoding import ApiError, error_reply
+from .hardening import install_hardening
 from .static import mount_dashboard
 
 API = "/api/v1"
@@ -40,15 +42,26 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
     )
     app.state.store = store
     app.state.settings = settings
+    auth.redact_access_log()
+    app.state.verifier = auth.Verifier(
+        store, settings.token_cache_ttl, settings.token_touch_interval
+    )
     app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
-    app.include_router(ingest.router, prefix=API)
-    app.include_router(reads.router, prefix=API)
-    app.include_router(saved_views.router, prefix=API)
-    app.include_router(telemetry.router, prefix=API)
+    # Every route has one policy (rankwise.server.auth); a test walks app.routes for it.
+    app.include_router(ingest.router, prefix=API, dependencies=[Depends(auth.ingest)])
+    app.include_router(reads.router, prefix=API, dependencies=[Depends(auth.read)])
+    app.include_router(saved_views.router, prefix=API, dependencies=[Depends(auth.read)])
+    app.include_router(telemetry.router, prefix=API, dependencies=[Depends(auth.read)])
+    app.include_router(login.router, prefix=API)
 
-    @app.api_route("/api/{rest:path}", methods=["GET", "POST"], include_in_schema=False)
+    @app.api_route(
+        "/api/{rest:path}",
+        methods=["GET", "POST"],
+        include_in_schema=False,
+        dependencies=[Depends(auth.authenticated)],
+    )
     def unknown(request: Request, rest: str) -> Response:
         raise ApiError(
             404,
@@ -57,11 +70,14 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
         )
 
     mount_dashboard(app, settings.static_dir)
+    install_hardening(app, settings)
     return app
 
 
 def _api_error(request: Request, exc: ApiError) -> Response:
-    return error_reply(request, exc.status, exc.message, **exc.extra)
+    response = error_reply(request, exc.status, exc.message, **exc.extra)
+    response.headers.update(getattr(exc, "headers", None) or {})
+    return response
 
 
 def _http_error(request: Request, exc: HTTPException) -> Response:
@@ -78,10 +94,12 @@ def _describe(error: dict[str, Any]) -> str:
     msg = str(error.get("msg", "invalid"))
     if not loc:
         return msg
-    where, names = loc[0], loc[1:]
-    name = ".".join(names)
+    # Only the names the API declares (and list positions) are shown: a dict key or any
+    # other part that came from the request is replaced, so nothing sent is echoed.
+    where = loc[0]
+    name = ".".join(p if p.isdigit() or is_id(p) else "?" for p in loc[1:])
     if where == "body":
         return f"body field {name!r}: {msg}" if name else f"body: {msg}"
     if where in ("query", "path", "header"):
         return f"{where} parameter {name!r}: {msg}"
-    return f"{'.'.join(loc)}: {msg}"
+    return f"{where}: {msg}"

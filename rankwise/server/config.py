@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
 @dataclass(frozen=True)
@@ -23,3 +24,22 @@ class ServerSettings:
     max_inflight: int = 256
     # The Retry-After advised with 429 (overload) and 503 (store unavailable), seconds.
     retry_after: int = 1
+
+    # -- authentication (rankwise.server.auth) --
+    # False only for the local `rankwise ui` and `rankwise server --insecure-no-auth`.
+    auth: bool = True
+    # How long a token's row is trusted without reading the store again (s); a revoked
+    # token stops working within this. 0: read it on every request.
+    token_cache_ttl: float = 10.0
+    # Tokens' last_used is written at most once per this many seconds (batched).
+    token_touch_interval: float = 60.0
+    # A dashboard session ends after this long unused, or this long after login (s).
+    session_idle: float = 12 * 3600.0
+    session_max: float = 7 * 24 * 3600.0
+    # Host header values answered (DNS rebinding guard): names, "*.suffix", or "*".
+    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS
+    # Largest body of any request but an ingest upload (JSON: compare, saved views).
+    max_json_bytes: int = 1024 * 1024
+    # ``rankwise ui``: the data directory the server reads itself (nothing to upload, so
+    # a crashed stream's run object carries no ``rankwise sync`` hint).
+    tails_dir: Path | None = None

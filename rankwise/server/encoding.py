@@ -34,7 +34,15 @@ def reply(request: Request, body: Any, status: int = 200) -> Response:
 
 def error_reply(request: Request, status: int, message: str, **extra: Any) -> Response:
     """The one error shape: ``{"error": {"status": 404, "message": "...", ...extra}}``."""
+    request_id = getattr(request.state, "request_id", None)
+    if request_id is not None:  # set by the hardening middleware; names the server's log line
+        extra.setdefault("request_id", request_id)
     return reply(request, {"error": {"status": status, "message": message, **extra}}, status)
+
+
+def error_body(status: int, message: str, **extra: Any) -> bytes:
+    """``error_reply``'s JSON body, for layers below the app (the hardening middleware)."""
+    return _json.encode({"error": {"status": status, "message": message, **extra}})
 
 
 class ApiError(Exception):

@@ -30,6 +30,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
+from .. import names
 from ..store.base import Store, StreamKey
 from ..stream import records as R
 from ..stream.frames import scan
@@ -38,7 +39,11 @@ from .encoding import ApiError, error_reply, reply
 from .group_commit import GroupCommit
 from .schemas import AckReply, ErrorReply
 
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+ID_PATTERN = names.ID_CHARS_PATTERN  # the full rule is checked before routing
+# A log() call with more keys than this is no training loop's; these bound a request's
+# memory and the rows one upload can add.
+MAX_KEYS_PER_RECORD = 10_000
+MAX_KEYS_PER_UPLOAD = 100_000
 STREAM_CONTENT_TYPE = "application/x-rankwise-stream"
 
 router = APIRouter(tags=["ingest"])
@@ -165,8 +170,8 @@ async def read_body(request: Request, limit: int) -> bytes:
 def _too_large(size: int, limit: int) -> ApiError:
     return ApiError(
         413,
-        f"upload of {size}+ bytes is over this server's limit of {limit} bytes: send smaller "
-        "batches, or start the server with a larger --max-body-mb",
+        f"upload is over this server's limit of {limit} bytes (compressed or decoded): send "
+        "smaller batches, or start the server with a larger --max-body-mb",
     )
 
 
@@ -182,6 +187,9 @@ def decode_body(raw: bytes, encoding: str, limit: int) -> bytes:
             out = inflater.decompress(raw, limit + 1)
             if len(out) > limit or inflater.unconsumed_tail:
                 raise _too_large(len(out), limit)
+            if inflater.unused_data or not inflater.eof:
+                # A second member or a truncated one: never apply part of a body.
+                raise ApiError(422, "body is not valid data for its Content-Encoding")
             return out
         if encoding == "zstd":
             try:
@@ -200,13 +208,60 @@ def decode_body(raw: bytes, encoding: str, limit: int) -> bytes:
             if len(out) > limit:
                 raise _too_large(len(out), limit)
             return out
-    except (zlib.error, ValueError) as exc:
-        raise ApiError(422, f"body is not valid {encoding}: {exc}") from None
+    except (zlib.error, ValueError):
+        raise ApiError(422, "body is not valid data for its Content-Encoding") from None
     except Exception as exc:
         if type(exc).__name__ == "ZstdError":
-            raise ApiError(422, f"body is not valid zstd: {exc}") from None
+            raise ApiError(422, "body is not valid data for its Content-Encoding") from None
         raise
-    raise ApiError(415, f"unknown Content-Encoding {encoding!r}: send gzip, zstd or identity")
+    raise ApiError(415, "unknown Content-Encoding: send gzip, deflate, zstd or identity")
+
+
+_json = msgspec.json.Encoder()
+
+
+def _check_json(value: object) -> None:
+    """Config and summary values are stored and served as JSON: refuse what is not.
+
+    msgpack can carry map keys JSON cannot (arrays, nil); stored, such a config would
+    make every later read of the run fail.
+    """
+    try:
+        _json.encode(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ApiError(
+            422, "a config or summary value is not JSON-like: map keys must be strings"
+        ) from None
+
+
+def check_records(records: list[R.AnyRecord]) -> None:
+    """Refuse (422) metric keys that break ``rankwise.names``' key rule, key floods (413),
+    and config or summary values that JSON cannot hold (422).
+
+    The SDK never sends such keys (``log()`` skips them), so a body holding one came from
+    elsewhere: it is refused whole. Each distinct key is checked once per upload.
+    """
+    seen: set[str] = set()
+    for rec in records:
+        cls = type(rec)
+        if cls is R.StreamStart or cls is R.ConfigUpdate or cls is R.SummaryUpdate:
+            _check_json(rec.config if cls is R.StreamStart else rec.items)  # type: ignore[union-attr]
+        values = getattr(rec, "values", None)
+        if not isinstance(values, dict):
+            continue
+        if len(values) > MAX_KEYS_PER_RECORD:
+            raise ApiError(
+                413, f"a record holds more than {MAX_KEYS_PER_RECORD} metric keys: log fewer"
+            )
+        for k in values:
+            if k not in seen:
+                if not names.is_key(k):
+                    raise ApiError(422, "a metric key breaks the key rule: " + names.KEY_RULE)
+                seen.add(k)
+        if len(seen) > MAX_KEYS_PER_UPLOAD:
+            raise ApiError(
+                413, f"an upload holds more than {MAX_KEYS_PER_UPLOAD} distinct metric keys"
+            )
 
 
 def apply_upload(
@@ -216,8 +271,10 @@ def apply_upload(
     ``commit``, which applies it with the uploads that arrived with it)."""
     try:
         found = scan(data)
-    except (msgspec.DecodeError, ValueError) as exc:
-        raise ApiError(422, f"body is not in the rankwise stream format: {exc}") from None
+    except (msgspec.DecodeError, ValueError, RecursionError):
+        raise ApiError(
+            422, "body is not in the rankwise stream format: send MAGIC followed by whole frames"
+        ) from None
     if found.damage is not None:
         raise ApiError(
             422,
@@ -240,9 +297,10 @@ def apply_upload(
         ):
             raise ApiError(
                 422,
-                f"the body is stream {rec.project}/{rec.run_id}/{rec.label}.{rec.incarnation}"
-                f" but was posted as {key.project}/{key.run_id}/{key.label}.{key.incarnation}",
+                "the body's stream start names another stream than the project, run, label "
+                "and incarnation it was posted as: post each stream under its own identity",
             )
+    check_records(records)
     mark = store.acked(key)
     if first > mark + 1:
         raise ApiError(

@@ -12,11 +12,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
+from .. import names
 from ..store.base import RunQuery, RunRow, Store
 from ..stream.records import STATES
+from . import auth
 from .config import ServerSettings
-from .encoding import ApiError, reply
+from .encoding import ApiError, reply, wants_msgpack
 from .schemas import (
+    STREAMS_PATTERN,
     CompareReply,
     CompareRequest,
     ErrorReply,
@@ -24,11 +27,12 @@ from .schemas import (
     MetricsReply,
     ProjectsReply,
     RunsReply,
+    RunState,
     SeriesReply,
     XAxis,
 )
 from .schemas import Run as RunModel
-from .views import band_dict, run_dict, series_dict
+from .views import band_dict, complete_step, json_summaries, run_dict, series_dict
 
 router = APIRouter(tags=["read"])
 _404 = {404: {"model": ErrorReply, "description": "unknown project or run"}}
@@ -51,7 +55,7 @@ def projects(request: Request) -> Response:
     """Every project, with its number of runs and when one was last updated."""
     store = _store(request)
     out = []
-    for name in store.projects():
+    for name in auth.visible(request, store.projects()):
         rows, total = store.list_runs(RunQuery(project=name, sort="-updated", limit=1))
         out.append({"name": name, "runs": total, "updated": rows[0].updated if rows else None})
     return reply(request, {"projects": out})
@@ -63,7 +67,7 @@ def runs(
     project: str,
     group: str | None = None,
     job_type: str | None = None,
-    state: Annotated[list[str] | None, Query(description="repeatable")] = None,
+    state: Annotated[list[RunState] | None, Query(description="repeatable")] = None,
     tag: Annotated[list[str] | None, Query(description="repeatable; all must match")] = None,
     q: Annotated[str | None, Query(description="substring of the run's name or id")] = None,
     sort: Annotated[str, Query(pattern=SORT_PATTERN)] = "-created",
@@ -74,7 +78,7 @@ def runs(
     """One page of a project's runs, filtered and sorted (streams only on request)."""
     for s in state or ():
         if s not in STATES:
-            raise ApiError(422, f"state={s!r} is not one of {', '.join(STATES)}")
+            raise ApiError(422, f"query parameter 'state' is not one of {', '.join(STATES)}")
     store = _store(request)
     query = RunQuery(
         project=project,
@@ -90,15 +94,27 @@ def runs(
     rows, total = store.list_runs(query)
     if total == 0 and project not in store.projects():
         raise ApiError(404, f"no project {project!r}")
-    out = [run_dict(r, with_streams=with_streams) for r in rows]
+    out = [run_dict(r, with_streams=with_streams, sync_server=_sync_server(request)) for r in rows]
+    if not wants_msgpack(request):
+        out = [json_summaries(r) for r in out]
     return reply(request, {"runs": out, "total": total})
 
 
 @router.get("/projects/{project}/runs/{run}", response_model=RunModel, responses=_404)  # type: ignore[arg-type]
 def run(request: Request, project: str, run: str) -> Response:
     """One run: metadata, state, config, summary and every stream with its rank identity."""
-    row = _run_or_404(_store(request), project, run)
-    return reply(request, run_dict(row))
+    store = _store(request)
+    row = _run_or_404(store, project, run)
+    cross = store.cross_rank_last(project, run, complete_step(row))
+    out = run_dict(row, cross_rank=cross, sync_server=_sync_server(request))
+    return reply(request, out if wants_msgpack(request) else json_summaries(out))
+
+
+def _sync_server(request: Request) -> str | None:
+    """This server's URL for a ``rankwise sync`` hint; None under ``rankwise ui``."""
+    if request.app.state.settings.tails_dir is not None:
+        return None
+    return str(request.base_url).rstrip("/")
 
 
 @router.get("/projects/{project}/runs/{run}/metrics", response_model=MetricsReply, responses=_404)  # type: ignore[arg-type]
@@ -116,8 +132,8 @@ def _labels(streams: str) -> list[str] | None:
         return None
     if streams == "none":
         return []
-    labels = [s.strip() for s in streams.split(",") if s.strip()]
-    if not labels:
+    labels = streams.split(",")
+    if not all(names.is_id(label) for label in labels):
         raise ApiError(422, "streams must be 'all', 'none' or comma-separated stream labels")
     return labels
 
@@ -143,13 +159,17 @@ def _chart(
             project, run, key, labels=labels, x=x, lo=lo, hi=hi, max_points=max_points
         )
     agg = None
+    complete: int | None = None
     if band:
+        # The streams are read before the band: a step ingested in between is then marked
+        # partial (the cautious side), never quoted as complete while a rank is missing.
+        complete = complete_step(_run_or_404(store, project, run))
         agg = store.band(project, run, key, x=x, lo=lo, hi=hi, max_points=max_points)
     if not series and (agg is None or not agg.x):
         _run_or_404(store, project, run)  # an unknown run is 404; an unknown key is empty
     return {
         "series": [series_dict(s) for s in series],
-        "band": band_dict(agg) if agg is not None else None,
+        "band": band_dict(agg, complete) if agg is not None else None,
     }
 
 
@@ -167,7 +187,9 @@ def series(
     lo: Annotated[float | None, Query(alias="from", description="x range start")] = None,
     hi: Annotated[float | None, Query(alias="to", description="x range end")] = None,
     max_points: Annotated[int, Query(ge=2, le=100_000)] = 2000,
-    streams: Annotated[str, Query(description="all, none, or comma-separated labels")] = "all",
+    streams: Annotated[
+        str, Query(description="all, none, or comma-separated labels", pattern=STREAMS_PATTERN)
+    ] = "all",
     band: bool = True,
 ) -> Response:
     """Chart columns of one metric: per-stream series and the cross-rank band (M4)."""
@@ -201,12 +223,16 @@ def compare(request: Request, body: CompareRequest) -> Response:
     settings: ServerSettings = request.app.state.settings
     if len(body.runs) > settings.max_compare_runs:
         raise ApiError(422, f"at most {settings.max_compare_runs} runs per compare request")
+    if not names.is_key(body.key):
+        raise ApiError(422, "body field 'key' is not a valid metric key: " + names.KEY_RULE)
     store = _store(request)
+    refs = [ref.partition("/") for ref in body.runs]
+    for project, sep, run_id in refs:
+        if not sep or not names.is_id(project) or not names.is_id(run_id):
+            raise ApiError(422, "runs entries are 'project/run' with valid ids")
+    auth.check_projects(request, [p for p, _, _ in refs])  # all or nothing
     out = []
-    for ref in body.runs:
-        project, sep, run_id = ref.partition("/")
-        if not sep or not project or not run_id:
-            raise ApiError(422, f"runs entries are 'project/run'; got {ref!r}")
+    for project, _, run_id in refs:
         chart = _chart(
             store,
             project,

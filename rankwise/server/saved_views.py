@@ -14,6 +14,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 from starlette.responses import Response
 
+from .. import names
 from ..store.saved_views import MAX_NAME, SavedView, check_view
 from .encoding import ApiError, reply
 from .schemas import ErrorReply
@@ -57,6 +58,8 @@ def save_view(request: Request, project: str, body: View) -> Response:
         check_view(body.name, body.filters, body.columns)
     except ValueError as exc:
         raise ApiError(422, str(exc)) from None
+    if not names.is_key(body.name):  # checked, never stripped: " v" and "v" stay apart
+        raise ApiError(422, "body field 'name' is not a valid view name: " + names.KEY_RULE)
     saved = request.app.state.store.save_view(project, body.name, body.filters, body.columns)
     return reply(request, _view(saved))
 
@@ -71,5 +74,5 @@ def delete_view(
 ) -> Response:
     """Delete the view called ``name``."""
     if not request.app.state.store.delete_view(project, name):
-        raise ApiError(404, f"no saved view {name!r} in project {project!r}")
+        raise ApiError(404, f"no saved view of that name in project {project!r}")
     return Response(status_code=204)

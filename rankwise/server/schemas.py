@@ -7,17 +7,21 @@ request bodies. ``docs/http-api.md`` is the prose version of the same contract.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StringConstraints
+
+from .. import names
 
 XAxis = Literal["step", "time"]
+RunState = Literal["running", "finished", "failed", "killed", "crashed"]
 
 
 class ErrorDetail(BaseModel):
     status: int
     message: str
     acked_seq: int | None = Field(None, description="409 only: the stream's mark")
+    request_id: str | None = Field(None, description="names this request in the server's log")
 
 
 class ErrorReply(BaseModel):
@@ -61,6 +65,32 @@ class Stream(BaseModel):
     acked_seq: int
 
 
+class Failure(BaseModel):
+    """A stream's failure (``rankwise.failures``)."""
+
+    label: str
+    incarnation: int
+    rank: int
+    node: int
+    state: str = Field(description="failed or crashed (killed: in then only)")
+    error_type: str | None
+    message: str | None
+    time: float | None = Field(description="its Finish time; crashed: its last record's")
+    exit_code: int | None
+    signal: int | None
+
+
+class FirstFailure(Failure):
+    then: list[Failure] = Field(description="the streams that failed after it, by time")
+
+
+class Unsynced(BaseModel):
+    streams: list[str] = Field(description="labels of the crashed streams")
+    hosts: list[str] = Field(description="where their files are")
+    command: str = Field(description='"rankwise sync <data dir> --server <this server>"')
+    message: str
+
+
 class RunSummary(BaseModel):
     """A run in a list: everything but its streams."""
 
@@ -73,20 +103,49 @@ class RunSummary(BaseModel):
     notes: str | None
     run_mode: str | None
     base_id: str | None = Field(description="the id all ranks of the launch agreed on")
+    environment: dict[str, Any] = Field(
+        description="the primary rank's command (argv list), python, platform, launcher, "
+        "rankwise_version and host, as recorded at init()"
+    )
     state: str = Field(description="running, finished, failed, killed or crashed")
     crashed: list[str] = Field(description="labels of the crashed streams")
-    world_size: int
-    num_nodes: int
+    world_size: int = Field(description="the job's world size")
+    num_nodes: int = Field(description="the job's number of nodes")
+    run_ranks: int = Field(description="the ranks (stream labels) this run holds")
+    run_nodes: int = Field(description="the nodes this run's streams ran on")
     created: float | None
     updated: float | None
     duration: float | None
     steps: int
     n_streams: int
     config: dict[str, Any]
-    summary: dict[str, Any]
+    summary: dict[str, Any] = Field(
+        description="the primary rank's summary: its last value of each key, or what it set"
+    )
+    first_failure: FirstFailure | None = Field(
+        None, description="the failed or crashed stream that went first (the cause)"
+    )
+    unsynced: Unsynced | None = Field(
+        None, description="crashed streams that may hold records not yet uploaded"
+    )
+
+
+class CrossRankLast(BaseModel):
+    step: int = Field(description="the metric's last step every live rank has reached")
+    n: int = Field(description="values averaged there")
+    mean: float | None
+    wmean: float | None = Field(description="weighted where every value had a weight")
+    min: float | None
+    max: float | None
 
 
 class Run(RunSummary):
+    summary_ranks: dict[str, dict[str, Any]] = Field(
+        description="each stream label's own summary: {label: {key: value}} (one run only)"
+    )
+    summary_cross_rank: dict[str, CrossRankLast] = Field(
+        description="per metric, the cross-rank line's last complete value (one run only)"
+    )
     streams: list[Stream]
 
 
@@ -99,11 +158,19 @@ class MetricsReply(BaseModel):
     keys: list[str]
 
 
+class NonFinite(BaseModel):
+    x: list[float]
+    value: list[Literal["NaN", "Infinity", "-Infinity"]]
+
+
 class Series(BaseModel):
     label: str
     x: list[float]
     y: list[float | None]
     downsampled: bool
+    nonfinite: NonFinite = Field(
+        description="the points whose value is NaN or ±Inf (null in JSON's y), spelled out"
+    )
 
 
 class Band(BaseModel):
@@ -115,6 +182,15 @@ class Band(BaseModel):
     max: list[float | None]
     std: list[float | None]
     downsampled: bool
+    step: list[int] = Field(description="each point's step (its x when x=step)")
+    nw: list[int] = Field(description="how many of the n values carried a weight")
+    partial: list[bool] = Field(
+        description="true where not every live rank has reached the step yet: the mean "
+        "there averages only the ranks that got there first"
+    )
+    complete_step: int | None = Field(
+        description="the last step every live rank has reached; null when none is running"
+    )
 
 
 class SeriesReply(BaseModel):
@@ -128,14 +204,21 @@ class HistoryReply(BaseModel):
     rows: list[dict[str, Any]]
 
 
+_ID = names.ID_CHARS_PATTERN[1:-1]
+RunRef = Annotated[str, StringConstraints(pattern=f"^{_ID}/{_ID}$")]
+STREAMS_PATTERN = f"^(?:all|none|{_ID}(?:,{_ID})*)$"
+
+
 class CompareRequest(BaseModel):
-    runs: list[str] = Field(min_length=1, description='"project/run" ids')
-    key: str = Field(min_length=1)
+    runs: list[RunRef] = Field(min_length=1, description='"project/run" ids')
+    key: str = Field(min_length=1, max_length=names.KEY_MAX, pattern=names.KEY_PATTERN)
     x: XAxis = "step"
     from_: float | None = Field(None, alias="from")
     to: float | None = None
     max_points: int = Field(2000, ge=2, le=100_000)
-    streams: str = Field("all", description="all, none, or comma-separated labels")
+    streams: str = Field(
+        "all", description="all, none, or comma-separated labels", pattern=STREAMS_PATTERN
+    )
     band: bool = True
 
 

@@ -8,14 +8,18 @@ for them), and the schema is migrated once, before any worker starts.
 
 from __future__ import annotations
 
+import dataclasses
+import ipaddress
+import logging
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import uvicorn
 
-from ..errors import UsageError
+from ..errors import RankwiseError, UsageError
 from ..store.base import Store
 from .app import create_app
 from .config import ServerSettings
@@ -28,6 +32,8 @@ _DB_ENV = "RANKWISE_SERVER_DB"
 _MAX_BODY_ENV = "RANKWISE_SERVER_MAX_BODY"
 _CRASH_ENV = "RANKWISE_SERVER_CRASH_TIMEOUT"
 _INFLIGHT_ENV = "RANKWISE_SERVER_MAX_INFLIGHT"
+_NO_AUTH_ENV = "RANKWISE_SERVER_NO_AUTH"
+_HOSTS_ENV = "RANKWISE_SERVER_ALLOWED_HOSTS"
 
 
 def open_db(url: str, crash_timeout: float = 60.0) -> Store:
@@ -38,12 +44,33 @@ def open_db(url: str, crash_timeout: float = 60.0) -> Store:
     """
     from ..store import open_store
 
+    # The pool logs each failed connection attempt; at start-up the one error line below
+    # says it all, so those are held back until the store is open.
+    pool_log = logging.getLogger("psycopg.pool")
+    level = pool_log.level
+    pool_log.setLevel(logging.CRITICAL)
     try:
         store = open_store(url, crash_timeout=crash_timeout)
+        store.migrate()
+    except RankwiseError:
+        raise
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    store.migrate()
+    except Exception as exc:  # the driver's own errors (no such host, no such file, ...)
+        detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"cannot open the database {_redact(url)}: {detail}") from None
+    finally:
+        pool_log.setLevel(level)
     return store
+
+
+def _redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    head, sep, rest = url.partition("://")
+    creds, at, host = rest.rpartition("@")
+    if not at or ":" not in creds:
+        return url
+    return f"{head}{sep}{creds.split(':', 1)[0]}:***@{host}"
 
 
 def index_url(root: Path) -> str:
@@ -101,23 +128,54 @@ def serve_ui(
     crash_timeout: float = 60.0,
     log_level: str = "warning",
     announce: Callable[[str], None] | None = None,
+    insecure_no_auth: bool = False,
 ) -> None:
-    """Index ``root`` into ``<root>/.rankwise/index.db``, follow it, and serve it."""
-    root = Path(root).expanduser().absolute()
-    if not root.is_dir():
+    """Index ``root`` into ``<root>/.rankwise/index.db``, follow it, and serve it.
+
+    No login: it is one person's local directory. Off loopback that would expose it to
+    the network, so a non-loopback ``host`` needs ``insecure_no_auth``.
+    """
+    if not is_loopback(host) and not insecure_no_auth:
         raise UsageError(
-            f"no data directory {root}: pass --dir (or set RANKWISE_DIR) to where runs are"
+            f"rankwise ui has no login, so it serves only loopback, not {host}: serve runs "
+            "to a team with `rankwise server` and tokens, or pass --insecure-no-auth"
         )
+    if insecure_no_auth:
+        warn_no_auth(host)
+    settings = dataclasses.replace(settings or ServerSettings(), auth=False)
+    root = Path(root).expanduser().absolute()
+    if root.exists() and not root.is_dir():
+        raise UsageError(f"{root} is a file, not a data directory: pass --dir DIRECTORY")
+    fresh = not root.exists()
+    try:
+        root.mkdir(parents=True, exist_ok=True)  # runs may start writing there later
+    except OSError as exc:
+        raise UsageError(f"cannot create the data directory {root}: {exc.strerror}") from None
+    settings = dataclasses.replace(settings, tails_dir=root)
     store = open_db(index_url(root), crash_timeout)
     tailer = DirectoryTailer(root, store)
     tailer.poll()  # the first pass before serving: the dashboard opens on full data
     tailer.start()
-    say = announce or (lambda url: print(f"rankwise: serving {root} at {url}", flush=True))
+    noted: list[Path | None] = []
+
+    def ready(url: str) -> None:
+        from ..sdk.announce import note_ui
+
+        noted.append(note_ui(root, url))  # so init() there can print this address
+        if announce is not None:
+            announce(url)
+            return
+        waiting = " (new: runs will show as they start)" if fresh else ""
+        print(f"rankwise: serving {root}{waiting} at {url}", flush=True)
+
     try:
-        _Server(uvicorn_config(create_app(store, settings), host, port, log_level), say).run()
+        _Server(uvicorn_config(create_app(store, settings), host, port, log_level), ready).run()
     finally:
         tailer.stop()
         store.close()
+        for path in noted:
+            if path is not None:
+                path.unlink(missing_ok=True)
 
 
 def serve_db(
@@ -135,6 +193,11 @@ def serve_db(
     settings = settings or ServerSettings()
     say = announce or (lambda where: print(f"rankwise: server at {where}", flush=True))
     store = open_db(url, crash_timeout)
+    try:
+        bootstrap_auth(store, host, settings.auth)
+    except BaseException:
+        store.close()
+        raise
     if workers <= 1:
         try:
             _Server(uvicorn_config(create_app(store, settings), host, port, log_level), say).run()
@@ -146,6 +209,8 @@ def serve_db(
     os.environ[_MAX_BODY_ENV] = str(settings.max_body_bytes)
     os.environ[_CRASH_ENV] = str(crash_timeout)
     os.environ[_INFLIGHT_ENV] = str(settings.max_inflight)
+    os.environ[_NO_AUTH_ENV] = "" if settings.auth else "1"
+    os.environ[_HOSTS_ENV] = ",".join(settings.allowed_hosts)
     say(f"http://{_url_host(host)}:{port} ({workers} workers)")
     uvicorn.run(
         "rankwise.server.serve:worker_app",
@@ -166,11 +231,61 @@ def worker_app() -> Any:
     url = os.environ.get(_DB_ENV)
     if not url:
         raise RuntimeError(f"{_DB_ENV} is not set: start workers with `rankwise server`")
+    hosts = os.environ.get(_HOSTS_ENV)
     settings = ServerSettings(
         max_body_bytes=int(os.environ.get(_MAX_BODY_ENV) or ServerSettings.max_body_bytes),
         max_inflight=int(os.environ.get(_INFLIGHT_ENV) or ServerSettings.max_inflight),
+        auth=not os.environ.get(_NO_AUTH_ENV),
+        allowed_hosts=tuple(hosts.split(",")) if hosts else ServerSettings.allowed_hosts,
     )
     from ..store import open_store
 
     crash_timeout = float(os.environ.get(_CRASH_ENV) or 60.0)
     return create_app(open_store(url, crash_timeout=crash_timeout), settings)
+
+
+def is_loopback(host: str) -> bool:
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def warn_no_auth(host: str) -> None:
+    """The banner of every start without authentication."""
+    line = "!" * 78
+    print(
+        f"{line}\nrankwise: WARNING: authentication is OFF (--insecure-no-auth). Anyone who "
+        f"can reach {host} can read every run and write into every project.\n{line}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def bootstrap_auth(store: Store, host: str, auth: bool) -> None:
+    """Refuse an unprotected start, or create the first admin token and print it once.
+
+    Off loopback with no live token at all, nobody could have been handed credentials
+    on purpose yet: refuse (the team creates tokens first). Otherwise a store with no
+    admin token gets one, printed here once, never a default password.
+    """
+    if not auth:
+        warn_no_auth(host)
+        return
+    if store.has_admin_token():
+        return
+    if not is_loopback(host) and not store.list_tokens():
+        raise UsageError(
+            f"refusing to serve on {host} with no tokens in the store: create one first with "
+            "`rankwise token create --db URL --role admin` (or serve on 127.0.0.1 once to "
+            "get one printed), or pass --insecure-no-auth to run without authentication"
+        )
+    new = store.create_token("admin", None, "bootstrap admin")
+    print(
+        "rankwise: this store had no admin token, so one was created. It is shown only "
+        "now; keep it (log in to the dashboard with it, create tokens with it):\n"
+        f"{new.value}",
+        flush=True,
+    )

@@ -10,10 +10,12 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.staticfiles import StaticFiles
+
+from .auth import public
 
 _PLACEHOLDER = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>rankwise</title>
@@ -39,6 +41,6 @@ def mount_dashboard(app: FastAPI, static_dir: Path) -> None:
         return
     page = _PLACEHOLDER.format(static=html.escape(str(static_dir)))
 
-    @app.get("/", include_in_schema=False)
+    @app.get("/", include_in_schema=False, dependencies=[Depends(public)])
     def placeholder(request: Request) -> HTMLResponse:
         return HTMLResponse(page)

@@ -25,10 +25,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..names import is_id
 from ..store.base import Store, StreamKey
 from ..stream import records as R
 from ..stream.files import parse_stream_filename
 from ..stream.frames import HEADER, MAGIC, MAX_FRAME, scan
+from .encoding import ApiError
+from .ingest import check_records
 
 log = logging.getLogger("rankwise.server")
 
@@ -111,7 +114,7 @@ class DirectoryTailer:
                     if path in self._tails:
                         continue
                     parsed = parse_stream_filename(name)
-                    if parsed is not None:
+                    if parsed is not None and is_id(parsed[0]):
                         key = StreamKey(project.name, run.name, parsed[0], parsed[1])
                         self._tails[path] = _Tail(key, path)
 
@@ -134,6 +137,12 @@ class DirectoryTailer:
         if tail.mark is None:
             tail.mark = self.store.acked(tail.key)
         fresh = [r for r in records if r.seq > tail.mark]
+        try:
+            check_records(fresh)  # what an upload could not store, a file cannot either
+        except ApiError as exc:
+            self._warn(tail, f"not indexed: {exc.message}")
+            tail.done = True
+            return 0
         if fresh:
             tail.mark = self.store.ingest([(tail.key, fresh)]).get(tail.key, fresh[-1].seq)
             if any(type(r) is R.Finish for r in fresh):
@@ -176,5 +185,6 @@ def _subdirs(path: Path) -> list[Path]:
         entries = list(os.scandir(path))
     except (FileNotFoundError, NotADirectoryError):
         return []
-    # ".rankwise" (the index) and other dot folders are never projects or runs.
-    return sorted(Path(e.path) for e in entries if e.is_dir() and not e.name.startswith("."))
+    # ".rankwise" (the index), dot folders and any name a run could not have been given
+    # (rankwise.names' id rule) are never projects or runs: they are not indexed.
+    return sorted(Path(e.path) for e in entries if is_id(e.name) and e.is_dir())

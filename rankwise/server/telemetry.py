@@ -88,6 +88,9 @@ class StallEvent(BaseModel):
     where: str
     cleared: bool
     stacks: dict[str, str]
+    step: int | None = Field(
+        None, description="the rank's step when the stall began (report) or ended (clear)"
+    )
 
 
 class StallsReply(BaseModel):

@@ -24,6 +24,8 @@ from .telemetry import ConsolePage, ConsoleQuery, StallEvent, SystemSeries
 
 if TYPE_CHECKING:
     from ..health import StreamSteps
+    from ..tokens import NewToken, TokenInfo
+    from .tokens import SessionInfo
 
 XAxis = Literal["step", "time"]
 
@@ -117,6 +119,8 @@ class Band:
     max: list[float]
     std: list[float]
     downsampled: bool = False
+    step: list[int] = field(default_factory=list)  # each point's step (its x when x=step)
+    nw: list[int] = field(default_factory=list)  # how many of the ``n`` values had a weight
 
 
 class Store(Protocol):
@@ -166,6 +170,12 @@ class Store(Protocol):
         max_points: int = 2000,
     ) -> Band:
         """The cross-rank aggregate, downsampled keeping every bucket's extremes."""
+
+    def cross_rank_last(
+        self, project: str, run_id: str, upto: int | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """Per metric, the cross-rank aggregate at its last step ``<= upto``: ``{"step",
+        "n", "mean", "wmean", "min", "max"}`` (the run's summary of its cross-rank lines)."""
 
     def history(
         self,
@@ -217,5 +227,28 @@ class Store(Protocol):
         self, project: str, run_id: str, labels: Sequence[str] = (), limit: int = 100
     ) -> list[StallEvent] | None:
         """The watchdog's stall reports, newest first."""
+
+    # API tokens and dashboard sessions (``rankwise.store.tokens``)
+    def create_token(
+        self, role: str, projects: Sequence[str] | None = None, name: str = ""
+    ) -> NewToken: ...
+
+    def get_token(self, token_id: str) -> TokenInfo | None: ...
+
+    def list_tokens(self) -> list[TokenInfo]: ...
+
+    def has_admin_token(self) -> bool: ...
+
+    def revoke_token(self, token_id: str) -> bool: ...
+
+    def touch_tokens(self, used: dict[str, float]) -> None: ...
+
+    def create_session(self, session_id: str, token_id: str) -> None: ...
+
+    def get_session(self, session_id: str) -> SessionInfo | None: ...
+
+    def touch_session(self, session_id: str, every: float) -> None: ...
+
+    def revoke_session(self, session_id: str) -> bool: ...
 
     def close(self) -> None: ...

@@ -4,7 +4,7 @@ Each migration is applied in its own transaction together with the row that reco
 so a crash mid-upgrade leaves the schema at the last whole version. Migrations are only
 ever appended: a released one is never edited (the database may already hold it).
 
-Tables (version 4)::
+Tables (version 5)::
 
     runs      one row per (project, run_id); the integer ``id`` keys the rest
     streams   one row per stream: the mark (``acked_seq``), the folded state (``fold``,
@@ -21,6 +21,10 @@ Tables (version 4)::
     console_counts  lines per (stream, stdout/stderr), kept with the lines
     stalls    the watchdog's stall reports per (stream, seq), stacks as JSON
     system_keys  system metric names; their series are chunks with metric = -id
+    tokens    API tokens: id, role, projects (JSON list, NULL: all), sha256 of the secret,
+              created, last_used, revoked (see ``rankwise.store.tokens``)
+    sessions  dashboard sessions: sha256 of the cookie's 256-bit id, token, created,
+              last_seen, revoked
 """
 
 from __future__ import annotations
@@ -262,11 +266,51 @@ CREATE TABLE stalls (
 );
 """
 
+_V5_SQLITE = """
+CREATE TABLE tokens (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    role TEXT NOT NULL,
+    projects TEXT,
+    secret_hash BLOB NOT NULL,
+    created REAL NOT NULL,
+    last_used REAL,
+    revoked REAL
+);
+CREATE TABLE sessions (
+    id_hash BLOB PRIMARY KEY,
+    token TEXT NOT NULL REFERENCES tokens (id),
+    created REAL NOT NULL,
+    last_seen REAL NOT NULL,
+    revoked REAL
+);
+"""
+_V5_POSTGRES = """
+CREATE TABLE tokens (
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    role TEXT NOT NULL,
+    projects TEXT,
+    secret_hash BYTEA NOT NULL,
+    created DOUBLE PRECISION NOT NULL,
+    last_used DOUBLE PRECISION,
+    revoked DOUBLE PRECISION
+);
+CREATE TABLE sessions (
+    id_hash BYTEA PRIMARY KEY,
+    token TEXT NOT NULL REFERENCES tokens (id),
+    created DOUBLE PRECISION NOT NULL,
+    last_seen DOUBLE PRECISION NOT NULL,
+    revoked DOUBLE PRECISION
+);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, streams, columnar chunks, aggregates", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "index chunks by time", _V2, _V2),
     Migration(3, "saved views of the runs table", _V3_SQLITE, _V3_POSTGRES),
     Migration(4, "console lines, stalls, system key names", _V4_SQLITE, _V4_POSTGRES),
+    Migration(5, "API tokens and dashboard sessions", _V5_SQLITE, _V5_POSTGRES),
 )
 
 LATEST = MIGRATIONS[-1].version

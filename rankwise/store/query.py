@@ -224,7 +224,45 @@ def band_of(
         max=mx[idx].tolist(),
         std=agg.std()[idx].tolist(),
         downsampled=len(idx) < len(agg),
+        step=agg.step[idx].tolist(),
+        nw=agg.col("nw")[idx].astype(np.int64).tolist(),
     )
+
+
+def last_complete_of(tx: Tx, run: int, upto: int | None) -> dict[int, dict[str, Any]]:
+    """Per metric id, the cross-rank aggregate at its last step ``<= upto`` (any step
+    when None): ``{"step", "n", "mean", "wmean", "min", "max"}``. Reads one stored block
+    per metric (two where the newest one holds only later steps), never the whole run."""
+    cap = "" if upto is None else " AND b.block <= ?"
+    params: list[Any] = [run] + ([] if upto is None else [upto // BLOCK])
+    rows = tx.all(
+        "SELECT a.metric, a.block, a.data FROM aggs a WHERE a.run = ? AND a.block = "
+        f"(SELECT MAX(b.block) FROM aggs b WHERE b.run = a.run AND b.metric = a.metric{cap})",
+        params,
+    )
+    out: dict[int, dict[str, Any]] = {}
+    for metric, block, data in rows:
+        agg = Agg.from_bytes(data, int(block) * BLOCK).between(None, upto)
+        if not len(agg) and int(block) > 0:
+            prev = tx.all(
+                "SELECT block, data FROM aggs WHERE run = ? AND metric = ? AND block < ? "
+                "ORDER BY block DESC LIMIT 1",
+                [run, metric, block],
+            )
+            if prev:
+                agg = Agg.from_bytes(prev[0][1], int(prev[0][0]) * BLOCK).between(None, upto)
+        if not len(agg):
+            continue
+        i = len(agg) - 1
+        out[int(metric)] = {
+            "step": int(agg.step[i]),
+            "n": int(agg.col("n")[i]),
+            "mean": float(agg.mean()[i]),
+            "wmean": float(agg.wmean()[i]),
+            "min": float(agg.col("min")[i]),
+            "max": float(agg.col("max")[i]),
+        }
+    return out
 
 
 def history_of(

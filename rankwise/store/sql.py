@@ -29,6 +29,7 @@ from .base import Band, RunQuery, RunRow, Series, StreamKey, XAxis
 from .ingest import apply_stream, decode_fold, metric_names
 from .saved_views import SavedViews
 from .telemetry_reads import TelemetryReads
+from .tokens import TokenStore
 from .tx import Tx, marks
 
 T = TypeVar("T")
@@ -43,7 +44,7 @@ def _check_axis(x: str, max_points: int) -> None:
         raise ValueError(f"max_points={max_points} must be at least 1")
 
 
-class SQLStore(SavedViews, TelemetryReads):
+class SQLStore(SavedViews, TelemetryReads, TokenStore):
     """Everything of ``Store`` but how transactions run (see the module docstring)."""
 
     dialect: str = ""
@@ -341,6 +342,23 @@ class SQLStore(SavedViews, TelemetryReads):
             if metric is None or run is None:
                 return Band([], [], [], [], [], [], [])
             return query.band_of(tx, int(run[0]), metric, x, lo, hi, max_points)
+
+        return self._read(read)
+
+    def cross_rank_last(
+        self, project: str, run_id: str, upto: int | None = None
+    ) -> dict[str, dict[str, Any]]:
+        def read(tx: Tx) -> dict[str, dict[str, Any]]:
+            run = tx.one("SELECT id FROM runs WHERE project = ? AND run_id = ?", (project, run_id))
+            if run is None:
+                return {}
+            found = query.last_complete_of(tx, int(run[0]), upto)
+            if not found:
+                return {}
+            names = tx.all(
+                f"SELECT id, name FROM metrics WHERE id IN ({marks(len(found))})", list(found)
+            )
+            return {name: found[int(i)] for i, name in names}
 
         return self._read(read)
 

@@ -299,3 +299,6 @@ class StallEvent:
     where: str
     cleared: bool
     stacks: dict[str, str] = field(default_factory=dict)
+    # The rank's step when the stall began (a report) or ended (a clear): where a chart
+    # by step marks it; None when the store has no step progress for the stream.
+    step: int | None = None

@@ -386,8 +386,13 @@ class TelemetryReads:
                 [*sids, limit],
             )
             out = []
+            progress: dict[int, list[tuple[int, float]]] = {}
             for sid, t, idle, cleared, where, stacks in rows:
                 s = meta[int(sid)]
+                began = float(t) - (0.0 if cleared else float(idle))
+                if int(sid) not in progress:  # one read per stream, from its first stall on
+                    first = min(float(r[1]) - float(r[2]) for r in rows if r[0] == sid)
+                    progress[int(sid)] = _step_window(tx, int(sid), first)
                 out.append(
                     T.StallEvent(
                         s.label,
@@ -398,6 +403,7 @@ class TelemetryReads:
                         where,
                         bool(cleared),
                         json.loads(stacks),
+                        _step_at(progress[int(sid)], began),
                     )
                 )
             return out
@@ -412,6 +418,12 @@ def _line_name(key: str, s: _Stream, gpu: int | None) -> str:
     else:
         who = f"node {s.node}" if s.node >= 0 else s.label
     return who if gpu is None else f"{who} · gpu {gpu}"
+
+
+def _step_at(points: list[tuple[int, float]], t: float) -> int | None:
+    """The highest step logged at or before ``t`` (None: none yet, or no progress kept)."""
+    steps = [step for step, when in points if when <= t]
+    return max(steps) if steps else None
 
 
 def _step_window(tx: Tx, sid: int, since: float) -> list[tuple[int, float]]:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..errors import UsageError
+from ..names import casefold_clash
 from .frames import MAGIC
 
 SUFFIX = ".rwlog"
@@ -26,6 +28,33 @@ def run_dir(root: str | os.PathLike[str], project: str, run_id: str) -> Path:
 
 def streams_dir(root: str | os.PathLike[str], project: str, run_id: str) -> Path:
     return run_dir(root, project, run_id) / "streams"
+
+
+def check_case_aliases(root: str | os.PathLike[str], project: str, run_id: str, label: str) -> None:
+    """Refuse a project, run or label that differs only in case from one on disk.
+
+    On a case-insensitive filesystem (macOS, Windows shares) ``Run1`` and ``run1`` are
+    one directory: writing both would mix two runs' streams in it.
+    """
+    steps = [(Path(root), project, "project"), (Path(root) / project, run_id, "run id")]
+    labels = [lab for lab, _, _ in list_streams(streams_dir(root, project, run_id))]
+    for parent, name, what in steps:
+        try:
+            names = [e.name for e in os.scandir(parent) if e.is_dir()]
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        other = casefold_clash(name, names)
+        if other is not None:
+            raise UsageError(
+                f"{what} {name!r} differs only in case from {other!r}, which exists in "
+                f"{parent}: use {other!r} or a name that differs in more than case"
+            )
+    other = casefold_clash(label, labels)
+    if other is not None:
+        raise UsageError(
+            f"stream label {label!r} differs only in case from {other!r} in run {run_id!r}: "
+            f"use {other!r} or another label"
+        )
 
 
 def stream_filename(label: str, incarnation: int) -> str:

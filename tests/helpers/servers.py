@@ -48,31 +48,62 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, every: float
         time.sleep(every)
 
 
-def call(app: Any, method: str, url: str, **kwargs: Any) -> httpx.Response:
-    """One request to ``app`` in-process (httpx ``ASGITransport``)."""
+def admin_token(app: Any) -> str:
+    """An admin token of ``app``'s store, created once per app."""
+    token = getattr(app.state, "test_admin_token", None)
+    if token is None:
+        token = app.state.store.create_token("admin", None, "tests").value
+        app.state.test_admin_token = token
+    return str(token)
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+def call(
+    app: Any, method: str, url: str, *, as_admin: bool = True, **kwargs: Any
+) -> httpx.Response:
+    """One request to ``app`` in-process (httpx ``ASGITransport``), as an admin unless
+    ``as_admin=False`` or the request brings its own ``Authorization``."""
+    headers = dict(kwargs.pop("headers", None) or {})
+    if as_admin and not any(k.lower() == "authorization" for k in headers):
+        headers.update(bearer(admin_token(app)))
+    kwargs["headers"] = headers
 
     async def go() -> httpx.Response:
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://app") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             return await client.request(method, url, **kwargs)
 
     return asyncio.run(go())
 
 
 @contextmanager
-def serve_in_thread(app: Any) -> Iterator[str]:
-    """A real uvicorn serving ``app`` on a free loopback port, in this process."""
+def serve_in_thread(app: Any, *, token_env: bool = True, **config: Any) -> Iterator[str]:
+    """A real uvicorn serving ``app`` on a free loopback port, in this process.
+
+    With auth on, an admin token of its store is in ``RANKWISE_TOKEN`` meanwhile (clients
+    in this process and children made with ``subprocess_env`` use it), unless
+    ``token_env=False``.
+    """
+    before = os.environ.get("RANKWISE_TOKEN")
+    if token_env and app.state.settings.auth:
+        os.environ["RANKWISE_TOKEN"] = admin_token(app)
     port = free_port()
-    config = uvicorn.Config(
+    uv_config = uvicorn.Config(
         app,
         host="127.0.0.1",
         port=port,
-        log_level="warning",
-        http="h11",
-        ws="none",
-        lifespan="off",
+        **{
+            "log_level": "warning",
+            "http": "h11",
+            "ws": "none",
+            "lifespan": "off",
+            **config,
+        },
     )
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uv_config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     wait_until(lambda: server.started or not thread.is_alive(), timeout=20)
@@ -82,35 +113,71 @@ def serve_in_thread(app: Any) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(10)
+        if before is None:
+            os.environ.pop("RANKWISE_TOKEN", None)
+        else:
+            os.environ["RANKWISE_TOKEN"] = before
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("RANKWISE_")}
     env.update({k: v for k, v in os.environ.items() if k.startswith("RANKWISE_TEST_")})
+    if os.environ.get("RANKWISE_TOKEN"):  # set by the server helpers for their server
+        env["RANKWISE_TOKEN"] = os.environ["RANKWISE_TOKEN"]
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env.update(extra)
     return env
 
 
 class ServerProcess:
-    """``rankwise server --db URL`` (or ``rankwise ui --dir DIR``) in a subprocess."""
+    """``rankwise server --db URL`` (or ``rankwise ui --dir DIR``) in a subprocess.
 
-    def __init__(self, args: list[str], log: Path, port: int | None = None) -> None:
+    A ``server`` runs with authentication, as it does for users: ``token`` is an admin
+    token made in its store before the first start, ``headers`` carry it, and ``env()``
+    is a child environment pointing an SDK at this server with it.
+    """
+
+    def __init__(
+        self, args: list[str], log: Path, port: int | None = None, token: str | None = None
+    ) -> None:
         self.args = args
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
+        self.token = token
 
     @classmethod
-    def db(cls, url: str, log: Path, *extra: str) -> ServerProcess:
-        return cls(["server", "--db", url, *extra], log)
+    def db(cls, url: str, log: Path, *extra: str, port: int | None = None) -> ServerProcess:
+        token = None
+        if "--insecure-no-auth" not in extra:
+            from rankwise.store import open_store
+
+            with open_store(url) as store:
+                store.migrate()
+                token = store.create_token("admin", None, "tests").value
+        return cls(["server", "--db", url, *extra], log, port=port, token=token)
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return bearer(self.token) if self.token else {}
+
+    def env(self, **extra: str) -> dict[str, str]:
+        more = {"RANKWISE_SERVER": self.url, **extra}
+        if self.token:
+            more.setdefault("RANKWISE_TOKEN", self.token)
+        return subprocess_env(**more)
+
+    def get(self, path: str, **kwargs: Any) -> httpx.Response:
+        return httpx.get(self.url + path, headers=self.headers, **kwargs)
 
     @classmethod
     def ui(cls, root: Path, log: Path) -> ServerProcess:
         return cls(["ui", "--dir", str(root)], log)
 
     def start(self, wait: bool = True) -> ServerProcess:
+        if self.token:  # for Api(server=...) here and subprocess_env() children
+            os.environ.setdefault("RANKWISE_TOKEN", self.token)
         cmd = [sys.executable, "-m", "rankwise.cli", *self.args, "--port", str(self.port)]
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
@@ -124,7 +191,7 @@ class ServerProcess:
         if self.proc is not None and self.proc.poll() is not None:
             pytest.fail(f"server exited with {self.proc.returncode}:\n{self.log.read_text()}")
         try:
-            return httpx.get(self.url + "/api/v1/projects", timeout=1.0).status_code == 200
+            return self.get("/api/v1/projects", timeout=1.0).status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -170,3 +237,13 @@ def postgres_dsn() -> Iterator[str]:
     finally:
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def browser_login(context: Any, url: str, token: str) -> None:
+    """Log a Playwright browser context in to the dashboard (its session cookie)."""
+    r = context.request.post(
+        url + "/api/v1/session",
+        data={"token": token},
+        headers={"X-Rankwise-CSRF": "1", "Sec-Fetch-Site": "same-origin"},
+    )
+    assert r.status == 200, r.text()

@@ -9,6 +9,20 @@ export class ApiError extends Error {
 }
 
 const BASE = "api/v1";
+const SAFE = new Set(["GET", "HEAD"]);
+
+// Double-submit CSRF: the server set rk_csrf (readable, unlike the session cookie) at
+// login; every mutation echoes it in a header a cross-site form cannot send.
+function csrfToken() {
+  for (const part of document.cookie.split(";")) {
+    const [k, ...v] = part.trim().split("=");
+    if (k === "rk_csrf" || k === "__Host-rk_csrf") return v.join("=");
+  }
+  return "";
+}
+
+// A 401 from any call means the session is gone: the app shows the login page.
+export const UNAUTHORIZED = "rankwise:unauthorized";
 
 function query(params) {
   const q = new URLSearchParams();
@@ -23,14 +37,15 @@ function query(params) {
 
 async function request(method, path, { params, body, signal } = {}) {
   let res;
+  const headers = { Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (!SAFE.has(method)) headers["X-Rankwise-CSRF"] = csrfToken() || "login";
   try {
     res = await fetch(`${BASE}${path}${query(params)}`, {
       method,
       signal,
-      headers: body === undefined ? { Accept: "application/json" } : {
-        Accept: "application/json",
-        "Content-Type": "application/json",
-      },
+      headers,
+      credentials: "same-origin",
       body: body === undefined ? undefined : JSON.stringify(body),
     });
   } catch (err) {
@@ -43,6 +58,9 @@ async function request(method, path, { params, body, signal } = {}) {
     data = await res.json();
   } catch {
     data = null;
+  }
+  if (res.status === 401 && path !== "/session") {
+    window.dispatchEvent(new Event(UNAUTHORIZED));
   }
   if (!res.ok) {
     const msg = data?.error?.message ?? `${method} ${path} failed with HTTP ${res.status}`;
@@ -84,6 +102,9 @@ export const api = {
     request("POST", `/projects/${p(project)}/views`, { ...opts, body: view }),
   deleteView: (project, name, opts) =>
     request("DELETE", `/projects/${p(project)}/views`, { ...opts, params: { name } }),
+  whoami: (opts) => request("GET", "/session", opts),
+  login: (token) => request("POST", "/session", { body: { token } }),
+  logout: () => request("DELETE", "/session"),
   // Issue 5 (rank health, system metrics, console): used when the server offers them.
   get: (path, params, opts) => request("GET", path, { ...opts, params }),
 };

@@ -1,8 +1,10 @@
 // The dashboard's entry: the top bar, the router outlet and the global shortcuts.
 
 import { render } from "preact";
-import { useEffect } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
+import { api, UNAUTHORIZED } from "./api.js";
 import { href, useRoute } from "./router.js";
+import { LoginPage } from "./pages/Login.jsx";
 import { ProjectsPage, RunsPage } from "./pages/Runs.jsx";
 import { RunPage } from "./pages/Run.jsx";
 import { ComparePage, GroupPage } from "./pages/Overlay.jsx";
@@ -10,13 +12,16 @@ import "./styles.css";
 
 function App() {
   const route = useRoute();
+  const [who, setWho] = useSession();
   useShortcuts();
   useEffect(() => {
     const where = route.run ?? route.group ?? route.project;
     document.title = where ? `${where} · rankwise` : route.page === "compare" ? "Compare · rankwise" : "rankwise";
   }, [route]);
   let page;
-  switch (route.page) {
+  if (who === undefined) page = <main class="page muted">Loading…</main>;
+  else if (who === null) page = <LoginPage onLogin={setWho} />;
+  else switch (route.page) {
     case "runs":
       page = <RunsPage key={route.project} project={route.project} params={route.params} />;
       break;
@@ -47,10 +52,35 @@ function App() {
         ) : null}
         <span class="spacer" />
         <span class="muted small kbd-hint"><kbd>/</kbd> search</span>
+        {who?.via === "session" ? (
+          <button type="button" class="logout" title={`${who.role} token ${who.name || ""}`} onClick={() => logout(setWho)}>
+            Log out
+          </button>
+        ) : null}
       </header>
       {page}
     </>
   );
+}
+
+/** Who the page acts as: undefined while asking, null when a login is needed. */
+function useSession() {
+  const [who, setWho] = useState(undefined);
+  useEffect(() => {
+    api.whoami().then(setWho, () => setWho(null));
+    const lost = () => setWho(null);
+    window.addEventListener(UNAUTHORIZED, lost);
+    return () => window.removeEventListener(UNAUTHORIZED, lost);
+  }, []);
+  return [who, setWho];
+}
+
+async function logout(setWho) {
+  try {
+    await api.logout();
+  } finally {
+    setWho(null);
+  }
 }
 
 /** "/" focuses the page's search box (unless typing somewhere); Escape leaves it. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { fmtAgo, fmtCrashed, fmtDuration, fmtRanks, fmtShortTime, fmtValue, runDuration } from "../src/lib/format.js";
+import { asNumber, fmtAgo, fmtCrashed, fmtDuration, fmtRanks, fmtShortTime, fmtTicks, fmtValue, runDuration } from "../src/lib/format.js";
 import { createFirstDraw } from "../src/lib/firstDraw.js";
 import { parseHash, href } from "../src/router.js";
 
@@ -10,6 +10,9 @@ describe("format", () => {
     expect(fmtValue(0.123456789)).toBe("0.12346");
     expect(fmtValue(null)).toBe("–");
     expect(fmtValue(true)).toBe("true");
+    expect(fmtValue(NaN)).toBe("NaN");
+    expect(fmtValue(Infinity)).toBe("∞");
+    expect(fmtValue(-Infinity)).toBe("−∞");
   });
   it("short times: month-day this year, the date before", () => {
     const now = new Date(2024, 5, 1, 12).getTime() / 1000;
@@ -25,6 +28,8 @@ describe("format", () => {
   });
   it("runs", () => {
     expect(fmtRanks({ world_size: 64, num_nodes: 8 })).toBe("64 × 8");
+    expect(fmtRanks({ world_size: 64, num_nodes: 8, run_ranks: 64, run_nodes: 8 })).toBe("64 × 8");
+    expect(fmtRanks({ world_size: 64, num_nodes: 8, run_ranks: 1, run_nodes: 1 })).toBe("1 × 1 (job 64 × 8)");
     expect(fmtCrashed(["rank-1", "rank-2", "rank-3", "rank-4"])).toBe("rank-1, rank-2, rank-3 +1");
     expect(runDuration({ state: "running", created: 10 }, 70)).toBe(60);
     expect(runDuration({ state: "finished", created: 10, updated: 30, duration: 20 }, 70)).toBe(20);
@@ -58,5 +63,22 @@ describe("first-draw tracker", () => {
     expect(t.drawn("b")).toBe(true);
     expect(t.drawn("c")).toBe(false);
     expect(p.marks).toEqual(["rankwise:page-open", "rankwise:first-charts", "measure:rankwise:open-to-first-charts"]);
+  });
+});
+
+describe("ticks and spelled numbers", () => {
+  it("gives short, distinct, unclipped tick labels", () => {
+    expect(fmtTicks([2 ** 70, 2 * 2 ** 70])).toEqual(["1.18e21", "2.36e21"]);
+    expect(fmtTicks([1200, 3.4e6, 0.0012, 0.00012])).toEqual(["1200", "3.4M", "0.0012", "1.2e-4"]);
+    const mem = [74.61e9, 74.62e9, 74.63e9, 74.64e9];
+    expect(fmtTicks(mem)).toEqual(["74.61G", "74.62G", "74.63G", "74.64G"]);
+    expect(new Set(fmtTicks([1e15, 1.0001e15, 1.0002e15])).size).toBe(3);
+  });
+  it("reads the spelled NaN and ±Inf of a JSON reply", () => {
+    expect(asNumber("NaN")).toBeNaN();
+    expect(asNumber("-Infinity")).toBe(-Infinity);
+    expect(asNumber("nan")).toBeUndefined();
+    expect(fmtValue("Infinity")).toBe("∞");
+    expect(fmtValue("text")).toBe("text");
   });
 });

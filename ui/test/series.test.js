@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
-  alignSeries, bandColumns, bandTable, extentInRange, lowerBound, mergeRange, mergeSeriesList,
+  alignSeries, bandColumns, bandTable, isolated, markAt, nonfiniteMarks, weightedAt, extentInRange, lowerBound, mergeRange, mergeSeriesList,
   nearestIndex, pointsFor, pointsPerRank, positiveOnly, smooth, tableBand, upperBound,
 } from "../src/lib/series.js";
 
@@ -62,6 +62,28 @@ describe("bandColumns", () => {
   it("drops non-positive values on a log axis", () => {
     const c = bandColumns({ ...band, min: [0, -1, 2] }, { log: true });
     expect(c.min).toEqual([null, null, 2]);
+  });
+  it("keeps partial steps out of the mean line and quotes the last complete one", () => {
+    const live = {
+      x: [0, 1, 2, 3], n: [3, 3, 2, 1], nw: [0, 0, 0, 0], mean: [1, 2, 2247, 3000],
+      wmean: [1, 2, 2247, 3000], min: [0, 1, 2, 3000], max: [2, 3, 4492, 3000],
+      partial: [false, false, true, true],
+    };
+    const c = bandColumns(live);
+    expect(c.mean).toEqual([1, 2, null, null]);
+    expect(c.pending).toEqual([null, 2, 2247, 3000]);
+    expect(c.lastComplete).toBe(1);
+    expect(c.hasWeights).toBe(false);
+    const done = bandColumns({ ...live, partial: [false, false, false, false] });
+    expect(done.pending).toBeNull();
+    expect(done.lastComplete).toBe(3);
+  });
+  it("offers the weighted or the unweighted mean", () => {
+    const w = { ...band, nw: [2, 2, 2] };
+    expect(bandColumns(w).hasWeights).toBe(true);
+    expect(bandColumns(w).mean).toEqual([1.5, 2.5, 3.5]);
+    expect(bandColumns(w, { weighted: false }).mean).toEqual([1, 2, 3]);
+    expect(weightedAt({ n: [2, 2, 0], nw: [2, 1, 0] })).toEqual([true, false, false]);
   });
   it("is null for an empty band", () => {
     expect(bandColumns(null)).toBeNull();
@@ -155,5 +177,23 @@ describe("extents and budgets", () => {
     expect(pointsPerRank(600, 4)).toBe(1200);
     expect(pointsPerRank(600, 64)).toBe(160);
     expect(pointsPerRank(600, 16)).toBe(600);
+  });
+});
+
+describe("every value visible", () => {
+  it("finds the points a line cannot draw: alone, or between gaps", () => {
+    expect(isolated([5])).toEqual([0]);
+    expect(isolated([null, 1, null, 2, 3])).toEqual([1]);
+    expect(isolated([1, 2, 3])).toBeNull();
+    expect(isolated([null, 4, null], true)).toEqual([1]);
+    expect(isolated([1, null, 2], true)).toBeNull();
+  });
+  it("marks NaN and ±Inf from a JSON reply or MessagePack numbers", () => {
+    const json = { x: [0, 1, 2], y: [null, null, 1], nonfinite: { x: [0, 1], value: ["NaN", "-Infinity"] } };
+    expect(nonfiniteMarks(json)).toEqual([{ x: 0, text: "NaN", color: null }, { x: 1, text: "−∞", color: null }]);
+    const packed = { x: [3, 4], y: [Infinity, 2] };
+    expect(nonfiniteMarks(packed, "red")).toEqual([{ x: 3, text: "∞", color: "red" }]);
+    expect(markAt(nonfiniteMarks(json), 1).text).toBe("−∞");
+    expect(markAt([], 1)).toBeNull();
   });
 });

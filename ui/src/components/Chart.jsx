@@ -10,7 +10,8 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
-import { extentInRange, lowerBound, nearestIndex, upperBound } from "../lib/series.js";
+import { extentInRange, isolated, lowerBound, nearestIndex, upperBound } from "../lib/series.js";
+import { fmtTicks } from "../lib/format.js";
 import { themeColors } from "../lib/colors.js";
 
 const HOVER_PX = 24; // how close (CSS px) the pointer must be to a rank line to pick it
@@ -86,9 +87,11 @@ export function Chart(props) {
 
   useEffect(() => {
     plot.current?.redraw(false);
-  }, [props.highlight]);
+  }, [props.highlight, props.marks]);
 
-  return <div class="chart-canvas" ref={wrap} style={{ height: `${height}px` }} />;
+  return (
+    <div class="chart-canvas" ref={wrap} style={{ height: `${height}px` }} data-stall-marks={props.marks?.length ?? 0} />
+  );
 }
 
 function toData(model) {
@@ -135,7 +138,14 @@ function makeOpts(live, hoverKey, model, xMode, log, width, height) {
       alpha: l.alpha ?? 1,
       dash: l.dash,
       spanGaps: !!model.spanGaps,
-      points: { show: false },
+      // A value with no neighbour to join (a metric logged once, a point between gaps)
+      // is drawn as a dot: a line of one point would draw nothing.
+      points: {
+        show: false,
+        size: 7,
+        fill: color(l.color),
+        filter: (u, si) => isolated(u.data[si], !!live.current.model.spanGaps),
+      },
     });
   }
   const bands = [];
@@ -198,15 +208,21 @@ function makeOpts(live, hoverKey, model, xMode, log, width, height) {
       y: { distr: log ? 3 : 1, log: 10, range: yRange },
     },
     axes: [
-      { ...axis, space: 60, size: 28 },
-      { ...axis, size: 52, values: (u, vals) => vals.map(fmtTick) },
+      // Time ticks take two lines (the time, then the date under the first of a day).
+      { ...axis, space: 60, size: xMode === "time" ? 44 : 28 },
+      { ...axis, size: yAxisSize, values: (u, vals) => fmtTicks(vals) },
     ],
     series,
     bands,
     hooks: {
-      drawAxes: [(u) => drawOverlay(u, live.current, hoverKey.current, log)],
+      drawAxes: [
+        (u) => drawStalls(u, live.current.marks),
+        (u) => drawOverlay(u, live.current, hoverKey.current, log),
+        (u) => drawMarks(u, live.current.model.marks, c),
+      ],
       draw: [
         (u) => {
+          noteAxes(u, live.current.model);
           if (u.data[0].length || live.current.model.overlay?.length) live.current.onDrawn?.(u);
         },
       ],
@@ -231,16 +247,115 @@ function makeOpts(live, hoverKey, model, xMode, log, width, height) {
   };
 }
 
-/** Short tick labels: 1.2k, 3.4M, 0.0012 → 1.2e-3. */
-export function fmtTick(v) {
-  if (v === null || v === undefined) return "";
-  const a = Math.abs(v);
-  if (a === 0) return "0";
-  if (a >= 1e9) return `${+(v / 1e9).toPrecision(3)}G`;
-  if (a >= 1e6) return `${+(v / 1e6).toPrecision(3)}M`;
-  if (a >= 1e4) return `${+(v / 1e3).toPrecision(3)}k`;
-  if (a < 1e-3) return v.toExponential(1);
-  return `${+v.toPrecision(4)}`;
+/**
+ * What was drawn, on the canvas wrapper (for tests and the curious): the axes' tick
+ * labels (data-yticks, data-xticks, JSON), the x axis height (data-xsize), the dots of
+ * lone points (data-dots: "x,y" CSS px within the wrapper) and the NaN/±Inf marks
+ * (data-marks).
+ */
+function noteAxes(u, model) {
+  const el = u.root?.parentElement;
+  if (!el) return;
+  el.dataset.yticks = JSON.stringify(u.axes[1]?._values ?? []);
+  el.dataset.xticks = JSON.stringify(u.axes[0]?._values ?? []);
+  el.dataset.xsize = String(u.axes[0]?._size ?? "");
+  const dots = [];
+  const over = u.over.getBoundingClientRect();
+  const wrap = el.getBoundingClientRect();
+  u.series.forEach((s, si) => {
+    if (si === 0 || !s.points?.filter) return;
+    for (const i of isolated(u.data[si], !!model.spanGaps) ?? []) {
+      const x = u.valToPos(u.data[0][i], "x") + over.left - wrap.left;
+      const y = u.valToPos(u.data[si][i], "y") + over.top - wrap.top;
+      dots.push(`${Math.round(x)},${Math.round(y)}`);
+    }
+  });
+  el.dataset.dots = dots.join(" ");
+  el.dataset.marks = (model.marks ?? []).map((m) => `${m.x}:${m.text}`).join(" ");
+}
+
+/** The y axis as wide as its longest tick label needs (labels never clipped). */
+function yAxisSize(u, values) {
+  if (!values || !values.length) return 52;
+  const longest = Math.max(...values.map((v) => String(v ?? "").length));
+  return Math.max(40, Math.ceil(longest * 6.6) + 14);
+}
+
+/**
+ * NaN and ±Inf values, which have no place on a y axis: a dashed tick at their x and
+ * "NaN", "∞" or "−∞" at the top (NaN, ∞) or bottom (−∞) of the plot.
+ */
+function drawMarks(u, marks, c) {
+  if (!marks || !marks.length) return;
+  const ctx = u.ctx;
+  const { left, top, width, height } = u.bbox;
+  const px = uPlot.pxRatio;
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(left, top, width, height);
+  ctx.clip();
+  ctx.font = `${Math.round(11 * px)}px system-ui, sans-serif`;
+  for (const m of marks) {
+    if (m.x < u.scales.x.min || m.x > u.scales.x.max) continue;
+    const cx = u.valToPos(m.x, "x", true);
+    const low = m.text === "−∞";
+    ctx.strokeStyle = m.color ?? c.bad ?? "#c0392b";
+    ctx.fillStyle = m.color ?? c.bad ?? "#c0392b";
+    ctx.globalAlpha = 0.8;
+    ctx.setLineDash([3 * px, 3 * px]);
+    ctx.lineWidth = px;
+    ctx.beginPath();
+    ctx.moveTo(cx, top);
+    ctx.lineTo(cx, top + height);
+    ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.textBaseline = low ? "bottom" : "top";
+    // Near an edge the label is set inside the plot, never cut by it.
+    const edge = 14 * px;
+    ctx.textAlign = cx > left + width - edge ? "right" : cx < left + edge ? "left" : "center";
+    const tx = ctx.textAlign === "right" ? cx - 3 * px : ctx.textAlign === "left" ? cx + 3 * px : cx;
+    ctx.fillText(m.text, tx, low ? top + height - 2 * px : top + 2 * px);
+  }
+  ctx.restore();
+}
+
+const STALL = "#8e44ad"; // the health strip's stalled colour
+
+/** Stalls (lib/stalls.js): a shaded span by time, a dashed line by step, under the lines. */
+function drawStalls(u, marks) {
+  if (!marks || !marks.length) return;
+  const ctx = u.ctx;
+  const { left, top, width, height } = u.bbox;
+  const xmin = u.scales.x.min;
+  const xmax = u.scales.x.max;
+  const px = uPlot.pxRatio;
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(left, top, width, height);
+  ctx.clip();
+  for (const m of marks) {
+    const x1 = m.x1 ?? xmax;
+    if (x1 < xmin || m.x0 > xmax) continue;
+    const a = u.valToPos(Math.max(m.x0, xmin), "x", true);
+    const b = u.valToPos(Math.min(x1, xmax), "x", true);
+    ctx.fillStyle = STALL;
+    ctx.strokeStyle = STALL;
+    if (b - a >= 2 * px) {
+      ctx.globalAlpha = 0.14;
+      ctx.fillRect(a, top, b - a, height);
+    }
+    ctx.globalAlpha = 0.85;
+    ctx.lineWidth = 1.5 * px;
+    ctx.setLineDash([4 * px, 3 * px]);
+    ctx.beginPath();
+    ctx.moveTo(a, top);
+    ctx.lineTo(a, top + height);
+    ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.font = `${10 * px}px sans-serif`;
+    ctx.fillText(m.rank >= 0 ? `stall r${m.rank}` : "stall", a + 3 * px, top + 11 * px);
+  }
+  ctx.restore();
 }
 
 function drawOverlay(u, props, hovered, log) {
@@ -285,6 +400,13 @@ function drawOverlay(u, props, hovered, log) {
       pen = true;
     }
     ctx.stroke();
+    for (const i of isolated(ys) ?? []) {
+      if (i < a || i >= b || (log && ys[i] <= 0)) continue;
+      ctx.beginPath();
+      ctx.arc(u.valToPos(xs[i], "x", true), u.valToPos(ys[i], "y", true), 3 * px, 0, 2 * Math.PI);
+      ctx.fillStyle = line.color;
+      ctx.fill();
+    }
   }
   ctx.restore();
 }
@@ -325,6 +447,7 @@ function onCursor(u, props, hoverKey, emit) {
   const x = u.data[0][idx];
   emit({
     x,
+    idx,
     values: props.model.lines.map((l) => l.y[idx]),
     lo: props.model.band ? props.model.band.lo[idx] : null,
     hi: props.model.band ? props.model.band.hi[idx] : null,

@@ -6,8 +6,8 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api } from "../api.js";
 import { LIVE_MS, useInView, useInterval } from "../hooks.js";
 import {
-  alignSeries, bandColumns, bandTable, gaps, mergeRange, mergeSeriesList, pointsFor,
-  pointsPerRank, positiveOnly, smooth, tableBand,
+  alignSeries, bandColumns, bandTable, gaps, markAt, mergeRange, mergeSeriesList,
+  nonfiniteMarks, pointsFor, pointsPerRank, positiveOnly, smooth, tableBand,
 } from "../lib/series.js";
 import { fmtTime, fmtValue } from "../lib/format.js";
 import { charts, priorityOf } from "../lib/queue.js";
@@ -107,27 +107,69 @@ function xText(x, xMode) {
   return xMode === "time" ? fmtTime(x) : `step ${fmtValue(x)}`;
 }
 
-/** The readout line of a run chart: hovered values, else the latest mean. */
-function RunReadout({ hover, model, xMode, multi }) {
+/** "weighted mean" or "mean"; a button switching the two where weights were logged. */
+function MeanLabel({ model, onToggle }) {
+  if (!model.hasWeights) return <span class="muted">mean</span>;
+  const name = model.weighted ? "weighted mean" : "unweighted mean";
+  return (
+    <button
+      type="button"
+      class="linklike mean-kind"
+      title={`Show the ${model.weighted ? "unweighted" : "weighted"} mean instead`}
+      onClick={onToggle}
+    >
+      {name}
+    </button>
+  );
+}
+
+/** The readout line of a run chart: hovered values, else the last complete mean. */
+function RunReadout({ hover, model, xMode, multi, onToggleMean }) {
   if (!model) return null;
+  const label = multi ? <><MeanLabel model={model} onToggle={onToggleMean} />{" "}</> : null;
   if (!hover) {
-    const mean = model.lines[model.lines.length - 1]?.y ?? [];
-    let i = mean.length - 1;
-    while (i >= 0 && (mean[i] === null || mean[i] === undefined)) i--;
-    if (i < 0) return null;
+    const mean = model.lines.find((l) => l.key === "mean")?.y ?? [];
+    let i = multi ? model.lastComplete : mean.length - 1;
+    // The last value logged may be NaN or ±Inf: say so, rather than quote an older one.
+    const lastMark = !multi && i >= 0 ? markAt(model.marks, model.x[i]) : null;
+    if (lastMark && (mean[i] === null || mean[i] === undefined)) {
+      return (
+        <span class="muted" data-readout-step={String(model.x[i])}>
+          <b class="nonfinite">{lastMark.text}</b> at {xText(model.x[i], xMode)}
+        </span>
+      );
+    }
+    while (!multi && i >= 0 && (mean[i] === null || mean[i] === undefined)) i--;
+    const pending = model.pendingSteps;
     return (
-      <span class="muted">
-        {multi ? "mean " : ""}
-        <b>{fmtValue(mean[i])}</b> at {xText(model.x[i], xMode)}
+      <span class="muted" data-readout-step={i >= 0 ? String(model.x[i]) : ""}>
+        {i >= 0 ? (
+          <>
+            {label}
+            <b>{fmtValue(mean[i])}</b> at {xText(model.x[i], xMode)}
+          </>
+        ) : null}
+        {pending ? (
+          <span class="partial-note" title={`${pending} step${pending === 1 ? "" : "s"} not every live rank has reached yet: their mean (of the ranks there so far) is drawn dashed and not quoted`}>
+            {" "}· {pending} partial
+          </span>
+        ) : null}
       </span>
     );
   }
-  const v = hover.values[hover.values.length - 1];
+  const idx = hover.idx;
+  const partial = multi && model.partial?.[idx];
+  const mark = markAt(model.marks, hover.x);
+  let v = partial ? model.pendingY?.[idx] : hover.values[model.lines.findIndex((l) => l.key === "mean")];
+  if ((v === null || v === undefined) && mark) v = mark.text;
   return (
     <span>
       <span class="muted">{xText(hover.x, xMode)}</span>{" "}
-      {multi ? "mean " : ""}
+      {label}
       <b>{fmtValue(v)}</b>
+      {partial ? (
+        <span class="partial-note"> partial: {model.n?.[idx]} of the live ranks so far</span>
+      ) : null}
       {multi && hover.lo !== null ? (
         <span class="muted">
           {" "}[{fmtValue(hover.lo)}, {fmtValue(hover.hi)}]
@@ -152,6 +194,7 @@ export function RunChartCard(props) {
   const { project, runId, metric, settings, multi, showRanks, rankInfo, live, tracker } = props;
   const [ref, seen, visible] = useCard(metric, tracker);
   const [hover, setHover] = useState(null);
+  const [weighted, setWeighted] = useState(true);
   const zoom = settings.zoom;
 
   const [data, error] = useChartData(
@@ -186,8 +229,8 @@ export function RunChartCard(props) {
   );
 
   const model = useMemo(
-    () => data && runModel(data, settings, multi, rankInfo),
-    [data, settings.smoothing, settings.log, multi, rankInfo],
+    () => data && runModel(data, settings, multi, rankInfo, weighted),
+    [data, settings.smoothing, settings.log, multi, rankInfo, weighted],
   );
 
   const empty = model && !model.x.length && !(model.overlay?.length);
@@ -208,7 +251,15 @@ export function RunChartCard(props) {
       cardRef={ref}
       metric={metric}
       status={status}
-      readout={<RunReadout hover={hover} model={model} xMode={settings.x} multi={multi} />}
+      readout={
+        <RunReadout
+          hover={hover}
+          model={model}
+          xMode={settings.x}
+          multi={multi}
+          onToggleMean={() => setWeighted((w) => !w)}
+        />
+      }
     >
       {model && !empty ? (
         <Chart
@@ -218,6 +269,7 @@ export function RunChartCard(props) {
           height={HEIGHT}
           xRange={zoom}
           highlight={props.highlight}
+          marks={props.marks}
           onZoom={props.onZoom}
           onResetZoom={props.onResetZoom}
           onHover={setHover}
@@ -231,31 +283,48 @@ export function RunChartCard(props) {
   );
 }
 
-function runModel(data, settings, multi, rankInfo) {
+function runModel(data, settings, multi, rankInfo, weighted = true) {
   const { smoothing, log } = settings;
   const fix = log ? positiveOnly : gaps;
   let x = [];
   const lines = [];
   let band = null;
+  const extra = {};
   if (multi) {
-    const cols = bandColumns(data.band, { smoothing, log });
+    const cols = bandColumns(data.band, { smoothing, log, weighted });
     if (cols) {
       x = cols.x;
       if (cols.raw) lines.push({ key: "raw", color: "raw", y: fix(cols.raw), width: 1 });
       // Among coloured rank lines the mean is drawn in the text colour, to stand apart.
-      lines.push({ key: "mean", color: data.ranks ? "ink" : "accent", y: cols.mean, width: 2 });
+      const ink = data.ranks ? "ink" : "accent";
+      lines.push({ key: "mean", color: ink, y: cols.mean, width: 2 });
+      if (cols.pending) {
+        // Steps not every live rank has reached: faint and dashed, never the mean line.
+        lines.push({ key: "partial", color: ink, y: cols.pending, width: 1.5, dash: [4, 4], alpha: 0.55 });
+      }
       band = { lo: cols.min, hi: cols.max };
+      Object.assign(extra, {
+        partial: cols.partial,
+        pendingY: cols.pending,
+        pendingSteps: cols.partial.filter(Boolean).length,
+        lastComplete: cols.lastComplete,
+        n: cols.n,
+        hasWeights: cols.hasWeights,
+        weighted: cols.hasWeights && weighted,
+      });
     }
   } else if (data.series.length) {
     // One stream (or a run whose streams logged this key alone): its values, as logged.
     const s = data.series[0];
     x = s.x;
+    extra.marks = nonfiniteMarks(s);
     const raw = fix(s.y);
     if (smoothing > 0) lines.push({ key: "raw", color: "raw", y: raw, width: 1 });
     lines.push({ key: "mean", color: "accent", y: fix(smooth(raw, smoothing)), width: 2 });
   }
   let overlay = null;
   if (data.ranks) {
+    extra.marks = data.ranks.flatMap((s) => nonfiniteMarks(s, rankInfo.get(s.label)?.color ?? null));
     overlay = data.ranks
       .map((s) => {
         const info = rankInfo.get(s.label) ?? { rank: 0, name: s.label, color: "#888" };
@@ -266,7 +335,7 @@ function runModel(data, settings, multi, rankInfo) {
       })
       .sort((a, b) => a.rank - b.rank);
   }
-  return { x, lines, band, overlay };
+  return { x, lines, band, overlay, ...extra };
 }
 
 /**
@@ -310,7 +379,10 @@ export function OverlayChartCard(props) {
     const present = [];
     data.forEach((t, i) => {
       if (t && t.x.length) {
-        present.push({ run: runs[i], x: t.x, y: fix(smooth(fix(t.cols.wmean), settings.smoothing)) });
+        // A run's partial steps (not every live rank there yet) are not its mean.
+        const part = t.cols.partial;
+        const y = fix(t.cols.wmean).map((v, j) => (part?.[j] ? null : v));
+        present.push({ run: runs[i], x: t.x, y: fix(smooth(y, settings.smoothing)) });
       }
     });
     const cols = alignSeries(present);

@@ -32,5 +32,6 @@ export function themeColors() {
     band: v("--band"),
     raw: v("--raw"),
     ink: v("--text"),
+    bad: v("--bad"),
   };
 }

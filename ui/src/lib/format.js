@@ -1,11 +1,25 @@
 // Numbers, times and durations as the dashboard shows them.
 
+const SPELLED = { NaN: NaN, Infinity: Infinity, "-Infinity": -Infinity };
+
+/**
+ * The number a JSON reply spelled out ("NaN", "Infinity", "-Infinity": JSON has no
+ * such numbers), or the number itself; undefined for anything else.
+ */
+export function asNumber(v) {
+  if (typeof v === "number") return v;
+  if (typeof v === "string" && Object.prototype.hasOwnProperty.call(SPELLED, v)) return SPELLED[v];
+  return undefined;
+}
+
 /** A metric value: compact but exact enough to compare neighbours. */
 export function fmtValue(v) {
   if (v === null || v === undefined) return "–";
+  if (typeof v === "string" && asNumber(v) !== undefined) v = asNumber(v);
   if (typeof v === "boolean") return v ? "true" : "false";
   if (typeof v !== "number") return String(v);
-  if (!Number.isFinite(v)) return String(v);
+  if (Number.isNaN(v)) return "NaN";
+  if (!Number.isFinite(v)) return v > 0 ? "∞" : "−∞";
   if (Number.isInteger(v) && Math.abs(v) < 1e15) return v.toLocaleString("en-US");
   const a = Math.abs(v);
   if (a !== 0 && (a < 1e-3 || a >= 1e6)) return v.toExponential(3);
@@ -69,11 +83,15 @@ export function runDuration(run, now = Date.now() / 1000) {
   return run.duration ?? (run.updated !== null ? run.updated - run.created : null);
 }
 
-/** "64 × 8": ranks by nodes. */
+/**
+ * "64 × 8": the run's own ranks by nodes, and the job's in brackets where they differ
+ * (a worker-scope run of a 64-rank job holds one rank: "1 × 1 (job 64 × 8)").
+ */
 export function fmtRanks(run) {
-  const ranks = run.world_size ?? 1;
-  const nodes = run.num_nodes ?? 1;
-  return `${ranks} × ${nodes}`;
+  const job = `${run.world_size ?? 1} × ${run.num_nodes ?? 1}`;
+  if (run.run_ranks === undefined) return job;
+  const own = `${run.run_ranks} × ${run.run_nodes ?? 1}`;
+  return own === job ? own : `${own} (job ${job})`;
 }
 
 /** Crashed stream labels as a short phrase: "rank-3, rank-7 +2". */
@@ -81,4 +99,28 @@ export function fmtCrashed(labels, max = 3) {
   if (!labels || !labels.length) return "";
   const shown = labels.slice(0, max).join(", ");
   return labels.length > max ? `${shown} +${labels.length - max}` : shown;
+}
+
+function tickAt(v, digits) {
+  if (v === null || v === undefined) return "";
+  const a = Math.abs(v);
+  if (a === 0) return "0";
+  const exp = () => v.toExponential(Math.max(0, digits - 1)).replace("e+", "e").replace(/\.?0+e/, "e");
+  if (a >= 1e15 || a < 1e-3) return exp();
+  for (const [size, unit] of [[1e12, "T"], [1e9, "G"], [1e6, "M"], [1e4, "k"]]) {
+    if (a >= size) return `${+(v / size).toPrecision(digits)}${unit}`;
+  }
+  return `${+v.toPrecision(Math.max(digits, 4))}`;
+}
+
+/**
+ * Axis tick labels: short (1.2k, 3.4M, 74.6G, 1.18e21), and distinct: where three
+ * digits would repeat a label ("74.6G" four times), more digits are used.
+ */
+export function fmtTicks(vals) {
+  for (let digits = 3; digits <= 12; digits++) {
+    const out = vals.map((v) => tickAt(v, digits));
+    if (new Set(out).size === out.length) return out;
+  }
+  return vals.map((v) => tickAt(v, 15));
 }

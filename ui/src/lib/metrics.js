@@ -73,7 +73,7 @@ export function numericSummaryKeys(runs) {
   const keys = new Set();
   for (const r of runs) {
     for (const [k, v] of flatten(r.summary ?? {})) {
-      if (typeof v === "number" || v === null) keys.add(k);
+      if (typeof v === "number" || v === null || v === "NaN" || v === "Infinity" || v === "-Infinity") keys.add(k);
     }
   }
   return [...keys].sort();

@@ -78,22 +78,53 @@ export function gaps(ys) {
   return ys.map((y) => (finite(y) ? y : null));
 }
 
+/** True where the band's mean is weighted: every value at that x carried a weight. */
+export function weightedAt(band) {
+  const n = band.n ?? [];
+  const nw = band.nw ?? [];
+  return n.map((k, i) => k > 0 && nw[i] === k);
+}
+
 /**
  * The cross-rank band of a series reply as uPlot columns: `[x, mean, min, max]`, plus
- * `raw` (the unsmoothed mean) when smoothing is on. The mean is `wmean`, which is the
- * weighted mean where every rank gave a weight and the plain mean otherwise.
+ * `raw` (the unsmoothed mean) when smoothing is on. `weighted` picks `wmean` (the
+ * weighted mean where every rank gave a weight, the plain mean elsewhere) or `mean`.
+ *
+ * A *partial* step (one not every live rank has reached yet) averages only the ranks
+ * that got there first, so it is not drawn as the mean: `mean` has a gap there and
+ * `pending` holds those values (joined to the last complete one) for a faint dashed
+ * line. `lastComplete` is the index the header quotes (-1 when none).
  */
-export function bandColumns(band, { smoothing = 0, log = false } = {}) {
+export function bandColumns(band, { smoothing = 0, log = false, weighted = true } = {}) {
   if (!band || !band.x || band.x.length === 0) return null;
   const fix = log ? positiveOnly : gaps;
-  const mean = fix(band.wmean ?? band.mean);
+  const partial = band.partial ?? band.x.map(() => false);
+  const all = fix(weighted ? (band.wmean ?? band.mean) : band.mean);
+  const mean = all.map((y, i) => (partial[i] ? null : y));
+  const smoothed = fix(smooth(mean, smoothing));
+  let lastComplete = -1;
+  for (let i = mean.length - 1; i >= 0; i--) {
+    if (!partial[i] && mean[i] !== null) {
+      lastComplete = i;
+      break;
+    }
+  }
+  let pending = null;
+  if (partial.some(Boolean)) {
+    pending = all.map((y, i) => (partial[i] ? y : null));
+    if (lastComplete >= 0) pending[lastComplete] = smoothed[lastComplete];
+  }
   return {
     x: band.x,
-    mean: fix(smooth(mean, smoothing)),
+    mean: smoothed,
     raw: smoothing > 0 ? mean : null,
     min: fix(band.min),
     max: fix(band.max),
     n: band.n,
+    partial,
+    pending,
+    lastComplete,
+    hasWeights: weightedAt(band).some(Boolean),
   };
 }
 
@@ -155,7 +186,7 @@ export function mergeRange(coarse, fine, lo, hi) {
 export function bandTable(band) {
   if (!band || !band.x || !band.x.length) return null;
   const cols = { n: band.n, mean: band.mean, wmean: band.wmean ?? band.mean, min: band.min, max: band.max };
-  if (band.std) cols.std = band.std;
+  for (const k of ["std", "nw", "partial", "step"]) if (band[k]) cols[k] = band[k];
   return { x: band.x, cols };
 }
 
@@ -204,4 +235,48 @@ export function pointsPerRank(width, ranks) {
   const full = pointsFor(width);
   if (ranks <= 8) return full;
   return Math.max(160, Math.round((full * 8) / ranks));
+}
+
+const SHOWN = { NaN: "NaN", Infinity: "∞", "-Infinity": "−∞" };
+
+/**
+ * A series' NaN and ±Inf points (the reply's `nonfinite`, or non-finite numbers in `y`
+ * from MessagePack) as chart marks `{x, text}`; `color` is given to each.
+ */
+export function nonfiniteMarks(series, color = null) {
+  const out = [];
+  const nf = series?.nonfinite;
+  if (nf && nf.x) {
+    nf.x.forEach((x, i) => out.push({ x, text: SHOWN[nf.value[i]] ?? nf.value[i], color }));
+  } else if (series?.y) {
+    series.y.forEach((y, i) => {
+      if (typeof y === "number" && !Number.isFinite(y)) {
+        out.push({ x: series.x[i], text: Number.isNaN(y) ? "NaN" : y > 0 ? "∞" : "−∞", color });
+      }
+    });
+  }
+  return out;
+}
+
+/** The mark at `x`, if any (for the hover readout). */
+export function markAt(marks, x) {
+  return marks?.find((m) => m.x === x) ?? null;
+}
+
+/** Indices of the non-null values with no non-null neighbour (every one when alone). */
+export function isolated(ys, spanGaps = false) {
+  if (!ys) return null;
+  const out = [];
+  const has = (i) => i >= 0 && i < ys.length && ys[i] !== null && ys[i] !== undefined;
+  let count = 0;
+  for (let i = 0; i < ys.length; i++) {
+    if (!has(i)) continue;
+    count++;
+    if (!spanGaps && !has(i - 1) && !has(i + 1)) out.push(i);
+  }
+  if (spanGaps) {
+    if (count !== 1) return null;
+    for (let i = 0; i < ys.length; i++) if (has(i)) return [i];
+  }
+  return out.length ? out : null;
 }

@@ -6,7 +6,7 @@ import { useEffect, useMemo, useState } from "preact/hooks";
 import { api, prefetchMetrics, takeMetrics } from "../api.js";
 import { LIVE_MS, useLoad, useNow, useStored } from "../hooks.js";
 import { href, navigate } from "../router.js";
-import { fmtDuration, fmtTime, runDuration } from "../lib/format.js";
+import { fmtDuration, fmtRanks, fmtTime, runDuration } from "../lib/format.js";
 import { rankColor } from "../lib/colors.js";
 import { createFirstDraw } from "../lib/firstDraw.js";
 import { Code, Empty, ErrorBox, Segmented, Spinner, StateBadge, Tabs, Tag } from "../components/common.jsx";
@@ -14,6 +14,9 @@ import { ChartToolbar, MetricSections, useMetricSearch } from "../components/Met
 import { RunChartCard } from "../components/ChartCards.jsx";
 import { ConfigTab, StreamsTab, latestStreams } from "./runTabs.jsx";
 import { RunHealth } from "../components/HealthStrip.jsx";
+import { FailureBanner } from "../components/FailureBanner.jsx";
+import { runApiPath } from "../lib/health.js";
+import { describeMark, stallMarks } from "../lib/stalls.js";
 import { LogsTab } from "../components/LogsTab.jsx";
 import { SystemTab } from "../components/SystemTab.jsx";
 
@@ -79,8 +82,6 @@ export function RunPage({ project, runId, params }) {
 
 function RunHeader({ run }) {
   const now = useNow(1000, run.state === "running");
-  const primary = (run.streams ?? []).find((s) => s.is_primary && s.error_type);
-  const failed = (run.streams ?? []).filter((s) => s.error_type || s.state === "crashed");
   return (
     <header class="run-head">
       <nav class="crumbs" aria-label="Breadcrumb">
@@ -99,8 +100,7 @@ function RunHeader({ run }) {
         <StateBadge state={run.state} crashed={run.crashed} />
       </div>
       <dl class="facts">
-        <div><dt>Ranks</dt><dd>{run.world_size}</dd></div>
-        <div><dt>Nodes</dt><dd>{run.num_nodes}</dd></div>
+        <div><dt>Ranks × nodes</dt><dd data-ranks>{fmtRanks(run)}</dd></div>
         <div><dt>Duration</dt><dd>{fmtDuration(runDuration(run, now))}</dd></div>
         <div><dt>Steps</dt><dd>{run.steps >= 0 ? run.steps.toLocaleString("en-US") : "–"}</dd></div>
         <div><dt>Created</dt><dd>{fmtTime(run.created)}</dd></div>
@@ -115,19 +115,7 @@ function RunHeader({ run }) {
         ) : null}
       </dl>
       {run.notes ? <p class="notes">{run.notes}</p> : null}
-      {failed.length && run.state !== "running" && run.state !== "finished" ? (
-        <div class="callout bad">
-          {primary ? (
-            <p>
-              <b>{primary.label}</b> raised <code>{primary.error_type}</code>: {primary.error_message}
-            </p>
-          ) : null}
-          {run.crashed?.length ? (
-            <p>Crashed (process gone, heartbeat late): {run.crashed.join(", ")}</p>
-          ) : null}
-          <a href={href.run(run.project, run.id, { tab: "streams" })}>Details in Streams</a>
-        </div>
-      ) : null}
+      <FailureBanner run={run} />
     </header>
   );
 }
@@ -179,6 +167,12 @@ function ChartsTab({ run, live, focus }) {
   const tracker = useMemo(() => createFirstDraw(), [run.project, run.id]);
   const { search, setSearch, filtered, grouped } = useMetricSearch(keys.data?.keys);
   useEffect(() => setZoom(null), [run.id]);
+  const stalls = useLoad(
+    (signal) => api.get(runApiPath(run, "/stalls"), { limit: 1000 }, { signal }),
+    [run.project, run.id, run.state],
+    live ? 5 * LIVE_MS : 0,
+  );
+  const marks = useMemo(() => stallMarks(stalls.data?.stalls, settings.x), [stalls.data, settings.x]);
 
   if (keys.error) return <ErrorBox error={keys.error} onRetry={keys.reload} />;
   if (!keys.data) return <Spinner />;
@@ -212,6 +206,12 @@ function ChartsTab({ run, live, focus }) {
         Drag across a chart to zoom (all charts follow, with finer data); double-click to reset.
         {multi && rankMode === "off" ? " The line is the mean across ranks, the band their min–max." : ""}
       </p>
+      {marks.length ? (
+        <p class="hint muted small stall-key" data-stall-key>
+          <span class="stall-swatch" aria-hidden="true" /> Stalls: {marks.slice(0, 4).map(describeMark).join("; ")}
+          {marks.length > 4 ? `; ${marks.length - 4} more` : ""}
+        </p>
+      ) : null}
       <MetricSections
         grouped={grouped}
         search={search}
@@ -228,6 +228,7 @@ function ChartsTab({ run, live, focus }) {
             rankInfo={rankInfo}
             live={live}
             highlight={rankMode === "all" ? highlight : null}
+            marks={marks}
             tracker={tracker}
             onZoom={(lo, hi) => setZoom([lo, hi])}
             onResetZoom={() => setZoom(null)}

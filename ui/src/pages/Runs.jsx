@@ -7,6 +7,7 @@ import { useLoad, useNow } from "../hooks.js";
 import { href, navigate, parseHash } from "../router.js";
 import { fmtDuration, fmtRanks, fmtShortTime, fmtTime, fmtValue, runDuration } from "../lib/format.js";
 import { numericSummaryKeys, summaryValue } from "../lib/metrics.js";
+import { cellText, what } from "../lib/failures.js";
 import { Code, Empty, ErrorBox, Spinner, StateBadge, Tag } from "../components/common.jsx";
 import {
   STATES, apiParams, clientSort, facets, filtersFromParams, filtersFromView, groupRuns,
@@ -386,7 +387,16 @@ function cell(project, r, c, now) {
         </a>
       );
     case "state":
-      return <StateBadge state={r.state} crashed={r.crashed} />;
+      return (
+        <>
+          <StateBadge state={r.state} crashed={r.crashed} />
+          {r.first_failure && r.state !== "running" && r.state !== "finished" ? (
+            <span class="first-failure-cell" data-first-failure-cell title={`first failure: ${r.first_failure.label} ${what(r.first_failure)}`}>
+              {cellText(r.first_failure)}
+            </span>
+          ) : null}
+        </>
+      );
     case "group":
       return r.group ? <a href={href.group(project, r.group)}>{r.group}</a> : <span class="muted">–</span>;
     case "job_type":

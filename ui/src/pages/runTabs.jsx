@@ -4,7 +4,7 @@
 import { useMemo, useState } from "preact/hooks";
 import { useNow } from "../hooks.js";
 import { displayText } from "../lib/escape.js";
-import { fmtAgo, fmtInt, fmtTime, fmtValue } from "../lib/format.js";
+import { asNumber, fmtAgo, fmtInt, fmtTime, fmtValue } from "../lib/format.js";
 import { flatten } from "../lib/metrics.js";
 import { Empty, StateBadge } from "../components/common.jsx";
 
@@ -33,7 +33,7 @@ function KeyValueTable({ title, rows, filter, emptyText }) {
             {shown.map(([k, v]) => (
               <tr key={k}>
                 <th scope="row">{k}</th>
-                <td class={typeof v === "number" ? "num" : ""}>{typeof v === "number" ? fmtValue(v) : displayText(v)}</td>
+                <td class={asNumber(v) !== undefined ? "num" : ""}>{asNumber(v) !== undefined ? fmtValue(v) : displayText(v)}</td>
               </tr>
             ))}
             {shown.length === 0 ? (
@@ -46,10 +46,73 @@ function KeyValueTable({ title, rows, filter, emptyText }) {
   );
 }
 
+/**
+ * A shared run's summary, per key: the cross-rank line's last complete value (what the
+ * chart header quotes) and each rank's own last value.
+ */
+function RankSummaryTable({ run, filter }) {
+  const ranks = run.summary_ranks ?? {};
+  const labels = latestStreams(run.streams ?? []).map((s) => s.label).filter((l) => l in ranks);
+  const cross = run.summary_cross_rank ?? {};
+  const keys = [...new Set([...Object.keys(cross), ...labels.flatMap((l) => Object.keys(ranks[l]))])].sort();
+  const shown = filter ? keys.filter((k) => k.toLowerCase().includes(filter)) : keys;
+  const cell = (v) => (asNumber(v) !== undefined ? fmtValue(v) : v === undefined ? "–" : displayText(v));
+  return (
+    <section class="kv rank-summary">
+      <h2>
+        Summary by rank <span class="count">{keys.length}</span>
+      </h2>
+      <p class="muted small">
+        Cross-rank: the chart's line at its last complete step (every live rank there), weighted
+        where every rank logged a weight. Each rank column: that rank's last value or what it set.
+      </p>
+      <div class="table-scroll">
+        <table class="kv-table">
+          <thead>
+            <tr>
+              <th scope="col">key</th>
+              <th scope="col">cross-rank</th>
+              {labels.map((l) => <th scope="col" key={l}>{l}</th>)}
+            </tr>
+          </thead>
+          <tbody>
+            {shown.map((k) => {
+              const c = cross[k];
+              return (
+                <tr key={k}>
+                  <th scope="row">{k}</th>
+                  <td class="num" data-cross={k}>
+                    {c ? (
+                      <span title={`${c.n} values at step ${c.step}; mean ${fmtValue(c.mean)}, weighted ${fmtValue(c.wmean)}, min ${fmtValue(c.min)}, max ${fmtValue(c.max)}`}>
+                        {fmtValue(c.wmean)} <span class="muted">@ {fmtInt(c.step)}</span>
+                      </span>
+                    ) : "–"}
+                  </td>
+                  {labels.map((l) => <td class="num" key={l}>{cell(ranks[l][k])}</td>)}
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      </div>
+    </section>
+  );
+}
+
 export function ConfigTab({ run }) {
   const [q, setQ] = useState("");
   const config = useMemo(() => flatten(run.config ?? {}), [run.config]);
   const summary = useMemo(() => flatten(run.summary ?? {}), [run.summary]);
+  const shared = Object.keys(run.summary_ranks ?? {}).length > 1;
+  const env = run.environment ?? {};
+  const envRows = useMemo(() => {
+    const rows = [];
+    if (env.command?.length) rows.push(["command", env.command.join(" ")]);
+    for (const k of ["python", "platform", "launcher", "rankwise_version", "host"]) {
+      if (env[k]) rows.push([k === "rankwise_version" ? "rankwise" : k, env[k]]);
+    }
+    return rows;
+  }, [run.environment]); // eslint-disable-line react-hooks/exhaustive-deps
   const f = q.trim().toLowerCase();
   return (
     <div class="config-tab">
@@ -61,7 +124,11 @@ export function ConfigTab({ run }) {
       </div>
       <div class="two-col">
         <KeyValueTable title="Config" rows={config} filter={f} emptyText="No config: pass config= to rankwise.init() or set run.config[...]." />
-        <KeyValueTable title="Summary" rows={summary} filter={f} emptyText="No summary yet: it holds each metric's last value and what you set in run.summary." />
+        <KeyValueTable title={shared ? "Summary (primary rank)" : "Summary"} rows={summary} filter={f} emptyText="No summary yet: it holds each metric's last value and what you set in run.summary." />
+      </div>
+      {shared ? <RankSummaryTable run={run} filter={f} /> : null}
+      <div class="env-table">
+        <KeyValueTable title="Environment" rows={envRows} filter={f} emptyText="Not recorded (a run written before rankwise recorded it)." />
       </div>
     </div>
   );

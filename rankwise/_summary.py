@@ -1,0 +1,80 @@
+"""The summary of a shared run, read back: each rank's own values and the cross-rank line's.
+
+``run.summary[k] = v`` and the last logged values are kept *per stream*: when several
+ranks set the same key, each rank's value is its own (``summary_ranks``), and the run's
+``summary`` is the primary rank's (what a single-process run would show). The charts of
+a shared run draw the cross-rank mean instead, so ``summary_cross_rank`` gives, per
+metric, that line's value at its last *complete* step: the last one every live rank has
+reached (see ``complete_step``), with the same rules as ``rankwise.store.aggregate``:
+NaN and ±Inf are left out, and the weighted mean is used only where every value there
+carried a weight.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+
+def complete_step(streams: Iterable[tuple[str, int]]) -> int | None:
+    """The lowest last step among running streams (``(state, last_step)``) that have
+    logged one; None when none is running, so every step is complete."""
+    live = [step for state, step in streams if state == "running" and step >= 0]
+    return min(live) if live else None
+
+
+class CrossRankLast:
+    """Folds ``(step, values, weight)`` points of every stream into each metric's
+    cross-rank aggregate at its last step ``<= upto``."""
+
+    def __init__(self, upto: int | None) -> None:
+        self.upto = upto
+        self._at: dict[str, tuple[int, list[tuple[float, float | None]]]] = {}
+
+    def add(self, step: int, values: dict[str, Any], weight: float | None) -> None:
+        if self.upto is not None and step > self.upto:
+            return
+        for key, v in values.items():
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                continue
+            held = self._at.get(key)
+            if held is None or step > held[0]:
+                self._at[key] = (step, [(float(v), weight)])
+            elif step == held[0]:
+                held[1].append((float(v), weight))
+
+    def result(self) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for key, (step, pts) in sorted(self._at.items()):
+            vals = [v for v, _ in pts]
+            mean = math.fsum(vals) / len(vals)
+            ws = [w for _, w in pts]
+            wmean = mean
+            if all(w is not None and math.isfinite(w) for w in ws):
+                wtot = math.fsum(w for w in ws if w is not None)
+                if wtot > 0:
+                    wmean = math.fsum(v * (w or 0.0) for v, w in pts) / wtot
+            out[key] = {
+                "step": step,
+                "n": len(vals),
+                "mean": mean,
+                "wmean": wmean,
+                "min": min(vals),
+                "max": max(vals),
+            }
+        return out
+
+
+def environment(start: Any) -> dict[str, Any]:
+    """What the primary rank recorded about where it ran (its ``StreamStart``)."""
+    if start is None:
+        return {}
+    return {
+        "command": list(start.argv),
+        "python": start.python,
+        "platform": start.platform,
+        "launcher": start.launcher,
+        "rankwise_version": start.rankwise_version,
+        "host": start.host,
+    }
