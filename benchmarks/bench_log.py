@@ -66,7 +66,8 @@ def measure(
     """Interleaved rounds of the floor and of log(); prints figures for one setting."""
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["RANKWISE_DIR"] = tmp
-        opts: dict[str, object] = {"max_queue": 10_000_000, "stall_timeout": 0}
+        # A bound no round reaches: the writer-idle rounds queue every call.
+        opts: dict[str, object] = {"max_queue_bytes": 2**40, "stall_timeout": 0}
         if writer_idle:
             # The writer sleeps through the measurement and drains at finish(): what is
             # timed is the training thread's own cost; the writer's is timed at finish.

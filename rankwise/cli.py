@@ -257,6 +257,12 @@ def _server_commands(sub: Any) -> None:
     p.add_argument(
         "--max-body-mb", type=float, default=96, help="largest upload accepted (default 96)"
     )
+    p.add_argument(
+        "--max-inflight",
+        type=int,
+        default=256,
+        help="uploads handled at once per worker; past it: 429 with Retry-After (0: no limit)",
+    )
     _insecure(p)
     p.set_defaults(func=cmd_server)
     from .token_cli import add_token_commands
@@ -341,8 +347,11 @@ def cmd_server(args: argparse.Namespace) -> int:
 
     if args.workers < 1:
         raise UsageError("--workers must be at least 1")
+    if args.max_inflight < 0:
+        raise UsageError("--max-inflight must be 0 (no limit) or more")
     settings = ServerSettings(
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+        max_inflight=args.max_inflight,
         allowed_hosts=_allowed_hosts(args),
         auth=not args.insecure_no_auth,
     )

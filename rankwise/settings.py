@@ -36,9 +36,14 @@ class Settings:
     gpu_device_ids: tuple[int, ...] | None = None
     # A stall is recorded when no log() call came for this long (s); 0 turns it off.
     stall_timeout: float = 300.0
-    # log() calls waiting for the writer. Past this, values are dropped and counted
-    # rather than blocking training; memory is bounded by it.
-    max_queue: int = 100_000
+    # Bytes (an estimate of each log() call's size) waiting for the writer. While the
+    # writer is behind by more than this, log() waits for it: values are kept and memory
+    # stays bounded by it.
+    max_queue_bytes: int = 64 * 1024 * 1024
+    # log() waits at most this long for a writer that makes no progress at all (a hung
+    # or failing disk); past it, values are dropped and counted rather than hanging
+    # training, until the writer moves again (s).
+    writer_stall_timeout: float = 10.0
     # finish() and interpreter exit wait at most this long for the writer (s).
     finish_timeout: float = 30.0
     # How long rank agreement may wait for the launcher's store (s).
@@ -70,6 +75,11 @@ class Settings:
         if isinstance(given, Settings):
             given = {f.name: getattr(given, f.name) for f in fields(given)}
         for name, value in (given or {}).items():
+            if name == "max_queue":
+                raise UsageError(
+                    "setting max_queue (a count of calls) was replaced by max_queue_bytes: "
+                    "log() now waits for a writer that is behind instead of dropping values"
+                )
             if name not in known:
                 raise UsageError(
                     f"unknown setting {name!r}; known settings: {', '.join(sorted(known))}"
@@ -91,8 +101,10 @@ class Settings:
         ):
             if not float(getattr(self, name)) > 0:
                 raise UsageError(f"setting {name} must be a positive number of seconds")
-        if int(self.max_queue) < 1:
-            raise UsageError("setting max_queue must be at least 1")
+        if int(self.max_queue_bytes) < 1024:
+            raise UsageError("setting max_queue_bytes must be at least 1024 (bytes)")
+        if not float(self.writer_stall_timeout) >= 0:
+            raise UsageError("setting writer_stall_timeout must be >= 0 seconds")
         if self.console not in CONSOLE_MODES:
             raise UsageError(f"console={self.console!r} is not one of {', '.join(CONSOLE_MODES)}")
         if not float(self.system_interval) > 0:

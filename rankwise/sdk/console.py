@@ -371,11 +371,10 @@ def attach(run: Run, settings: Settings) -> ConsoleCapture | None:
     writer = run._writer
     if writer is None or settings.console == "off" or _active is not None:
         return None
-    max_queue = int(settings.max_queue)
 
     def put(stream: str, lines: list[str], times: list[float]) -> None:
-        if len(writer.queue) >= max_queue:
-            return  # the writer is behind: log() values come first
+        if run.queued_units() > run._max_units:
+            return  # the writer is behind by more than its bound: log() values come first
         writer.put_control(lambda seq, t: R.Console(seq, t, stream, lines, times))
 
     capture = ConsoleCapture(settings.console, put)

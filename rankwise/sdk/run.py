@@ -18,9 +18,10 @@ from .. import _log
 from ..settings import Settings
 from ..stream import records as R
 from .mappings import Config, Summary
-from .writer import StreamWriter
+from .writer import CALL_UNITS, UNIT, StreamWriter
 
 _now = time.time
+_CLOSED = -(2**62)  # Run._room of a run that takes no more values
 
 
 class Run:
@@ -40,7 +41,7 @@ class Run:
         self._settings = settings
         self._writer = writer
         self._recording = writer is not None
-        self._closed = writer is None  # log() checks this one flag
+        self._closed = writer is None
         self._state = "running" if writer is not None else "disabled"
         self._step = first_step
         self._warned_closed = False
@@ -48,7 +49,14 @@ class Run:
         self._warned_drop = False
         self._warned_after: set[str] = set()
         self._queue = writer.queue if writer is not None else None
-        self._max_queue = settings.max_queue
+        # Backpressure (see sdk/writer.py), in units: log() may queue ``_room`` more
+        # before it must look at the writer's ``taken_units``; what it has queued in all
+        # is ``_limit - _room``. Only the slow path (_refill) reads the writer's counter.
+        # A closed run has no room at all, so log()'s one check covers closing too.
+        self._max_units = max(1, int(settings.max_queue_bytes) // UNIT)
+        self._limit = self._room = self._max_units if writer is not None else _CLOSED
+        self._stall_timeout = float(settings.writer_stall_timeout)
+        self._stalled_at = -1  # the writer's taken_units when it was found stalled
         self.dir = root / start.project / start.run_id
         self.path = path  # this process's stream file, None when not recording
         # The run's dashboard page, when a server or a `rankwise ui` of this directory
@@ -94,24 +102,85 @@ class Run:
         """Record ``data`` (metric name → number) at ``step`` (default: the next step).
 
         Costs a dict copy and a queue append; values are checked and written by the
-        writer thread. Never raises because of the data.
+        writer thread. Never raises because of the data. Waits only while the writer is
+        behind by more than ``max_queue_bytes``; drops (and counts) values only when the
+        writer made no progress for ``writer_stall_timeout`` seconds.
         """
-        if self._closed:
-            return self._log_closed()
         try:
             values = dict(data)
         except (TypeError, ValueError):
             return self._not_a_mapping(data)
+        room = self._room - (len(values) + 3)  # the call's units: CALL_UNITS + one a value
+        if room < 0:
+            return self._log_slow(values, step, weight, room)
         if step is None:
             step = self._step + 1
         elif step.__class__ is not int or step < self._step:
             step = self._odd_step(step)
         self._step = step
-        queue = self._queue
-        if len(queue) < self._max_queue:  # type: ignore[arg-type]
-            queue.append((_now(), step, weight, values))  # type: ignore[union-attr]
-        else:
-            self._drop(values)
+        self._room = room
+        self._queue.append((_now(), step, weight, values))  # type: ignore[union-attr]
+
+    def _log_slow(self, values: dict[str, Any], step: Any, weight: Any, room: int) -> None:
+        """log() of a closed run, or one that used up its room: look at the writer."""
+        if self._closed:
+            return self._log_closed()
+        if step is None:
+            step = self._step + 1
+        elif step.__class__ is not int or step < self._step:
+            step = self._odd_step(step)
+        self._step = step  # a dropped call still takes its step
+        if (room := self._refill(room, CALL_UNITS + len(values))) < 0:
+            return self._drop(values)
+        self._room = room
+        self._queue.append((_now(), step, weight, values))  # type: ignore[union-attr]
+
+    def queued_units(self) -> int:
+        """What waits for the writer, in ``UNIT``s (an estimate; see sdk/writer.py)."""
+        writer = self._writer
+        if writer is None or self._closed:
+            return 0  # log() adds nothing more: what a closing run flushes is let in
+        return self._limit - self._room - writer.taken_units
+
+    def _refill(self, room: int, cost: int) -> int:
+        """The room left once this call (``cost``, already taken from ``room``) is
+        queued, after waiting for the writer if it is behind by more than the bound;
+        < 0: drop it. A call larger than the bound waits for an empty queue."""
+        writer = self._writer
+        assert writer is not None
+        put = self._limit - room  # queued in all, this call included
+        before = max(0, self._max_units - cost)  # what may wait ahead of this call
+        if put - cost - writer.taken_units > before and not self._wait(put - cost, before):
+            return -1
+        self._limit = writer.taken_units + self._max_units
+        return max(0, self._limit - put)
+
+    def _wait(self, put: int, limit: int) -> bool:
+        """Wait until at most ``limit`` of the ``put`` units queued is still waiting;
+        False: the writer is stalled, drop this call.
+
+        A writer that takes nothing off the queue for ``writer_stall_timeout`` is
+        stalled (a hung or failing disk): calls are dropped at once from then on, until
+        it moves again, so a dead filesystem costs training one wait, not one per call.
+        """
+        writer = self._writer
+        assert writer is not None
+        if self._stalled_at >= 0:
+            if writer.taken_units == self._stalled_at and writer.alive:
+                return False
+            self._stalled_at = -1
+        while put - writer.taken_units > limit:
+            if not writer.alive:
+                return False
+            seen = writer.taken_units
+            writer.progress.clear()
+            writer._wake.set()
+            if put - writer.taken_units <= limit:
+                break
+            if not writer.progress.wait(self._stall_timeout) and writer.taken_units == seen:
+                self._stalled_at = seen
+                return False
+        return True
 
     def _not_a_mapping(self, data: Any) -> None:
         _log.warn(f"log() takes a mapping of metric name to number, not {type(data).__name__}")
@@ -143,9 +212,11 @@ class Run:
         if not self._warned_drop:
             self._warned_drop = True
             _log.warn(
-                f"{self._max_queue} log() calls are waiting for the writer: dropping values "
-                "(counted in the stream's 'dropped') instead of slowing training. Raise "
-                "settings max_queue or log less often."
+                f"the stream writer made no progress for {self._stall_timeout:g}s with "
+                f"{self._max_units * UNIT / 2**20:g} MiB waiting (a hung or failing disk?): "
+                "dropping values (counted in the stream's 'dropped') instead of hanging "
+                f"training. Check the filesystem of {self.path}, or raise settings "
+                "writer_stall_timeout."
             )
 
     def _log_closed(self) -> None:
@@ -204,6 +275,7 @@ class Run:
         if self._closed:
             return
         self._closed = True
+        self._room = _CLOSED
         self._state = state
         writer = self._writer
         assert writer is not None
@@ -249,6 +321,7 @@ class Run:
     def _forked(self) -> None:
         """Called in a forked child: the child must never write its parent's stream."""
         self._closed = True
+        self._room = _CLOSED
         self._recording = False
         self._writer = None
         self._queue = None

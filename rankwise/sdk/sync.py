@@ -155,7 +155,7 @@ class _Retrier:
                         f"cannot upload to {self.server} ({exc}) for {self.retry_for:.0f}s: "
                         "nothing was lost; run rankwise sync again once the server is up"
                     ) from None
-                time.sleep(backoff_delay(failures, self.cap))
+                time.sleep(backoff_delay(failures, self.cap, advised=exc.after))
                 continue
             if self.told:
                 self.told = False

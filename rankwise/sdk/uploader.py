@@ -73,7 +73,14 @@ class StreamRef(NamedTuple):
 
 
 class Retry(Exception):
-    """Transient: the server is unreachable, slow, or busy. Try again later."""
+    """Transient: the server is unreachable, slow, or busy. Try again later.
+
+    ``after``: the seconds the server advised (``Retry-After`` of a 429 or 503), if any.
+    """
+
+    def __init__(self, message: str, after: float | None = None) -> None:
+        super().__init__(message)
+        self.after = after
 
 
 class GiveUp(Exception):
@@ -96,10 +103,35 @@ def normalize_url(url: str) -> str:
     return url.rstrip("/")
 
 
-def backoff_delay(failures: int, cap: float, base: float = 0.25) -> float:
-    """Capped exponential backoff with jitter: spreads the retries of many ranks apart."""
+def backoff_delay(
+    failures: int, cap: float, base: float = 0.25, advised: float | None = None
+) -> float:
+    """Capped exponential backoff with jitter: spreads the retries of many ranks apart.
+
+    A server's advice (``Retry-After``) is a floor: the wait is 1 to 1.5 times it, so
+    ranks told the same time do not all come back at once; never more than ``cap``."""
+    if advised is not None:
+        return min(cap, advised * random.uniform(1.0, 1.5))
     exp = min(cap, base * 2.0 ** min(failures - 1, 30))
     return exp * random.uniform(0.5, 1.0)
+
+
+def retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date); None if
+    absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        from email.utils import parsedate_to_datetime
+
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
 
 
 def default_encoding() -> str:
@@ -290,7 +322,10 @@ class StreamUpload:
         if status == 415 and self.encoding != "identity":
             self.encoding = "gzip" if self.encoding == "zstd" else "identity"
             raise Retry(f"server cannot read this encoding: {message}")
-        if status in (408, 425, 429) or status >= 500:
+        if status in (429, 503):
+            after = retry_after(response.headers.get("retry-after"))
+            raise Retry(f"server answered {status}: {message}", after)
+        if status in (408, 425) or status >= 500:
             raise Retry(f"server answered {status}: {message}")
         if status in (401, 403):
             what = "has no valid token" if status == 401 else "has a token not allowed here"
@@ -462,7 +497,8 @@ class Uploader:
                 self._failures = failures
                 self._attempted.set()
                 self._outage(str(exc), failures)
-                self._sleep(backoff_delay(failures, self._settings.upload_backoff_max))
+                cap = self._settings.upload_backoff_max
+                self._sleep(backoff_delay(failures, cap, advised=exc.after))
                 continue
             except Refused as exc:
                 self._problem = str(exc)

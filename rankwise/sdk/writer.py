@@ -4,6 +4,12 @@ The training thread only appends to ``StreamWriter.queue`` (a ``collections.dequ
 whose ``append`` and ``popleft`` are atomic); everything else — coercing values,
 numbering records, encoding, I/O, heartbeats — happens here. Invariants:
 
+* Backpressure, in bytes: each queued ``log()`` call is charged ``call_units(values)``
+  units of ``UNIT`` bytes (an estimate of what it holds in memory). ``log()`` counts what
+  it queued, this thread counts in ``taken_units`` what it took off the queue, so their
+  difference is what waits; each counter has one writer, so no increment is lost to a
+  race. ``log()`` waits on ``progress`` (set after every frame) while the difference is
+  over the bound.
 * ``seq`` numbers the records of the file 0, 1, 2, ... in the order they are appended.
 * A frame is appended whole or, if the write fails part-way, the file is truncated back
   to the last whole frame and the frame is retried later, so a failing disk never leaves
@@ -28,8 +34,22 @@ from ..stream import records as R
 from ..stream.frames import encode_frame
 from .values import coerce
 
-# Records per frame: keeps frames (and the writer's working memory) bounded.
+# Records and estimated bytes per frame: keep frames (and the writer's working memory)
+# bounded, also when each call logs thousands of values.
 _FRAME_RECORDS = 4096
+_FRAME_UNITS = 4 * 1024 * 1024 // 64
+# The estimate of a queued log() call's memory, in units of UNIT bytes: the tuple, its
+# time and step and the dict copy's header (CALL_UNITS), and per value a dict entry plus
+# the value object it keeps alive (one unit). Only top-level keys are counted (a nested
+# mapping counts as one value): a len() is all log() can afford.
+UNIT = 64
+CALL_UNITS = 3  # Run.log() spells it out, to spare a global lookup per call
+
+
+def call_units(values: dict[str, Any]) -> int:
+    return CALL_UNITS + len(values)
+
+
 # Encoded bytes kept for retry while the file cannot be written.
 _MAX_BACKLOG = 64 * 1024 * 1024
 
@@ -59,6 +79,8 @@ class StreamWriter:
         self.last_step = -1
         self.metrics_records = 0  # made so far; the hang watchdog watches it move
         self.dropped = 0  # incremented by the training thread only
+        self.taken_units = 0  # call_units() of every call taken off the queue
+        self.progress = threading.Event()  # set after each frame: log() waits on it
         # Values in frames given up because the file could not be written: the writer
         # thread's own counter (a shared one would lose increments to the race).
         self.lost = 0
@@ -159,11 +181,15 @@ class StreamWriter:
         while queue:
             batch: list[R.AnyRecord] = []
             events: list[threading.Event] = []
-            while queue and len(batch) < _FRAME_RECORDS:
+            frame_units = 0
+            while queue and len(batch) < _FRAME_RECORDS and frame_units < _FRAME_UNITS:
                 item = queue.popleft()
                 cls = item.__class__
                 if cls is tuple:
                     t, step, weight, data = item
+                    units = CALL_UNITS + len(data)
+                    self.taken_units += units
+                    frame_units += units
                     values = coerce(data, self.warn_once)
                     if not values:
                         continue
@@ -184,6 +210,7 @@ class StreamWriter:
                     events.append(item)
             if batch:
                 self._emit(batch)
+            self.progress.set()
             for event in events:
                 event.set()
 

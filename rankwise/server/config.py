@@ -18,6 +18,12 @@ class ServerSettings:
     static_dir: Path = STATIC_DIR
     # Runs accepted in one compare request.
     max_compare_runs: int = 64
+    # Ingest requests handled at once by one server process (0: no limit). Past it the
+    # server answers 429 with Retry-After instead of queueing without bound; uploaders
+    # wait (with jitter) and resend, the frames staying in their stream files.
+    max_inflight: int = 256
+    # The Retry-After advised with 429 (overload) and 503 (store unavailable), seconds.
+    retry_after: int = 1
 
     # -- authentication (rankwise.server.auth) --
     # False only for the local `rankwise ui` and `rankwise server --insecure-no-auth`.

@@ -12,10 +12,16 @@ same bytes as the file), optionally compressed. Invariants:
 * Records at or below the mark are dropped here and again by the store, in the same
   transaction as the data: retries, replays and two servers on one database double
   nothing.
+* Overload is answered, not queued: past ``max_inflight`` requests at once a process
+  answers 429, and a store that cannot write (disk full, database down) 503, both with
+  ``Retry-After``. Nothing of such a request was applied; the uploader keeps the frames
+  in its file and resends them after the advised wait.
 """
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import zlib
 from typing import Annotated
 
@@ -29,7 +35,8 @@ from ..store.base import Store, StreamKey
 from ..stream import records as R
 from ..stream.frames import scan
 from .config import ServerSettings
-from .encoding import ApiError, reply
+from .encoding import ApiError, error_reply, reply
+from .group_commit import GroupCommit
 from .schemas import AckReply, ErrorReply
 
 ID_PATTERN = names.ID_CHARS_PATTERN  # the full rule is checked before routing
@@ -69,6 +76,8 @@ _ERRORS = {
     413: {"model": ErrorReply, "description": "body over the server's limit"},
     415: {"model": ErrorReply, "description": "unknown Content-Encoding"},
     422: {"model": ErrorReply, "description": "bad parameters or not whole frames"},
+    429: {"model": ErrorReply, "description": "over --max-inflight: retry after Retry-After"},
+    503: {"model": ErrorReply, "description": "the store cannot write: retry after Retry-After"},
 }
 _BODY = {
     "requestBody": {
@@ -83,11 +92,64 @@ _BODY = {
 async def ingest(request: Request, key: Key) -> Response:
     """Apply the records of one stream above its mark; replies with the new mark."""
     settings: ServerSettings = request.app.state.settings
-    limit = settings.max_body_bytes
-    raw = await read_body(request, limit)
-    data = decode_body(raw, request.headers.get("content-encoding", ""), limit)
-    acked = await run_in_threadpool(apply_upload, _store(request), key, data)
-    return reply(request, {"acked_seq": acked})
+    state = request.app.state
+    inflight = getattr(state, "ingest_inflight", 0)  # the event loop's own counter
+    if 0 < settings.max_inflight <= inflight:
+        return _retry_later(
+            request,
+            429,
+            f"the server is handling {inflight} uploads (--max-inflight "
+            f"{settings.max_inflight}): retry after the Retry-After seconds",
+            settings.retry_after,
+        )
+    state.ingest_inflight = inflight + 1
+    try:
+        limit = settings.max_body_bytes
+        raw = await read_body(request, limit)
+        data = decode_body(raw, request.headers.get("content-encoding", ""), limit)
+        try:
+            commit = _group_commit(request)
+            acked = await run_in_threadpool(apply_upload, _store(request), key, data, commit)
+        except Exception as exc:
+            if not _store_unavailable(exc):
+                raise
+            _logger.warning("ingest of %s refused: the store cannot write (%r)", key, exc)
+            return _retry_later(
+                request,
+                503,
+                f"the store cannot write now ({type(exc).__name__}: {exc}); nothing of this "
+                "upload was applied: retry after the Retry-After seconds",
+                settings.retry_after,
+            )
+        return reply(request, {"acked_seq": acked})
+    finally:
+        state.ingest_inflight -= 1
+
+
+_logger = logging.getLogger("rankwise.server")
+
+
+def _group_commit(request: Request) -> GroupCommit:
+    state = request.app.state
+    group = getattr(state, "group_commit", None)
+    if group is None:  # made on first use: the event loop's thread, no race
+        group = state.group_commit = GroupCommit(state.store)
+    return group  # type: ignore[no-any-return]
+
+
+def _retry_later(request: Request, status: int, message: str, seconds: int) -> Response:
+    response = error_reply(request, status, message, retry_after=seconds)
+    response.headers["Retry-After"] = str(seconds)
+    return response
+
+
+def _store_unavailable(exc: Exception) -> bool:
+    """A failure of the database itself (disk full, database down), not of the upload."""
+    if isinstance(exc, (OSError, sqlite3.OperationalError)):
+        return True
+    return type(exc).__module__.startswith("psycopg") and "Operational" in "".join(
+        c.__name__ for c in type(exc).__mro__
+    )
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -202,8 +264,11 @@ def check_records(records: list[R.AnyRecord]) -> None:
             )
 
 
-def apply_upload(store: Store, key: StreamKey, data: bytes) -> int:
-    """Check ``data`` whole, then hand the records above the mark to the store."""
+def apply_upload(
+    store: Store, key: StreamKey, data: bytes, commit: GroupCommit | None = None
+) -> int:
+    """Check ``data`` whole, then hand the records above the mark to the store (through
+    ``commit``, which applies it with the uploads that arrived with it)."""
     try:
         found = scan(data)
     except (msgspec.DecodeError, ValueError, RecursionError):
@@ -247,4 +312,6 @@ def apply_upload(store: Store, key: StreamKey, data: bytes) -> int:
     fresh = records[mark + 1 - first :] if mark >= first else records
     if not fresh:
         return mark
+    if commit is not None:
+        return commit.ingest(key, fresh)
     return store.ingest([(key, fresh)]).get(key, mark)

@@ -31,6 +31,7 @@ INDEX = Path(".rankwise") / "index.db"
 _DB_ENV = "RANKWISE_SERVER_DB"
 _MAX_BODY_ENV = "RANKWISE_SERVER_MAX_BODY"
 _CRASH_ENV = "RANKWISE_SERVER_CRASH_TIMEOUT"
+_INFLIGHT_ENV = "RANKWISE_SERVER_MAX_INFLIGHT"
 _NO_AUTH_ENV = "RANKWISE_SERVER_NO_AUTH"
 _HOSTS_ENV = "RANKWISE_SERVER_ALLOWED_HOSTS"
 
@@ -207,6 +208,7 @@ def serve_db(
     os.environ[_DB_ENV] = url
     os.environ[_MAX_BODY_ENV] = str(settings.max_body_bytes)
     os.environ[_CRASH_ENV] = str(crash_timeout)
+    os.environ[_INFLIGHT_ENV] = str(settings.max_inflight)
     os.environ[_NO_AUTH_ENV] = "" if settings.auth else "1"
     os.environ[_HOSTS_ENV] = ",".join(settings.allowed_hosts)
     say(f"http://{_url_host(host)}:{port} ({workers} workers)")
@@ -232,6 +234,7 @@ def worker_app() -> Any:
     hosts = os.environ.get(_HOSTS_ENV)
     settings = ServerSettings(
         max_body_bytes=int(os.environ.get(_MAX_BODY_ENV) or ServerSettings.max_body_bytes),
+        max_inflight=int(os.environ.get(_INFLIGHT_ENV) or ServerSettings.max_inflight),
         auth=not os.environ.get(_NO_AUTH_ENV),
         allowed_hosts=tuple(hosts.split(",")) if hosts else ServerSettings.allowed_hosts,
     )

@@ -138,10 +138,14 @@ class Agg:
         k = len(self)
         head = bytearray(struct.pack("<I", k))
         body = [(self.step - base).astype(np.uint16).tobytes()]
-        for i, row in enumerate(self.cols):
-            if k and i in (6, 7) and np.array_equal(row, self.cols[2]):
+        cols = self.cols
+        # Two numpy calls for every column's flags (this runs per block per ingest).
+        const = (cols == cols[:, :1]).all(axis=1).tolist() if k else [False] * len(cols)
+        same = (cols[6:8] == cols[2]).all(axis=1).tolist() if k else [False, False]
+        for i, row in enumerate(cols):
+            if i in (6, 7) and same[i - 6]:
                 head.append(_SAME_AS_SUM)
-            elif k and (row == row[0]).all():
+            elif const[i]:
                 head.append(_CONSTANT)
                 body.append(struct.pack("<d", row[0]))
             else:

@@ -86,6 +86,7 @@ def merge_blocks(tx: Tx, run: int, per_metric: dict[int, list[Points]]) -> None:
     t_lo = np.minimum.reduceat(merged.col("tmin"), starts).tolist()
     t_hi = np.maximum.reduceat(merged.col("tmin"), starts).tolist()
     updates: list[tuple[Any, ...]] = []
+    fresh: list[tuple[int, int, Agg]] = []
     for i, (a, b) in enumerate(spans):
         k = int(m_key[a])
         mid = mids[int(m_rank[a])]
@@ -94,7 +95,8 @@ def merge_blocks(tx: Tx, run: int, per_metric: dict[int, list[Points]]) -> None:
         if k in found:
             updates.append((part.to_bytes(blk * BLOCK), t_lo[i], t_hi[i], run, mid, blk))
         else:  # nothing stored: ``part`` is this batch's own points
-            _insert_or_merge(tx, run, mid, blk, part)
+            fresh.append((mid, blk, part))
+    _insert_or_merge(tx, run, fresh)
     if updates:
         tx.many(
             "UPDATE aggs SET data = ?, t_lo = ?, t_hi = ? WHERE run = ? AND metric = ? "
@@ -126,15 +128,27 @@ def _lock_existing(
     return out
 
 
-def _insert_or_merge(tx: Tx, run: int, mid: int, blk: int, own: Agg) -> None:
-    key = (run, mid, blk)
-    lo, hi = float(own.col("tmin").min()), float(own.col("tmin").max())
-    if tx.run(
+def _insert_or_merge(tx: Tx, run: int, fresh: list[tuple[int, int, Agg]]) -> None:
+    """Insert new blocks (in one pipelined go); merge into any another ingester inserted
+    first."""
+    rows = []
+    for mid, blk, own in fresh:
+        tmin = own.col("tmin")
+        rows.append(
+            (run, mid, blk, float(tmin.min()), float(tmin.max()), own.to_bytes(blk * BLOCK))
+        )
+    got = tx.many_returning(
         "INSERT INTO aggs (run, metric, block, t_lo, t_hi, data) VALUES (?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT DO NOTHING",
-        (*key, lo, hi, own.to_bytes(blk * BLOCK)),
-    ):
-        return
+        "ON CONFLICT DO NOTHING RETURNING block",
+        rows,
+    )
+    for (mid, blk, own), inserted in zip(fresh, got):
+        if inserted is None:
+            _merge_into(tx, (run, mid, blk), own)
+
+
+def _merge_into(tx: Tx, key: tuple[int, int, int], own: Agg) -> None:
+    blk = key[2]
     row = tx.one(
         f"SELECT data FROM aggs WHERE run = ? AND metric = ? AND block = ?{tx.for_update}", key
     )

@@ -293,23 +293,31 @@ def _append_series(tx: Tx, stream: int, points: dict[int, Points]) -> None:
             open_id = None
         plan.append((metric, open_id, split(pts)))
     encoded = iter(encode_many([piece for _, _, pieces in plan for piece in pieces]))
-    updates, new_series, old_series = [], [], []
+    updates, inserts = [], []
     for metric, open_id, pieces in plan:
-        last_id = open_id
         for i in range(len(pieces)):
             c = next(encoded)
             cols = (c.n, c.step_lo, c.step_hi, c.t_lo, c.t_hi, c.kind, c.xs, c.ys, c.seqs,
                     c.weights, c.head, c.subs)  # fmt: skip
             if i == 0 and open_id is not None:
                 updates.append((*cols, open_id))
-                continue
-            got = tx.one(
-                f"INSERT INTO chunks (stream, metric, {_CHUNK_COLS}) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
-                (stream, metric, *cols),
-            )
-            assert got is not None
-            last_id = int(got[0])
+            else:
+                inserts.append((stream, metric, *cols))
+    # Every new chunk in one go; ids come back in the order of ``inserts``.
+    ids = iter(
+        int(row[0])  # type: ignore[index]  # a plain INSERT always returns its row
+        for row in tx.many_returning(
+            f"INSERT INTO chunks (stream, metric, {_CHUNK_COLS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+            inserts,
+        )
+    )
+    new_series, old_series = [], []
+    for metric, open_id, pieces in plan:
+        last_id = open_id
+        for i in range(len(pieces)):
+            if not (i == 0 and open_id is not None):
+                last_id = next(ids)
         new_open = last_id if len(pieces[-1]) < MERGE_BELOW else None
         total = len(points[metric]) + known.get(metric, (0, None))[0]
         if metric in known:

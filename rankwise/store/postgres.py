@@ -29,6 +29,9 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from ..stream import records as R
+from .base import StreamKey
+from .ingest import apply_streams
 from .sql import SQLStore
 from .tx import Tx
 
@@ -63,6 +66,19 @@ class _Tx:
 
     def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         self._cur.executemany(_pg(sql), list(rows))
+
+    def many_returning(
+        self, sql: str, rows: Sequence[Sequence[Any]]
+    ) -> list[tuple[Any, ...] | None]:
+        if not rows:
+            return []
+        cur = self._cur
+        cur.executemany(_pg(sql), rows, returning=True)  # pipelined
+        out = []
+        while True:
+            out.append(cur.fetchone())
+            if not cur.nextset():
+                return out
 
 
 class PostgresStore(SQLStore):
@@ -123,6 +139,23 @@ class PostgresStore(SQLStore):
         ):
             cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             return fn(_Tx(cur))
+
+    def _apply(
+        self,
+        todo: list[tuple[StreamKey, tuple[int, int], list[R.AnyRecord]]],
+        mids: dict[str, int],
+    ) -> dict[StreamKey, int]:
+        """All the streams of one call in one transaction, so each aggregate block they
+        share is rewritten once. Stream rows are locked in id order before any block
+        (in (metric, block) order), so concurrent ingesters never wait in a cycle."""
+        ordered = sorted(todo, key=lambda t: t[1][0])
+
+        def apply_all(tx: Tx) -> dict[StreamKey, int]:
+            items = [(sid, run, recs) for _, (sid, run), recs in ordered]
+            got = apply_streams(tx, items, mids, self._system_ids)
+            return {key: mark for (key, _, _), mark in zip(ordered, got)}
+
+        return self._write(apply_all)
 
     def _lock_migrations(self, tx: Tx) -> None:
         # Servers starting together migrate one at a time (per schema, for tests).

@@ -53,6 +53,11 @@ class _Tx:
     def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         self._c.executemany(sql, rows)
 
+    def many_returning(
+        self, sql: str, rows: Sequence[Sequence[Any]]
+    ) -> list[tuple[Any, ...] | None]:
+        return [self._c.execute(sql, row).fetchone() for row in rows]
+
 
 def _connect(path: str) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60)

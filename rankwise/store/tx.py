@@ -24,6 +24,13 @@ class Tx(Protocol):
 
     def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None: ...
 
+    def many_returning(
+        self, sql: str, rows: Sequence[Sequence[Any]]
+    ) -> list[tuple[Any, ...] | None]:
+        """Execute ``sql`` (ending in ``RETURNING ...``) once per row; the first row each
+        returned (None: no row), in the order of ``rows`` (PostgreSQL: pipelined)."""
+        ...
+
 
 def marks(n: int) -> str:
     """``n`` comma-separated placeholders, for ``IN (...)``."""

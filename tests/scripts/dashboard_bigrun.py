@@ -107,6 +107,9 @@ class _BulkWriter:
     def many(self, sql: str, rows: Any) -> None:
         self._c.executemany(sql, rows)
 
+    def many_returning(self, sql: str, rows: Any) -> list[Any]:
+        return [self._c.execute(sql, row).fetchone() for row in rows]
+
     def close(self) -> None:
         self._c.close()
 

@@ -11,7 +11,10 @@ fork:     fork (os.fork child uses the run, prints, exits through atexit),
 leak:     leak_wrap, leak_redirect (init/log/finish cycles; fds and threads each cycle)
 hung fs:  hung_finish, hung_atexit, hung_wait (the writer's os.write never returns;
           hung_wait then sleeps until the test sends SIGTERM)
-memory:   drop (writer stalled, tiny max_queue, many log() calls),
+memory:   drop (writer stalled, tiny max_queue_bytes, many log() calls),
+          million (1,000,000 tight-loop log() calls: the writer is outrun, nothing lost),
+          large_values (a slowed writer, calls of 20,000 fresh values each: memory
+          follows max_queue_bytes),
           disk_full (writes fail part-way with ENOSPC for a while; small retry backlog)
 
 Reports go to REPORT_JSON (JSON) when the scenario has something to tell.
@@ -185,10 +188,13 @@ elif scenario in ("hung_finish", "hung_atexit", "hung_wait"):
     print(f"exiting at {time.time():.3f}", flush=True)
 
 elif scenario == "drop":
-    max_queue, calls = 50, 20000
+    from rankwise.sdk.writer import UNIT, call_units
+
+    max_bytes, calls, stall = 16_384, 20000, 0.3
+    max_queue = max_bytes // UNIT // call_units({"a": 0, "b": 0, "c": 0}) + 1  # calls that fit
     run = rankwise.init(
         project="life", id=scenario, dir=data, console="off", system=False,
-        settings={**FAST, "max_queue": max_queue},
+        settings={**FAST, "max_queue_bytes": max_bytes, "writer_stall_timeout": stall},
     )  # fmt: skip
     release = threading.Event()
     block_writer_writes(release)
@@ -201,7 +207,49 @@ elif scenario == "drop":
     total = time.perf_counter() - t_all
     release.set()
     run.finish()
-    report(calls=calls, per_call=3, max_queue=max_queue, slowest=slowest, total=total)
+    report(calls=calls, per_call=3, max_queue=max_queue, slowest=slowest, total=total, stall=stall)
+
+elif scenario == "million":
+    run = rankwise.init(project="life", id=scenario, dir=data, console="off", system=False)
+    t0 = time.perf_counter()
+    for i in range(1_000_000):
+        run.log({"series": i * 0.5}, step=i)
+    loop = time.perf_counter() - t0
+    run.finish()
+    report(loop=loop, finish=time.perf_counter() - t0 - loop)
+
+elif scenario == "large_values":
+    max_bytes, calls, per_call = 8 * 2**20, 200, 20_000
+    run = rankwise.init(
+        project="life", id=scenario, dir=data, console="off", system=False,
+        settings={**FAST, "max_queue_bytes": max_bytes},
+    )  # fmt: skip
+    real_write = os.write
+
+    def slow_write(fd: int, data: bytes) -> int:
+        if threading.current_thread().name == "rankwise-writer":
+            time.sleep(0.03)  # a slow disk: the training loop outruns the writer
+        return real_write(fd, data)
+
+    def rss() -> int:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    keys = [f"layer{j}/grad_norm" for j in range(per_call)]
+    before = peak = rss()
+    os.write = slow_write
+    for i in range(calls):
+        run.log({k: i + j * 1e-6 for j, k in enumerate(keys)}, step=i)  # fresh floats
+        peak = max(peak, rss())
+    os.write = real_write
+    run.finish()
+    # One call's values as the queue holds them: the dict copy plus its float objects.
+    one = {k: i + j * 1e-6 for j, k in enumerate(keys)}
+    held = sys.getsizeof(one) + sum(sys.getsizeof(v) for v in one.values())
+    report(
+        calls=calls, per_call=per_call, max_bytes=max_bytes, growth=peak - before,
+        held_per_call=held,
+    )  # fmt: skip
 
 elif scenario == "disk_full":
     import errno
