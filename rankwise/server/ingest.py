@@ -30,6 +30,7 @@ from ..stream import records as R
 from ..stream.frames import scan
 from .config import ServerSettings
 from .encoding import ApiError, reply
+from .keycap import MAX_KEYS_PER_RUN, run_keys
 from .schemas import AckReply, ErrorReply
 
 ID_PATTERN = names.ID_CHARS_PATTERN  # the full rule is checked before routing
@@ -86,7 +87,9 @@ async def ingest(request: Request, key: Key) -> Response:
     limit = settings.max_body_bytes
     raw = await read_body(request, limit)
     data = decode_body(raw, request.headers.get("content-encoding", ""), limit)
-    acked = await run_in_threadpool(apply_upload, _store(request), key, data)
+    acked = await run_in_threadpool(
+        apply_upload, _store(request), key, data, settings.max_keys_per_run
+    )
     return reply(request, {"acked_seq": acked})
 
 
@@ -172,7 +175,7 @@ def _check_json(value: object) -> None:
         ) from None
 
 
-def check_records(records: list[R.AnyRecord]) -> None:
+def check_records(records: list[R.AnyRecord]) -> set[str]:
     """Refuse (422) metric keys that break ``rankwise.names``' key rule, key floods (413),
     and config or summary values that JSON cannot hold (422).
 
@@ -200,9 +203,12 @@ def check_records(records: list[R.AnyRecord]) -> None:
             raise ApiError(
                 413, f"an upload holds more than {MAX_KEYS_PER_UPLOAD} distinct metric keys"
             )
+    return seen
 
 
-def apply_upload(store: Store, key: StreamKey, data: bytes) -> int:
+def apply_upload(
+    store: Store, key: StreamKey, data: bytes, max_keys_per_run: int = MAX_KEYS_PER_RUN
+) -> int:
     """Check ``data`` whole, then hand the records above the mark to the store."""
     try:
         found = scan(data)
@@ -235,7 +241,8 @@ def apply_upload(store: Store, key: StreamKey, data: bytes) -> int:
                 "the body's stream start names another stream than the project, run, label "
                 "and incarnation it was posted as: post each stream under its own identity",
             )
-    check_records(records)
+    keys = check_records(records)
+    run_keys(store).check(store, key.project, key.run_id, keys, max_keys_per_run)
     mark = store.acked(key)
     if first > mark + 1:
         raise ApiError(
