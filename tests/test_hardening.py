@@ -295,6 +295,33 @@ def test_row18_a_frame_with_too_many_keys_is_413(server: Server, unchanged: None
     assert_fixed_error(server.ingest(body(recs), project="flood"), 413)
 
 
+def test_row18_a_run_past_its_key_cap_is_413_across_uploads(tmp_path: Path) -> None:
+    """Keys are capped per run too, not only per record and upload: uploads that each pass
+    add up, and the one that would take the run past the cap is refused whole."""
+    store = open_store(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    store.migrate()
+    app = create_app(store, ServerSettings(static_dir=tmp_path / "none", max_keys_per_run=50))
+    token = store.create_token("admin", None, "cap").value
+    q = {"project": "cap", "run": "r", "incarnation": 0}
+    with (
+        serve_in_thread(app) as url,
+        httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}) as client,
+    ):
+        for label, first in (("rank-0", 0), ("rank-1", 30)):
+            recs = [*records(steps=1, finish=False, project="cap", label=label)]
+            recs.append(
+                R.Metrics(len(recs), 1001.0, 1, {f"k{i}": 1.0 for i in range(first, first + 30)})
+            )
+            r = client.post("/api/v1/ingest", params={**q, "label": label}, content=body(recs))
+            if label == "rank-0":
+                assert r.status_code == 200, r.text
+            else:
+                assert_fixed_error(r, 413)  # 60 distinct keys in the run, over 50
+        keys = client.get("/api/v1/projects/cap/runs/r/metrics").json()
+        assert len(keys["keys"]) == 30 + 1  # rank 0's and its own loss key; none of rank 1's
+    store.close()
+
+
 # -- rows 19-20: text fields --------------------------------------------------------
 
 SQLISH = [

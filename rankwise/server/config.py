@@ -43,3 +43,5 @@ class ServerSettings:
     # ``rankwise ui``: the data directory the server reads itself (nothing to upload, so
     # a crashed stream's run object carries no ``rankwise sync`` hint).
     tails_dir: Path | None = None
+    # Distinct metric keys one run may hold across uploads (an upload past it is 413).
+    max_keys_per_run: int = 100_000

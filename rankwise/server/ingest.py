@@ -37,6 +37,7 @@ from ..stream.frames import scan
 from .config import ServerSettings
 from .encoding import ApiError, error_reply, reply
 from .group_commit import GroupCommit
+from .keycap import MAX_KEYS_PER_RUN, run_keys
 from .schemas import AckReply, ErrorReply
 
 ID_PATTERN = names.ID_CHARS_PATTERN  # the full rule is checked before routing
@@ -109,7 +110,9 @@ async def ingest(request: Request, key: Key) -> Response:
         data = decode_body(raw, request.headers.get("content-encoding", ""), limit)
         try:
             commit = _group_commit(request)
-            acked = await run_in_threadpool(apply_upload, _store(request), key, data, commit)
+            acked = await run_in_threadpool(
+                apply_upload, _store(request), key, data, commit, settings.max_keys_per_run
+            )
         except Exception as exc:
             if not _store_unavailable(exc):
                 raise
@@ -117,8 +120,8 @@ async def ingest(request: Request, key: Key) -> Response:
             return _retry_later(
                 request,
                 503,
-                f"the store cannot write now ({type(exc).__name__}: {exc}); nothing of this "
-                "upload was applied: retry after the Retry-After seconds",
+                "the store cannot write now; nothing of this upload was applied: retry "
+                "after the Retry-After seconds",
                 settings.retry_after,
             )
         return reply(request, {"acked_seq": acked})
@@ -234,7 +237,7 @@ def _check_json(value: object) -> None:
         ) from None
 
 
-def check_records(records: list[R.AnyRecord]) -> None:
+def check_records(records: list[R.AnyRecord]) -> set[str]:
     """Refuse (422) metric keys that break ``rankwise.names``' key rule, key floods (413),
     and config or summary values that JSON cannot hold (422).
 
@@ -262,10 +265,15 @@ def check_records(records: list[R.AnyRecord]) -> None:
             raise ApiError(
                 413, f"an upload holds more than {MAX_KEYS_PER_UPLOAD} distinct metric keys"
             )
+    return seen
 
 
 def apply_upload(
-    store: Store, key: StreamKey, data: bytes, commit: GroupCommit | None = None
+    store: Store,
+    key: StreamKey,
+    data: bytes,
+    commit: GroupCommit | None = None,
+    max_keys_per_run: int = MAX_KEYS_PER_RUN,
 ) -> int:
     """Check ``data`` whole, then hand the records above the mark to the store (through
     ``commit``, which applies it with the uploads that arrived with it)."""
@@ -300,7 +308,8 @@ def apply_upload(
                 "the body's stream start names another stream than the project, run, label "
                 "and incarnation it was posted as: post each stream under its own identity",
             )
-    check_records(records)
+    keys = check_records(records)
+    run_keys(store).check(store, key.project, key.run_id, keys, max_keys_per_run)
     mark = store.acked(key)
     if first > mark + 1:
         raise ApiError(
