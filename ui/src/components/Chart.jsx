@@ -287,13 +287,7 @@ function yAxisSize(u, values) {
  */
 function drawMarks(u, marks, c) {
   if (!marks || !marks.length) return;
-  const ctx = u.ctx;
-  const { left, top, width, height } = u.bbox;
-  const px = uPlot.pxRatio;
-  ctx.save();
-  ctx.beginPath();
-  ctx.rect(left, top, width, height);
-  ctx.clip();
+  const { ctx, left, top, width, height, px } = plotCanvas(u);
   ctx.font = `${Math.round(11 * px)}px system-ui, sans-serif`;
   for (const m of marks) {
     if (m.x < u.scales.x.min || m.x > u.scales.x.max) continue;
@@ -319,20 +313,24 @@ function drawMarks(u, marks, c) {
   ctx.restore();
 }
 
+/** The canvas, saved and clipped to the plot area (restore it when done), with the
+ * plot's box, x range and pixel ratio. */
+function plotCanvas(u) {
+  const ctx = u.ctx;
+  const { left, top, width, height } = u.bbox;
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(left, top, width, height);
+  ctx.clip();
+  return { ctx, left, top, width, height, xmin: u.scales.x.min, xmax: u.scales.x.max, px: uPlot.pxRatio };
+}
+
 const STALL = "#8e44ad"; // the health strip's stalled colour
 
 /** Stalls (lib/stalls.js): a shaded span by time, a dashed line by step, under the lines. */
 function drawStalls(u, marks) {
   if (!marks || !marks.length) return;
-  const ctx = u.ctx;
-  const { left, top, width, height } = u.bbox;
-  const xmin = u.scales.x.min;
-  const xmax = u.scales.x.max;
-  const px = uPlot.pxRatio;
-  ctx.save();
-  ctx.beginPath();
-  ctx.rect(left, top, width, height);
-  ctx.clip();
+  const { ctx, left, top, width, height, xmin, xmax, px } = plotCanvas(u);
   for (const m of marks) {
     const x1 = m.x1 ?? xmax;
     if (x1 < xmin || m.x0 > xmax) continue;
@@ -362,15 +360,7 @@ function drawOverlay(u, props, hovered, log) {
   const overlay = props.model.overlay;
   if (!overlay || !overlay.length) return;
   const focus = hovered ?? props.highlight ?? null;
-  const ctx = u.ctx;
-  const { left, top, width, height } = u.bbox;
-  const xmin = u.scales.x.min;
-  const xmax = u.scales.x.max;
-  const px = uPlot.pxRatio;
-  ctx.save();
-  ctx.beginPath();
-  ctx.rect(left, top, width, height);
-  ctx.clip();
+  const { ctx, left, top, width, height, xmin, xmax, px } = plotCanvas(u);
   ctx.lineJoin = "round";
   const ordered = focus === null ? overlay : [
     ...overlay.filter((l) => l.key !== focus),
