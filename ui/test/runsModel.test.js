@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import {
   apiParams, clientSort, facets, filtersFromParams, filtersFromView, groupRuns, isFiltered,
   paramsFromFilters, viewFromFilters,
-} from "../src/pages/runsModel.js";
+} from "../src/lib/runsModel.js";
 
 describe("filters ⇄ URL ⇄ saved view", () => {
   const params = new URLSearchParams("state=crashed,bogus&tag=a,b&q=x&sort=-s:val/acc&cols=val/acc&by=group&view=mine");

@@ -12,13 +12,13 @@ import { createFirstDraw } from "../lib/firstDraw.js";
 import { Code, Empty, ErrorBox, Segmented, Spinner, StateBadge, Tabs, Tag } from "../components/common.jsx";
 import { ChartToolbar, MetricSections, useMetricSearch } from "../components/MetricGrid.jsx";
 import { RunChartCard } from "../components/ChartCards.jsx";
-import { ConfigTab, StreamsTab, latestStreams } from "./runTabs.jsx";
+import { ConfigTab, StreamsTab, latestStreams } from "./run/ConfigTab.jsx";
 import { RunHealth } from "../components/HealthStrip.jsx";
 import { FailureBanner } from "../components/FailureBanner.jsx";
 import { runApiPath } from "../lib/health.js";
 import { describeMark, stallMarks } from "../lib/stalls.js";
-import { LogsTab } from "../components/LogsTab.jsx";
-import { SystemTab } from "../components/SystemTab.jsx";
+import { LogsTab } from "./run/LogsTab.jsx";
+import { SystemTab } from "./run/SystemTab.jsx";
 
 export function RunPage({ project, runId, params }) {
   // A running run is re-read every LIVE_MS; polling stops with the reply that says it ended.

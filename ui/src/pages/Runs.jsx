@@ -12,7 +12,7 @@ import { Code, Empty, ErrorBox, Spinner, StateBadge, Tag } from "../components/c
 import {
   STATES, apiParams, clientSort, facets, filtersFromParams, filtersFromView, groupRuns,
   isFiltered, paramsFromFilters, parseSort, viewFromFilters,
-} from "./runsModel.js";
+} from "../lib/runsModel.js";
 
 const POLL_MS = 2000;
 

@@ -2,11 +2,11 @@
 // row per process: rank identity, state, progress, heartbeat, drops, how it ended).
 
 import { useMemo, useState } from "preact/hooks";
-import { useNow } from "../hooks.js";
-import { displayText } from "../lib/escape.js";
-import { asNumber, fmtAgo, fmtInt, fmtTime, fmtValue } from "../lib/format.js";
-import { flatten } from "../lib/metrics.js";
-import { Empty, StateBadge } from "../components/common.jsx";
+import { useNow } from "../../hooks.js";
+import { displayText } from "../../lib/escape.js";
+import { asNumber, fmtAgo, fmtInt, fmtTime, fmtValue } from "../../lib/format.js";
+import { flatten } from "../../lib/metrics.js";
+import { Empty, StateBadge } from "../../components/common.jsx";
 
 /** The latest incarnation of each stream label (earlier ones are restarts). */
 export function latestStreams(streams) {

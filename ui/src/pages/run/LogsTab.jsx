@@ -14,20 +14,20 @@
 // nothing a process printed is ever parsed as HTML.
 
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
-import { api } from "../api.js";
-import { LIVE_MS, useInterval } from "../hooks.js";
-import { href, navigate } from "../router.js";
-import { ansiSegments } from "../lib/escape.js";
-import { fmtInt } from "../lib/format.js";
-import { rankColor } from "../lib/colors.js";
-import { runApiPath } from "../lib/health.js";
+import { api } from "../../api.js";
+import { LIVE_MS, useInterval } from "../../hooks.js";
+import { href, navigate } from "../../router.js";
+import { ansiSegments } from "../../lib/escape.js";
+import { fmtInt } from "../../lib/format.js";
+import { rankColor } from "../../lib/colors.js";
+import { runApiPath } from "../../lib/health.js";
 import {
   LineCache, PAGE, ROW_PX, consoleParams, contentHeight, fmtClock, indexAt, missingPages,
   parseJumpTime, rowRange, rowsInView, scrollTopFor,
-} from "../lib/logs.js";
-import { Empty, ErrorBox, Segmented } from "./common.jsx";
-import { latestStreams } from "../pages/runTabs.jsx";
-import "./health.css";
+} from "../../lib/logs.js";
+import { Empty, ErrorBox, Segmented } from "../../components/common.jsx";
+import { latestStreams } from "./ConfigTab.jsx";
+import "../../components/health.css";
 
 const STREAMS = [
   { value: "all", label: "All" },

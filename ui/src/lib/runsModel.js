@@ -2,8 +2,8 @@
 // (stored by the server). This module converts between the three forms: URL query
 // parameters, the filters object of a saved view, and the runs API's parameters.
 
-import { summaryValue } from "../lib/metrics.js";
-import { runDuration } from "../lib/format.js";
+import { summaryValue } from "./metrics.js";
+import { runDuration } from "./format.js";
 
 export const STATES = ["running", "finished", "failed", "killed", "crashed"];
 const SERVER_SORTS = new Set(["created", "updated", "name", "state", "steps"]);

@@ -4,14 +4,14 @@
 // names reach the page only as text (the legend and the readout).
 
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { api } from "../api.js";
-import { LIVE_MS, useInView, useInterval, useLoad } from "../hooks.js";
-import { runApiPath } from "../lib/health.js";
-import { fmtClock } from "../lib/logs.js";
-import { describeKey, fmtSystemValue, systemModel, systemSections } from "../lib/system.js";
-import { Chart } from "./Chart.jsx";
-import { Empty, ErrorBox, Spinner } from "./common.jsx";
-import "./health.css";
+import { api } from "../../api.js";
+import { LIVE_MS, useInView, useInterval, useLoad } from "../../hooks.js";
+import { runApiPath } from "../../lib/health.js";
+import { fmtClock } from "../../lib/logs.js";
+import { describeKey, fmtSystemValue, systemModel, systemSections } from "../../lib/system.js";
+import { Chart } from "../../components/Chart.jsx";
+import { Empty, ErrorBox, Spinner } from "../../components/common.jsx";
+import "../../components/health.css";
 
 const HEIGHT = 170;
 const REFRESH_MS = 5 * LIVE_MS; // samples come every 10 s by default
