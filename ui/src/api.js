@@ -53,7 +53,7 @@ async function request(method, path, { params, body, signal } = {}) {
     throw new ApiError(0, "the rankwise server cannot be reached; is it still running?");
   }
   if (res.status === 204) return null;
-  let data = null;
+  let data;
   try {
     data = await res.json();
   } catch {
@@ -70,33 +70,108 @@ async function request(method, path, { params, body, signal } = {}) {
 }
 
 const p = (s) => encodeURIComponent(s);
-const runPath = (project, run) => `/projects/${p(project)}/runs/${p(run)}`;
+/** A run's path (relative to api/v1) plus `tail`, each name URI-encoded. */
+export const runPath = (project, run, tail = "") => `/projects/${p(project)}/runs/${p(run)}${tail}`;
 
-// The run page asks for a run and its metric keys at once (the keys would otherwise wait
-// for the run to arrive); the charts tab takes the answer that is already on its way.
-const early = new Map();
+// The replies, as docs/http-api.md documents them (the fields the dashboard reads; the
+// server may send more). Editors and `// @ts-check` files see them through the JSDoc below.
 
-export function prefetchMetrics(project, run) {
-  const key = `${project}/${run}`;
-  if (!early.has(key)) early.set(key, api.metrics(project, run).catch(() => null));
-}
+/**
+ * @typedef {{name: string, runs: number, updated: number}} Project
+ * @typedef {{label: string, incarnation: number, rank: number, local_rank: number,
+ *   node: number, host: string, pid: number, is_primary: boolean, state: string,
+ *   last_step: number, points: number, dropped: number, started: number,
+ *   last_seen: number, exit_code: number|null, signal: number|null,
+ *   error_type: string|null, error_message: string|null, traceback: string|null}} Stream
+ * @typedef {{project: string, id: string, name: string, group: string|null,
+ *   job_type: string|null, tags: string[], notes: string|null, run_mode: string|null,
+ *   environment: Object<string, unknown>, state: string, crashed: string[],
+ *   world_size: number, num_nodes: number, run_ranks: number, run_nodes: number,
+ *   created: number, updated: number, duration: number|null, steps: number,
+ *   n_streams: number, config: Object<string, unknown>, summary: Object<string, unknown>,
+ *   first_failure: Object<string, unknown>|null, unsynced: Object<string, unknown>|null,
+ *   streams?: Stream[], summary_ranks?: Object<string, Object<string, unknown>>,
+ *   summary_cross_rank?: Object<string, unknown>}} Run
+ * @typedef {{label: string, x: number[], y: (number|null)[], downsampled: boolean,
+ *   nonfinite?: {x: number[], value: string[]}}} Series
+ * @typedef {{x: number[], step: number[], n: number[], nw: number[], mean: (number|null)[],
+ *   wmean: (number|null)[], min: (number|null)[], max: (number|null)[],
+ *   std: (number|null)[], downsampled: boolean, partial: boolean[],
+ *   complete_step: number|null}} Band
+ * @typedef {{key: string, x: "step"|"time", series: Series[], band: Band|null}} SeriesReply
+ * @typedef {{key: string, x: "step"|"time",
+ *   runs: {project: string, run: string, series: Series[], band: Band|null}[]}} CompareReply
+ * @typedef {{label: string, rank: number, node: number, host: string, state: string,
+ *   last_step: number, last_seen: number, step_rate: number|null,
+ *   lag_steps: number|null, lag_seconds: number|null, slow: boolean, stalled: boolean,
+ *   stall: {where: string, since: number, seconds: number,
+ *     stacks?: Object<string, string>}|null, message: string}} RankHealth
+ * @typedef {{state: string, crashed: string[], now: number, window: number,
+ *   factor: number, median_rate: number|null, ranks: RankHealth[]}} HealthReply
+ * @typedef {{label: string, incarnation: number, rank: number, time: number,
+ *   idle_seconds: number, where: string, cleared: boolean,
+ *   stacks: Object<string, string>|null, step: number|null}} Stall
+ * @typedef {{id: number, label: string, rank: number, node: number,
+ *   stream: "stdout"|"stderr", time: number, text: string}} ConsoleLine
+ * @typedef {{lines: ConsoleLine[], total: number|null, offset: number|null}} ConsolePage
+ * @typedef {{key: string, name: string, label: string, rank: number, node: number,
+ *   host: string, gpu?: number, x: number[], y: (number|null)[],
+ *   downsampled: boolean}} SystemLine
+ * @typedef {{signal?: AbortSignal}} Opts
+ */
 
-export function takeMetrics(project, run) {
-  const key = `${project}/${run}`;
-  const p = early.get(key);
-  early.delete(key);
-  return p;
+/**
+ * Ask for a reply before the page that shows it is on screen, and hand it over once:
+ * the run page asks for the run and its metric keys at once (the keys would otherwise
+ * wait for the run to arrive), and the Charts tab takes the answer already on its way.
+ * The owner (the run page) holds the object and passes it down; a second `take()`
+ * returns null, so a tab opened again asks afresh.
+ * @template T
+ * @param {() => Promise<T>} request
+ * @returns {{take: () => Promise<T|null>|null}}
+ */
+export function askAhead(request) {
+  let reply = request().catch(() => null);
+  return {
+    take() {
+      const r = reply;
+      reply = null;
+      return r;
+    },
+  };
 }
 
 export const api = {
+  /** @type {(opts?: Opts) => Promise<{projects: Project[]}>} */
   projects: (opts) => request("GET", "/projects", opts),
+  /** @type {(project: string, params?: object, opts?: Opts) => Promise<{runs: Run[], total: number}>} */
   runs: (project, params, opts) =>
     request("GET", `/projects/${p(project)}/runs`, { ...opts, params }),
+  /** @type {(project: string, run: string, opts?: Opts) => Promise<Run>} */
   run: (project, run, opts) => request("GET", runPath(project, run), opts),
-  metrics: (project, run, opts) => request("GET", `${runPath(project, run)}/metrics`, opts),
+  /** @type {(project: string, run: string, opts?: Opts) => Promise<{keys: string[]}>} */
+  metrics: (project, run, opts) => request("GET", runPath(project, run, "/metrics"), opts),
+  /** @type {(project: string, run: string, params: object, opts?: Opts) => Promise<SeriesReply>} */
   series: (project, run, params, opts) =>
-    request("GET", `${runPath(project, run)}/series`, { ...opts, params }),
+    request("GET", runPath(project, run, "/series"), { ...opts, params }),
+  /** @type {(body: object, opts?: Opts) => Promise<CompareReply>} */
   compare: (body, opts) => request("POST", "/compare", { ...opts, body }),
+  /** @type {(project: string, run: string, params?: {stacks?: boolean}, opts?: Opts) => Promise<HealthReply>} */
+  health: (project, run, params, opts) =>
+    request("GET", runPath(project, run, "/health"), { ...opts, params }),
+  /** @type {(project: string, run: string, params?: {limit?: number}, opts?: Opts) => Promise<{stalls: Stall[]}>} */
+  stalls: (project, run, params, opts) =>
+    request("GET", runPath(project, run, "/stalls"), { ...opts, params }),
+  /** One page of console lines (params as in lib/logs.js consoleParams, plus position). */
+  /** @type {(project: string, run: string, params: object, opts?: Opts) => Promise<ConsolePage>} */
+  console: (project, run, params, opts) =>
+    request("GET", runPath(project, run, "/console"), { ...opts, params }),
+  /** @type {(project: string, run: string, opts?: Opts) => Promise<{keys: string[]}>} */
+  system: (project, run, opts) => request("GET", runPath(project, run, "/system"), opts),
+  /** @type {(project: string, run: string, params: {key: string, max_points?: number}, opts?: Opts) => Promise<{key: string, series: SystemLine[]}>} */
+  systemSeries: (project, run, params, opts) =>
+    request("GET", runPath(project, run, "/system/series"), { ...opts, params }),
+  /** @type {(project: string, opts?: Opts) => Promise<{views: object[]}>} */
   views: (project, opts) => request("GET", `/projects/${p(project)}/views`, opts),
   saveView: (project, view, opts) =>
     request("POST", `/projects/${p(project)}/views`, { ...opts, body: view }),
@@ -105,6 +180,4 @@ export const api = {
   whoami: (opts) => request("GET", "/session", opts),
   login: (token) => request("POST", "/session", { body: { token } }),
   logout: () => request("DELETE", "/session"),
-  // Issue 5 (rank health, system metrics, console): used when the server offers them.
-  get: (path, params, opts) => request("GET", path, { ...opts, params }),
 };

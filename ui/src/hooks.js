@@ -1,53 +1,95 @@
 // Small hooks: data that loads, reloads on a timer while the tab is visible, and keeps
 // showing the previous answer while the next one is on its way (no flicker when live).
 
-import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks";
 
 /** Live polling period of the dashboard (ms): pages are at most this far behind. */
 export const LIVE_MS = 1000;
 
 /**
- * `load(signal)` on mount and whenever `deps` change; again every `interval` ms while
- * `interval` is truthy and the page is visible. Returns `{data, error, loading, reload}`.
+ * The dashboard's one data-loading hook: every server read that a page or a chart shows
+ * goes through it, so each gets the same rules.
+ *
+ * * `load(signal, {first})` runs on mount and whenever `deps` change, aborting the
+ *   previous request (a reply for old parameters never lands on screen); `first` is true
+ *   for that read and for `reload()`, false for the polls below.
+ * * Every `interval` ms while `interval` is truthy and the page is visible it runs again
+ *   quietly, but never while a request is still on its way: a slow server is not flooded.
+ * * The data on screen stays while the next answer loads (no flicker when live).
+ * * Unmounting aborts the request in flight.
+ *
+ * `opts` is the polling period in ms, or `{interval, enabled, keepOnError, finalRead}`:
+ * `enabled: false` loads nothing (a chart not scrolled near yet); `keepOnError` keeps the
+ * last data beside a failed read (charts) instead of dropping it; `finalRead` reads once
+ * more when polling stops (the run ended: the chart ends where the run did).
+ *
+ * Returns `{data, error, loading, reload}`.
  */
-export function useLoad(load, deps, interval = 0) {
-  const [state, setState] = useState({ data: undefined, error: null, loading: true });
+export function useLoad(load, deps, opts = 0) {
+  const { interval = 0, enabled = true, keepOnError = false, finalRead = false } =
+    typeof opts === "number" ? { interval: opts } : opts;
+  const [state, setState] = useState({ data: undefined, error: null, loading: enabled });
   const loadRef = useRef(load);
   loadRef.current = load;
   const seq = useRef(0);
   const inflight = useRef(null);
 
-  const run = useCallback((quiet) => {
-    if (quiet && inflight.current) return; // a poll never piles up behind a slow reply
-    const ctl = new AbortController();
-    inflight.current?.abort();
-    inflight.current = ctl;
-    const mine = ++seq.current;
-    if (!quiet) setState((s) => ({ ...s, loading: true }));
-    Promise.resolve()
-      .then(() => loadRef.current(ctl.signal))
-      .then(
-        (data) => {
-          if (mine !== seq.current) return;
-          setState({ data, error: null, loading: false });
-        },
-        (error) => {
-          if (error?.name === "AbortError" || mine !== seq.current) return;
-          setState((s) => ({ data: quiet ? s.data : undefined, error, loading: false }));
-        },
-      )
-      .finally(() => {
-        if (inflight.current === ctl) inflight.current = null;
-      });
-  }, []);
+  // quiet: a poll (skipped while a request is out; an error keeps the data on screen).
+  const run = useCallback(
+    (quiet) => {
+      if (quiet && inflight.current) return;
+      const ctl = new AbortController();
+      inflight.current?.abort();
+      inflight.current = ctl;
+      const mine = ++seq.current;
+      if (!quiet) setState((s) => ({ ...s, loading: true }));
+      Promise.resolve()
+        .then(() => loadRef.current(ctl.signal, { first: !quiet }))
+        .then(
+          (data) => {
+            if (mine !== seq.current) return;
+            setState({ data, error: null, loading: false });
+          },
+          (error) => {
+            if (error?.name === "AbortError" || mine !== seq.current) return;
+            const keep = quiet || keepOnError;
+            setState((s) => ({ data: keep ? s.data : undefined, error, loading: false }));
+          },
+        )
+        .finally(() => {
+          if (inflight.current === ctl) inflight.current = null;
+        });
+    },
+    [keepOnError],
+  );
 
   useEffect(() => {
+    if (!enabled) return undefined;
     run(false);
-    return () => inflight.current?.abort();
-  }, deps); // eslint-disable-line react-hooks/exhaustive-deps
+    return () => {
+      inflight.current?.abort();
+      inflight.current = null;
+    };
+    // `deps` are the caller's: the parameters `load` reads (it is kept in a ref, so a new
+    // closure each render does not reload). The caller's list is checked where it is
+    // written (eslint.config.js names useLoad as an effect hook).
+    // eslint-disable-next-line react-hooks/exhaustive-deps -- deps are the caller's, checked there
+  }, [enabled, run, ...deps]);
 
-  useInterval(() => run(true), interval);
-  return { ...state, reload: () => run(false) };
+  const polling = Boolean(enabled && interval);
+  const wasPolling = useRef(polling);
+  useEffect(() => {
+    if (finalRead && wasPolling.current && !polling && enabled) {
+      inflight.current?.abort(); // the last read must not be skipped behind a poll
+      inflight.current = null;
+      run(true);
+    }
+    wasPolling.current = polling;
+  }, [polling, finalRead, enabled, run]);
+
+  useInterval(() => run(true), enabled ? interval : 0);
+  const reload = useCallback(() => run(false), [run]);
+  return { ...state, reload };
 }
 
 /** `fn` every `ms` while the document is visible; nothing when `ms` is falsy. */
@@ -115,4 +157,21 @@ export function useStored(key, initial) {
     [key],
   );
   return [value, set];
+}
+
+/**
+ * The chart settings a chart page shares across its cards: x axis, log scale and
+ * smoothing (kept in localStorage, the same for every page) and the zoom (this page's).
+ * `set(patch)` takes any of them; `settings` changes identity only when one does.
+ */
+export function useChartSettings() {
+  const [prefs, setPrefs] = useStored("chart-prefs", { x: "step", log: false, smoothing: 0 });
+  const [zoom, setZoom] = useState(null);
+  const settings = useMemo(() => ({ ...prefs, zoom }), [prefs, zoom]);
+  const set = (patch) => {
+    if ("zoom" in patch) setZoom(patch.zoom);
+    const { zoom: _z, ...rest } = patch;
+    if (Object.keys(rest).length) setPrefs({ ...prefs, ...rest });
+  };
+  return { settings, set, setZoom };
 }

@@ -5,7 +5,7 @@ const events = [];
 globalThis.document = { cookie: "other=1; rk_csrf=abc123" };
 globalThis.window = { dispatchEvent: (e) => events.push(e.type) };
 
-const { api, UNAUTHORIZED } = await import("../src/api.js");
+const { api, askAhead, runPath, UNAUTHORIZED } = await import("../src/api.js");
 
 function answer(status, body) {
   return vi.fn(async () => ({
@@ -49,5 +49,41 @@ describe("api requests and authentication", () => {
     events.length = 0;
     await expect(api.login("bad")).rejects.toMatchObject({ status: 401 });
     expect(events).toEqual([]);
+  });
+
+  it("run paths encode user names", () => {
+    expect(runPath("a/b", "r?x", "/health")).toBe("/projects/a%2Fb/runs/r%3Fx/health");
+  });
+
+  it("health, stalls, console and system have their own calls and paths", async () => {
+    const fetch = answer(200, {});
+    vi.stubGlobal("fetch", fetch);
+    await api.health("p", "r", { stacks: true });
+    await api.stalls("p", "r", { limit: 1000 });
+    await api.console("p", "r", { label: ["rank-0", "rank-1"], limit: 200, count: false });
+    await api.system("p", "r");
+    await api.systemSeries("p", "r", { key: "gpu/util_percent", max_points: 400 });
+    expect(fetch.mock.calls.map(([url]) => url)).toEqual([
+      "api/v1/projects/p/runs/r/health?stacks=true",
+      "api/v1/projects/p/runs/r/stalls?limit=1000",
+      "api/v1/projects/p/runs/r/console?label=rank-0&label=rank-1&limit=200&count=false",
+      "api/v1/projects/p/runs/r/system",
+      "api/v1/projects/p/runs/r/system/series?key=gpu%2Futil_percent&max_points=400",
+    ]);
+  });
+});
+
+describe("askAhead", () => {
+  it("hands the early reply over once, then null (a later read asks afresh)", async () => {
+    const early = askAhead(async () => ({ keys: ["a"] }));
+    await expect(early.take()).resolves.toEqual({ keys: ["a"] });
+    expect(early.take()).toBeNull();
+  });
+
+  it("a failed early request reads as null, never as an unhandled rejection", async () => {
+    const early = askAhead(async () => {
+      throw new Error("down");
+    });
+    await expect(early.take()).resolves.toBeNull();
   });
 });

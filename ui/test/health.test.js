@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
-  LAG_FULL, cellDetails, cellState, healthCells, lagShade, orderedStacks, runApiPath,
+  LAG_FULL, cellDetails, cellState, healthCells, lagShade, orderedStacks,
   stallsOf, stateCounts,
 } from "../src/lib/health.js";
 
@@ -88,9 +88,5 @@ describe("stalls", () => {
     const got = orderedStacks({ "rankwise-writer (2)": "w", "MainThread (1)": "m", "loader (3)": "l" });
     expect(got.map(([k]) => k)).toEqual(["MainThread (1)", "loader (3)", "rankwise-writer (2)"]);
     expect(orderedStacks(null)).toEqual([]);
-  });
-
-  it("API paths encode user names", () => {
-    expect(runApiPath({ project: "a/b", id: "r?x" }, "/health")).toBe("/projects/a%2Fb/runs/r%3Fx/health");
   });
 });

@@ -2,9 +2,9 @@
 // refreshed while live and visible, and refined when zoomed: the server is asked for the
 // zoomed x range at full chart resolution and the answer is merged into the coarse one.
 
-import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { useEffect, useMemo, useState } from "preact/hooks";
 import { api } from "../api.js";
-import { LIVE_MS, useInView, useInterval } from "../hooks.js";
+import { LIVE_MS, useInView, useLoad } from "../hooks.js";
 import {
   alignSeries, bandColumns, bandTable, gaps, markAt, mergeRange, mergeSeriesList,
   nonfiniteMarks, pointsFor, pointsPerRank, positiveOnly, smooth, tableBand,
@@ -16,50 +16,14 @@ import { Chart } from "./Chart.jsx";
 const HEIGHT = 190;
 
 /**
- * Runs `fetchAll(signal)` when `deps` change (aborting the previous one) and every
- * LIVE_MS while `live` (skipped while one is still on its way, so a slow server is never
- * flooded). Returns `[data, error]`; data stays on screen while the next one loads.
+ * A card's data (useLoad): fetched once the card has been scrolled near, again when its
+ * parameters change and every LIVE_MS while the run is live and the card on screen. The
+ * chart stays on screen while the next answer loads and beside an error; when the run
+ * stops being live, one last read, so the chart ends where the run did.
  */
-function useChartData(enabled, live, fetchAll, deps) {
-  const [state, setState] = useState({ data: null, error: null });
-  const inflight = useRef(null);
-  const fetchRef = useRef(fetchAll);
-  fetchRef.current = fetchAll;
-  const go = (quiet) => {
-    if (quiet && inflight.current) return;
-    inflight.current?.abort();
-    const ctl = new AbortController();
-    inflight.current = ctl;
-    fetchRef.current(ctl.signal).then(
-      (data) => {
-        if (inflight.current !== ctl) return;
-        inflight.current = null;
-        setState({ data, error: null });
-      },
-      (error) => {
-        if (inflight.current !== ctl || error?.name === "AbortError") return;
-        inflight.current = null;
-        setState((s) => ({ data: s.data, error }));
-      },
-    );
-  };
-  useEffect(() => {
-    if (!enabled) return undefined;
-    go(false);
-    return () => {
-      inflight.current?.abort();
-      inflight.current = null;
-    };
-  }, [enabled, ...deps]); // eslint-disable-line react-hooks/exhaustive-deps
-  useInterval(() => go(true), enabled && live ? LIVE_MS : 0);
-  // The run just stopped being live: one last read, so the chart ends where the run did.
-  const wasLive = useRef(live);
-  useEffect(() => {
-    if (wasLive.current && !live && enabled) go(false);
-    wasLive.current = live;
-  }, [live]); // eslint-disable-line react-hooks/exhaustive-deps
-  return [state.data, state.error];
-}
+const cardLoad = (seen, liveHere) => ({
+  enabled: seen, interval: liveHere ? LIVE_MS : 0, keepOnError: true, finalRead: true,
+});
 
 /**
  * After each draw the card's element says what is on it (for tests and the curious):
@@ -83,7 +47,7 @@ function useCard(metric, tracker) {
     if (!seen || !tracker) return;
     const r = ref.current?.getBoundingClientRect();
     if (r && r.top < window.innerHeight && r.bottom > 0) tracker.expect(metric);
-  }, [seen]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, [seen, tracker, metric, ref]);
   return [ref, seen, visible];
 }
 
@@ -100,6 +64,24 @@ function CardFrame({ cardRef, metric, readout, children, status }) {
       </div>
     </div>
   );
+}
+
+/** The Chart props both cards share: settings, zoom, hover, and the note of each draw. */
+function chartProps({ model, settings, props, cardRef, lines, metric, tracker, onHover }) {
+  return {
+    model,
+    xMode: settings.x,
+    log: settings.log,
+    height: HEIGHT,
+    xRange: settings.zoom,
+    onZoom: props.onZoom,
+    onResetZoom: props.onResetZoom,
+    onHover,
+    onDrawn: (u) => {
+      noteDrawn(cardRef.current, u, lines);
+      tracker?.drawn(metric);
+    },
+  };
 }
 
 function xText(x, xMode) {
@@ -197,9 +179,8 @@ export function RunChartCard(props) {
   const [weighted, setWeighted] = useState(true);
   const zoom = settings.zoom;
 
-  const [data, error] = useChartData(
-    seen,
-    live && visible,
+  const nRanks = rankInfo.size;
+  const { data, error } = useLoad(
     async (signal) => {
       const width = ref.current?.clientWidth || 600;
       const base = { key: metric, x: settings.x };
@@ -209,7 +190,7 @@ export function RunChartCard(props) {
         charts.run(prio, () => api.series(project, runId, { ...base, ...extra }, { signal }), signal);
       const range = zoom ? { from: zoom[0], to: zoom[1] } : {};
       const P = pointsFor(width);
-      const PR = pointsPerRank(width, rankInfo.size);
+      const PR = pointsPerRank(width, nRanks);
       const wantRanks = multi && showRanks;
       const [c, f, rc, rf] = await Promise.all([
         ask({ ...main, max_points: P }),
@@ -225,18 +206,20 @@ export function RunChartCard(props) {
         ranks: rc ? (rf ? mergeSeriesList(rc.series, rf.series, lo, hi) : rc.series) : null,
       };
     },
-    [metric, settings.x, zoom?.[0], zoom?.[1], showRanks, multi],
+    [project, runId, metric, settings.x, zoom, showRanks, multi, nRanks, ref],
+    cardLoad(seen, live && visible),
   );
 
+  const { smoothing, log } = settings;
   const model = useMemo(
-    () => data && runModel(data, settings, multi, rankInfo, weighted),
-    [data, settings.smoothing, settings.log, multi, rankInfo, weighted],
+    () => data && runModel(data, { smoothing, log }, multi, rankInfo, weighted),
+    [data, smoothing, log, multi, rankInfo, weighted],
   );
 
   const empty = model && !model.x.length && !(model.overlay?.length);
   useEffect(() => {
     if (tracker && (empty || error)) tracker.drawn(metric);
-  }, [empty, error]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, [empty, error, tracker, metric]);
 
   let status = null;
   if (error) status = <span class="error-text">{error.message}</span>;
@@ -244,7 +227,7 @@ export function RunChartCard(props) {
   else if (empty) status = <span class="muted">No values{zoom ? " in this range" : " yet"}</span>;
   useEffect(() => {
     if (ref.current && (error || empty)) ref.current.dataset.state = error ? "error" : "empty";
-  }, [error, empty]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, [error, empty, ref]);
 
   return (
     <CardFrame
@@ -263,20 +246,12 @@ export function RunChartCard(props) {
     >
       {model && !empty ? (
         <Chart
-          model={model}
-          xMode={settings.x}
-          log={settings.log}
-          height={HEIGHT}
-          xRange={zoom}
+          {...chartProps({
+            model, settings, props, cardRef: ref, lines: model.overlay?.length ?? 0, metric, tracker,
+            onHover: setHover,
+          })}
           highlight={props.highlight}
           marks={props.marks}
-          onZoom={props.onZoom}
-          onResetZoom={props.onResetZoom}
-          onHover={setHover}
-          onDrawn={(u) => {
-            noteDrawn(ref.current, u, model.overlay?.length ?? 0);
-            tracker?.drawn(metric);
-          }}
         />
       ) : null}
     </CardFrame>
@@ -349,14 +324,13 @@ export function OverlayChartCard(props) {
   const [focusLine, setFocusLine] = useState(null);
   const zoom = settings.zoom;
   const refs = runs.map((r) => `${r.project}/${r.id}`);
+  const runList = JSON.stringify(refs); // the request's runs, as a dependency
 
-  const [data, error] = useChartData(
-    seen,
-    live && visible,
+  const { data, error } = useLoad(
     async (signal) => {
       const width = ref.current?.clientWidth || 600;
       const body = {
-        runs: refs, key: metric, x: settings.x, max_points: pointsFor(width),
+        runs: JSON.parse(runList), key: metric, x: settings.x, max_points: pointsFor(width),
         streams: "none", band: true,
       };
       const prio = priorityOf(ref.current);
@@ -370,7 +344,8 @@ export function OverlayChartCard(props) {
         return zoom ? mergeRange(t, bandTable(f.runs[i].band), zoom[0], zoom[1]) : t;
       });
     },
-    [metric, settings.x, zoom?.[0], zoom?.[1], refs.join(",")],
+    [metric, settings.x, zoom, runList, ref],
+    cardLoad(seen, live && visible),
   );
 
   const model = useMemo(() => {
@@ -402,7 +377,7 @@ export function OverlayChartCard(props) {
   const empty = model && !model.x.length;
   useEffect(() => {
     if (tracker && (empty || error)) tracker.drawn(metric);
-  }, [empty, error]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, [empty, error, tracker, metric]);
 
   let status = null;
   if (error) status = <span class="error-text">{error.message}</span>;
@@ -434,19 +409,11 @@ export function OverlayChartCard(props) {
     <CardFrame cardRef={ref} metric={metric} status={status} readout={readout}>
       {model && !empty ? (
         <Chart
-          model={model}
-          xMode={settings.x}
-          log={settings.log}
-          height={HEIGHT}
-          xRange={zoom}
-          onZoom={props.onZoom}
-          onResetZoom={props.onResetZoom}
-          onHover={setHover}
+          {...chartProps({
+            model, settings, props, cardRef: ref, lines: model.lines.length, metric, tracker,
+            onHover: setHover,
+          })}
           onFocusLine={setFocusLine}
-          onDrawn={(u) => {
-            noteDrawn(ref.current, u, model.lines.length);
-            tracker?.drawn(metric);
-          }}
         />
       ) : null}
     </CardFrame>

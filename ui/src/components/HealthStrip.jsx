@@ -9,17 +9,18 @@ import { useState } from "preact/hooks";
 import { api } from "../api.js";
 import { LIVE_MS, useLoad } from "../hooks.js";
 import { href, navigate } from "../router.js";
-import { healthCells, runApiPath, stateCounts } from "../lib/health.js";
+import { healthCells, stateCounts } from "../lib/health.js";
 import { StallBanner } from "./StallBanner.jsx";
 import "./health.css";
 
 /** The strip and the stall banner, sharing one /health read. */
 export function RunHealth({ run, tab }) {
   const live = run.state === "running";
+  const { project, id } = run;
   const health = useLoad(
-    (signal) => api.get(runApiPath(run, "/health"), {}, { signal }),
-    [run.project, run.id, run.state],
-    live ? 2 * LIVE_MS : 0,
+    (signal) => api.health(project, id, {}, { signal }),
+    [project, id],
+    { interval: live ? 2 * LIVE_MS : 0, finalRead: true }, // and once more when the run ends
   );
   if (!health.data) return null; // loading, or a server without rank health: no strip
   return (

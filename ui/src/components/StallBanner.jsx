@@ -5,7 +5,7 @@
 import { useState } from "preact/hooks";
 import { api } from "../api.js";
 import { href } from "../router.js";
-import { orderedStacks, runApiPath, stallsOf } from "../lib/health.js";
+import { orderedStacks, stallsOf } from "../lib/health.js";
 
 const SHOWN = 3;
 
@@ -22,7 +22,7 @@ export function StallBanner({ run, health }) {
     }
     setOpen(label);
     setStacks({ label, data: null, error: null });
-    api.get(runApiPath(run, "/health"), { stacks: true }).then(
+    api.health(run.project, run.id, { stacks: true }).then(
       (h) => {
         const r = (h.ranks ?? []).find((x) => x.label === label);
         setStacks({ label, data: r?.stall?.stacks ?? {}, error: null });

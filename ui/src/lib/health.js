@@ -9,12 +9,6 @@
 
 import { fmtDuration, fmtInt } from "./format.js";
 
-/** A run's API path (relative to api/v1) plus `tail`, each name URI-encoded. */
-export function runApiPath(run, tail = "") {
-  const p = encodeURIComponent;
-  return `/projects/${p(run.project)}/runs/${p(run.id)}${tail}`;
-}
-
 const ORDER = ["crashed", "stalled", "failed", "killed", "running", "finished"];
 
 /** The one state a rank's cell shows. */

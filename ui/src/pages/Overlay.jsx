@@ -2,9 +2,9 @@
 // run_mode="new"): every metric any of the runs logged, one chart each, one line per run
 // (its cross-rank mean) in the colour of the legend.
 
-import { useMemo, useState } from "preact/hooks";
+import { useMemo } from "preact/hooks";
 import { api } from "../api.js";
-import { useLoad, useStored } from "../hooks.js";
+import { useChartSettings, useLoad } from "../hooks.js";
 import { href, listParam, navigate } from "../router.js";
 import { runColor } from "../lib/colors.js";
 import { createFirstDraw } from "../lib/firstDraw.js";
@@ -25,11 +25,11 @@ async function withKeys(runs, signal) {
 
 export function ComparePage({ params }) {
   const refs = listParam(params, "runs").slice(0, MAX_RUNS);
-  const sig = refs.join(",");
+  const sig = JSON.stringify(refs); // the runs asked for, as a dependency
   const loaded = useLoad(
     async (signal) => {
       const runs = await Promise.all(
-        refs.map((ref) => {
+        JSON.parse(sig).map((ref) => {
           const i = ref.indexOf("/");
           return api.run(ref.slice(0, i), ref.slice(i + 1), { signal });
         }),
@@ -81,20 +81,13 @@ export function GroupPage({ project, group }) {
 }
 
 function OverlayBody({ title, kicker, subtitle, back, loaded, onRemove }) {
-  const [prefs, setPrefs] = useStored("chart-prefs", { x: "step", log: false, smoothing: 0 });
-  const [zoom, setZoom] = useState(null);
-  const settings = useMemo(() => ({ ...prefs, zoom }), [prefs, zoom]);
-  const set = (patch) => {
-    if ("zoom" in patch) setZoom(patch.zoom);
-    const { zoom: _z, ...rest } = patch;
-    if (Object.keys(rest).length) setPrefs({ ...prefs, ...rest });
-  };
+  const { settings, set, setZoom } = useChartSettings();
   const runs = useMemo(
     () => (loaded.data?.runs ?? []).map((r, i) => ({ ...r, color: runColor(i) })),
     [loaded.data],
   );
   const live = runs.some((r) => r.state === "running");
-  const tracker = useMemo(() => createFirstDraw(), [loaded.data]);
+  const tracker = useMemo(() => createFirstDraw(), [loaded.data]); // eslint-disable-line react-hooks/exhaustive-deps -- a fresh first-draw count per loaded set of runs
   const { search, setSearch, filtered, grouped } = useMetricSearch(loaded.data?.keys);
 
   return (

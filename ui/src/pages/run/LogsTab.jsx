@@ -15,12 +15,11 @@
 
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api } from "../../api.js";
-import { LIVE_MS, useInterval } from "../../hooks.js";
+import { LIVE_MS, useLoad } from "../../hooks.js";
 import { href, navigate } from "../../router.js";
 import { ansiSegments } from "../../lib/escape.js";
 import { fmtInt } from "../../lib/format.js";
 import { rankColor } from "../../lib/colors.js";
-import { runApiPath } from "../../lib/health.js";
 import {
   LineCache, PAGE, ROW_PX, consoleParams, contentHeight, fmtClock, indexAt, missingPages,
   parseJumpTime, rowRange, rowsInView, scrollTopFor,
@@ -61,7 +60,10 @@ export function LogsTab({ run, params }) {
   };
   const streams = latestStreams(run.streams ?? []);
   const nodes = [...new Set(streams.map((s) => s.node))].filter((n) => n >= 0).sort((a, b) => a - b);
-  const colors = useMemo(() => new Map(streams.map((s) => [s.label, rankColor(s.rank >= 0 ? s.rank : 0)])), [run.streams]); // eslint-disable-line react-hooks/exhaustive-deps
+  const colors = useMemo(
+    () => new Map(latestStreams(run.streams ?? []).map((s) => [s.label, rankColor(s.rank >= 0 ? s.rank : 0)])),
+    [run.streams],
+  );
   const log = useLog(run, filters, live);
   const [jump, setJump] = useState("");
   const [jumpError, setJumpError] = useState("");
@@ -138,15 +140,21 @@ export function LogsTab({ run, params }) {
   );
 }
 
-/** The list's data: total, cached lines, position, follow mode, and their fetching. */
+/**
+ * The list's data: total, cached lines, position, follow mode, and their fetching. The
+ * tail (the newest page, which says the total) is read through useLoad: again on every
+ * filter change, every LIVE_MS while live (never two at once) and once more when the run
+ * ends; the pages scrolled to and a jump to a time are asked for on demand.
+ */
 function useLog(run, filters, live) {
   const key = JSON.stringify(filters);
-  const path = runApiPath(run, "/console");
-  const cache = useMemo(() => new LineCache(), [key]); // eslint-disable-line react-hooks/exhaustive-deps
+  const { project, id } = run;
+  // A new cache for each filter: the lines of one search are not the lines of another.
+  const cache = useMemo(() => new LineCache(), [key]); // eslint-disable-line react-hooks/exhaustive-deps -- key stands for the filters the cache holds lines of
   const [total, setTotal] = useState(null);
   const [at, setAt] = useState(0);
   const [follow, setFollowState] = useState(true);
-  const [error, setError] = useState(null);
+  const [pageError, setPageError] = useState(null);
   const [mark, setMark] = useState(null);
   const [, setTick] = useState(0);
   const gen = useRef(0);
@@ -155,50 +163,44 @@ function useLog(run, filters, live) {
   const state = useRef({});
   state.current = { total, at, follow };
 
-  // A search is counted by scanning the lines: while live, only every tenth poll.
-  const polls = useRef(0);
-  const tail = (first) => {
-    const mine = gen.current;
-    const count = first || !filters.q || ++polls.current % 10 === 0;
-    return api.get(path, { ...filters, limit: PAGE, count }).then(
-      (page) => {
-        if (mine !== gen.current) return;
-        const n = page.total ?? state.current.total ?? page.lines.length;
-        const offset = page.offset ?? Math.max(0, n - page.lines.length);
-        cache.put(offset, page.lines, offset);
-        setTotal(n);
-        setError(null);
-        setTick((t) => t + 1);
-        if (first || state.current.follow) scroller.current?.toEnd(n);
-      },
-      (err) => {
-        if (mine === gen.current && err?.name !== "AbortError") setError(err);
-      },
-    );
-  };
-
   useEffect(() => {
     gen.current += 1;
     inflight.current = new Set();
     setTotal(null);
     setAt(0);
     setMark(null);
-    tail(true);
-  }, [key, run.project, run.id]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, [key, project, id]);
 
-  useInterval(() => tail(false), live ? LIVE_MS : 0);
-  // The run just ended: one last read, so the log ends where the run did.
-  const wasLive = useRef(live);
+  // A search is counted by scanning the lines: while live, only every tenth poll.
+  const polls = useRef(0);
+  const tail = useLoad(
+    async (signal, { first }) => {
+      const params = JSON.parse(key);
+      const count = first || !params.q || ++polls.current % 10 === 0;
+      const page = await api.console(project, id, { ...params, limit: PAGE, count }, { signal });
+      return { page, first, key };
+    },
+    [key, project, id],
+    { interval: live ? LIVE_MS : 0, keepOnError: true, finalRead: true },
+  );
   useEffect(() => {
-    if (wasLive.current && !live) tail(false);
-    wasLive.current = live;
-  }, [live]); // eslint-disable-line react-hooks/exhaustive-deps
+    // The last tail stays in tail.data while the next filter's loads: not for this cache.
+    if (!tail.data || tail.data.key !== key) return;
+    const { page, first } = tail.data;
+    const n = page.total ?? state.current.total ?? page.lines.length;
+    const offset = page.offset ?? Math.max(0, n - page.lines.length);
+    cache.put(offset, page.lines, offset);
+    setTotal(n);
+    setPageError(null);
+    setTick((t) => t + 1);
+    if (first || state.current.follow) scroller.current?.toEnd(n);
+  }, [tail.data, cache, key]);
 
   const fetchPage = (p) => {
     const mine = gen.current;
     if (inflight.current.has(p)) return;
     inflight.current.add(p);
-    api.get(path, { ...filters, offset: p * PAGE, limit: PAGE, count: false }).then(
+    api.console(project, id, { ...filters, offset: p * PAGE, limit: PAGE, count: false }).then(
       (page) => {
         inflight.current.delete(p);
         if (mine !== gen.current) return;
@@ -207,7 +209,7 @@ function useLog(run, filters, live) {
       },
       (err) => {
         inflight.current.delete(p);
-        if (mine === gen.current && err?.name !== "AbortError") setError(err);
+        if (mine === gen.current && err?.name !== "AbortError") setPageError(err);
       },
     );
   };
@@ -215,7 +217,7 @@ function useLog(run, filters, live) {
   const jumpTo = (t) => {
     const mine = gen.current;
     setFollowState(false);
-    api.get(path, { ...filters, at: t, limit: PAGE }).then(
+    api.console(project, id, { ...filters, at: t, limit: PAGE }).then(
       (page) => {
         if (mine !== gen.current) return;
         cache.put(page.offset, page.lines, page.offset);
@@ -224,7 +226,7 @@ function useLog(run, filters, live) {
         setTick((x) => x + 1);
         scroller.current?.toIndex(Math.max(0, page.offset - 2), page.total);
       },
-      (err) => setError(err),
+      (err) => setPageError(err),
     );
   };
 
@@ -235,7 +237,7 @@ function useLog(run, filters, live) {
 
   return {
     cache, total, at, setAt, follow, setFollow, leaveFollow: () => setFollowState(false),
-    error, reload: () => tail(true), fetchPage, jumpTo, mark, scroller,
+    error: pageError ?? tail.error, reload: tail.reload, fetchPage, jumpTo, mark, scroller,
   };
 }
 

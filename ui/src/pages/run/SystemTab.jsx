@@ -3,10 +3,9 @@
 // time. A chart loads when scrolled near and refreshes while the run is live. Line
 // names reach the page only as text (the legend and the readout).
 
-import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { useMemo, useState } from "preact/hooks";
 import { api } from "../../api.js";
-import { LIVE_MS, useInView, useInterval, useLoad } from "../../hooks.js";
-import { runApiPath } from "../../lib/health.js";
+import { LIVE_MS, useInView, useLoad } from "../../hooks.js";
 import { fmtClock } from "../../lib/logs.js";
 import { describeKey, fmtSystemValue, systemModel, systemSections } from "../../lib/system.js";
 import { Chart } from "../../components/Chart.jsx";
@@ -19,10 +18,11 @@ const LEGEND_MAX = 16;
 
 export function SystemTab({ run }) {
   const live = run.state === "running";
+  const { project, id } = run;
   const keys = useLoad(
-    (signal) => api.get(runApiPath(run, "/system"), {}, { signal }),
-    [run.project, run.id, live],
-    live ? REFRESH_MS : 0,
+    (signal) => api.system(project, id, { signal }),
+    [project, id],
+    { interval: live ? REFRESH_MS : 0, finalRead: true }, // and once more when the run ends
   );
   if (keys.error) return <ErrorBox error={keys.error} onRetry={keys.reload} />;
   if (!keys.data) return <Spinner />;
@@ -60,30 +60,16 @@ export function SystemTab({ run }) {
 
 function SystemChart({ run, chartKey, live }) {
   const [ref, seen, visible] = useInView();
-  const [state, setState] = useState({ data: null, error: null });
-  const inflight = useRef(null);
-  const load = () => {
-    if (inflight.current) return;
-    const ctl = new AbortController();
-    inflight.current = ctl;
-    const width = ref.current?.clientWidth ?? 600;
-    const params = { key: chartKey, max_points: Math.max(200, Math.round(2 * width)) };
-    api.get(runApiPath(run, "/system/series"), params, { signal: ctl.signal }).then(
-      (data) => {
-        inflight.current = null;
-        setState({ data, error: null });
-      },
-      (error) => {
-        inflight.current = null;
-        if (error?.name !== "AbortError") setState((s) => ({ data: s.data, error }));
-      },
-    );
-  };
-  useEffect(() => {
-    if (seen) load();
-    return () => inflight.current?.abort();
-  }, [seen, run.project, run.id, chartKey]); // eslint-disable-line react-hooks/exhaustive-deps
-  useInterval(load, seen && visible && live ? REFRESH_MS : 0);
+  const { project, id } = run;
+  const state = useLoad(
+    (signal) => {
+      const width = ref.current?.clientWidth ?? 600;
+      const params = { key: chartKey, max_points: Math.max(200, Math.round(2 * width)) };
+      return api.systemSeries(project, id, params, { signal });
+    },
+    [project, id, chartKey, ref],
+    { enabled: seen, interval: visible && live ? REFRESH_MS : 0, keepOnError: true },
+  );
 
   const model = useMemo(() => systemModel(state.data), [state.data]);
   const [hover, setHover] = useState(null);
