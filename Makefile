@@ -36,6 +36,7 @@ test: setup lint typecheck
 lint: setup
 	$(BIN)/ruff check rankwise tests benchmarks examples
 	$(BIN)/ruff format --check rankwise tests benchmarks examples
+	cd ui && npm run lint
 
 typecheck: setup
 	$(BIN)/mypy

@@ -68,7 +68,7 @@ export function Chart(props) {
       u.destroy();
       plot.current = null;
     };
-  }, [signature, height]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, [signature, height]); // eslint-disable-line react-hooks/exhaustive-deps -- the plot is rebuilt only when its shape changes; new data and props reach it through the effects below
 
   useEffect(() => {
     const u = plot.current;
@@ -83,7 +83,7 @@ export function Chart(props) {
     shown.current.xRange = props.xRange;
     const [lo, hi] = xWindow(props.xRange, model);
     if (lo !== null) u.setScale("x", { min: lo, max: hi });
-  }, [props.xRange]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, [props.xRange]); // eslint-disable-line react-hooks/exhaustive-deps -- a new zoom moves the window; new data alone must not reset the user's view
 
   useEffect(() => {
     plot.current?.redraw(false);
@@ -330,7 +330,7 @@ const STALL = "#8e44ad"; // the health strip's stalled colour
 /** Stalls (lib/stalls.js): a shaded span by time, a dashed line by step, under the lines. */
 function drawStalls(u, marks) {
   if (!marks || !marks.length) return;
-  const { ctx, left, top, width, height, xmin, xmax, px } = plotCanvas(u);
+  const { ctx, top, height, xmin, xmax, px } = plotCanvas(u);
   for (const m of marks) {
     const x1 = m.x1 ?? xmax;
     if (x1 < xmin || m.x0 > xmax) continue;
@@ -360,7 +360,7 @@ function drawOverlay(u, props, hovered, log) {
   const overlay = props.model.overlay;
   if (!overlay || !overlay.length) return;
   const focus = hovered ?? props.highlight ?? null;
-  const { ctx, left, top, width, height, xmin, xmax, px } = plotCanvas(u);
+  const { ctx, xmin, xmax, px } = plotCanvas(u);
   ctx.lineJoin = "round";
   const ordered = focus === null ? overlay : [
     ...overlay.filter((l) => l.key !== focus),
@@ -456,6 +456,6 @@ function useTheme() {
     const on = (e) => setDark(e.matches);
     mq.addEventListener("change", on);
     return () => mq.removeEventListener("change", on);
-  }, []); // eslint-disable-line react-hooks/exhaustive-deps
+  }, []); // eslint-disable-line react-hooks/exhaustive-deps -- mq is the same media query each render: subscribe once
   return dark ? "dark" : "light";
 }

@@ -18,7 +18,7 @@ export function seg(value) {
 
 // C0 controls except tab, plus DEL and the C1 block: they render as nothing or garble
 // layout, so they are shown as U+FFFD instead of being passed through silently.
-// eslint-disable-next-line no-control-regex
+// eslint-disable-next-line no-control-regex -- matching control characters is the point
 const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g;
 
 /** A single-line display form of any user value: controls replaced, never HTML. */
@@ -28,9 +28,10 @@ export function displayText(value) {
   return s.replace(CONTROL, "\ufffd");
 }
 
+// eslint-disable-next-line no-control-regex -- ESC (\u001b) starts every ANSI sequence
 const ANSI_SGR = /\u001b\[([0-9;]*)m/g;
 // Any other escape sequence (cursor movement, OSC titles, ...): dropped from display.
-// eslint-disable-next-line no-control-regex
+// eslint-disable-next-line no-control-regex -- ESC and BEL delimit these sequences
 const ANSI_OTHER = /\u001b(?:\[[0-9;?]*[A-Za-z]|\][^\u0007\u001b]*(?:\u0007|\u001b\\)|[@-Z\\-_])/g;
 
 const BASIC = ["black", "red", "green", "yellow", "blue", "magenta", "cyan", "white"];

@@ -24,7 +24,7 @@ export function RunsPage({ project, params }) {
     navigate(href.runs(project, paramsFromFilters(next)), { replace: true });
   };
   const key = JSON.stringify(apiParams(f));
-  const runs = useLoad((signal) => api.runs(project, apiParams(f), { signal }), [project, key], POLL_MS);
+  const runs = useLoad((signal) => api.runs(project, JSON.parse(key), { signal }), [project, key], POLL_MS);
   // Filter choices come from the project's runs regardless of the current filters.
   const all = useLoad((signal) => api.runs(project, { limit: 1000 }, { signal }), [project], 10000);
   const views = useLoad((signal) => api.views(project, { signal }), [project]);
@@ -209,7 +209,7 @@ function Filters({ f, set, choices, summaryKeys }) {
     if (q === f.q) return undefined;
     const id = setTimeout(() => set({ q }), 250);
     return () => clearTimeout(id);
-  }, [q]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, [q]); // eslint-disable-line react-hooks/exhaustive-deps -- `set` and `f` are new each render (every poll): only typing restarts the debounce
   const toggleState = (s) =>
     set({ state: f.state.includes(s) ? f.state.filter((x) => x !== s) : [...f.state, s] });
   const toggleTag = (t) => set({ tag: f.tag.includes(t) ? f.tag.filter((x) => x !== t) : [...f.tag, t] });
@@ -299,7 +299,9 @@ const BASE_COLUMNS = [
 function RunsTable({ project, runs, total, f, set, selected, setSelected }) {
   const anyRunning = runs.some((r) => r.state === "running");
   const now = useNow(1000, anyRunning);
-  const rows = useMemo(() => clientSort(runs, f.sort, now), [runs, f.sort, anyRunning ? now : 0]);
+  // The clock re-sorts only while a run is running (its duration grows); else it is still.
+  const clock = anyRunning ? now : 0;
+  const rows = useMemo(() => clientSort(runs, f.sort, clock || undefined), [runs, f.sort, clock]);
   const columns = [...BASE_COLUMNS, ...f.cols.map((k) => ({ key: `s:${k}`, label: k, sort: `s:${k}`, num: true, summary: k }))];
   const { key: sortKey, desc } = parseSort(f.sort);
   const ref = (r) => `${r.project}/${r.id}`;
@@ -419,12 +421,13 @@ function cell(project, r, c, now) {
 export function ProjectsPage() {
   const projects = useLoad((signal) => api.projects({ signal }), [], POLL_MS);
   const list = projects.data?.projects ?? [];
+  const only = list.length === 1 ? list[0].name : "";
   useEffect(() => {
     // One project: open it, unless the address moved on meanwhile (a link, a back button).
-    if (list.length === 1 && parseHash(location.hash).page === "projects") {
-      navigate(href.runs(list[0].name), { replace: true });
+    if (only && parseHash(location.hash).page === "projects") {
+      navigate(href.runs(only), { replace: true });
     }
-  }, [list.length === 1 ? list[0].name : ""]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, [only]);
   if (projects.error) return <main class="main"><ErrorBox error={projects.error} onRetry={projects.reload} /></main>;
   if (!projects.data) return <main class="main"><Spinner /></main>;
   if (!list.length) {

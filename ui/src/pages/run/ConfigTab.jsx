@@ -104,15 +104,15 @@ export function ConfigTab({ run }) {
   const config = useMemo(() => flatten(run.config ?? {}), [run.config]);
   const summary = useMemo(() => flatten(run.summary ?? {}), [run.summary]);
   const shared = Object.keys(run.summary_ranks ?? {}).length > 1;
-  const env = run.environment ?? {};
   const envRows = useMemo(() => {
+    const env = run.environment ?? {};
     const rows = [];
     if (env.command?.length) rows.push(["command", env.command.join(" ")]);
     for (const k of ["python", "platform", "launcher", "rankwise_version", "host"]) {
       if (env[k]) rows.push([k === "rankwise_version" ? "rankwise" : k, env[k]]);
     }
     return rows;
-  }, [run.environment]); // eslint-disable-line react-hooks/exhaustive-deps
+  }, [run.environment]);
   const f = q.trim().toLowerCase();
   return (
     <div class="config-tab">
