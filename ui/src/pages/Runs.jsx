@@ -4,11 +4,11 @@
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api } from "../api.js";
 import { useLoad, useNow } from "../hooks.js";
-import { href, navigate, parseHash } from "../router.js";
+import { href, navigate } from "../router.js";
 import { fmtDuration, fmtRanks, fmtShortTime, fmtTime, fmtValue, runDuration } from "../lib/format.js";
 import { numericSummaryKeys, summaryValue } from "../lib/metrics.js";
 import { cellText, what } from "../lib/failures.js";
-import { Code, Empty, ErrorBox, Spinner, StateBadge, Tag } from "../components/common.jsx";
+import { Empty, ErrorBox, Spinner, StateBadge, Tag } from "../components/common.jsx";
 import {
   STATES, apiParams, clientSort, facets, filtersFromParams, filtersFromView, groupRuns,
   isFiltered, paramsFromFilters, parseSort, viewFromFilters,
@@ -416,53 +416,4 @@ function cell(project, r, c, now) {
       return v === undefined ? <span class="muted">–</span> : fmtValue(v);
     }
   }
-}
-
-export function ProjectsPage() {
-  const projects = useLoad((signal) => api.projects({ signal }), [], POLL_MS);
-  const list = projects.data?.projects ?? [];
-  const only = list.length === 1 ? list[0].name : "";
-  useEffect(() => {
-    // One project: open it, unless the address moved on meanwhile (a link, a back button).
-    if (only && parseHash(location.hash).page === "projects") {
-      navigate(href.runs(only), { replace: true });
-    }
-  }, [only]);
-  if (projects.error) return <main class="main"><ErrorBox error={projects.error} onRetry={projects.reload} /></main>;
-  if (!projects.data) return <main class="main"><Spinner /></main>;
-  if (!list.length) {
-    return (
-      <main class="main">
-        <Empty title="No runs yet" icon="◇">
-          <p>Log a run and it appears here, live. On every rank of your training script:</p>
-          <Code>{`import rankwise
-
-run = rankwise.init(project="my-project", config={"lr": 0.1})
-for step, batch in enumerate(loader):
-    loss = train_step(batch)
-    run.log({"train/loss": loss}, step=step)`}</Code>
-          <p>then start it as usual, e.g. <code>torchrun --nproc-per-node=4 train.py</code>. Runs are
-            written under <code>./rankwise</code> (or <code>RANKWISE_DIR</code>); <code>rankwise ui --dir DIR</code> serves
-            that directory. This page checks for new runs every two seconds.</p>
-        </Empty>
-      </main>
-    );
-  }
-  return (
-    <main class="main">
-      <h1>Projects</h1>
-      <table class="runs projects">
-        <thead><tr><th>Project</th><th class="num">Runs</th><th>Last update</th></tr></thead>
-        <tbody>
-          {list.map((p) => (
-            <tr key={p.name}>
-              <td><a href={href.runs(p.name)}>{p.name}</a></td>
-              <td class="num">{p.runs}</td>
-              <td>{fmtTime(p.updated)}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
-    </main>
-  );
 }

@@ -10,7 +10,7 @@ import { describeMark, stallMarks } from "../../lib/stalls.js";
 import { Code, Empty, ErrorBox, Segmented, Spinner } from "../../components/common.jsx";
 import { ChartToolbar, MetricSections, useMetricSearch } from "../../components/MetricGrid.jsx";
 import { RunChartCard } from "../../components/ChartCards.jsx";
-import { latestStreams } from "./ConfigTab.jsx";
+import { latestStreams } from "../../lib/streams.js";
 
 const RANK_MODES = [
   { value: "off", label: "Mean", title: "Cross-rank mean with its min–max band" },

@@ -1,22 +1,11 @@
-// The Run page's tables: config and summary (flattened, searchable), and streams (one
-// row per process: rank identity, state, progress, heartbeat, drops, how it ended).
+// The run page's Config & summary tab: config, summary (the primary rank's, and by rank
+// for a shared run) and the environment, flattened and searchable.
 
 import { useMemo, useState } from "preact/hooks";
-import { useNow } from "../../hooks.js";
 import { displayText } from "../../lib/escape.js";
-import { asNumber, fmtAgo, fmtInt, fmtTime, fmtValue } from "../../lib/format.js";
+import { asNumber, fmtInt, fmtValue } from "../../lib/format.js";
 import { flatten } from "../../lib/metrics.js";
-import { Empty, StateBadge } from "../../components/common.jsx";
-
-/** The latest incarnation of each stream label (earlier ones are restarts). */
-export function latestStreams(streams) {
-  const byLabel = new Map();
-  for (const s of streams) {
-    const prev = byLabel.get(s.label);
-    if (!prev || s.incarnation > prev.incarnation) byLabel.set(s.label, s);
-  }
-  return [...byLabel.values()].sort((a, b) => a.rank - b.rank || (a.label < b.label ? -1 : 1));
-}
+import { latestStreams } from "../../lib/streams.js";
 
 function KeyValueTable({ title, rows, filter, emptyText }) {
   const shown = filter ? rows.filter(([k, v]) => `${k} ${displayText(v)}`.toLowerCase().includes(filter)) : rows;
@@ -132,81 +121,4 @@ export function ConfigTab({ run }) {
       </div>
     </div>
   );
-}
-
-export function StreamsTab({ run }) {
-  const streams = run.streams ?? [];
-  const live = run.state === "running";
-  const now = useNow(1000, live);
-  const [all, setAll] = useState(false);
-  const latest = latestStreams(streams);
-  const rows = all ? [...streams].sort((a, b) => a.rank - b.rank || a.incarnation - b.incarnation) : latest;
-  const restarted = streams.length > latest.length;
-  if (!streams.length) {
-    return <Empty title="No streams">No process has written to this run yet.</Empty>;
-  }
-  return (
-    <div class="streams-tab">
-      {restarted ? (
-        <label class="check">
-          <input type="checkbox" checked={all} onChange={(e) => setAll(e.currentTarget.checked)} />
-          Show earlier incarnations (restarts) too
-        </label>
-      ) : null}
-      <div class="table-wrap">
-        <table class="runs streams">
-          <thead>
-            <tr>
-              <th>Label</th>
-              <th class="num">Rank</th>
-              <th class="num">Node</th>
-              <th>Host</th>
-              <th>State</th>
-              <th class="num">Last step</th>
-              <th>Last heartbeat</th>
-              <th class="num">Points</th>
-              <th class="num">Dropped</th>
-              <th>Ended</th>
-            </tr>
-          </thead>
-          <tbody>
-            {rows.map((s) => (
-              <tr key={`${s.label}.${s.incarnation}`} class={s.state === "crashed" || s.error_type ? "bad-row" : ""}>
-                <td>
-                  {s.label}
-                  {s.is_primary ? <span class="pill" title="Decides the run's final state">primary</span> : null}
-                  {s.incarnation > 0 ? <span class="muted small"> #{s.incarnation}</span> : null}
-                </td>
-                <td class="num">{s.rank}</td>
-                <td class="num">{s.node}</td>
-                <td>{s.host}{s.pid ? <span class="muted small"> pid {s.pid}</span> : null}</td>
-                <td><StateBadge state={s.state} /></td>
-                <td class="num">{fmtInt(s.last_step)}</td>
-                <td title={fmtTime(s.last_seen)}>{fmtAgo(s.last_seen, now)}</td>
-                <td class="num">{fmtInt(s.points)}</td>
-                <td class={s.dropped ? "num warn" : "num"}>{fmtInt(s.dropped)}</td>
-                <td><Ending s={s} /></td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-      </div>
-    </div>
-  );
-}
-
-function Ending({ s }) {
-  if (s.error_type) {
-    return (
-      <details class="ending">
-        <summary>
-          <code>{s.error_type}</code> {s.error_message}
-        </summary>
-        {s.traceback ? <pre class="traceback">{s.traceback}</pre> : null}
-      </details>
-    );
-  }
-  if (s.signal) return <span>signal {s.signal}</span>;
-  if (s.exit_code !== null && s.exit_code !== undefined) return <span>exit {s.exit_code}</span>;
-  return <span class="muted">–</span>;
 }

@@ -25,7 +25,7 @@ import {
   parseJumpTime, rowRange, rowsInView, scrollTopFor,
 } from "../../lib/logs.js";
 import { Empty, ErrorBox, Segmented } from "../../components/common.jsx";
-import { latestStreams } from "./ConfigTab.jsx";
+import { latestStreams } from "../../lib/streams.js";
 import "../../components/health.css";
 
 const STREAMS = [
