@@ -19,7 +19,7 @@ from rankwise.health import StreamSteps, assess, step_points
 from rankwise.store import migrations as M
 from rankwise.store.base import StreamKey
 from rankwise.store.sql import SQLStore
-from rankwise.store.telemetry import MAX_TEXT, STEP_RESOLUTION, ConsoleQuery, quantity
+from rankwise.store.health import MAX_TEXT, STEP_RESOLUTION, ConsoleQuery, quantity
 from rankwise.stream import records as R
 
 from .helpers.telemetry import (

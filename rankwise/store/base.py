@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ..stream import records as R
 from .saved_views import SavedView
-from .telemetry import ConsolePage, ConsoleQuery, StallEvent, SystemSeries
+from .health import ConsolePage, ConsoleQuery, StallEvent, SystemSeries
 
 if TYPE_CHECKING:
     from ..health import StreamSteps
@@ -197,7 +197,7 @@ class Store(Protocol):
     def delete_view(self, project: str, name: str) -> bool:
         """Delete a saved view; False when there was none of that name."""
 
-    # Rank health (``rankwise.store.telemetry``); each answers None for an unknown run.
+    # Rank health (``rankwise.store.health``); each answers None for an unknown run.
 
     def console(self, project: str, run_id: str, q: ConsoleQuery) -> ConsolePage | None:
         """A page of the run's captured console lines, in time order."""

@@ -7,7 +7,7 @@
 2. keep the records that continue the mark without a gap (``contiguous``);
 3. fold them (``rankwise.stream.fold.StreamFold``, the local reader's rules), cut their
    metric values into per-metric numpy columns, and append those as chunks; store their
-   console lines, stalls, system samples and step progress (``rankwise.store.telemetry``);
+   console lines, stalls, system samples and step progress (``rankwise.store.health``);
 4. merge their per-step aggregates into the run's aggregate blocks, locking blocks in
    (metric, block) order so that ingesters of different ranks never deadlock;
 5. move the mark.
@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from ..stream import records as R
 from ..stream.fold import StreamFold
-from . import telemetry
+from . import health as telemetry
 from .blocks import merge_blocks
 from .chunks import MERGE_BELOW, Points, decode, encode_many, split
 from .tx import Tx, marks

@@ -28,7 +28,7 @@ from . import query, runs
 from .base import Band, RunQuery, RunRow, Series, StreamKey, XAxis
 from .ingest import apply_stream, decode_fold, metric_names
 from .saved_views import SavedViews
-from .telemetry_reads import TelemetryReads
+from .health_reads import TelemetryReads
 from .tokens import TokenStore
 from .tx import Tx, marks
 

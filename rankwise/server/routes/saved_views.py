@@ -14,10 +14,10 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 from starlette.responses import Response
 
-from .. import names
-from ..store.saved_views import MAX_NAME, SavedView, check_view
-from .encoding import ApiError, reply
-from .schemas import ErrorReply
+from ... import names
+from ...store.saved_views import MAX_NAME, SavedView, check_view
+from ..encoding import ApiError, reply
+from ..schemas import ErrorReply
 
 router = APIRouter(tags=["views"])
 

@@ -20,12 +20,12 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 from starlette.responses import Response
 
-from ..health import DEFAULT_FACTOR, DEFAULT_WINDOW, RankHealth, assess
-from ..store.base import Store
-from ..store.telemetry import ConsoleQuery, quantity
-from ..store.telemetry_reads import MAX_LIMIT
-from .encoding import ApiError, reply
-from .schemas import ErrorReply
+from ...health import DEFAULT_FACTOR, DEFAULT_WINDOW, RankHealth, assess
+from ...store.base import Store
+from ...store.health import ConsoleQuery, quantity
+from ...store.health_reads import MAX_LIMIT
+from ..encoding import ApiError, reply
+from ..schemas import ErrorReply
 
 router = APIRouter(tags=["rank health"])
 _404 = {404: {"model": ErrorReply, "description": "unknown project or run"}}

@@ -12,13 +12,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from .. import names
-from ..store.base import RunQuery, RunRow, Store
-from ..stream.records import STATES
-from . import auth
-from .config import ServerSettings
-from .encoding import ApiError, reply, wants_msgpack
-from .schemas import (
+from ... import names
+from ...store.base import RunQuery, RunRow, Store
+from ...stream.records import STATES
+from .. import auth
+from ..config import ServerSettings
+from ..encoding import ApiError, reply, wants_msgpack
+from ..schemas import (
     STREAMS_PATTERN,
     CompareReply,
     CompareRequest,
@@ -31,8 +31,8 @@ from .schemas import (
     SeriesReply,
     XAxis,
 )
-from .schemas import Run as RunModel
-from .views import band_dict, complete_step, json_summaries, run_dict, series_dict
+from ..schemas import Run as RunModel
+from ..views import band_dict, complete_step, json_summaries, run_dict, series_dict
 
 router = APIRouter(tags=["read"])
 _404 = {404: {"model": ErrorReply, "description": "unknown project or run"}}

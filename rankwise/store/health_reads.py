@@ -1,7 +1,7 @@
 """Store reads of rank health: console pages, system series, step progress and stalls.
 
 Mixed into ``SQLStore`` (it uses the store's transactions and stream lookups); the
-tables and series are written by ``rankwise.store.telemetry``. Every read is one
+tables and series are written by ``rankwise.store.health``. Every read is one
 snapshot. A run the store does not know answers ``None`` (the HTTP API's 404); a known
 run without console lines or system samples answers empty.
 
@@ -26,7 +26,7 @@ from ..health import StreamSteps
 from ..stream import records as R
 from . import query
 from . import runs as run_rows
-from . import telemetry as T
+from . import health as T
 from .base import RunRow
 from .chunks import decode_xy
 from .ingest import decode_fold

@@ -19,12 +19,12 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from starlette.responses import Response
 
-from .. import names
-from .. import tokens as T
-from ..store.tokens import check_new_token
-from . import auth
-from .encoding import ApiError, reply
-from .schemas import ErrorReply
+from ... import names
+from ... import tokens as T
+from ...store.tokens import check_new_token
+from .. import auth
+from ..encoding import ApiError, reply
+from ..schemas import ErrorReply
 
 router = APIRouter(tags=["auth"])
 

@@ -30,15 +30,15 @@ from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from .. import names
-from ..store.base import Store, StreamKey
-from ..stream import records as R
-from ..stream.frames import scan
-from .config import ServerSettings
-from .encoding import ApiError, error_reply, reply
-from .group_commit import GroupCommit
-from .keycap import MAX_KEYS_PER_RUN, run_keys
-from .schemas import AckReply, ErrorReply
+from ... import names
+from ...store.base import Store, StreamKey
+from ...stream import records as R
+from ...stream.frames import scan
+from ..config import ServerSettings
+from ..encoding import ApiError, error_reply, reply
+from ..group_commit import GroupCommit
+from ..keycap import MAX_KEYS_PER_RUN, run_keys
+from ..schemas import AckReply, ErrorReply
 
 ID_PATTERN = names.ID_CHARS_PATTERN  # the full rule is checked before routing
 # A log() call with more keys than this is no training loop's; these bound a request's
