@@ -25,7 +25,7 @@ from .stream.fold import StreamFold, StreamState, run_state, stream_state
 from .stream.frames import scan
 
 if TYPE_CHECKING:
-    from ._remote import RemoteReader
+    from .read.remote import RemoteReader
 
 
 @dataclass
@@ -280,7 +280,7 @@ class Api:
     ``dir`` defaults to ``RANKWISE_DIR`` or ``./rankwise``. ``crash_timeout`` (seconds) is
     how old a silent stream's last record must be before it is called crashed (a server
     applies its own). With ``server=`` the same methods return the same objects, read
-    through the HTTP API (``rankwise._remote``), authenticated with ``token`` (a read
+    through the HTTP API (``rankwise.read.remote``), authenticated with ``token`` (a read
     token; default ``RANKWISE_TOKEN``).
     """
 
@@ -295,7 +295,7 @@ class Api:
         self.crash_timeout = crash_timeout
         self._remote: RemoteReader | None = None
         if server is not None:
-            from ._remote import RemoteReader
+            from .read.remote import RemoteReader
 
             self._remote = RemoteReader(server, token=token)
 

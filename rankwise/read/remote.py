@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from . import _http
-from .api import RunInfo, StreamInfo
-from .errors import RunNotFoundError, UsageError
-from .failures import Failure
-from .health import RankHealth
-from .sdk.uploader import normalize_url
+from .. import _http
+from ..api import RunInfo, StreamInfo
+from ..errors import RunNotFoundError, UsageError
+from ..failures import Failure
+from ..health import RankHealth
+from ..sdk.uploader import normalize_url
 
 if TYPE_CHECKING:
     import httpx
