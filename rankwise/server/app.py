@@ -21,10 +21,11 @@ from .. import __version__
 from ..names import is_id
 from ..store.base import Store
 from . import auth
-from .routes import health, ingest, login, runs, saved_views
 from .config import ServerSettings
 from .encoding import ApiError, error_reply
 from .hardening import install_hardening
+from .openapi import document_replies
+from .routes import health, ingest, login, runs, saved_views
 from .static import mount_dashboard
 
 API = "/api/v1"
@@ -71,6 +72,7 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
         )
 
     mount_dashboard(app, settings.static_dir)
+    document_replies(app)
     install_hardening(app, settings)
     return app
 

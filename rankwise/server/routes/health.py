@@ -6,163 +6,34 @@
 ``GET .../system``                             the run's system charts (quantities)
 ``GET .../system/series``                      one chart: a line per node, GPU or process
 
-Routes are thin: they check parameters, call one ``Store`` method, and shape the reply
-(health is ``rankwise.health.assess`` over what the store keeps, the same function
-``RunInfo.health()`` applies to local files). ``docs/http-api.md`` has the contract.
+Routes are thin: they check parameters, call one ``Store`` method, and encode what it
+returns (``rankwise.store.types``); health is ``rankwise.health.assess`` over what the
+store keeps, the same function ``RunInfo.health()`` applies to local files, replied as
+``rankwise.read.model.HealthReply``. ``docs/http-api.md`` has the contract.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, Field
 from starlette.responses import Response
 
-from ...health import DEFAULT_FACTOR, DEFAULT_WINDOW, RankHealth, assess
-from ...store.base import Store
-from ...store.health import ConsoleQuery, quantity
+from ...health import DEFAULT_FACTOR, DEFAULT_WINDOW, assess
+from ...read.model import HealthReply, RankReply
+from ...store.health import quantity
 from ...store.health_reads import MAX_LIMIT
+from ...store.types import ConsolePage, ConsoleQuery
 from ..encoding import ApiError, reply
-from ..schemas import ErrorReply
+from ..replies import StallsReply, SystemReply, SystemSeriesReply
+from .deps import answers, check_range, found
+from .deps import store as _store
 
 router = APIRouter(tags=["rank health"])
-_404 = {404: {"model": ErrorReply, "description": "unknown project or run"}}
 RUN = "/projects/{project}/runs/{run}"
 
 
-def _store(request: Request) -> Store:
-    return request.app.state.store  # type: ignore[no-any-return]
-
-
-def _found(value: Any, project: str, run: str) -> Any:
-    if value is None:
-        raise ApiError(404, f"no run {run!r} in project {project!r}")
-    return value
-
-
-# -- replies (documentation for the OpenAPI spec; routes encode with msgspec) ---------------
-
-
-class Stall(BaseModel):
-    where: str = Field(description='e.g. "all_reduce at train.py:88"')
-    since: float | None = Field(description="when logging stopped (Unix seconds)")
-    seconds: float | None = Field(description="how long it has been stalled")
-    stacks: dict[str, str] | None = Field(None, description="per thread; with stacks=true")
-
-
-class Rank(BaseModel):
-    label: str
-    rank: int
-    node: int
-    host: str
-    state: str
-    last_step: int
-    last_seen: float | None
-    step_rate: float | None = Field(description="steps per second over the window")
-    lag_steps: float = Field(description="steps behind the median rank (negative: ahead)")
-    lag_seconds: float | None
-    slow: bool = Field(description="slower than the median rate by the factor")
-    stalled: bool
-    stall: Stall | None
-    message: str = Field(description='e.g. "rank 5 stalled for 7 min in all_reduce at ..."')
-
-
-class HealthReply(BaseModel):
-    state: str
-    crashed: list[str]
-    now: float = Field(description="the time assessed at")
-    window: float
-    factor: float
-    median_rate: float | None
-    ranks: list[Rank]
-
-
-class StallEvent(BaseModel):
-    label: str
-    incarnation: int
-    rank: int
-    time: float
-    idle_seconds: float
-    where: str
-    cleared: bool
-    stacks: dict[str, str]
-    step: int | None = Field(
-        None, description="the rank's step when the stall began (report) or ended (clear)"
-    )
-
-
-class StallsReply(BaseModel):
-    stalls: list[StallEvent]
-
-
-class ConsoleLine(BaseModel):
-    id: int = Field(description="a cursor for after= / before=")
-    label: str
-    rank: int
-    node: int
-    stream: str = Field(description="stdout or stderr")
-    time: float
-    text: str = Field(description="as printed, ANSI escapes kept")
-
-
-class ConsoleReply(BaseModel):
-    lines: list[ConsoleLine] = Field(description="in time order")
-    total: int | None = Field(description="lines matching the filters (count=true)")
-    offset: int | None = Field(description="index of lines[0] among them (count=true)")
-
-
-class SystemReply(BaseModel):
-    keys: list[str] = Field(description="one per chart: node/cpu_percent, gpu/util_percent, ...")
-
-
-class SystemLine(BaseModel):
-    key: str = Field(description="the sampled key, e.g. gpu/3/util_percent")
-    name: str = Field(description='"node 0", "node 0 · gpu 3" or "rank 5"')
-    label: str
-    rank: int
-    node: int
-    host: str
-    gpu: int | None
-    x: list[float] = Field(description="times (Unix seconds)")
-    y: list[float | None]
-    downsampled: bool
-
-
-class SystemSeriesReply(BaseModel):
-    key: str
-    series: list[SystemLine]
-
-
-# -- routes --------------------------------------------------------------------------------
-
-
-def _rank(h: RankHealth, host: str, last_seen: float | None, stacks: bool) -> dict[str, Any]:
-    stall: dict[str, Any] | None = None
-    if h.stalled:
-        stall = {"where": h.stall_where, "since": h.stall_since, "seconds": h.stall_seconds}
-        if stacks:
-            stall["stacks"] = h.stacks
-    return {
-        "label": h.label,
-        "rank": h.rank,
-        "node": h.node,
-        "host": host,
-        "state": h.state,
-        "last_step": h.last_step,
-        "last_seen": last_seen,
-        "step_rate": h.step_rate,
-        "lag_steps": h.lag_steps,
-        "lag_seconds": h.lag_seconds,
-        "slow": h.slow,
-        "stalled": h.stalled,
-        "stall": stall,
-        "message": h.describe(),
-    }
-
-
-@router.get(RUN + "/health", response_model=HealthReply, responses=_404)  # type: ignore[arg-type]
+@router.get(RUN + "/health", response_model=None, responses=answers(HealthReply, 404))
 def health(
     request: Request,
     project: str,
@@ -177,31 +48,26 @@ def health(
     stacks: Annotated[bool, Query(description="include the stalled ranks' stacks")] = False,
 ) -> Response:
     """Each rank's (latest stream's) state, step rate, lag and stall, as ``RunInfo.health()``."""
-    got = _found(_store(request).health_streams(project, run, window, now), project, run)
+    got = found(_store(request).health_streams(project, run, window, now), project, run)
     row, streams, at = got
     ranks = assess(streams, now=at, window=window, factor=factor)
     latest = {}
     for s in row.streams:  # sorted by label then incarnation: the latest wins
-        latest[s.key.label] = s
-    out = []
-    for h in ranks:
-        s = latest[h.label]
-        out.append(_rank(h, s.start.host if s.start else "", s.last_time, stacks))
-    return reply(
-        request,
-        {
-            "state": row.state,
-            "crashed": list(row.crashed),
-            "now": at,
-            "window": window,
-            "factor": factor,
-            "median_rate": ranks[0].median_rate if ranks else None,
-            "ranks": out,
-        },
+        latest[s.label] = s
+    out = [RankReply.of(h, latest[h.label].host, latest[h.label].last_seen, stacks) for h in ranks]
+    health = HealthReply(
+        state=row.state,
+        crashed=list(row.crashed),
+        now=at,
+        window=window,
+        factor=factor,
+        median_rate=ranks[0].median_rate if ranks else None,
+        ranks=out,
     )
+    return reply(request, health)
 
 
-@router.get(RUN + "/stalls", response_model=StallsReply, responses=_404)  # type: ignore[arg-type]
+@router.get(RUN + "/stalls", response_model=None, responses=answers(StallsReply, 404))
 def stalls(
     request: Request,
     project: str,
@@ -210,11 +76,11 @@ def stalls(
     limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
 ) -> Response:
     """The watchdog's stall reports, and the reports that cleared them, newest first."""
-    got = _found(_store(request).stalls(project, run, label or (), limit), project, run)
-    return reply(request, {"stalls": [asdict(e) for e in got]})
+    got = found(_store(request).stalls(project, run, label or (), limit), project, run)
+    return reply(request, StallsReply(stalls=got))
 
 
-@router.get(RUN + "/console", response_model=ConsoleReply, responses=_404)  # type: ignore[arg-type]
+@router.get(RUN + "/console", response_model=None, responses=answers(ConsolePage, 404, 422))
 def console(
     request: Request,
     project: str,
@@ -251,21 +117,17 @@ def console(
         page = _store(request).console(project, run, query)
     except ValueError as exc:
         raise ApiError(422, str(exc)) from None
-    page = _found(page, project, run)
-    return reply(
-        request,
-        {"lines": [asdict(ln) for ln in page.lines], "total": page.total, "offset": page.offset},
-    )
+    return reply(request, found(page, project, run))
 
 
-@router.get(RUN + "/system", response_model=SystemReply, responses=_404)  # type: ignore[arg-type]
+@router.get(RUN + "/system", response_model=None, responses=answers(SystemReply, 404))
 def system(request: Request, project: str, run: str) -> Response:
     """The run's system charts: one per quantity (GPU indices folded into the lines)."""
-    keys = _found(_store(request).system_keys(project, run), project, run)
-    return reply(request, {"keys": sorted({quantity(k)[0] for k in keys})})
+    keys = found(_store(request).system_keys(project, run), project, run)
+    return reply(request, SystemReply(keys=sorted({quantity(k)[0] for k in keys})))
 
 
-@router.get(RUN + "/system/series", response_model=SystemSeriesReply, responses=_404)  # type: ignore[arg-type]
+@router.get(RUN + "/system/series", response_model=None, responses=answers(SystemSeriesReply, 404))
 def system_series(
     request: Request,
     project: str,
@@ -276,8 +138,6 @@ def system_series(
     max_points: Annotated[int, Query(ge=2, le=100_000)] = 2000,
 ) -> Response:
     """One system chart: a line per node, GPU or recording process, x = time (M4)."""
-    if lo is not None and hi is not None and lo > hi:
-        raise ApiError(422, f"from={lo} is above to={hi}: pass from <= to")
+    check_range(lo, hi)
     got = _store(request).system_series(project, run, key, lo=lo, hi=hi, max_points=max_points)
-    lines = _found(got, project, run)
-    return reply(request, {"key": key, "series": [asdict(s) for s in lines]})
+    return reply(request, SystemSeriesReply(key=key, series=found(got, project, run)))

@@ -39,6 +39,7 @@ from ..encoding import ApiError, error_reply, reply
 from ..group_commit import GroupCommit
 from ..keycap import MAX_KEYS_PER_RUN, run_keys
 from ..schemas import AckReply, ErrorReply
+from .deps import store as _store
 
 ID_PATTERN = names.ID_CHARS_PATTERN  # the full rule is checked before routing
 # A log() call with more keys than this is no training loop's; these bound a request's
@@ -60,10 +61,6 @@ def stream_key(
 
 
 Key = Annotated[StreamKey, Depends(stream_key)]
-
-
-def _store(request: Request) -> Store:
-    return request.app.state.store  # type: ignore[no-any-return]
 
 
 @router.get("/ack", response_model=AckReply)
