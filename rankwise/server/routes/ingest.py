@@ -39,6 +39,7 @@ from ..encoding import ApiError, error_reply, reply
 from ..group_commit import GroupCommit
 from ..keycap import MAX_KEYS_PER_RUN, run_keys
 from ..schemas import AckReply, ErrorReply
+from .deps import Responses
 from .deps import store as _store
 
 ID_PATTERN = names.ID_CHARS_PATTERN  # the full rule is checked before routing
@@ -69,7 +70,7 @@ def ack(request: Request, key: Key) -> Response:
     return reply(request, {"acked_seq": _store(request).acked(key)})
 
 
-_ERRORS = {
+_ERRORS: Responses = {
     409: {"model": ErrorReply, "description": "gap: resend from the mark (error.acked_seq)"},
     413: {"model": ErrorReply, "description": "body over the server's limit"},
     415: {"model": ErrorReply, "description": "unknown Content-Encoding"},
@@ -86,7 +87,7 @@ _BODY = {
 }
 
 
-@router.post("/ingest", response_model=AckReply, responses=_ERRORS, openapi_extra=_BODY)  # type: ignore[arg-type]
+@router.post("/ingest", response_model=AckReply, responses=_ERRORS, openapi_extra=_BODY)
 async def ingest(request: Request, key: Key) -> Response:
     """Apply the records of one stream above its mark; replies with the new mark."""
     settings: ServerSettings = request.app.state.settings
