@@ -19,6 +19,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
+from ...errors import UsageError
 from ...health import DEFAULT_FACTOR, DEFAULT_WINDOW, assess
 from ...read.model import HealthReply, RankReply
 from ...store.health import quantity
@@ -115,7 +116,7 @@ def console(
     )
     try:
         page = _store(request).console(project, run, query)
-    except ValueError as exc:
+    except UsageError as exc:  # the store's argument errors: the fix is the caller's
         raise ApiError(422, str(exc)) from None
     return reply(request, found(page, project, run))
 

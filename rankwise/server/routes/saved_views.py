@@ -15,6 +15,7 @@ from pydantic import BaseModel, Field
 from starlette.responses import Response
 
 from ... import names
+from ...errors import UsageError
 from ...store.saved_views import MAX_NAME, check_view
 from ...store.types import SavedView
 from ..encoding import ApiError, reply
@@ -52,7 +53,7 @@ def save_view(request: Request, project: str, body: View) -> Response:
     """Save a view; one of the same name is replaced."""
     try:
         check_view(body.name, body.filters, body.columns)
-    except ValueError as exc:
+    except UsageError as exc:  # the store's argument errors: the fix is the caller's
         raise ApiError(422, str(exc)) from None
     if not names.is_key(body.name):  # checked, never stripped: " v" and "v" stay apart
         raise ApiError(422, "body field 'name' is not a valid view name: " + names.KEY_RULE)
