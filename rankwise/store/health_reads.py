@@ -96,7 +96,7 @@ class HealthReads:
     # -- console ---------------------------------------------------------------------------
 
     def console(self, project: str, run_id: str, q: ConsoleQuery) -> ConsolePage | None:
-        """A page of the run's console lines (see ``telemetry.ConsoleQuery``)."""
+        """A page of the run's console lines (see ``types.ConsoleQuery``)."""
         check_console_query(q)
 
         def read(tx: Tx) -> ConsolePage | None:
@@ -264,7 +264,7 @@ class HealthReads:
         hi: float | None = None,
         max_points: int = 2000,
     ) -> list[SystemSeries] | None:
-        """Every line of one system chart (``telemetry.quantity``: ``gpu/util_percent``
+        """Every line of one system chart (``health.quantity``: ``gpu/util_percent``
         holds ``gpu/<i>/util_percent`` of every node), x = time, M4-downsampled to at most
         ``max_points`` per line. None for an unknown run."""
         if max_points < 1:

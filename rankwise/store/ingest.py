@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from ..stream import records as R
 from ..stream.fold import StreamFold
-from . import health as telemetry
+from . import health as rank_health
 from .blocks import merge_blocks
 from .chunks import MERGE_BELOW, Points, decode, encode_many, split
 from .tx import Tx, marks
@@ -189,7 +189,7 @@ def apply_streams(
     The aggregates of all the streams of one run are summed before they touch the
     database, so a call carrying every rank's batch rewrites each block once.
     ``system_ids`` are the interned names of the records' system keys
-    (``telemetry.intern_system_keys``).
+    (``health.intern_system_keys``).
     """
     marks = []
     per_run: dict[int, dict[int, list[Points]]] = {}
@@ -237,7 +237,7 @@ def _apply_one(
     fold.apply(fresh)
     points = {metric_ids[k]: p for k, p in extract(fresh).items()}
     # Console lines, stalls, system samples and step progress; only metrics aggregate.
-    health = telemetry.apply(tx, stream, run, fresh, top, system_ids)
+    health = rank_health.apply(tx, stream, run, fresh, top, system_ids)
     if points or health:
         _append_series(tx, stream, {**points, **health} if health else points)
     start = fold.start
