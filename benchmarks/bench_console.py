@@ -30,7 +30,7 @@ from bench_ingest import postgres_store, sqlite_store
 
 from rankwise.store.base import StreamKey
 from rankwise.store.sql import SQLStore
-from rankwise.store.telemetry import ConsoleQuery
+from rankwise.store.types import ConsoleQuery
 from rankwise.stream import records as R
 
 T0 = 1_700_000_000.0

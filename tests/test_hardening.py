@@ -527,7 +527,7 @@ def test_the_local_reader_skips_a_stream_an_upload_could_not_store(
 ) -> None:
     """A stream file (not written by the SDK) whose config JSON cannot hold is not indexed;
     the other runs are, and every read still answers."""
-    from rankwise.server.tail import DirectoryTailer
+    from rankwise.server.indexer import DirectoryTailer
     from rankwise.stream.frames import encode_frame
 
     root = tmp_path / "data"

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from rankwise.server import ServerSettings, create_app
 from rankwise.server.encoding import ApiError
-from rankwise.server.ingest import decode_body
+from rankwise.server.routes.ingest import decode_body
 from rankwise.store import open_store
 from rankwise.store.base import StreamKey
 from rankwise.stream.frames import MAGIC

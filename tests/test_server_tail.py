@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rankwise.server.tail import DirectoryTailer
+from rankwise.server.indexer import DirectoryTailer
 from rankwise.store import open_store
 from rankwise.store.base import StreamKey
 from rankwise.stream.frames import MAGIC

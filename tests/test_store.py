@@ -139,7 +139,7 @@ def _fingerprint(st: SQLStore, project: str, run_id: str) -> Any:
         (band.x, band.n, band.min, band.max),
         # sums depend on the order batches merged in, by an ulp at most
         np.round(np.array([band.mean, band.std]), 12).tolist(),
-        [(s.key, s.acked_seq, s.points, s.last_step) for s in run.streams],
+        [(s.label, s.incarnation, s.acked_seq, s.points, s.last_step) for s in run.streams],
         run.summary,
     )
 
@@ -360,7 +360,7 @@ def test_list_runs_filters_sort_and_paging(store: SQLStore) -> None:
     def ids(**q: Any) -> list[str]:
         rows, total = store.list_runs(RunQuery(project="proj", **q))
         assert total >= len(rows)
-        return [r.run_id for r in rows]
+        return [r.id for r in rows]
 
     assert ids() == ["d4", "a1", "c3", "b2"]  # -created
     assert ids(sort="created") == ["b2", "c3", "a1", "d4"]
@@ -373,7 +373,7 @@ def test_list_runs_filters_sort_and_paging(store: SQLStore) -> None:
     assert ids(states=["failed", "crashed"]) == ["d4", "c3"]
     assert ids(search="ALP") == ["a1"] and ids(search="c3") == ["c3"]
     rows, total = store.list_runs(RunQuery(project="proj", limit=2, offset=1))
-    assert [r.run_id for r in rows] == ["a1", "c3"] and total == 4
+    assert [r.id for r in rows] == ["a1", "c3"] and total == 4
     rows, total = store.list_runs(RunQuery())
     assert total == 5
     d4 = store.get_run("proj", "d4")
@@ -409,9 +409,10 @@ def test_get_run_and_metric_keys(store: SQLStore) -> None:
     assert run.state == "finished" and run.crashed == []  # the primary's state
     assert run.steps == 5 and run.num_nodes == 2 and run.world_size == 1
     assert run.created == T0 and run.updated == T0 + 12
-    by_label = {s.key.label: s for s in run.streams}
-    assert by_label["rank-1"].state == "killed" and by_label["rank-1"].finish is not None
-    assert by_label["rank-0"].start is not None and by_label["rank-0"].start.config["lr"] == 0.1
+    by_label = {s.label: s for s in run.streams}
+    # killed and an exit code: its Finish record (without one: running or crashed)
+    assert by_label["rank-1"].state == "killed" and by_label["rank-1"].exit_code is not None
+    assert by_label["rank-0"].rank == 0 and by_label["rank-0"].started is not None  # its start
     assert by_label["rank-0"].acked_seq == len(recs0) - 1 and by_label["rank-0"].points == 6
     assert store.metric_keys("p", "r") == ["loss", "other", "step_count"]
     assert store.get_run("p", "missing") is None and store.metric_keys("p", "missing") == []
@@ -434,7 +435,7 @@ def test_states_and_crash_timeout(
             k = StreamKey("p", run_id, "rank-0", 0)
             recs = make_stream(k, 2, finish=None, heartbeat_interval=2.0, **kw)
             st.ingest([(k, recs)])
-        states = {r.run_id: r.state for r in st.list_runs(RunQuery(project="p"))[0]}
+        states = {r.id: r.state for r in st.list_runs(RunQuery(project="p"))[0]}
         assert states == {"live-pid": "running", "recent": "running", "silent": "crashed",
                           "dead-pid": "crashed"}  # fmt: skip
         # a failed rank under a killed primary: the run failed

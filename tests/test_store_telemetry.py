@@ -18,8 +18,9 @@ import pytest
 from rankwise.health import StreamSteps, assess, step_points
 from rankwise.store import migrations as M
 from rankwise.store.base import StreamKey
+from rankwise.store.health import MAX_TEXT, STEP_RESOLUTION, quantity
 from rankwise.store.sql import SQLStore
-from rankwise.store.telemetry import MAX_TEXT, STEP_RESOLUTION, ConsoleQuery, quantity
+from rankwise.store.types import ConsoleQuery
 from rankwise.stream import records as R
 
 from .helpers.telemetry import (
@@ -274,7 +275,7 @@ def test_health_from_the_store_matches_the_records(store: SQLStore) -> None:
     got = store.health_streams("p", "h", window=60, now=now)
     assert got is not None
     run, inputs, at = got
-    assert run.run_id == "h" and at == now and [s.label for s in inputs] == [k.label for k in keys]
+    assert run.id == "h" and at == now and [s.label for s in inputs] == [k.label for k in keys]
     assert inputs[3].stall is not None and inputs[3].stall.where == "all_reduce at train.py:88"
     stored = assess(inputs, now=at, window=60)
     reference = assess(

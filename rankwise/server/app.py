@@ -20,10 +20,12 @@ from starlette.responses import Response
 from .. import __version__
 from ..names import is_id
 from ..store.base import Store
-from . import auth, ingest, login, reads, saved_views, telemetry
+from . import auth
 from .config import ServerSettings
 from .encoding import ApiError, error_reply
 from .hardening import install_hardening
+from .openapi import document_replies
+from .routes import health, ingest, login, runs, saved_views
 from .static import mount_dashboard
 
 API = "/api/v1"
@@ -51,9 +53,9 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
     # Every route has one policy (rankwise.server.auth); a test walks app.routes for it.
     app.include_router(ingest.router, prefix=API, dependencies=[Depends(auth.ingest)])
-    app.include_router(reads.router, prefix=API, dependencies=[Depends(auth.read)])
+    app.include_router(runs.router, prefix=API, dependencies=[Depends(auth.read)])
     app.include_router(saved_views.router, prefix=API, dependencies=[Depends(auth.read)])
-    app.include_router(telemetry.router, prefix=API, dependencies=[Depends(auth.read)])
+    app.include_router(health.router, prefix=API, dependencies=[Depends(auth.read)])
     app.include_router(login.router, prefix=API)
 
     @app.api_route(
@@ -70,6 +72,7 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
         )
 
     mount_dashboard(app, settings.static_dir)
+    document_replies(app)
     install_hardening(app, settings)
     return app
 

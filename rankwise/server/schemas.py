@@ -1,8 +1,10 @@
-"""Shapes of the HTTP API, for the OpenAPI spec at ``/api/openapi.json``.
+"""Pydantic shapes of the HTTP API: request bodies, errors and the chart replies.
 
-Routes encode their replies with msgspec (``encoding.reply``) so that MessagePack and
-JSON carry the same objects; these pydantic models document those objects and validate
-request bodies. ``docs/http-api.md`` is the prose version of the same contract.
+Runs, streams, rank health, console pages, system series, stalls and saved views are
+replied as the read model's msgspec structs and documented from them
+(``rankwise.server.openapi``); what remains here is what FastAPI validates (request
+bodies) and the chart columns (series, band, compare), which routes still shape as
+dicts (``charts``). ``docs/http-api.md`` is the prose version of the same contract.
 """
 
 from __future__ import annotations
@@ -30,128 +32,6 @@ class ErrorReply(BaseModel):
 
 class AckReply(BaseModel):
     acked_seq: int = Field(description="highest seq the server holds for the stream, -1: none")
-
-
-class Project(BaseModel):
-    name: str
-    runs: int
-    updated: float | None
-
-
-class ProjectsReply(BaseModel):
-    projects: list[Project]
-
-
-class Stream(BaseModel):
-    label: str
-    incarnation: int
-    rank: int
-    local_rank: int
-    node: int
-    host: str
-    pid: int
-    is_primary: bool
-    state: str
-    last_step: int
-    points: int
-    dropped: int
-    started: float | None
-    last_seen: float | None
-    exit_code: int | None
-    signal: int | None
-    error_type: str | None
-    error_message: str | None
-    traceback: str | None
-    acked_seq: int
-
-
-class Failure(BaseModel):
-    """A stream's failure (``rankwise.failures``)."""
-
-    label: str
-    incarnation: int
-    rank: int
-    node: int
-    state: str = Field(description="failed or crashed (killed: in then only)")
-    error_type: str | None
-    message: str | None
-    time: float | None = Field(description="its Finish time; crashed: its last record's")
-    exit_code: int | None
-    signal: int | None
-
-
-class FirstFailure(Failure):
-    then: list[Failure] = Field(description="the streams that failed after it, by time")
-
-
-class Unsynced(BaseModel):
-    streams: list[str] = Field(description="labels of the crashed streams")
-    hosts: list[str] = Field(description="where their files are")
-    command: str = Field(description='"rankwise sync <data dir> --server <this server>"')
-    message: str
-
-
-class RunSummary(BaseModel):
-    """A run in a list: everything but its streams."""
-
-    project: str
-    id: str
-    name: str
-    group: str | None
-    job_type: str | None
-    tags: list[str]
-    notes: str | None
-    run_mode: str | None
-    base_id: str | None = Field(description="the id all ranks of the launch agreed on")
-    environment: dict[str, Any] = Field(
-        description="the primary rank's command (argv list), python, platform, launcher, "
-        "rankwise_version and host, as recorded at init()"
-    )
-    state: str = Field(description="running, finished, failed, killed or crashed")
-    crashed: list[str] = Field(description="labels of the crashed streams")
-    world_size: int = Field(description="the job's world size")
-    num_nodes: int = Field(description="the job's number of nodes")
-    run_ranks: int = Field(description="the ranks (stream labels) this run holds")
-    run_nodes: int = Field(description="the nodes this run's streams ran on")
-    created: float | None
-    updated: float | None
-    duration: float | None
-    steps: int
-    n_streams: int
-    config: dict[str, Any]
-    summary: dict[str, Any] = Field(
-        description="the primary rank's summary: its last value of each key, or what it set"
-    )
-    first_failure: FirstFailure | None = Field(
-        None, description="the failed or crashed stream that went first (the cause)"
-    )
-    unsynced: Unsynced | None = Field(
-        None, description="crashed streams that may hold records not yet uploaded"
-    )
-
-
-class CrossRankLast(BaseModel):
-    step: int = Field(description="the metric's last step every live rank has reached")
-    n: int = Field(description="values averaged there")
-    mean: float | None
-    wmean: float | None = Field(description="weighted where every value had a weight")
-    min: float | None
-    max: float | None
-
-
-class Run(RunSummary):
-    summary_ranks: dict[str, dict[str, Any]] = Field(
-        description="each stream label's own summary: {label: {key: value}} (one run only)"
-    )
-    summary_cross_rank: dict[str, CrossRankLast] = Field(
-        description="per metric, the cross-rank line's last complete value (one run only)"
-    )
-    streams: list[Stream]
-
-
-class RunsReply(BaseModel):
-    runs: list[Run | RunSummary] = Field(description="with streams when with_streams=true")
-    total: int
 
 
 class MetricsReply(BaseModel):

@@ -23,7 +23,7 @@ from ..errors import RankwiseError, UsageError
 from ..store.base import Store
 from .app import create_app
 from .config import ServerSettings
-from .tail import DirectoryTailer
+from .indexer import DirectoryTailer
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8585

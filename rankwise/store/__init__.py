@@ -11,6 +11,8 @@ import os
 import re
 from typing import TYPE_CHECKING
 
+from ..errors import UsageError
+
 if TYPE_CHECKING:
     from .sql import SQLStore
 
@@ -35,7 +37,7 @@ def open_store(url: str | os.PathLike[str], crash_timeout: float = 60.0) -> SQLS
     if text.startswith("sqlite:"):
         path = text[len("sqlite:") :]
         if not path.startswith("///"):
-            raise ValueError(
+            raise UsageError(
                 f"cannot open {text!r}: write a SQLite URL as sqlite:/// followed by the "
                 "absolute path (sqlite:///data/rankwise.db) or pass a plain file path"
             )
@@ -43,7 +45,7 @@ def open_store(url: str | os.PathLike[str], crash_timeout: float = 60.0) -> SQLS
         text = "/" + path.lstrip("/")
     elif "://" in text:
         scheme = text.split("://", 1)[0]
-        raise ValueError(
+        raise UsageError(
             f"unknown store scheme {scheme!r} in {text!r}: use sqlite:///PATH, a file path, "
             "or postgresql://..."
         )

@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from ..read.model import RunInfo
 from ..stream import records as R
-from .saved_views import SavedView
-from .telemetry import ConsolePage, ConsoleQuery, StallEvent, SystemSeries
+from .types import ConsolePage, ConsoleQuery, SavedView, StallEvent, SystemSeries
 
 if TYPE_CHECKING:
     from ..health import StreamSteps
@@ -38,46 +38,6 @@ class StreamKey:
     run_id: str
     label: str
     incarnation: int
-
-
-@dataclass
-class StreamRow:
-    """A stream as the store knows it (enough to compute its state with ``stream.fold``)."""
-
-    key: StreamKey
-    start: R.StreamStart | None
-    finish: R.Finish | None
-    acked_seq: int
-    first_time: float | None
-    last_time: float | None
-    last_step: int
-    points: int
-    dropped: int
-    config: dict[str, Any] = field(default_factory=dict)
-    summary: dict[str, Any] = field(default_factory=dict)  # last values + user-set
-    state: str = "running"  # filled in by the reader with stream.fold.stream_state
-
-
-@dataclass
-class RunRow:
-    project: str
-    run_id: str
-    name: str
-    group: str | None
-    job_type: str | None
-    tags: list[str]
-    notes: str | None
-    run_mode: str | None
-    world_size: int
-    num_nodes: int
-    created: float | None
-    updated: float | None
-    steps: int
-    state: str
-    crashed: list[str]  # labels of crashed streams
-    config: dict[str, Any]
-    summary: dict[str, Any]
-    streams: list[StreamRow]
 
 
 @dataclass
@@ -137,10 +97,10 @@ class Store(Protocol):
 
     def projects(self) -> list[str]: ...
 
-    def list_runs(self, query: RunQuery) -> tuple[list[RunRow], int]:
+    def list_runs(self, query: RunQuery) -> tuple[list[RunInfo], int]:
         """One page of runs matching ``query`` and the total count of matches."""
 
-    def get_run(self, project: str, run_id: str) -> RunRow | None: ...
+    def get_run(self, project: str, run_id: str) -> RunInfo | None: ...
 
     def metric_keys(self, project: str, run_id: str) -> list[str]: ...
 
@@ -197,7 +157,7 @@ class Store(Protocol):
     def delete_view(self, project: str, name: str) -> bool:
         """Delete a saved view; False when there was none of that name."""
 
-    # Rank health (``rankwise.store.telemetry``); each answers None for an unknown run.
+    # Rank health (``rankwise.store.health``); each answers None for an unknown run.
 
     def console(self, project: str, run_id: str, q: ConsoleQuery) -> ConsolePage | None:
         """A page of the run's captured console lines, in time order."""
@@ -219,7 +179,7 @@ class Store(Protocol):
 
     def health_streams(
         self, project: str, run_id: str, window: float, now: float | None = None
-    ) -> tuple[RunRow, list[StreamSteps], float] | None:
+    ) -> tuple[RunInfo, list[StreamSteps], float] | None:
         """The run, each stream's step points and stall for ``rankwise.health.assess``,
         and the time to assess at."""
 

@@ -7,7 +7,7 @@
 2. keep the records that continue the mark without a gap (``contiguous``);
 3. fold them (``rankwise.stream.fold.StreamFold``, the local reader's rules), cut their
    metric values into per-metric numpy columns, and append those as chunks; store their
-   console lines, stalls, system samples and step progress (``rankwise.store.telemetry``);
+   console lines, stalls, system samples and step progress (``rankwise.store.health``);
 4. merge their per-step aggregates into the run's aggregate blocks, locking blocks in
    (metric, block) order so that ingesters of different ranks never deadlock;
 5. move the mark.
@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from ..stream import records as R
 from ..stream.fold import StreamFold
-from . import telemetry
+from . import health as rank_health
 from .blocks import merge_blocks
 from .chunks import MERGE_BELOW, Points, decode, encode_many, split
 from .tx import Tx, marks
@@ -189,7 +189,7 @@ def apply_streams(
     The aggregates of all the streams of one run are summed before they touch the
     database, so a call carrying every rank's batch rewrites each block once.
     ``system_ids`` are the interned names of the records' system keys
-    (``telemetry.intern_system_keys``).
+    (``health.intern_system_keys``).
     """
     marks = []
     per_run: dict[int, dict[int, list[Points]]] = {}
@@ -237,7 +237,7 @@ def _apply_one(
     fold.apply(fresh)
     points = {metric_ids[k]: p for k, p in extract(fresh).items()}
     # Console lines, stalls, system samples and step progress; only metrics aggregate.
-    health = telemetry.apply(tx, stream, run, fresh, top, system_ids)
+    health = rank_health.apply(tx, stream, run, fresh, top, system_ids)
     if points or health:
         _append_series(tx, stream, {**points, **health} if health else points)
     start = fold.start

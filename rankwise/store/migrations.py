@@ -17,7 +17,7 @@ Tables (version 5)::
     views     the dashboard's saved views per (project, name), JSON
               (see ``rankwise.store.saved_views``)
     console   captured lines: run, stream, time, stdout/stderr, text; by (run, time)
-              and (stream, time) (see ``rankwise.store.telemetry``)
+              and (stream, time) (see ``rankwise.store.health``)
     console_counts  lines per (stream, stdout/stderr), kept with the lines
     stalls    the watchdog's stall reports per (stream, seq), stacks as JSON
     system_keys  system metric names; their series are chunks with metric = -id
@@ -199,7 +199,7 @@ CREATE TABLE views (
 );
 """
 
-# Rank health (``rankwise.store.telemetry``): console lines, stalls, system key names.
+# Rank health (``rankwise.store.health``): console lines, stalls, system key names.
 # System samples and step progress are chunk series (negative metric ids and 0).
 _V4_SQLITE = """
 CREATE TABLE system_keys (

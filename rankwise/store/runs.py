@@ -1,9 +1,9 @@
-"""Runs as the store tells them: stream rows → ``RunRow``, and run listing.
+"""Runs as the store tells them: stream rows → ``RunInfo``, and run listing.
 
-The story of a run is the local reader's (``rankwise.api.RunInfo``): the same fold, the
-same ``stream_state``/``run_state`` rules, the same precedence when streams disagree
-(primary last, latest incarnation last, so their start, config and summary win). A
-stream's state depends on *now*, so it is computed at read time, never stored.
+The story of a run is the local reader's: stream rows become ``StreamFacts`` and
+``rankwise.read.fold.fold_run`` makes the run, the same function ``Api(dir=)`` uses, so
+the two cannot drift. A stream's state depends on *now*, so it is computed at read time,
+never stored.
 
 Listing works in two passes so that a page costs what it shows: first every run of the
 project from light columns (no config or summary decoded) to filter, sort and count, then
@@ -19,29 +19,31 @@ from typing import Any
 import msgspec
 
 from ..errors import UsageError
+from ..read.fold import StreamFacts, fold_run
+from ..read.model import RunInfo
 from ..stream import records as R
-from ..stream.fold import StreamFold, StreamState, run_state, stream_state
-from .base import RunQuery, RunRow, StreamKey, StreamRow
+from ..stream.fold import StreamFold
+from .base import RunQuery
 
 SORT_KEYS = ("created", "updated", "name", "state", "steps")
 
 _start_dec = msgspec.msgpack.Decoder(R.StreamStart)
 _finish_dec = msgspec.msgpack.Decoder(R.Finish)
 
-# The columns of ``streams`` a StreamRow is built from, in this order.
+# The columns of ``streams`` a stream's facts are read from, in this order.
 STREAM_COLS = (
     "s.label, s.incarnation, s.acked_seq, s.start, s.finish, s.first_time, s.last_time, "
     "s.last_step, s.points, s.dropped"
 )
 
 
-def stream_row(
-    project: str, run_id: str, cols: Sequence[Any], fold: StreamFold | None = None
-) -> StreamRow:
-    """A StreamRow from ``STREAM_COLS`` (light) or, with its ``fold``, in full."""
+def stream_facts(cols: Sequence[Any], fold: StreamFold | None = None) -> StreamFacts:
+    """A stream's facts from ``STREAM_COLS`` (light: no config or summary) or, with its
+    ``fold``, in full."""
     label, inc, acked, start, finish, first_t, last_t, last_step, points, dropped = cols
-    return StreamRow(
-        key=StreamKey(project, run_id, label, int(inc)),
+    return StreamFacts(
+        label=label,
+        incarnation=int(inc),
         start=fold.start if fold else (_start_dec.decode(start) if start else None),
         finish=fold.finish if fold else (_finish_dec.decode(finish) if finish else None),
         acked_seq=int(acked),
@@ -55,56 +57,17 @@ def stream_row(
     )
 
 
-def _is_primary(s: StreamRow) -> bool:
-    return bool(s.start.is_primary) if s.start is not None else False
-
-
-def run_row(
+def run_info(
     project: str,
     run_id: str,
-    streams: list[StreamRow],
+    streams: list[StreamFacts],
     crash_timeout: float,
     now: float | None = None,
-) -> RunRow:
-    """Fold stream rows into a run, settling every state for ``now``."""
+    full: bool = True,
+) -> RunInfo:
+    """Fold a run's streams (``rankwise.read.fold``), settling every state for ``now``."""
     now = time.time() if now is None else now
-    for s in streams:
-        s.state = stream_state(
-            StreamFold(start=s.start, finish=s.finish, last_time=s.last_time), now, crash_timeout
-        )
-    state, crashed = run_state(
-        StreamState(s.key.label, s.key.incarnation, _is_primary(s), s.state) for s in streams
-    )
-    ordered = sorted(streams, key=lambda s: (_is_primary(s), s.key.incarnation, s.key.label))
-    starts = [s.start for s in ordered if s.start is not None]
-    primary = starts[-1] if starts else None
-    config: dict[str, Any] = {}
-    summary: dict[str, Any] = {}
-    for s in ordered:
-        config.update(s.config)
-        summary.update(s.summary)
-    created = [s.start.time if s.start else s.first_time for s in streams]
-    seen = [s.last_time for s in streams if s.last_time is not None]
-    return RunRow(
-        project=project,
-        run_id=run_id,
-        name=(primary.name if primary else None) or run_id,
-        group=primary.group if primary else None,
-        job_type=primary.job_type if primary else None,
-        tags=list(primary.tags) if primary else [],
-        notes=primary.notes if primary else None,
-        run_mode=primary.run_mode if primary else None,
-        world_size=primary.world_size if primary else len(streams),
-        num_nodes=primary.num_nodes if primary else 1,
-        created=min((t for t in created if t is not None), default=None),
-        updated=max(seen, default=None),
-        steps=max((s.last_step for s in streams), default=-1) + 1,
-        state=state,
-        crashed=crashed,
-        config=config,
-        summary=summary,
-        streams=sorted(streams, key=lambda s: (s.key.label, s.key.incarnation)),
-    )
+    return fold_run(project, run_id, streams, crash_timeout, now, with_rank_summaries=full)
 
 
 def check_sort(sort: str) -> tuple[str, bool]:
@@ -118,7 +81,7 @@ def check_sort(sort: str) -> tuple[str, bool]:
     return name, desc
 
 
-def select(runs: Iterable[RunRow], q: RunQuery) -> tuple[list[RunRow], int]:
+def select(runs: Iterable[RunInfo], q: RunQuery) -> tuple[list[RunInfo], int]:
     """Filter, sort and page ``runs`` by ``q``; returns the page and the total count."""
     name, desc = check_sort(q.sort)
     if q.limit < 0 or q.offset < 0:
@@ -137,10 +100,10 @@ def select(runs: Iterable[RunRow], q: RunQuery) -> tuple[list[RunRow], int]:
             continue
         if tags and not tags <= set(r.tags):
             continue
-        if needle and needle not in r.name.lower() and needle not in r.run_id.lower():
+        if needle and needle not in r.name.lower() and needle not in r.id.lower():
             continue
         kept.append(r)
-    kept.sort(key=lambda r: (r.project, r.run_id))  # ties come out in a stable order
+    kept.sort(key=lambda r: (r.project, r.id))  # ties come out in a stable order
     present = [r for r in kept if getattr(r, name) is not None]
     missing = [r for r in kept if getattr(r, name) is None]  # unknown times sort last
     present.sort(key=lambda r: getattr(r, name), reverse=desc)

@@ -12,35 +12,28 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
+
+from ..errors import UsageError
+from .types import SavedView
 
 MAX_NAME = 100
 MAX_JSON = 64 * 1024  # bytes of filters + columns; a view is a handful of settings
 
 
-@dataclass
-class SavedView:
-    project: str
-    name: str
-    filters: dict[str, Any] = field(default_factory=dict)
-    columns: list[str] = field(default_factory=list)
-    updated: float = 0.0
-
-
 def check_view(name: str, filters: dict[str, Any], columns: list[str]) -> str:
-    """The view's name, stripped; raises ``ValueError`` naming the fix when unfit."""
+    """The view's name, stripped; raises ``UsageError`` naming the fix when unfit."""
     clean = name.strip()
     if not clean:
-        raise ValueError("a saved view needs a name: pass a non-empty name")
+        raise UsageError("a saved view needs a name: pass a non-empty name")
     if len(clean) > MAX_NAME:
-        raise ValueError(f"a view name has at most {MAX_NAME} characters, not {len(clean)}")
+        raise UsageError(f"a view name has at most {MAX_NAME} characters, not {len(clean)}")
     if not isinstance(filters, dict):
-        raise ValueError('a view\'s filters are a JSON object, e.g. {"state": ["crashed"]}')
+        raise UsageError('a view\'s filters are a JSON object, e.g. {"state": ["crashed"]}')
     if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
-        raise ValueError("a view's columns are a list of summary keys (strings)")
+        raise UsageError("a view's columns are a list of summary keys (strings)")
     if len(_encode(filters, columns)) > MAX_JSON:
-        raise ValueError(f"a view's filters and columns take at most {MAX_JSON} bytes as JSON")
+        raise UsageError(f"a view's filters and columns take at most {MAX_JSON} bytes as JSON")
     return clean
 
 
@@ -65,7 +58,15 @@ class SavedViews:
         out = []
         for name, data, updated in rows:
             doc = json.loads(data)
-            out.append(SavedView(project, name, doc["filters"], doc["columns"], float(updated)))
+            out.append(
+                SavedView(
+                    project=project,
+                    name=name,
+                    filters=doc["filters"],
+                    columns=doc["columns"],
+                    updated=float(updated),
+                )
+            )
         return out
 
     def save_view(
@@ -85,7 +86,7 @@ class SavedViews:
             )
 
         self._write(put)
-        return SavedView(project, name, filters, columns, now)
+        return SavedView(project=project, name=name, filters=filters, columns=columns, updated=now)
 
     def delete_view(self, project: str, name: str) -> bool:
         """Delete the view; False when there was none of that name."""

@@ -22,13 +22,16 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from ..errors import UsageError
+from ..read.model import RunInfo
 from ..stream import records as R
+from . import health as rank_health
 from . import migrations as M
 from . import query, runs
-from .base import Band, RunQuery, RunRow, Series, StreamKey, XAxis
+from .base import Band, RunQuery, Series, StreamKey, XAxis
+from .health_reads import HealthReads
 from .ingest import apply_stream, decode_fold, metric_names
 from .saved_views import SavedViews
-from .telemetry_reads import TelemetryReads
 from .tokens import TokenStore
 from .tx import Tx, marks
 
@@ -39,23 +42,23 @@ _XS = ("step", "time")
 
 def _check_axis(x: str, max_points: int) -> None:
     if x not in _XS:
-        raise ValueError(f"x={x!r} is not an axis: use 'step' or 'time'")
+        raise UsageError(f"x={x!r} is not an axis: use 'step' or 'time'")
     if max_points < 1:
-        raise ValueError(f"max_points={max_points} must be at least 1")
+        raise UsageError(f"max_points={max_points} must be at least 1")
 
 
-class SQLStore(SavedViews, TelemetryReads, TokenStore):
+class SQLStore(SavedViews, HealthReads, TokenStore):
     """Everything of ``Store`` but how transactions run (see the module docstring)."""
 
     dialect: str = ""
 
     def __init__(self, crash_timeout: float = 60.0) -> None:
         if not crash_timeout > 0:
-            raise ValueError("crash_timeout must be a positive number of seconds")
+            raise UsageError("crash_timeout must be a positive number of seconds")
         self.crash_timeout = float(crash_timeout)
         self._stream_ids: dict[StreamKey, tuple[int, int]] = {}
         self._metric_ids: dict[str, int] = {}
-        self._system_ids: dict[str, int] = {}  # system key names (telemetry)
+        self._system_ids: dict[str, int] = {}  # system key names (rank health)
 
     # -- transactions: provided by each store ---------------------------------------------
 
@@ -202,6 +205,17 @@ class SQLStore(SavedViews, TelemetryReads, TokenStore):
                 self._metric_ids[name] = int(mid)
         return {n: self._metric_ids[n] for n in names}
 
+    def _intern_system_keys(self, batches: Sequence[Sequence[R.AnyRecord]]) -> None:
+        """Intern the system key names of a batch in their own small transaction, before
+        the data transaction (as metric names are), so that cached ids are committed."""
+        names: set[str] = set()
+        for recs in batches:
+            names |= rank_health.system_names(recs)
+        missing = sorted(n for n in names if n not in self._system_ids)
+        if missing:
+            got = self._write(lambda tx: rank_health.intern_system_keys(tx, missing))
+            self._system_ids.update(got)
+
     # -- reads -----------------------------------------------------------------------------
 
     def acked(self, key: StreamKey) -> int:
@@ -223,10 +237,10 @@ class SQLStore(SavedViews, TelemetryReads, TokenStore):
         )
         return [r[0] for r in rows]
 
-    def list_runs(self, query: RunQuery) -> tuple[list[RunRow], int]:
+    def list_runs(self, query: RunQuery) -> tuple[list[RunInfo], int]:
         runs.check_sort(query.sort)
 
-        def read(tx: Tx) -> tuple[list[RunRow], int]:
+        def read(tx: Tx) -> tuple[list[RunInfo], int]:
             sql = (
                 f"SELECT r.project, r.run_id, {runs.STREAM_COLS} FROM streams s "
                 "JOIN runs r ON r.id = s.run WHERE s.acked_seq >= 0"
@@ -237,22 +251,21 @@ class SQLStore(SavedViews, TelemetryReads, TokenStore):
                 params.append(query.project)
             grouped: dict[tuple[str, str], list[Any]] = {}
             for row in tx.all(sql, params):
-                grouped.setdefault((row[0], row[1]), []).append(
-                    runs.stream_row(row[0], row[1], row[2:])
-                )
+                grouped.setdefault((row[0], row[1]), []).append(runs.stream_facts(row[2:]))
             now = time.time()
             light = [
-                runs.run_row(p, r, s, self.crash_timeout, now) for (p, r), s in grouped.items()
+                runs.run_info(p, r, s, self.crash_timeout, now, full=False)
+                for (p, r), s in grouped.items()
             ]
             page, total = runs.select(light, query)
-            return [self._run(tx, r.project, r.run_id, now) or r for r in page], total
+            return [self._run(tx, r.project, r.id, now) or r for r in page], total
 
         return self._read(read)
 
-    def get_run(self, project: str, run_id: str) -> RunRow | None:
+    def get_run(self, project: str, run_id: str) -> RunInfo | None:
         return self._read(lambda tx: self._run(tx, project, run_id, time.time()))
 
-    def _run(self, tx: Tx, project: str, run_id: str, now: float) -> RunRow | None:
+    def _run(self, tx: Tx, project: str, run_id: str, now: float) -> RunInfo | None:
         rows = tx.all(
             f"SELECT s.fold, {runs.STREAM_COLS} FROM streams s JOIN runs r ON r.id = s.run "
             "WHERE r.project = ? AND r.run_id = ? AND s.acked_seq >= 0",
@@ -260,8 +273,8 @@ class SQLStore(SavedViews, TelemetryReads, TokenStore):
         )
         if not rows:
             return None
-        streams = [runs.stream_row(project, run_id, r[1:], decode_fold(r[0])) for r in rows]
-        return runs.run_row(project, run_id, streams, self.crash_timeout, now)
+        streams = [runs.stream_facts(r[1:], decode_fold(r[0])) for r in rows]
+        return runs.run_info(project, run_id, streams, self.crash_timeout, now)
 
     def _streams(self, tx: Tx, project: str, run_id: str) -> list[tuple[int, int, str, int]]:
         """(stream id, run id, label, incarnation) of a run's non-empty streams."""

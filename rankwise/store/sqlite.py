@@ -22,6 +22,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ..errors import UsageError
 from ..stream import records as R
 from .base import StreamKey
 from .ingest import apply_streams
@@ -78,7 +79,7 @@ class SQLiteStore(SQLStore):
         super().__init__(crash_timeout)
         text = os.fspath(path)
         if text in ("", ":memory:") or text.startswith("file:"):
-            raise ValueError(
+            raise UsageError(
                 f"SQLiteStore needs a file path, not {text!r}: readers and the writer use "
                 "separate connections (use a file under a temporary directory in tests)"
             )
@@ -130,14 +131,14 @@ class SQLiteStore(SQLStore):
 
     def _write(self, fn: Callable[[Tx], T]) -> T:
         if self._closed:
-            raise RuntimeError(f"the store at {self.path} is closed: open a new SQLiteStore")
+            raise UsageError(f"the store at {self.path} is closed: open a new SQLiteStore")
         fut: Future[T] = Future()
         self._queue.put((fn, fut))
         return fut.result()
 
     def _read(self, fn: Callable[[Tx], T]) -> T:
         if self._closed:
-            raise RuntimeError(f"the store at {self.path} is closed: open a new SQLiteStore")
+            raise UsageError(f"the store at {self.path} is closed: open a new SQLiteStore")
         with self._lock:
             conn = self._readers.pop() if self._readers else None
         if conn is None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import tokens as T
+from ..errors import UsageError
 
 _COLUMNS = "id, role, name, projects, created, last_used, revoked, secret_hash"
 
@@ -51,14 +52,14 @@ def _info(row: Sequence[Any]) -> T.TokenInfo:
 
 def check_new_token(role: str, projects: Iterable[str] | None) -> tuple[str, ...] | None:
     if role not in T.ROLES:
-        raise ValueError(f"role {role!r} is not one of {', '.join(T.ROLES)}")
+        raise UsageError(f"role {role!r} is not one of {', '.join(T.ROLES)}")
     if projects is None:
         return None
     if role == "admin":
-        raise ValueError("an admin token covers every project: create it without projects")
+        raise UsageError("an admin token covers every project: create it without projects")
     out = tuple(dict.fromkeys(projects))
     if not out or not all(isinstance(p, str) and p for p in out):
-        raise ValueError("projects: give one or more project names, or none for all projects")
+        raise UsageError("projects: give one or more project names, or none for all projects")
     return out
 
 

@@ -14,15 +14,21 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 from starlette.responses import Response
 
-from .. import names
-from ..store.saved_views import MAX_NAME, SavedView, check_view
-from .encoding import ApiError, reply
-from .schemas import ErrorReply
+from ... import names
+from ...errors import UsageError
+from ...store.saved_views import MAX_NAME, check_view
+from ...store.types import SavedView
+from ..encoding import ApiError, reply
+from ..replies import ViewsReply
+from .deps import answers
+from .deps import store as _store
 
 router = APIRouter(tags=["views"])
 
 
 class View(BaseModel):
+    """A view as the dashboard saves it (the request body; the reply is ``SavedView``)."""
+
     name: str = Field(max_length=MAX_NAME, description="unique per project")
     filters: dict[str, Any] = Field(
         default_factory=dict,
@@ -32,47 +38,38 @@ class View(BaseModel):
     updated: float | None = Field(None, description="when it was last saved (Unix seconds)")
 
 
-class ViewsReply(BaseModel):
-    views: list[View]
-
-
-def _view(v: SavedView) -> dict[str, Any]:
-    return {"name": v.name, "filters": v.filters, "columns": v.columns, "updated": v.updated}
-
-
-@router.get("/projects/{project}/views", response_model=ViewsReply)
+@router.get("/projects/{project}/views", response_model=None, responses=answers(ViewsReply))
 def list_views(request: Request, project: str) -> Response:
     """The project's saved views, by name (an empty list for a project without any)."""
-    store = request.app.state.store
-    return reply(request, {"views": [_view(v) for v in store.list_views(project)]})
+    return reply(request, ViewsReply(views=_store(request).list_views(project)))
 
 
 @router.post(
     "/projects/{project}/views",
-    response_model=View,
-    responses={422: {"model": ErrorReply, "description": "no name, or filters not an object"}},
+    response_model=None,
+    responses=answers(SavedView, 422, e422="no name, or filters not an object"),
 )
 def save_view(request: Request, project: str, body: View) -> Response:
     """Save a view; one of the same name is replaced."""
     try:
         check_view(body.name, body.filters, body.columns)
-    except ValueError as exc:
+    except UsageError as exc:  # the store's argument errors: the fix is the caller's
         raise ApiError(422, str(exc)) from None
     if not names.is_key(body.name):  # checked, never stripped: " v" and "v" stay apart
         raise ApiError(422, "body field 'name' is not a valid view name: " + names.KEY_RULE)
-    saved = request.app.state.store.save_view(project, body.name, body.filters, body.columns)
-    return reply(request, _view(saved))
+    saved = _store(request).save_view(project, body.name, body.filters, body.columns)
+    return reply(request, saved)
 
 
 @router.delete(
     "/projects/{project}/views",
     status_code=204,
-    responses={404: {"model": ErrorReply, "description": "no view of that name"}},
+    responses=answers(None, 404, e404="no view of that name"),
 )
 def delete_view(
     request: Request, project: str, name: Annotated[str, Query(min_length=1)]
 ) -> Response:
     """Delete the view called ``name``."""
-    if not request.app.state.store.delete_view(project, name):
+    if not _store(request).delete_view(project, name):
         raise ApiError(404, f"no saved view of that name in project {project!r}")
     return Response(status_code=204)

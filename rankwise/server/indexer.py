@@ -31,7 +31,7 @@ from ..stream import records as R
 from ..stream.files import parse_stream_filename
 from ..stream.frames import HEADER, MAGIC, MAX_FRAME, scan
 from .encoding import ApiError
-from .ingest import check_records
+from .routes.ingest import check_records
 
 log = logging.getLogger("rankwise.server")
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
@@ -220,85 +219,3 @@ def _system_points(samples: list[R.System], ids: dict[str, int]) -> dict[int, Po
             "f",
         )
     return out
-
-
-# -- read side: shapes ---------------------------------------------------------------------
-
-
-@dataclass
-class ConsoleQuery:
-    """Which lines of a run's console, and where in them (see ``console``).
-
-    Filters: ``labels`` and ``nodes`` (streams whose label, or whose node, is listed;
-    both given: either), ``stream`` (``stdout``/``stderr``), ``q`` (a case-insensitive
-    substring), ``since``/``until`` (a time range, inclusive). Position, at most one:
-    ``offset`` (index among the matching lines in time order), ``after``/``before`` (a
-    line id: the lines just after or before it), ``at`` (a time: the lines from there
-    on); none: the newest ``limit`` lines.
-    """
-
-    labels: Sequence[str] = ()
-    nodes: Sequence[int] = ()
-    stream: str | None = None
-    q: str | None = None
-    since: float | None = None
-    until: float | None = None
-    offset: int | None = None
-    after: int | None = None
-    before: int | None = None
-    at: float | None = None
-    limit: int = 200
-    count: bool = True
-
-
-@dataclass
-class ConsoleLine:
-    id: int  # increasing in ingest order; with ``time``, the sort key and a page cursor
-    label: str
-    rank: int
-    node: int
-    stream: str  # stdout | stderr
-    time: float
-    text: str
-
-
-@dataclass
-class ConsolePage:
-    """Lines in time order (ties by id). ``total`` counts every line matching the
-    filters and ``offset`` is the index of ``lines[0]`` among them (None when not
-    counted)."""
-
-    lines: list[ConsoleLine]
-    total: int | None
-    offset: int | None
-
-
-@dataclass
-class SystemSeries:
-    """One line of a system chart: a node, a GPU of a node, or a recording process."""
-
-    key: str  # the stored key, e.g. gpu/3/util_percent
-    name: str  # "node 0", "node 0 · gpu 3", "rank 5"
-    label: str
-    rank: int
-    node: int
-    host: str
-    gpu: int | None
-    x: list[float]  # times
-    y: list[float]
-    downsampled: bool = False
-
-
-@dataclass
-class StallEvent:
-    label: str
-    incarnation: int
-    rank: int
-    time: float
-    idle_seconds: float
-    where: str
-    cleared: bool
-    stacks: dict[str, str] = field(default_factory=dict)
-    # The rank's step when the stall began (a report) or ended (a clear): where a chart
-    # by step marks it; None when the store has no step progress for the stream.
-    step: int | None = None

@@ -1,7 +1,8 @@
 """The read endpoints: projects, runs, one run, metric keys, series, history, compare.
 
-Routes are thin: they check parameters, call one ``Store`` method, and shape the reply
-with ``views``. They are plain ``def`` functions, so the (blocking) store calls run in
+Routes are thin: they check parameters, call one ``Store`` method, and encode what it
+returns: runs are ``rankwise.read.model.RunInfo`` as the store folded them; chart columns
+are shaped by ``charts``. They are plain ``def`` functions, so the (blocking) store calls run in
 the server's thread pool and never stall the event loop.
 """
 
@@ -9,59 +10,64 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import msgspec
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from .. import names
-from ..store.base import RunQuery, RunRow, Store
-from ..stream.records import STATES
-from . import auth
-from .config import ServerSettings
-from .encoding import ApiError, reply, wants_msgpack
-from .schemas import (
+from ... import names
+from ...read.fold import unsynced
+from ...read.model import Project, ProjectsReply, RunInfo, RunsReply
+from ...store.base import RunQuery, Store
+from ...stream.records import STATES
+from .. import auth
+from ..charts import band_dict, complete_step, series_dict, spell_nonfinite
+from ..config import ServerSettings
+from ..encoding import ApiError, reply, wants_msgpack
+from ..schemas import (
     STREAMS_PATTERN,
     CompareReply,
     CompareRequest,
-    ErrorReply,
     HistoryReply,
     MetricsReply,
-    ProjectsReply,
-    RunsReply,
     RunState,
     SeriesReply,
     XAxis,
 )
-from .schemas import Run as RunModel
-from .views import band_dict, complete_step, json_summaries, run_dict, series_dict
+from .deps import answers, check_range, found
+from .deps import store as _store
 
 router = APIRouter(tags=["read"])
-_404 = {404: {"model": ErrorReply, "description": "unknown project or run"}}
 SORT_PATTERN = r"^-?(created|updated|name|state|steps)$"
 
 
-def _store(request: Request) -> Store:
-    return request.app.state.store  # type: ignore[no-any-return]
+def _run_or_404(store: Store, project: str, run: str) -> RunInfo:
+    return found(store.get_run(project, run), project, run)
 
 
-def _run_or_404(store: Store, project: str, run: str) -> RunRow:
-    row = store.get_run(project, run)
-    if row is None:
-        raise ApiError(404, f"no run {run!r} in project {project!r}")
-    return row
-
-
-@router.get("/projects", response_model=ProjectsReply)
+@router.get("/projects", response_model=None, responses=answers(ProjectsReply))
 def projects(request: Request) -> Response:
     """Every project, with its number of runs and when one was last updated."""
     store = _store(request)
     out = []
     for name in auth.visible(request, store.projects()):
         rows, total = store.list_runs(RunQuery(project=name, sort="-updated", limit=1))
-        out.append({"name": name, "runs": total, "updated": rows[0].updated if rows else None})
-    return reply(request, {"projects": out})
+        out.append(Project(name=name, runs=total, updated=rows[0].updated if rows else None))
+    return reply(request, ProjectsReply(projects=out))
 
 
-@router.get("/projects/{project}/runs", response_model=RunsReply, responses=_404)  # type: ignore[arg-type]
+def _as_sent(request: Request, run: RunInfo, **changes: Any) -> RunInfo:
+    """``run`` as this request's reply carries it: the ``rankwise sync`` hint for this
+    server, and in JSON the summaries' NaN and ±Inf spelled out (MessagePack keeps them)."""
+    changes["sync_hint"] = unsynced(run, _sync_server(request))
+    if not wants_msgpack(request):
+        changes["summary"] = spell_nonfinite(run.summary)
+        for name in ("rank_summaries", "cross_rank_summary"):
+            value = changes.get(name, getattr(run, name))
+            changes[name] = None if value is None else spell_nonfinite(value)
+    return msgspec.structs.replace(run, **changes)
+
+
+@router.get("/projects/{project}/runs", response_model=None, responses=answers(RunsReply, 404))
 def runs(
     request: Request,
     project: str,
@@ -94,20 +100,21 @@ def runs(
     rows, total = store.list_runs(query)
     if total == 0 and project not in store.projects():
         raise ApiError(404, f"no project {project!r}")
-    out = [run_dict(r, with_streams=with_streams, sync_server=_sync_server(request)) for r in rows]
-    if not wants_msgpack(request):
-        out = [json_summaries(r) for r in out]
-    return reply(request, {"runs": out, "total": total})
+    # A run in a list: no per-rank summaries, streams only when asked for.
+    lean: dict[str, Any] = {"rank_summaries": None, "cross_rank_summary": None}
+    if not with_streams:
+        lean["streams"] = []
+    out = [_as_sent(request, r, **lean) for r in rows]
+    return reply(request, RunsReply(runs=out, total=total))
 
 
-@router.get("/projects/{project}/runs/{run}", response_model=RunModel, responses=_404)  # type: ignore[arg-type]
+@router.get("/projects/{project}/runs/{run}", response_model=None, responses=answers(RunInfo, 404))
 def run(request: Request, project: str, run: str) -> Response:
     """One run: metadata, state, config, summary and every stream with its rank identity."""
     store = _store(request)
     row = _run_or_404(store, project, run)
     cross = store.cross_rank_last(project, run, complete_step(row))
-    out = run_dict(row, cross_rank=cross, sync_server=_sync_server(request))
-    return reply(request, out if wants_msgpack(request) else json_summaries(out))
+    return reply(request, _as_sent(request, row, cross_rank_summary=cross))
 
 
 def _sync_server(request: Request) -> str | None:
@@ -117,7 +124,11 @@ def _sync_server(request: Request) -> str | None:
     return str(request.base_url).rstrip("/")
 
 
-@router.get("/projects/{project}/runs/{run}/metrics", response_model=MetricsReply, responses=_404)  # type: ignore[arg-type]
+@router.get(
+    "/projects/{project}/runs/{run}/metrics",
+    response_model=MetricsReply,
+    responses=answers(None, 404),
+)
 def metrics(request: Request, project: str, run: str) -> Response:
     """The metric keys the run has logged, sorted."""
     store = _store(request)
@@ -150,8 +161,7 @@ def _chart(
     streams: str,
     band: bool,
 ) -> dict[str, Any]:
-    if lo is not None and hi is not None and lo > hi:
-        raise ApiError(422, f"from={lo} is above to={hi}: pass from <= to")
+    check_range(lo, hi)
     labels = _labels(streams)
     series = []
     if labels != []:
@@ -176,7 +186,7 @@ def _chart(
 @router.get(
     "/projects/{project}/runs/{run}/series",
     response_model=SeriesReply,
-    responses=_404,  # type: ignore[arg-type]
+    responses=answers(None, 404),
 )
 def series(
     request: Request,
@@ -200,7 +210,7 @@ def series(
 @router.get(
     "/projects/{project}/runs/{run}/history",
     response_model=HistoryReply,
-    responses=_404,  # type: ignore[arg-type]
+    responses=answers(None, 404),
 )
 def history(
     request: Request,
@@ -217,7 +227,7 @@ def history(
     return reply(request, {"rows": rows})
 
 
-@router.post("/compare", response_model=CompareReply, responses=_404)  # type: ignore[arg-type]
+@router.post("/compare", response_model=CompareReply, responses=answers(None, 404))
 def compare(request: Request, body: CompareRequest) -> Response:
     """The same metric of several runs in one request."""
     settings: ServerSettings = request.app.state.settings

@@ -1,7 +1,7 @@
 """Store reads of rank health: console pages, system series, step progress and stalls.
 
 Mixed into ``SQLStore`` (it uses the store's transactions and stream lookups); the
-tables and series are written by ``rankwise.store.telemetry``. Every read is one
+tables and series are written by ``rankwise.store.health``. Every read is one
 snapshot. A run the store does not know answers ``None`` (the HTTP API's 404); a known
 run without console lines or system samples answers empty.
 
@@ -22,15 +22,18 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from ..errors import UsageError
 from ..health import StreamSteps
+from ..read.model import RunInfo, StreamInfo
 from ..stream import records as R
+from ..stream.fold import StreamFold
+from . import health as T
 from . import query
 from . import runs as run_rows
-from . import telemetry as T
-from .base import RunRow
 from .chunks import decode_xy
 from .ingest import decode_fold
 from .tx import Tx, marks
+from .types import ConsoleLine, ConsolePage, ConsoleQuery, StallEvent, SystemSeries
 
 _start_dec = msgspec.msgpack.Decoder(R.StreamStart)
 MAX_LIMIT = 10_000
@@ -53,42 +56,28 @@ def _like(text: str) -> str:
     return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def check_console_query(q: T.ConsoleQuery) -> None:
-    """Raises ``ValueError`` naming the fix for a query that cannot be answered."""
+def check_console_query(q: ConsoleQuery) -> None:
+    """Raises ``UsageError`` naming the fix for a query that cannot be answered."""
     given = [name for name in _POSITIONS if getattr(q, name) is not None]
     if len(given) > 1:
-        raise ValueError(f"pass at most one of offset, after, before, at (got {', '.join(given)})")
+        raise UsageError(f"pass at most one of offset, after, before, at (got {', '.join(given)})")
     if not 1 <= q.limit <= MAX_LIMIT:
-        raise ValueError(f"limit={q.limit} must be between 1 and {MAX_LIMIT}")
+        raise UsageError(f"limit={q.limit} must be between 1 and {MAX_LIMIT}")
     if q.offset is not None and q.offset < 0:
-        raise ValueError(f"offset={q.offset} must be zero or more")
+        raise UsageError(f"offset={q.offset} must be zero or more")
     if q.stream not in (None, "stdout", "stderr"):
-        raise ValueError(f"stream={q.stream!r} is not one of stdout, stderr")
+        raise UsageError(f"stream={q.stream!r} is not one of stdout, stderr")
     if q.since is not None and q.until is not None and q.since > q.until:
-        raise ValueError(f"from={q.since} is above to={q.until}: pass from <= to")
+        raise UsageError(f"from={q.since} is above to={q.until}: pass from <= to")
 
 
-class TelemetryReads:
+class HealthReads:
     """Store methods for console lines, system series, step progress and stalls."""
 
     dialect: str
     crash_timeout: float
-    _system_ids: dict[str, int]
     _read: Callable[..., Any]
     _write: Callable[..., Any]
-
-    # -- write-side helper ---------------------------------------------------------------
-
-    def _intern_system_keys(self, batches: Sequence[Sequence[R.AnyRecord]]) -> None:
-        """Intern the system key names of a batch in their own small transaction, before
-        the data transaction (as metric names are), so that cached ids are committed."""
-        names: set[str] = set()
-        for recs in batches:
-            names |= T.system_names(recs)
-        missing = sorted(n for n in names if n not in self._system_ids)
-        if missing:
-            got = self._write(lambda tx: T.intern_system_keys(tx, missing))
-            self._system_ids.update(got)
 
     # -- lookups ---------------------------------------------------------------------------
 
@@ -106,11 +95,11 @@ class TelemetryReads:
 
     # -- console ---------------------------------------------------------------------------
 
-    def console(self, project: str, run_id: str, q: T.ConsoleQuery) -> T.ConsolePage | None:
-        """A page of the run's console lines (see ``telemetry.ConsoleQuery``)."""
+    def console(self, project: str, run_id: str, q: ConsoleQuery) -> ConsolePage | None:
+        """A page of the run's console lines (see ``types.ConsoleQuery``)."""
         check_console_query(q)
 
-        def read(tx: Tx) -> T.ConsolePage | None:
+        def read(tx: Tx) -> ConsolePage | None:
             meta = self._stream_meta(tx, project, run_id)
             if not meta:
                 return None
@@ -129,7 +118,8 @@ class TelemetryReads:
                 labels, nodes = set(q.labels), set(q.nodes)
                 sids = [s.id for s in meta.values() if s.label in labels or s.node in nodes]
                 if not sids:
-                    return T.ConsolePage([], 0 if q.count else None, 0 if q.count else None)
+                    n = 0 if q.count else None
+                    return ConsolePage(lines=[], total=n, offset=n)
                 if len(sids) == 1:
                     cond, params = ["stream = ?"], [sids[0]]
                     ccond, cparams = cond[:], params[:]
@@ -187,7 +177,7 @@ class TelemetryReads:
                 pivot_id = q.after if q.after is not None else q.before
                 got = tx.one("SELECT time FROM console WHERE id = ? AND run = ?", (pivot_id, run))
                 if got is None:
-                    raise ValueError(f"no console line {pivot_id} in run {run_id!r}")
+                    raise UsageError(f"no console line {pivot_id} in run {run_id!r}")
                 pivot = [float(got[0]), pivot_id]
                 if q.after is not None:
                     rows = tx.all(
@@ -218,13 +208,19 @@ class TelemetryReads:
             for lid, sid, t, err, text in rows:
                 s = meta[int(sid)]
                 lines.append(
-                    T.ConsoleLine(
-                        int(lid), s.label, s.rank, s.node, T.STREAM_NAMES[int(err)], float(t), text
+                    ConsoleLine(
+                        id=int(lid),
+                        label=s.label,
+                        rank=s.rank,
+                        node=s.node,
+                        stream=T.STREAM_NAMES[int(err)],
+                        time=float(t),
+                        text=text,
                     )
                 )
-            return T.ConsolePage(lines, total, offset)
+            return ConsolePage(lines=lines, total=total, offset=offset)
 
-        result: T.ConsolePage | None = self._read(read)
+        result: ConsolePage | None = self._read(read)
         return result
 
     # -- system ----------------------------------------------------------------------------
@@ -267,14 +263,14 @@ class TelemetryReads:
         lo: float | None = None,
         hi: float | None = None,
         max_points: int = 2000,
-    ) -> list[T.SystemSeries] | None:
-        """Every line of one system chart (``telemetry.quantity``: ``gpu/util_percent``
+    ) -> list[SystemSeries] | None:
+        """Every line of one system chart (``health.quantity``: ``gpu/util_percent``
         holds ``gpu/<i>/util_percent`` of every node), x = time, M4-downsampled to at most
         ``max_points`` per line. None for an unknown run."""
         if max_points < 1:
-            raise ValueError(f"max_points={max_points} must be at least 1")
+            raise UsageError(f"max_points={max_points} must be at least 1")
 
-        def read(tx: Tx) -> list[T.SystemSeries] | None:
+        def read(tx: Tx) -> list[SystemSeries] | None:
             meta = self._stream_meta(tx, project, run_id)
             if not meta:
                 return None
@@ -289,37 +285,37 @@ class TelemetryReads:
                 got = query.series_of(tx, label, sids, mid, "time", lo, hi, max_points)
                 s, gpu = by_label[label], T.quantity(key)[1]
                 out.append(
-                    T.SystemSeries(
-                        key,
-                        _line_name(key, s, gpu),
-                        label,
-                        s.rank,
-                        s.node,
-                        s.host,
-                        gpu,
-                        got.x,
-                        got.y,
-                        got.downsampled,
+                    SystemSeries(
+                        key=key,
+                        name=_line_name(key, s, gpu),
+                        label=label,
+                        rank=s.rank,
+                        node=s.node,
+                        host=s.host,
+                        gpu=gpu,
+                        x=got.x,
+                        y=got.y,
+                        downsampled=got.downsampled,
                     )
                 )
             out.sort(key=lambda x: (x.node, x.gpu if x.gpu is not None else -1, x.rank, x.key))
             return out
 
-        result: list[T.SystemSeries] | None = self._read(read)
+        result: list[SystemSeries] | None = self._read(read)
         return result
 
     # -- health ----------------------------------------------------------------------------
 
     def health_streams(
         self, project: str, run_id: str, window: float, now: float | None = None
-    ) -> tuple[RunRow, list[StreamSteps], float] | None:
+    ) -> tuple[RunInfo, list[StreamSteps], float] | None:
         """What ``rankwise.health.assess`` needs of the run: its latest incarnation of
         each label with the step points that matter for a window of ``window`` seconds
         ending at ``now`` (the first, the last before the window, every one inside it),
         its state and open stall; with the run and the ``now`` to assess at (the time
         for a running run, else its last record's). None for an unknown run."""
 
-        def read(tx: Tx) -> tuple[RunRow, list[StreamSteps], float] | None:
+        def read(tx: Tx) -> tuple[RunInfo, list[StreamSteps], float] | None:
             rows = tx.all(
                 f"SELECT s.id, s.fold, {run_rows.STREAM_COLS} FROM streams s "
                 "JOIN runs r ON r.id = s.run "
@@ -330,50 +326,50 @@ class TelemetryReads:
             if not rows:
                 return None
             wall = time.time()
-            ids, folds, streams = [], [], []
+            ids: dict[tuple[str, int], int] = {}
+            folds: dict[tuple[str, int], StreamFold] = {}
+            facts = []
             for row in rows:
                 fold = decode_fold(row[1])
-                ids.append(int(row[0]))
-                folds.append(fold)
-                streams.append(run_rows.stream_row(project, run_id, row[2:], fold))
-            run = run_rows.run_row(project, run_id, streams, self.crash_timeout, wall)
+                key = (row[2], int(row[3]))  # label, incarnation
+                ids[key] = int(row[0])
+                folds[key] = fold
+                facts.append(run_rows.stream_facts(row[2:], fold))
+            run = run_rows.run_info(project, run_id, facts, self.crash_timeout, wall)
             at = now
             if at is None:
-                seen = [s.last_time for s in streams if s.last_time is not None]
+                seen = [s.last_seen for s in run.streams if s.last_seen is not None]
                 at = wall if run.state == "running" else max(seen, default=wall)
-            latest: dict[str, int] = {}
-            for i, s in enumerate(streams):
-                j = latest.get(s.key.label)
-                if j is None or s.key.incarnation > streams[j].key.incarnation:
-                    latest[s.key.label] = i
+            latest: dict[str, StreamInfo] = {}
+            for s in run.streams:  # sorted by label then incarnation: the latest wins
+                latest[s.label] = s
             out = []
-            for i in latest.values():
-                s = streams[i]
+            for s in latest.values():
                 # Where the stream's window ends, as rankwise.health measures it.
-                end = at if s.state == "running" else min(at, s.last_time or at)
-                start = s.start
+                end = at if s.state == "running" else min(at, s.last_seen or at)
+                key = (s.label, s.incarnation)
                 out.append(
                     StreamSteps(
-                        label=s.key.label,
-                        points=_step_window(tx, ids[i], end - window),
-                        rank=start.rank if start else -1,
-                        node=start.node_rank if start else -1,
+                        label=s.label,
+                        points=_step_window(tx, ids[key], end - window),
+                        rank=s.rank,
+                        node=s.node,
                         state=s.state,
-                        last_seen=s.last_time,
-                        stall=folds[i].stall,
+                        last_seen=s.last_seen,
+                        stall=folds[key].stall,
                     )
                 )
             return run, out, at
 
-        result: tuple[RunRow, list[StreamSteps], float] | None = self._read(read)
+        result: tuple[RunInfo, list[StreamSteps], float] | None = self._read(read)
         return result
 
     def stalls(
         self, project: str, run_id: str, labels: Sequence[str] = (), limit: int = 100
-    ) -> list[T.StallEvent] | None:
+    ) -> list[StallEvent] | None:
         """The watchdog's stall reports (and the clearing ones), newest first."""
 
-        def read(tx: Tx) -> list[T.StallEvent] | None:
+        def read(tx: Tx) -> list[StallEvent] | None:
             meta = self._stream_meta(tx, project, run_id)
             if not meta:
                 return None
@@ -394,21 +390,21 @@ class TelemetryReads:
                     first = min(float(r[1]) - float(r[2]) for r in rows if r[0] == sid)
                     progress[int(sid)] = _step_window(tx, int(sid), first)
                 out.append(
-                    T.StallEvent(
-                        s.label,
-                        s.incarnation,
-                        s.rank,
-                        float(t),
-                        float(idle),
-                        where,
-                        bool(cleared),
-                        json.loads(stacks),
-                        _step_at(progress[int(sid)], began),
+                    StallEvent(
+                        label=s.label,
+                        incarnation=s.incarnation,
+                        rank=s.rank,
+                        time=float(t),
+                        idle_seconds=float(idle),
+                        where=where,
+                        cleared=bool(cleared),
+                        stacks=json.loads(stacks),
+                        step=_step_at(progress[int(sid)], began),
                     )
                 )
             return out
 
-        result: list[T.StallEvent] | None = self._read(read)
+        result: list[StallEvent] | None = self._read(read)
         return result
 
 

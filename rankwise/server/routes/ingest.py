@@ -30,15 +30,17 @@ from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from .. import names
-from ..store.base import Store, StreamKey
-from ..stream import records as R
-from ..stream.frames import scan
-from .config import ServerSettings
-from .encoding import ApiError, error_reply, reply
-from .group_commit import GroupCommit
-from .keycap import MAX_KEYS_PER_RUN, run_keys
-from .schemas import AckReply, ErrorReply
+from ... import names
+from ...store.base import Store, StreamKey
+from ...stream import records as R
+from ...stream.frames import scan
+from ..config import ServerSettings
+from ..encoding import ApiError, error_reply, reply
+from ..group_commit import GroupCommit
+from ..keycap import MAX_KEYS_PER_RUN, run_keys
+from ..schemas import AckReply, ErrorReply
+from .deps import Responses
+from .deps import store as _store
 
 ID_PATTERN = names.ID_CHARS_PATTERN  # the full rule is checked before routing
 # A log() call with more keys than this is no training loop's; these bound a request's
@@ -62,17 +64,13 @@ def stream_key(
 Key = Annotated[StreamKey, Depends(stream_key)]
 
 
-def _store(request: Request) -> Store:
-    return request.app.state.store  # type: ignore[no-any-return]
-
-
 @router.get("/ack", response_model=AckReply)
 def ack(request: Request, key: Key) -> Response:
     """The stream's high-water mark: the highest seq the server holds (-1: none)."""
     return reply(request, {"acked_seq": _store(request).acked(key)})
 
 
-_ERRORS = {
+_ERRORS: Responses = {
     409: {"model": ErrorReply, "description": "gap: resend from the mark (error.acked_seq)"},
     413: {"model": ErrorReply, "description": "body over the server's limit"},
     415: {"model": ErrorReply, "description": "unknown Content-Encoding"},
@@ -89,7 +87,7 @@ _BODY = {
 }
 
 
-@router.post("/ingest", response_model=AckReply, responses=_ERRORS, openapi_extra=_BODY)  # type: ignore[arg-type]
+@router.post("/ingest", response_model=AckReply, responses=_ERRORS, openapi_extra=_BODY)
 async def ingest(request: Request, key: Key) -> Response:
     """Apply the records of one stream above its mark; replies with the new mark."""
     settings: ServerSettings = request.app.state.settings

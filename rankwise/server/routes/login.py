@@ -19,12 +19,13 @@ from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from starlette.responses import Response
 
-from .. import names
-from .. import tokens as T
-from ..store.tokens import check_new_token
-from . import auth
-from .encoding import ApiError, reply
-from .schemas import ErrorReply
+from ... import names
+from ... import tokens as T
+from ...errors import UsageError
+from ...store.tokens import check_new_token
+from .. import auth
+from ..encoding import ApiError, reply
+from ..schemas import ErrorReply
 
 router = APIRouter(tags=["auth"])
 
@@ -187,7 +188,7 @@ def create_token(request: Request, body: NewTokenRequest) -> Response:
     """Create a token; the reply holds it, once."""
     try:
         check_new_token(body.role, body.projects)
-    except ValueError as exc:
+    except UsageError as exc:  # the store's argument errors: the fix is the caller's
         raise ApiError(422, str(exc)) from None
     new = request.app.state.store.create_token(body.role, body.projects, body.name)
     return reply(request, {**_row(new.info), "token": new.value})

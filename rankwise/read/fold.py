@@ -1,0 +1,199 @@
+"""``fold_run``: a run's derived fields from its streams, for the files and the store alike.
+
+The local reader (one ``StreamFold`` per stream file) and the store (one row per stream,
+its fold kept at ingest) each reduce a stream to ``StreamFacts``; everything a run says
+beyond that — its state and crashed ranks, name and tags (the primary's start record),
+created/updated/steps, its own ranks and nodes, the first failure, merged config and
+summary, each rank's summary — is computed here, once. A stream's state depends on
+*now*, so it is settled at read time (``rankwise.stream.fold.stream_state``).
+
+Precedence when streams disagree: primary last, latest incarnation last, so their start
+record, config and summary win.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._summary import environment
+from ..failures import StreamEnd, first_failure
+from ..stream import records as R
+from ..stream.fold import StreamFold, StreamState, run_state, stream_state
+from .model import RunInfo, StreamInfo, Unsynced
+
+
+@dataclass
+class StreamFacts:
+    """What a run is folded from, per stream (a file's fold or a store row)."""
+
+    label: str
+    incarnation: int
+    start: R.StreamStart | None
+    finish: R.Finish | None
+    acked_seq: int
+    first_time: float | None
+    last_time: float | None
+    last_step: int
+    points: int
+    dropped: int
+    config: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)  # last values + user-set
+    damage: str | None = None
+    path: str = ""
+
+    @classmethod
+    def of(cls, label: str, incarnation: int, fold: StreamFold, **where: Any) -> StreamFacts:
+        """A stream file's facts from its fold (``where``: ``damage``, ``path``)."""
+        return cls(
+            label=label,
+            incarnation=incarnation,
+            start=fold.start,
+            finish=fold.finish,
+            acked_seq=fold.last_seq,
+            first_time=fold.first_time,
+            last_time=fold.last_time,
+            last_step=fold.last_step,
+            points=fold.points,
+            dropped=fold.dropped,
+            config=fold.config,
+            summary=fold.summary,
+            **where,
+        )
+
+    @property
+    def is_primary(self) -> bool:
+        return bool(self.start.is_primary) if self.start is not None else False
+
+
+def stream_info(s: StreamFacts, state: str) -> StreamInfo:
+    start, fin = s.start, s.finish
+    return StreamInfo(
+        label=s.label,
+        incarnation=s.incarnation,
+        rank=start.rank if start else -1,
+        local_rank=start.local_rank if start else -1,
+        node=start.node_rank if start else -1,
+        host=start.host if start else "",
+        pid=start.pid if start else 0,
+        is_primary=s.is_primary,
+        state=state,
+        last_step=s.last_step,
+        points=s.points,
+        dropped=s.dropped,
+        started=start.time if start else s.first_time,
+        last_seen=s.last_time,
+        exit_code=fin.exit_code if fin else None,
+        signal=fin.signal if fin else None,
+        error_type=fin.error_type if fin else None,
+        error_message=fin.error_message if fin else None,
+        traceback=fin.traceback if fin else None,
+        acked_seq=s.acked_seq,
+        damage=s.damage,
+        path=s.path,
+    )
+
+
+def fold_run(
+    project: str,
+    run_id: str,
+    facts: Sequence[StreamFacts],
+    crash_timeout: float,
+    now: float,
+    with_rank_summaries: bool = True,
+) -> RunInfo:
+    """The run of ``facts`` (one per stream file), every state settled for ``now``."""
+    facts = sorted(facts, key=lambda s: (s.label, s.incarnation))
+    states = [
+        stream_state(
+            StreamFold(start=s.start, finish=s.finish, last_time=s.last_time), now, crash_timeout
+        )
+        for s in facts
+    ]
+    streams = [stream_info(s, st) for s, st in zip(facts, states)]
+    state, crashed = run_state(
+        StreamState(s.label, s.incarnation, s.is_primary, s.state) for s in streams
+    )
+    ordered = sorted(facts, key=lambda s: (s.is_primary, s.incarnation, s.label))
+    starts = [s.start for s in ordered if s.start is not None]
+    primary = starts[-1] if starts else None
+    config: dict[str, Any] = {}
+    summary: dict[str, Any] = {}
+    for s in ordered:
+        config.update(s.config)
+        summary.update(s.summary)
+    times = [s.started for s in streams if s.started is not None]
+    created = min(times) if times else None
+    seen = [s.last_seen for s in streams if s.last_seen is not None]
+    updated = max(seen) if seen else None
+    ranks: dict[str, dict[str, Any]] | None = None
+    if with_rank_summaries:  # a later incarnation of a label wins over an earlier one
+        ranks = {}
+        for s in facts:
+            ranks.setdefault(s.label, {}).update(s.summary)
+    return RunInfo(
+        project=project,
+        id=run_id,
+        name=(primary.name if primary else None) or run_id,
+        group=primary.group if primary else None,
+        job_type=primary.job_type if primary else None,
+        tags=list(primary.tags) if primary else [],
+        notes=primary.notes if primary else None,
+        run_mode=primary.run_mode if primary else None,
+        base_id=primary.base_id if primary else None,
+        environment=environment(primary),
+        state=state,
+        crashed=crashed,
+        world_size=primary.world_size if primary else len(facts),
+        num_nodes=primary.num_nodes if primary else 1,
+        # The run's own ranks and nodes; world_size and num_nodes are the job's.
+        run_ranks=len({s.label for s in streams}),
+        run_nodes=max(1, len({(s.node, s.host) for s in streams if s.rank >= 0 or s.host})),
+        created=created,
+        updated=updated,
+        duration=max(0.0, updated - created)
+        if created is not None and updated is not None
+        else None,
+        steps=max((s.last_step for s in streams), default=-1) + 1,
+        n_streams=len(streams),
+        config=config,
+        summary=summary,
+        first_failure=first_failure(
+            StreamEnd(
+                label=info.label,
+                incarnation=info.incarnation,
+                rank=info.rank,
+                node=info.node,
+                state=info.state,
+                error_type=info.error_type,
+                error_message=info.error_message,
+                time=s.finish.time if s.finish is not None else info.last_seen,
+                exit_code=info.exit_code,
+                signal=info.signal,
+            )
+            for s, info in zip(facts, streams)
+        ),
+        sync_hint=None,  # the server's to say (``unsynced``)
+        streams=streams,
+        rank_summaries=ranks,
+    )
+
+
+def unsynced(run: RunInfo, server: str | None) -> Unsynced | None:
+    """Crashed streams may hold records their process never uploaded (a surviving sibling
+    uploads them when there is one, ``rankwise.sdk.orphans``): say where, and how to sync.
+    ``server`` is this server's URL; None where the server reads the files itself."""
+    if not run.crashed or server is None:
+        return None
+    crashed = [s for s in run.streams if s.label in run.crashed]
+    hosts = sorted({s.host for s in crashed if s.host})
+    return Unsynced(
+        streams=list(run.crashed),
+        hosts=hosts,
+        command=f"rankwise sync <data dir> --server {server}",
+        message=(
+            "crashed streams may hold records not yet uploaded; on "
+            f"{', '.join(hosts) or 'their node'}, run: rankwise sync <data dir> --server {server}"
+        ),
+    )

@@ -1,0 +1,188 @@
+"""``rankwise.Api(dir=...)``: runs folded straight from a data directory's stream files.
+
+No index, no server. Every complete frame of a torn file is used and the damage is
+reported on the stream (``StreamInfo.damage``), never raised. A run's fields come from
+``fold_run``, as the store's do; what needs the records themselves (history, health,
+the cross-rank summary) reads the files again when asked (``LocalRun``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .._summary import CrossRankLast, complete_step
+from ..errors import RunNotFoundError, UsageError
+from ..health import RankHealth
+from ..names import check_id
+from ..stream import records as R
+from ..stream.files import list_streams
+from ..stream.fold import StreamFold
+from ..stream.frames import scan
+from .fold import StreamFacts, fold_run
+from .model import RunInfo, StreamInfo
+
+
+def _read(path: Path) -> tuple[list[R.AnyRecord], str | None]:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return [], f"cannot read: {exc}"
+    result = scan(data)
+    return result.records, (str(result.damage) if result.damage else None)
+
+
+def load_stream(label: str, incarnation: int, path: Path) -> tuple[StreamFacts, StreamFold]:
+    """One stream file, folded."""
+    records, damage = _read(path)
+    fold = StreamFold()
+    fold.apply(records)
+    return StreamFacts.of(label, incarnation, fold, damage=damage, path=str(path)), fold
+
+
+class LocalRun:
+    """A run's stream files: what its ``RunInfo`` asks for beyond its fields."""
+
+    def __init__(self, folds: dict[tuple[str, int], StreamFold]) -> None:
+        self._folds = folds
+
+    def _fold(self, info: StreamInfo) -> StreamFold:
+        return self._folds[(info.label, info.incarnation)]
+
+    def summaries(self, run: RunInfo) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+        ranks: dict[str, dict[str, Any]] = {}
+        for info in run.streams:  # sorted by label, incarnation: later incarnations win
+            ranks.setdefault(info.label, {}).update(self._fold(info).summary)
+        fold = CrossRankLast(complete_step((s.state, s.last_step) for s in run.streams))
+        for info in run.streams:
+            for rec in _read(Path(info.path))[0]:
+                if type(rec) is R.Metrics:
+                    fold.add(rec.step, rec.values, rec.weight)
+        return ranks, fold.result()
+
+    def metric_keys(self, run: RunInfo) -> list[str]:
+        keys: set[str] = set()
+        for fold in self._folds.values():
+            keys |= fold.metric_keys
+        return sorted(keys)
+
+    def history(
+        self, run: RunInfo, keys: Sequence[str] | None, label: str | None
+    ) -> list[dict[str, Any]]:
+        wanted = set(keys) if keys is not None else None
+        rows: list[dict[str, Any]] = []
+        for info in run.streams:
+            if label is not None and info.label != label:
+                continue
+            for rec in _read(Path(info.path))[0]:
+                if type(rec) is not R.Metrics:
+                    continue
+                values = rec.values
+                if wanted is not None:
+                    values = {k: v for k, v in values.items() if k in wanted}
+                    if not values:
+                        continue
+                row: dict[str, Any] = {"step": rec.step, "time": rec.time, "label": info.label}
+                if rec.weight is not None:
+                    row["weight"] = rec.weight
+                row.update(values)
+                rows.append(row)
+        rows.sort(key=lambda r: (r["step"], r["time"]))
+        return rows
+
+    def health(
+        self, run: RunInfo, window: float, factor: float, now: float | None
+    ) -> list[RankHealth]:
+        from ..health import StreamSteps, assess, step_points
+
+        latest: dict[str, StreamInfo] = {}
+        for info in run.streams:
+            if info.label not in latest or info.incarnation > latest[info.label].incarnation:
+                latest[info.label] = info
+        streams = [
+            StreamSteps(
+                label=info.label,
+                points=step_points(_read(Path(info.path))[0]),
+                rank=info.rank,
+                node=info.node,
+                state=info.state,
+                last_seen=info.last_seen,
+                stall=self._fold(info).stall,
+            )
+            for info in latest.values()
+        ]
+        if now is None and run.state == "running":
+            now = time.time()
+        return assess(streams, now=now, window=window, factor=factor)
+
+
+class LocalReader:
+    """What ``Api`` reads with when given a data directory."""
+
+    def __init__(self, root: Path, crash_timeout: float) -> None:
+        self.dir = root
+        self.crash_timeout = crash_timeout
+
+    def projects(self) -> list[str]:
+        if not self.dir.is_dir():
+            return []
+        return sorted(
+            p.name
+            for p in self.dir.iterdir()
+            if p.is_dir() and any(c.joinpath("streams").is_dir() for c in p.iterdir())
+        )
+
+    def _run_dirs(self, project: str | None) -> Iterable[tuple[str, Path]]:
+        if project:
+            check_id(project, "project")  # never a path: "../x" cannot leave the directory
+        for proj in [project] if project else self.projects():
+            base = self.dir / proj
+            if not base.is_dir():
+                continue
+            for child in sorted(base.iterdir()):
+                if child.joinpath("streams").is_dir():
+                    yield proj, child
+
+    def load(self, project: str, path: Path) -> RunInfo:
+        now = time.time()
+        loaded = [load_stream(label, inc, p) for label, inc, p in list_streams(path / "streams")]
+        run = fold_run(project, path.name, [f for f, _ in loaded], self.crash_timeout, now)
+        folds = {(f.label, f.incarnation): fold for f, fold in loaded}
+        return run.attach(LocalRun(folds))
+
+    def runs(
+        self,
+        project: str | None,
+        group: str | None,
+        job_type: str | None,
+        states: set[str],
+        tags: set[str],
+    ) -> list[RunInfo]:
+        out = []
+        for proj, path in self._run_dirs(project):
+            run = self.load(proj, path)
+            if group is not None and run.group != group:
+                continue
+            if job_type is not None and run.job_type != job_type:
+                continue
+            if states and run.state not in states:
+                continue
+            if tags and not tags <= set(run.tags):
+                continue
+            out.append(run)
+        out.sort(key=lambda r: r.created or 0.0, reverse=True)
+        return out
+
+    def run(self, run_id: str, project: str | None) -> RunInfo:
+        found = [(proj, path) for proj, path in self._run_dirs(project) if path.name == run_id]
+        if not found:
+            where = f"project {project!r}" if project else "any project"
+            raise RunNotFoundError(f"no run {run_id!r} in {where} under {self.dir}")
+        if len(found) > 1:
+            names = ", ".join(f"{p}/{run_id}" for p, _ in found)
+            raise UsageError(
+                f"run id {run_id!r} exists in several projects ({names}): pass project="
+            )
+        return self.load(*found[0])

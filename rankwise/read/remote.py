@@ -1,0 +1,163 @@
+"""``rankwise.Api(server=URL)``: the same runs and objects as ``Api(dir=...)``, over HTTP.
+
+Replies are asked for as MessagePack so that NaN and ±Inf come back exact, as the local
+reader returns them, and decoded as they are into the read model (``rankwise.read.model``):
+a run from a server is the same ``RunInfo`` as one from the files; its ``RemoteRun``
+source asks the server for what its fields do not hold. Each request opens and closes its
+own connection, so an ``Api`` holds no socket between calls and needs no closing.
+Imported lazily (it imports httpx through ``rankwise._http``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import msgspec
+
+from .. import _http
+from ..errors import RunNotFoundError, UsageError
+from ..health import RankHealth
+from ..sdk.uploader import normalize_url
+from .model import HealthReply, ProjectsReply, RunInfo, RunsReply
+
+if TYPE_CHECKING:
+    import httpx
+
+_PAGE = 500
+
+
+def _q(part: str) -> str:
+    return quote(part, safe="")
+
+
+class RemoteRun:
+    """A run on a server: what its ``RunInfo`` asks for beyond its fields, asked each time."""
+
+    def __init__(self, reader: RemoteReader) -> None:
+        self._reader = reader
+
+    @staticmethod
+    def _path(run: RunInfo, tail: str = "") -> str:
+        return f"/api/v1/projects/{_q(run.project)}/runs/{_q(run.id)}{tail}"
+
+    def summaries(self, run: RunInfo) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+        # A run from a list carries no per-rank summaries: ask for the run itself once.
+        full = msgspec.convert(self._reader.get(self._path(run)), RunInfo)
+        return full.rank_summaries or {}, full.cross_rank_summary or {}
+
+    def metric_keys(self, run: RunInfo) -> list[str]:
+        return list(self._reader.get(self._path(run, "/metrics"))["keys"])
+
+    def history(
+        self, run: RunInfo, keys: Sequence[str] | None, label: str | None
+    ) -> list[dict[str, Any]]:
+        """One row per ``log()`` call, as ``Api(dir=...)`` returns it."""
+        params: dict[str, Any] = {}
+        if keys is not None:
+            if not keys:
+                return []
+            params["key"] = list(keys)
+        if label is not None:
+            params["label"] = label
+        try:
+            rows = self._reader.get(self._path(run, "/history"), params)["rows"]
+        except RunNotFoundError:
+            return []
+        rows.sort(key=lambda r: (r["step"], r["time"]))
+        return rows  # type: ignore[no-any-return]
+
+    def health(
+        self, run: RunInfo, window: float, factor: float, now: float | None
+    ) -> list[RankHealth]:
+        """Each rank's health, assessed by the server as ``RunInfo.health()`` does."""
+        params: dict[str, Any] = {"window": window, "factor": factor, "stacks": "true"}
+        if now is not None:
+            params["now"] = now
+        data = msgspec.convert(self._reader.get(self._path(run, "/health"), params), HealthReply)
+        return [r.assessed(data.median_rate) for r in data.ranks]
+
+
+class RemoteReader:
+    """What ``Api`` delegates to when given ``server=``."""
+
+    def __init__(
+        self,
+        server: str,
+        transport: httpx.BaseTransport | None = None,
+        token: str | None = None,
+    ) -> None:
+        self.server = normalize_url(server)
+        self._transport = transport
+        self._token = token
+
+    def __repr__(self) -> str:  # never the token
+        return f"RemoteReader({self.server!r})"
+
+    def get(self, path: str, params: Any = None) -> Any:
+        with _http.make_client(self.server, transport=self._transport, token=self._token) as client:
+            return _http.get_msgpack(client, path, params)
+
+    def projects(self) -> list[str]:
+        data = msgspec.convert(self.get("/api/v1/projects"), ProjectsReply)
+        return sorted(p.name for p in data.projects)
+
+    def _attach(self, run: RunInfo) -> RunInfo:
+        url = f"{self.server}/api/v1/projects/{_q(run.project)}/runs/{_q(run.id)}"
+        for s in run.streams:
+            s.path = url  # where it was read from; a server's reply never says
+        return run.attach(RemoteRun(self))
+
+    def runs(
+        self,
+        project: str | None,
+        group: str | None,
+        job_type: str | None,
+        states: set[str],
+        tags: set[str],
+    ) -> list[RunInfo]:
+        out: list[RunInfo] = []
+        for proj in [project] if project else self.projects():
+            params: dict[str, Any] = {"sort": "-created", "limit": _PAGE, "with_streams": "true"}
+            if group is not None:
+                params["group"] = group
+            if job_type is not None:
+                params["job_type"] = job_type
+            if states:
+                params["state"] = sorted(states)
+            if tags:
+                params["tag"] = sorted(tags)
+            offset = 0
+            while True:
+                params["offset"] = offset
+                try:
+                    page = self.get(f"/api/v1/projects/{_q(proj)}/runs", params)
+                except RunNotFoundError:
+                    break  # a project with no runs yet
+                got = msgspec.convert(page, RunsReply)
+                out += [self._attach(r) for r in got.runs]
+                offset += len(got.runs)
+                if not got.runs or offset >= got.total:
+                    break
+        out.sort(key=lambda r: r.created or 0.0, reverse=True)
+        return out
+
+    def run(self, run_id: str, project: str | None) -> RunInfo:
+        projects = [project] if project else self.projects()
+        found = []
+        for proj in projects:
+            try:
+                data = self.get(f"/api/v1/projects/{_q(proj)}/runs/{_q(run_id)}")
+            except RunNotFoundError:
+                continue
+            found.append(self._attach(msgspec.convert(data, RunInfo)))
+        if not found:
+            where = f"project {project!r}" if project else "any project"
+            raise RunNotFoundError(f"no run {run_id!r} in {where} on {self.server}")
+        if len(found) > 1:
+            names = ", ".join(f"{r.project}/{run_id}" for r in found)
+            raise UsageError(
+                f"run id {run_id!r} exists in several projects ({names}): pass project="
+            )
+        return found[0]

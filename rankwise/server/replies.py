@@ -1,0 +1,59 @@
+"""The envelopes of the HTTP replies whose contents are the read model's structs.
+
+A reply is a struct encoded as it is (``encoding.reply``): a run is
+``rankwise.read.model.RunInfo``, a console page ``rankwise.store.types.ConsolePage``.
+The few objects that only wrap those (``{"stalls": [...]}``) are declared here, and
+``STRUCTS`` lists every struct the OpenAPI document describes (``rankwise.server.openapi``).
+The chart replies (series, band, compare) and request bodies are still pydantic models
+in ``schemas``.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from ..read.model import HealthReply, ProjectsReply, RunInfo, RunsReply
+from ..store.types import ConsolePage, SavedView, StallEvent, SystemSeries
+
+
+class ErrorDetail(msgspec.Struct, kw_only=True, omit_defaults=True):
+    status: int
+    message: str
+    acked_seq: int | None = None  # 409 only: the stream's mark
+    request_id: str | None = None  # names this request in the server's log
+
+
+class ErrorReply(msgspec.Struct, kw_only=True):
+    error: ErrorDetail
+
+
+class StallsReply(msgspec.Struct, kw_only=True):
+    stalls: list[StallEvent]  # newest first
+
+
+class SystemReply(msgspec.Struct, kw_only=True):
+    keys: list[str]  # one per chart: node/cpu_percent, gpu/util_percent, ...
+
+
+class SystemSeriesReply(msgspec.Struct, kw_only=True):
+    key: str
+    series: list[SystemSeries]
+
+
+class ViewsReply(msgspec.Struct, kw_only=True):
+    views: list[SavedView]
+
+
+STRUCTS: tuple[type, ...] = (
+    ErrorReply,
+    ProjectsReply,
+    RunsReply,
+    RunInfo,
+    HealthReply,
+    StallsReply,
+    ConsolePage,
+    SystemReply,
+    SystemSeriesReply,
+    ViewsReply,
+    SavedView,
+)

@@ -1,0 +1,66 @@
+"""What the routes share: the store, the 404 of an unknown run, the from <= to check, and
+how a route names its reply and error schemas in the OpenAPI document.
+
+Replies are msgspec structs (``rankwise.read.model``, ``rankwise.store.types``,
+``rankwise.server.replies``) encoded as they are; FastAPI documents pydantic models only,
+so a route names its reply with ``answers(Struct, 404, ...)`` — a reference into the
+components ``rankwise.server.openapi`` adds from the same structs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+from starlette.requests import Request
+
+from ...store.base import Store
+from ..encoding import ApiError
+
+T = TypeVar("T")
+
+Responses = dict[int | str, dict[str, Any]]
+
+# What each error status means on a read route; ``answers`` picks the ones a route has.
+ERRORS = {
+    404: "unknown project or run",
+    422: "a parameter is out of range or malformed",
+}
+
+
+def store(request: Request) -> Store:
+    return request.app.state.store  # type: ignore[no-any-return]
+
+
+def ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def answers(reply: type | None, *errors: int, **described: str) -> Responses:
+    """``responses=`` for a route: its 200 reply's schema (a struct's component) and its
+    error statuses in the one error shape (``described``: ``e404="no view of that name"``
+    overrides the default wording)."""
+    out: Responses = {}
+    if reply is not None:
+        out[200] = {
+            "description": "OK",
+            "content": {"application/json": {"schema": ref(reply.__name__)}},
+        }
+    for status in errors:
+        text = described.get(f"e{status}") or ERRORS.get(status, "error")
+        out[status] = {
+            "description": text,
+            "content": {"application/json": {"schema": ref("ErrorReply")}},
+        }
+    return out
+
+
+def found(value: T | None, project: str, run: str) -> T:
+    """``value``, or the 404 of an unknown run when the store answered None."""
+    if value is None:
+        raise ApiError(404, f"no run {run!r} in project {project!r}")
+    return value
+
+
+def check_range(lo: float | None, hi: float | None) -> None:
+    if lo is not None and hi is not None and lo > hi:
+        raise ApiError(422, f"from={lo} is above to={hi}: pass from <= to")

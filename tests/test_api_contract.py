@@ -1,0 +1,191 @@
+"""Every route's JSON reply is exactly what the route declares: decoded strictly into its
+declared model, then encoded back, it is the same object (so no field is missing, none
+is unknown, and none has another type).
+
+The declared model of a route is the one the OpenAPI document names for its success
+reply: a read-model struct (``rankwise.server.replies.STRUCTS``) or a pydantic model.
+``CASES`` must cover every route: a new route without a case fails here.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from fastapi.routing import APIRoute
+from pydantic import BaseModel
+
+from rankwise.server import ServerSettings, create_app
+from rankwise.server.replies import STRUCTS
+from rankwise.store import open_store
+from rankwise.store.base import StreamKey
+from rankwise.stream import records as R
+
+from .helpers.servers import admin_token, call
+from .helpers.streams import body, records
+from .helpers.telemetry import T0, console_stream, steps_stream, system_stream
+
+RUN = "/api/v1/projects/p/runs/r"
+STREAM = {"project": "p", "run": "r", "label": "rank-9", "incarnation": 0}
+
+# (method, path template as routed, concrete path, query, JSON body)
+CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
+    ("GET", "/api/v1/projects", "/api/v1/projects", {}, None),
+    ("GET", "/api/v1/projects/{project}/runs", "/api/v1/projects/p/runs", {}, None),
+    (
+        "GET",
+        "/api/v1/projects/{project}/runs",
+        "/api/v1/projects/p/runs",
+        {"with_streams": "true"},
+        None,
+    ),
+    ("GET", "/api/v1/projects/{project}/runs/{run}", RUN, {}, None),
+    ("GET", "/api/v1/projects/{project}/runs/{run}/metrics", RUN + "/metrics", {}, None),
+    ("GET", "/api/v1/projects/{project}/runs/{run}/series", RUN + "/series", {"key": "loss"}, None),
+    ("GET", "/api/v1/projects/{project}/runs/{run}/history", RUN + "/history", {}, None),
+    ("POST", "/api/v1/compare", "/api/v1/compare", {}, {"runs": ["p/r"], "key": "loss"}),
+    ("GET", "/api/v1/projects/{project}/runs/{run}/health", RUN + "/health", {"stacks": 1}, None),
+    ("GET", "/api/v1/projects/{project}/runs/{run}/stalls", RUN + "/stalls", {}, None),
+    ("GET", "/api/v1/projects/{project}/runs/{run}/console", RUN + "/console", {}, None),
+    ("GET", "/api/v1/projects/{project}/runs/{run}/system", RUN + "/system", {}, None),
+    (
+        "GET",
+        "/api/v1/projects/{project}/runs/{run}/system/series",
+        RUN + "/system/series",
+        {"key": "gpu/util_percent"},
+        None,
+    ),
+    (
+        "POST",
+        "/api/v1/projects/{project}/views",
+        "/api/v1/projects/p/views",
+        {},
+        {"name": "crashed", "filters": {"state": ["crashed"]}, "columns": ["loss"]},
+    ),
+    ("GET", "/api/v1/projects/{project}/views", "/api/v1/projects/p/views", {}, None),
+    ("GET", "/api/v1/ack", "/api/v1/ack", STREAM, None),
+    ("GET", "/api/v1/tokens", "/api/v1/tokens", {}, None),
+    ("POST", "/api/v1/tokens", "/api/v1/tokens", {}, {"role": "read", "name": "contract"}),
+    ("GET", "/api/v1/session", "/api/v1/session", {}, None),
+]
+# Routes whose success reply has no JSON body (204), or whose body is not JSON.
+NO_JSON = {
+    ("DELETE", "/api/v1/projects/{project}/views"),
+    ("DELETE", "/api/v1/tokens/{token_id}"),
+    ("DELETE", "/api/v1/session"),
+    ("POST", "/api/v1/session"),  # its body needs a live token: tested below
+    ("POST", "/api/v1/ingest"),  # its body is a stream: tested below
+}
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    tmp: Path = tmp_path_factory.mktemp("contract")
+    store = open_store(f"sqlite:///{tmp / 'db.sqlite'}", crash_timeout=5.0)
+    store.migrate()
+    rng = random.Random(8)
+    key = StreamKey("p", "r", "rank-0", 0)
+    stall = R.Stall(seq=0, time=T0 + 50, idle_seconds=20.0, where="all_reduce", stacks={"1": "x"})
+    recs = steps_stream(key, 0, [T0 + i for i in range(20)], stall=stall)
+    store.ingest([(key, recs)])
+    con_key = StreamKey("p", "r", "rank-1", 0)  # crashed: no finish, long silent
+    store.ingest([(con_key, console_stream(con_key, 1, 0, 50, rng))])
+    sys_key = StreamKey("p", "r", "rank-2", 0)
+    store.ingest([(sys_key, system_stream(sys_key, 2, 1, 10, node_sampler=True))])
+    yield create_app(store, ServerSettings(static_dir=tmp / "no-static"))
+    store.close()
+
+
+def _routes(app: Any) -> Iterator[Any]:
+    for route in app.routes:
+        if hasattr(route, "effective_route_contexts"):
+            yield from route.effective_route_contexts()
+        elif isinstance(route, APIRoute):
+            yield route
+
+
+def _declared(app: Any, method: str, path: str) -> Any:
+    """The model the OpenAPI document names for the route's success reply."""
+    op = app.openapi()["paths"][path][method.lower()]
+    ok = op["responses"].get("200") or op["responses"]["201"]
+    ref = ok["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
+    structs = {t.__name__: t for t in STRUCTS}
+    if ref in structs:
+        return structs[ref]
+    for route in _routes(app):
+        if route.path == path and method in route.methods:
+            model = route.response_model
+            assert model is not None and model.__name__ == ref, (method, path, ref)
+            return model
+    raise AssertionError(f"{method} {path}: no model named {ref}")
+
+
+def strict_roundtrip(model: Any, raw: bytes) -> Any:
+    """Decode ``raw`` as ``model`` (refusing a wrong type) and encode it back."""
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        obj = model.model_validate_json(raw)
+        return json.loads(obj.model_dump_json(by_alias=True, exclude_unset=True))
+    return json.loads(msgspec.json.encode(msgspec.json.decode(raw, type=model, strict=True)))
+
+
+def test_cases_cover_every_route(app: Any) -> None:
+    served = {(m, r.path) for r in _routes(app) if r.path.startswith("/api/v1/") for m in r.methods}
+    covered = {(m, p) for m, p, *_ in CASES} | NO_JSON
+    assert served - covered == set(), "routes without a contract case"
+    assert covered - served == set(), "contract cases for routes that do not exist"
+
+
+@pytest.mark.parametrize(
+    ("method", "route", "url", "params", "json_body"),
+    CASES,
+    ids=[f"{c[0]} {c[2]}{'?' + '&'.join(c[3]) if c[3] else ''}" for c in CASES],
+)
+def test_reply_is_exactly_its_declared_model(
+    app: Any, method: str, route: str, url: str, params: dict[str, Any], json_body: Any
+) -> None:
+    kwargs: dict[str, Any] = {"params": params}
+    if json_body is not None:
+        kwargs["json"] = json_body
+    r = call(app, method, url, **kwargs)
+    assert r.status_code in (200, 201), r.text
+    assert r.headers["content-type"].startswith("application/json")
+    sent = json.loads(r.content)
+    assert sent, "an empty reply proves nothing"
+    assert strict_roundtrip(_declared(app, method, route), r.content) == sent
+
+
+def test_ingest_reply_is_its_declared_model(app: Any) -> None:
+    recs = records(steps=3, project="p", run="r", label="rank-9")
+    r = call(
+        app,
+        "POST",
+        "/api/v1/ingest",
+        params=STREAM,
+        content=body(recs),
+        headers={"Content-Type": "application/x-rankwise-stream"},
+    )
+    assert r.status_code == 200, r.text
+    model = _declared(app, "POST", "/api/v1/ingest")
+    assert strict_roundtrip(model, r.content) == json.loads(r.content)
+
+
+def test_login_reply_is_its_declared_model(app: Any) -> None:
+    headers = {"X-Rankwise-CSRF": "1"}  # as the dashboard sends it
+    token = {"token": admin_token(app)}
+    r = call(app, "POST", "/api/v1/session", as_admin=False, headers=headers, json=token)
+    assert r.status_code == 200, r.text
+    model = _declared(app, "POST", "/api/v1/session")
+    assert strict_roundtrip(model, r.content) == json.loads(r.content)
+
+
+def test_a_reply_with_an_unknown_field_is_refused() -> None:
+    """The round trip notices a field the model does not declare (it is dropped)."""
+    from rankwise.server.replies import SystemReply
+
+    raw = b'{"keys": ["node/cpu_percent"], "extra": 1}'
+    assert strict_roundtrip(SystemReply, raw) != json.loads(raw)
