@@ -11,15 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__, _log
-from ..dist import agree_base_id, check_id, detect
 from ..errors import RunExistsError, UsageError
-from ..modes import place
 from ..settings import Settings, env_flag
 from ..stream import records as R
 from ..stream.files import check_case_aliases, create_stream_file, list_streams, streams_dir
 from ..stream.frames import scan
 from . import announce, hooks
+from .dist import agree_base_id, check_id, detect
 from .mappings import as_config_dict
+from .modes import place
 from .run import Run, process_start_time
 from .writer import StreamWriter
 

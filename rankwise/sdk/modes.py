@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import UsageError
 from .dist import Identity, check_id
-from .errors import UsageError
 
 RUN_MODES = ("auto", "shared", "new")
 RANK_SCOPES = ("global", "worker")
