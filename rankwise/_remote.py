@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from . import _http
+from ._http import normalize_url
 from .api import RunInfo, StreamInfo
 from .errors import RunNotFoundError, UsageError
 from .failures import Failure
 from .health import RankHealth
-from .sdk.uploader import normalize_url
 
 if TYPE_CHECKING:
     import httpx

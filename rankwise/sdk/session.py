@@ -213,7 +213,8 @@ def _attach_uploader(
     Returns the server's URL (None in local mode)."""
     if not server or run.path is None:
         return None
-    from .uploader import StreamRef, Uploader, normalize_url
+    from .._http import normalize_url
+    from .uploader import StreamRef, Uploader
 
     server = normalize_url(server)  # a bad URL is a usage error here, not a warning later
     ref = StreamRef(run.project, run.id, run.label, run.incarnation)
