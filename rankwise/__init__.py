@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
-
+from ._version import __version__
 from .api import Api
 from .errors import (
     ConfigError,

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import msgspec
 
-from . import __version__
+from ._version import __version__
 from .errors import RankwiseError, RunNotFoundError, UsageError
 
 MSGPACK = "application/msgpack"

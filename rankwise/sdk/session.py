@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, _log
+from .. import _log
+from .._version import __version__
 from ..errors import RunExistsError, UsageError
 from ..settings import Settings, env_flag
 from ..stream import records as R
