@@ -17,14 +17,10 @@ import httpx
 import msgspec
 
 from ._version import __version__
-from .errors import RankwiseError, RunNotFoundError, UsageError
+from .errors import RunNotFoundError, ServerError, UsageError
 
 MSGPACK = "application/msgpack"
 STREAM_CONTENT_TYPE = "application/x-rankwise-stream"
-
-
-class ServerError(RankwiseError):
-    """The server answered with an error, or could not be reached."""
 
 
 def normalize_url(url: str) -> str:

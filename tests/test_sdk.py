@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import textwrap
 from pathlib import Path
@@ -48,6 +49,11 @@ def test_log_lands_exactly_once_with_steps_weights_and_nan(data_dir: Path, fast:
     assert info.summary["loss"] == 1.0 / 500
     (stream,) = info.streams
     assert stream.label == "rank-0" and stream.last_step == 500 and stream.dropped == 0
+    # What the read calls return is exported under the names their reprs use.
+    assert isinstance(info, rankwise.RunInfo) and repr(info).startswith("<rankwise.RunInfo")
+    assert isinstance(stream, rankwise.StreamInfo)
+    assert all(isinstance(h, rankwise.RankHealth) for h in info.health())
+    assert info.first_failure is None
 
 
 def test_config_and_summary_updates_are_recorded(data_dir: Path, fast: dict) -> None:
@@ -346,12 +352,20 @@ def test_public_api_is_pinned() -> None:
     assert sorted(rankwise.__all__) == sorted(
         [
             "Api",
+            "BadNameError",
             "ConfigError",
+            "Failure",
+            "RankHealth",
             "RankwiseError",
             "Run",
             "RunExistsError",
+            "RunInfo",
             "RunNotFoundError",
+            "SchemaTooNewError",
+            "ServerError",
             "Settings",
+            "StreamInfo",
+            "SyncError",
             "UsageError",
             "__version__",
             "finish",
@@ -363,6 +377,27 @@ def test_public_api_is_pinned() -> None:
     for name in rankwise.__all__:
         if name != "run":
             assert getattr(rankwise, name) is not None
+
+
+def test_every_exception_is_in_the_drawn_tree_and_exported() -> None:
+    import inspect
+
+    from rankwise import errors
+
+    classes = [c for _, c in inspect.getmembers(errors, inspect.isclass)]
+    classes = [c for c in classes if c.__module__ == "rankwise.errors"]
+    assert len(classes) >= 9
+    tree = errors.__doc__ or ""
+    for cls in classes:
+        assert issubclass(cls, rankwise.RankwiseError)
+        assert re.search(rf"[─ ]{cls.__name__}\b", tree), f"{cls.__name__} is not drawn"
+        assert getattr(rankwise, cls.__name__) is cls
+    # Raised elsewhere, declared once: the names users catch are these classes.
+    from rankwise import _http
+    from rankwise.sdk import sync
+
+    assert _http.ServerError is rankwise.ServerError
+    assert sync.SyncError is rankwise.SyncError
 
 
 def test_nth_init_of_every_rank_shares_a_run(tmp_path: Path) -> None:
