@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _log
 from ..stream import records as R
+from . import hooks
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -364,6 +365,11 @@ def note(stream: str, text: str) -> None:
     capture = _active
     if capture is not None:
         capture._sink.put(stream, text)
+
+
+# An uncaught exception's traceback goes among the stderr lines before the runs end; it
+# reaches the terminal only after that (see hooks.py), too late for the capture.
+hooks.on_uncaught(lambda text: note("stderr", text))
 
 
 def attach(run: RunHandle, settings: Settings) -> ConsoleCapture | None:

@@ -17,8 +17,9 @@ without touching their files.
 
 This module is a leaf: it knows runs only as ``Ending`` (what a hook needs of one) and
 imports nothing of the SDK. ``session`` registers each recording run here and the
-after-fork reset of its own state (``after_fork``); a run is handed ``ending`` by its
-owner, so it never imports this module either.
+after-fork reset of its own state (``after_fork``); console capture asks for uncaught
+tracebacks (``on_uncaught``); a run is handed ``ending`` by its owner, so it never
+registers itself.
 """
 
 from __future__ import annotations
@@ -59,12 +60,13 @@ class Ending(Protocol):
 
 _open: list[Ending] = []
 _after_fork_callbacks: list[Callable[[], None]] = []
+_uncaught_callbacks: list[Callable[[str], None]] = []
 _installed = False
 _exit_code: Any = None
 _exception: BaseException | None = None
 _lock = threading.Lock()
 # Runs being ended right now (Ending.end) and a signal that arrived meanwhile: a SIGTERM
-# handler runs on the main thread, between the bytecodes of whatever ``_end`` it
+# handler runs on the main thread, between the bytecodes of whatever ``end`` it
 # interrupted there, so it must not end the process before that ``end`` has written
 # its Finish record (a launcher sends SIGTERM just as a failing rank is ending).
 _ending = 0
@@ -115,6 +117,12 @@ def register(run: Ending) -> None:
 def after_fork(callback: Callable[[], None]) -> None:
     """Call ``callback`` in a forked child of a process that has registered a run."""
     _after_fork_callbacks.append(callback)
+
+
+def on_uncaught(callback: Callable[[str], None]) -> None:
+    """Call ``callback`` with an uncaught exception's traceback before the runs end (and
+    before it is printed): console capture records it among the rank's stderr lines."""
+    _uncaught_callbacks.append(callback)
 
 
 def forget(run: Ending) -> None:
@@ -169,14 +177,19 @@ def _wrap_excepthook() -> None:
 
 
 def _note_traceback(exc_type: Any, exc: BaseException, tb: Any) -> None:
+    if not _uncaught_callbacks:
+        return
     try:
         import traceback
 
-        from . import console
-
-        console.note("stderr", "".join(traceback.format_exception(exc_type, exc, tb)))
+        text = "".join(traceback.format_exception(exc_type, exc, tb))
     except Exception:
-        pass  # the Finish record still holds the traceback
+        return  # the Finish record still holds the traceback
+    for callback in _uncaught_callbacks:
+        try:
+            callback(text)
+        except Exception:
+            pass
 
 
 def _wrap_sys_exit() -> None:
@@ -234,7 +247,10 @@ def _after_fork() -> None:
         run.forked()
     _open = []
     for callback in _after_fork_callbacks:
-        callback()
+        try:
+            callback()
+        except Exception:
+            pass  # a forked child (a DataLoader worker) must start whatever happens here
 
 
 def exit_code_of(code: Any) -> int:
