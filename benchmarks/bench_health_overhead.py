@@ -117,10 +117,12 @@ def worker(args: argparse.Namespace) -> None:
     for index in range(args.cycles * len(names)):
         name = names[index % len(names)]
         config = CONFIGS[name]
-        opts = run._settings.override(system=True, console="wrap", stall_timeout=300.0)
+        handle = run.handle()
+        assert handle is not None
+        opts = handle.settings.override(system=True, console="wrap", stall_timeout=300.0)
         opts = opts.override(**(config or {}))
         mods = (system, watchdog, console) if config is not None else ()
-        parts = [p for p in (m.attach(run, opts) for m in mods) if p is not None]
+        parts = [p for p in (m.attach(handle, opts) for m in mods) if p is not None]
         train_step(data)  # the switch's step: not timed
         for _ in range(block - 1):
             t0 = time.perf_counter()

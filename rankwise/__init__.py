@@ -1,35 +1,51 @@
 """rankwise: experiment tracking built for distributed training.
 
 Call ``rankwise.init()`` on every rank, ``run.log()`` in the loop, ``run.finish()`` at the
-end (or let interpreter exit do it). Read runs back with ``rankwise.Api``.
+end (or let interpreter exit do it). Read runs back with ``rankwise.Api``: its
+``run()``/``runs()`` return ``RunInfo``, whose ``streams`` are ``StreamInfo``,
+``health()`` a ``RankHealth`` per stream and ``first_failure`` a ``Failure``. Every
+exception is a ``RankwiseError`` (``rankwise.errors`` draws the tree).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
-
-from .api import Api
+from ._version import __version__
+from .api import Api, RunInfo, StreamInfo
 from .errors import (
+    BadNameError,
     ConfigError,
     RankwiseError,
     RunExistsError,
     RunNotFoundError,
+    SchemaTooNewError,
+    ServerError,
+    SyncError,
     UsageError,
 )
+from .failures import Failure
+from .health import RankHealth
 from .sdk.run import Run
 from .sdk.session import finish, init, log
 from .settings import Settings
 
 __all__ = [
     "Api",
+    "BadNameError",
     "ConfigError",
+    "Failure",
+    "RankHealth",
     "RankwiseError",
     "Run",
     "RunExistsError",
+    "RunInfo",
     "RunNotFoundError",
+    "SchemaTooNewError",
+    "ServerError",
     "Settings",
+    "StreamInfo",
+    "SyncError",
     "UsageError",
     "__version__",
     "finish",

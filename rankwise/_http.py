@@ -16,16 +16,23 @@ from typing import Any
 import httpx
 import msgspec
 
-from . import __version__
-from .errors import RankwiseError, RunNotFoundError, UsageError
-from .sdk.uploader import normalize_url
+from ._version import __version__
+from .errors import RunNotFoundError, ServerError, UsageError
 
 MSGPACK = "application/msgpack"
 STREAM_CONTENT_TYPE = "application/x-rankwise-stream"
 
 
-class ServerError(RankwiseError):
-    """The server answered with an error, or could not be reached."""
+def normalize_url(url: str) -> str:
+    """``host:port`` or a full URL, without a trailing slash; ``http://`` when no scheme."""
+    url = url.strip()
+    if not url:
+        raise UsageError("the server URL is empty: pass e.g. server='http://127.0.0.1:8585'")
+    if "://" not in url:
+        url = "http://" + url
+    if not url.startswith(("http://", "https://")):
+        raise UsageError(f"server URL {url!r} must start with http:// or https://")
+    return url.rstrip("/")
 
 
 def make_client(

@@ -19,7 +19,7 @@ class _StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
         super().__init__()
         self.setFormatter(logging.Formatter("rankwise: %(levelname)s: %(message)s"))
 
-    @property  # type: ignore[override]
+    @property
     def stream(self):  # type: ignore[no-untyped-def]
         return sys.__stderr__ if sys.stderr is None else sys.stderr
 

@@ -8,10 +8,13 @@
     │   └── BadNameError      an id, key or file name that breaks rankwise.names' rules
     ├── RunNotFoundError      (also a KeyError) Api.run() with an unknown id
     ├── RunExistsError        init(resume="never") for a run that already has data
-    └── SchemaTooNewError     a database migrated by a newer rankwise than this one
+    ├── SchemaTooNewError     a database migrated by a newer rankwise than this one
+    ├── ServerError           Api(server=): the server answered an error or is unreachable
+    └── SyncError             rankwise sync: the server stayed unreachable for retry_for
 
 Problems with *logged data* never raise: they are warned about once and skipped, so a
-tracking problem cannot stop training.
+tracking problem cannot stop training. In remote mode the uploader never raises either:
+what it cannot send stays in the stream file for ``rankwise sync``.
 """
 
 from __future__ import annotations
@@ -53,3 +56,11 @@ class RunExistsError(RankwiseError):
 
 class SchemaTooNewError(RankwiseError):
     """The database was migrated by a newer rankwise than this one: upgrade rankwise."""
+
+
+class ServerError(RankwiseError):
+    """The server answered with an error, or could not be reached."""
+
+
+class SyncError(RankwiseError):
+    """The server could not be reached for long enough that ``rankwise sync`` gave up."""

@@ -1,6 +1,6 @@
 """Rank identity from launcher environments, and run-id agreement without torch.
 
-Unit tests call ``rankwise.dist.detect`` / ``agree_base_id`` with crafted environments;
+Unit tests call ``rankwise.sdk.dist.detect`` / ``agree_base_id`` with crafted environments;
 the subprocess tests start real processes with SLURM, OpenMPI and MPICH/Intel MPI (PMI)
 variables through ``tests/scripts/env_launcher.py`` and read back what they recorded.
 """
@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 import rankwise
-from rankwise.dist import Identity, agree_base_id, detect, hashed_id
 from rankwise.errors import UsageError
+from rankwise.sdk.dist import Identity, agree_base_id, detect, hashed_id
 
 from .scripts.jobs import SCRIPTS, check_job, job_env, reports, run_together, worker_args
 

@@ -4,7 +4,7 @@ Every job runs ``tests/scripts/rank_worker.py`` (or ``spawn_job.py``) in real pr
 and is checked from the outside only: the JSON each rank reports about its ``Run`` and
 what ``rankwise.Api(dir=...)`` reads back from the stream files. The expected run ids,
 groups and labels come from the table of issue 2 (``tests/scripts/jobs.py``), not from
-``rankwise.modes``.
+``rankwise.sdk.modes``.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import textwrap
 from pathlib import Path
@@ -48,6 +49,11 @@ def test_log_lands_exactly_once_with_steps_weights_and_nan(data_dir: Path, fast:
     assert info.summary["loss"] == 1.0 / 500
     (stream,) = info.streams
     assert stream.label == "rank-0" and stream.last_step == 500 and stream.dropped == 0
+    # What the read calls return is exported under the names their reprs use.
+    assert isinstance(info, rankwise.RunInfo) and repr(info).startswith("<rankwise.RunInfo")
+    assert isinstance(stream, rankwise.StreamInfo)
+    assert all(isinstance(h, rankwise.RankHealth) for h in info.health())
+    assert info.first_failure is None
 
 
 def test_config_and_summary_updates_are_recorded(data_dir: Path, fast: dict) -> None:
@@ -346,12 +352,20 @@ def test_public_api_is_pinned() -> None:
     assert sorted(rankwise.__all__) == sorted(
         [
             "Api",
+            "BadNameError",
             "ConfigError",
+            "Failure",
+            "RankHealth",
             "RankwiseError",
             "Run",
             "RunExistsError",
+            "RunInfo",
             "RunNotFoundError",
+            "SchemaTooNewError",
+            "ServerError",
             "Settings",
+            "StreamInfo",
+            "SyncError",
             "UsageError",
             "__version__",
             "finish",
@@ -363,6 +377,27 @@ def test_public_api_is_pinned() -> None:
     for name in rankwise.__all__:
         if name != "run":
             assert getattr(rankwise, name) is not None
+
+
+def test_every_exception_is_in_the_drawn_tree_and_exported() -> None:
+    import inspect
+
+    from rankwise import errors
+
+    classes = [c for _, c in inspect.getmembers(errors, inspect.isclass)]
+    classes = [c for c in classes if c.__module__ == "rankwise.errors"]
+    assert len(classes) >= 9
+    tree = errors.__doc__ or ""
+    for cls in classes:
+        assert issubclass(cls, rankwise.RankwiseError)
+        assert re.search(rf"[─ ]{cls.__name__}\b", tree), f"{cls.__name__} is not drawn"
+        assert getattr(rankwise, cls.__name__) is cls
+    # Raised elsewhere, declared once: the names users catch are these classes.
+    from rankwise import _http
+    from rankwise.sdk import sync
+
+    assert _http.ServerError is rankwise.ServerError
+    assert sync.SyncError is rankwise.SyncError
 
 
 def test_nth_init_of_every_rank_shares_a_run(tmp_path: Path) -> None:
@@ -407,3 +442,67 @@ def test_log_in_a_forked_child_says_why_it_is_ignored(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "forked child" in proc.stderr and "before rankwise.init()" not in proc.stderr
     assert [r["x"] for r in rankwise.Api(tmp_path).run("forky").history()] == [2]
+
+
+def test_a_component_attaches_through_the_run_handle(data_dir: Path, fast: dict) -> None:
+    from rankwise.sdk.handle import RunHandle
+    from rankwise.stream import records as R
+    from rankwise.stream.frames import scan
+
+    run = rankwise.init(project="p", id="comp", settings=fast, console="off", system=False)
+    handle = run.handle()
+    assert isinstance(handle, RunHandle)
+    assert (handle.project, handle.run_id, handle.label, handle.path) == (
+        "p",
+        "comp",
+        "rank-0",
+        run.path,
+    )
+    assert handle.who == "this process" and handle.dir == run.dir
+
+    class Sampler:  # what a component needs: stop(deadline), records through the handle
+        def __init__(self) -> None:
+            self.stopped: list[float] = []
+
+        def stop(self, deadline: float) -> None:
+            assert handle is not None
+            handle.put_control(lambda seq, t: R.System(seq, t, {"node/x": float(handle.step())}))
+            self.stopped.append(deadline)
+
+    sampler = Sampler()
+    handle.add_component(sampler)
+    run.log({"loss": 1.0})
+    run.log({"loss": 0.5})
+    assert handle.step() == 1 and not handle.behind()
+    run._writer.sync()  # type: ignore[union-attr]
+    assert handle.metrics_records() == 2
+    run.finish()
+    assert len(sampler.stopped) == 1  # once, though finish() and the exit hooks both end it
+    records = scan(run.path.read_bytes()).records  # type: ignore[union-attr]
+    (system,) = [r for r in records if isinstance(r, R.System)]
+    assert system.values == {"node/x": 1.0}
+    assert isinstance(records[-1], R.Finish)  # stopped before the Finish record
+
+
+def test_end_takes_only_an_end_state_and_a_quiet_run_has_no_handle(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run = rankwise.init(project="p", console="off", system=False)
+    with pytest.raises(rankwise.UsageError, match="state='done'"):
+        run.end("done")
+    run.end("killed", exit_code=130, signal=2)
+    assert run.state == "killed" and rankwise.Api(data_dir).run(run.id).state == "killed"
+    monkeypatch.setenv("RANKWISE_DISABLED", "1")
+    quiet = rankwise.init(project="p")
+    assert not quiet and quiet.handle() is None
+    quiet.end("failed")  # a no-op, as finish() is
+
+
+def test_the_process_hooks_import_nothing_of_the_sdk() -> None:
+    import ast
+
+    from rankwise.sdk import hooks
+
+    tree = ast.parse(Path(hooks.__file__).read_text())
+    relative = [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level > 0]
+    assert relative == [], "hooks is a leaf: runs reach it through the Ending protocol"

@@ -19,7 +19,7 @@ import msgspec
 from .. import _http
 from ..errors import RunNotFoundError, UsageError
 from ..health import RankHealth
-from ..sdk.uploader import normalize_url
+from .._http import normalize_url
 from .model import HealthReply, ProjectsReply, RunInfo, RunsReply
 
 if TYPE_CHECKING:

@@ -38,10 +38,11 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _log
 from ..stream import records as R
+from . import hooks
 
 if TYPE_CHECKING:
     from ..settings import Settings
-    from .run import Run
+    from .handle import RunHandle
 
 STREAMS = ("stdout", "stderr")
 MAX_LINE = 8192  # characters; a longer line is cut into several
@@ -366,16 +367,20 @@ def note(stream: str, text: str) -> None:
         capture._sink.put(stream, text)
 
 
-def attach(run: Run, settings: Settings) -> ConsoleCapture | None:
+# An uncaught exception's traceback goes among the stderr lines before the runs end; it
+# reaches the terminal only after that (see hooks.py), too late for the capture.
+hooks.on_uncaught(lambda text: note("stderr", text))
+
+
+def attach(run: RunHandle, settings: Settings) -> ConsoleCapture | None:
     """Start capturing for a recording run, unless ``console="off"`` or one already runs."""
-    writer = run._writer
-    if writer is None or settings.console == "off" or _active is not None:
+    if settings.console == "off" or _active is not None:
         return None
 
     def put(stream: str, lines: list[str], times: list[float]) -> None:
-        if run.queued_units() > run._max_units:
+        if run.behind():
             return  # the writer is behind by more than its bound: log() values come first
-        writer.put_control(lambda seq, t: R.Console(seq, t, stream, lines, times))
+        run.put_control(lambda seq, t: R.Console(seq, t, stream, lines, times))
 
     capture = ConsoleCapture(settings.console, put)
     try:

@@ -80,7 +80,7 @@ class Gpus:
     def open(cls, ids: Sequence[int] | None) -> Gpus | None:
         """NVML's view of this node, or None when there is no NVML to be had."""
         try:
-            import pynvml as nvml  # type: ignore[import-untyped, import-not-found]
+            import pynvml as nvml  # type: ignore[import-untyped, import-not-found, unused-ignore]
         except Exception:
             return None
         try:

@@ -14,6 +14,12 @@ SIGKILL, OOM killer, os._exit   nothing can run: readers see a dead pid or a sta
 
 Each hook chains to what was installed before it. A forked child drops the parent's runs
 without touching their files.
+
+This module is a leaf: it knows runs only as ``Ending`` (what a hook needs of one) and
+imports nothing of the SDK. ``session`` registers each recording run here and the
+after-fork reset of its own state (``after_fork``); console capture asks for uncaught
+tracebacks (``on_uncaught``); a run is handed ``ending`` by its owner, so it never
+registers itself.
 """
 
 from __future__ import annotations
@@ -24,30 +30,56 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .run import Run
 
-_open: list[Run] = []
+class Ending(Protocol):
+    """What the process hooks need of an open run."""
+
+    @property
+    def finish_timeout(self) -> float:
+        """Seconds its ``end()`` may wait for the writer (``settings.finish_timeout``)."""
+        ...
+
+    def end(
+        self,
+        state: str,
+        exit_code: int = 0,
+        signal: int | None = None,
+        error: BaseException | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        """Write the Finish record with ``state`` and stop; a second call does nothing."""
+        ...
+
+    def forked(self) -> None:
+        """In a forked child: drop the parent's stream without touching its file."""
+        ...
+
+
+_open: list[Ending] = []
+_after_fork_callbacks: list[Callable[[], None]] = []
+_uncaught_callbacks: list[Callable[[str], None]] = []
 _installed = False
 _exit_code: Any = None
 _exception: BaseException | None = None
 _lock = threading.Lock()
-# Runs being ended right now (Run._end) and a signal that arrived meanwhile: a SIGTERM
-# handler runs on the main thread, between the bytecodes of whatever ``_end`` it
-# interrupted there, so it must not end the process before that ``_end`` has written
+# Runs being ended right now (Ending.end) and a signal that arrived meanwhile: a SIGTERM
+# handler runs on the main thread, between the bytecodes of whatever ``end`` it
+# interrupted there, so it must not end the process before that ``end`` has written
 # its Finish record (a launcher sends SIGTERM just as a failing rank is ending).
 _ending = 0
 _deferred: int | None = None
 
 
 @contextlib.contextmanager
-def ending() -> Iterator[None]:
+def ending(run: Ending) -> Iterator[None]:
+    """Around a run's ending: forget ``run`` and hold a SIGTERM until it has ended."""
     global _ending
     _ending += 1
     try:
+        forget(run)
         yield
     finally:
         _ending -= 1
@@ -66,7 +98,8 @@ def _redeliver() -> None:
         os.kill(os.getpid(), sig)
 
 
-def register(run: Run) -> None:
+def register(run: Ending) -> None:
+    """End ``run`` with the right state however the process ends (installs the hooks)."""
     global _installed
     with _lock:
         _open.append(run)
@@ -81,13 +114,24 @@ def register(run: Run) -> None:
         os.register_at_fork(after_in_child=_after_fork)
 
 
-def forget(run: Run) -> None:
+def after_fork(callback: Callable[[], None]) -> None:
+    """Call ``callback`` in a forked child of a process that has registered a run."""
+    _after_fork_callbacks.append(callback)
+
+
+def on_uncaught(callback: Callable[[str], None]) -> None:
+    """Call ``callback`` with an uncaught exception's traceback before the runs end (and
+    before it is printed): console capture records it among the rank's stderr lines."""
+    _uncaught_callbacks.append(callback)
+
+
+def forget(run: Ending) -> None:
     with _lock:
         if run in _open:
             _open.remove(run)
 
 
-def open_runs() -> list[Run]:
+def open_runs() -> list[Ending]:
     with _lock:
         return list(_open)
 
@@ -95,7 +139,7 @@ def open_runs() -> list[Run]:
 def _end_all(state: str, **kwargs: Any) -> None:
     for run in open_runs():
         try:
-            run._end(state, **kwargs)
+            run.end(state, **kwargs)
         except Exception:
             pass
 
@@ -103,8 +147,6 @@ def _end_all(state: str, **kwargs: Any) -> None:
 def _at_exit() -> None:
     if _exception is not None:
         return  # the excepthook has ended the runs already
-    from .run import exit_code_of
-
     code = exit_code_of(_exit_code)
     _end_all("finished" if code == 0 else "failed", exit_code=code)
 
@@ -135,14 +177,19 @@ def _wrap_excepthook() -> None:
 
 
 def _note_traceback(exc_type: Any, exc: BaseException, tb: Any) -> None:
+    if not _uncaught_callbacks:
+        return
     try:
         import traceback
 
-        from . import console
-
-        console.note("stderr", "".join(traceback.format_exception(exc_type, exc, tb)))
+        text = "".join(traceback.format_exception(exc_type, exc, tb))
     except Exception:
-        pass  # the Finish record still holds the traceback
+        return  # the Finish record still holds the traceback
+    for callback in _uncaught_callbacks:
+        try:
+            callback(text)
+        except Exception:
+            pass
 
 
 def _wrap_sys_exit() -> None:
@@ -169,7 +216,7 @@ def _install_signal(signum: int) -> None:
 
     def handler(sig: int, frame: Any) -> None:
         global _deferred
-        if _ending and not open_runs():  # an _end it interrupted finishes first
+        if _ending and not open_runs():  # an end() it interrupted finishes first
             _deferred = sig
             return
         _end_all("killed", exit_code=128 + sig, signal=sig, timeout=_signal_timeout())
@@ -189,7 +236,7 @@ def _signal_timeout() -> float:
     # torchrun and SLURM follow SIGTERM with SIGKILL after a grace period (30 s by
     # default for torchrun); leave most of it to the program's own handlers.
     runs = open_runs()
-    limit = min((r._settings.finish_timeout for r in runs), default=5.0)
+    limit = min((r.finish_timeout for r in runs), default=5.0)
     return min(limit, 5.0)
 
 
@@ -197,10 +244,19 @@ def _after_fork() -> None:
     global _open, _lock
     _lock = threading.Lock()
     for run in _open:
-        run._forked()
+        run.forked()
     _open = []
-    from . import session
+    for callback in _after_fork_callbacks:
+        try:
+            callback()
+        except Exception:
+            pass  # a forked child (a DataLoader worker) must start whatever happens here
 
-    session.current = None
-    session.forked_child = True
-    session._warned_no_run = False
+
+def exit_code_of(code: Any) -> int:
+    """What the interpreter's exit status will be for ``sys.exit(code)``."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    return 1

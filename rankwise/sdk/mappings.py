@@ -150,7 +150,7 @@ class Config(MutableMapping[str, Any]):
     def __len__(self) -> int:
         return len(self._data)
 
-    def update(self, other: Any = (), /, **kwargs: Any) -> None:  # type: ignore[override]
+    def update(self, other: Any = (), /, **kwargs: Any) -> None:
         items = as_config_dict(other, self._warn) if not isinstance(other, tuple) else {}
         items.update(as_config_dict(kwargs, self._warn))
         if items:
@@ -205,7 +205,7 @@ class Summary(MutableMapping[str, Any]):
     def __len__(self) -> int:
         return len(self._merged())
 
-    def update(self, other: Any = (), /, **kwargs: Any) -> None:  # type: ignore[override]
+    def update(self, other: Any = (), /, **kwargs: Any) -> None:
         raw = dict(other, **kwargs)
         w = self._warn
         items = {

@@ -3,25 +3,40 @@
 A recording run owns one stream (one file, one writer thread). A run on a rank that does
 not record under its run mode is falsy and every call on it is a cheap no-op, so
 ``if run:`` guards rank-specific work and unguarded ``run.log()`` is harmless.
+
+Helpers that record beside the training loop (uploader, system sampler, watchdog,
+console capture) attach through ``run.handle()`` (``rankwise.sdk.handle``). The run's
+owner (``session``) tells it how to end under the process hooks by passing ``ending``:
+the run never registers itself with the hooks.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import traceback as tb_module
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from .. import _log
+from ..errors import UsageError
 from ..settings import Settings
 from ..stream import records as R
+from .handle import Component, RunHandle
+from .hooks import exit_code_of
 from .mappings import Config, Summary
 from .writer import CALL_UNITS, UNIT, StreamWriter
 
 _now = time.time
 _CLOSED = -(2**62)  # Run._room of a run that takes no more values
+END_STATES = ("finished", "failed", "killed")
+
+
+def _not_hooked(run: Run) -> AbstractContextManager[None]:
+    return contextlib.nullcontext()
 
 
 class Run:
@@ -36,8 +51,13 @@ class Run:
         writer: StreamWriter | None,
         path: Path | None,
         first_step: int = -1,
+        ending: Callable[[Run], AbstractContextManager[None]] = _not_hooked,
     ) -> None:
+        """Made by ``rankwise.init()``. ``ending(run)`` is entered while the run ends:
+        the process hooks' (``hooks.ending``), which forget the run and hold a SIGTERM
+        until its Finish record is written."""
         self._start = start
+        self._ending = ending
         self._settings = settings
         self._writer = writer
         self._recording = writer is not None
@@ -63,8 +83,8 @@ class Run:
         # is known at init() (see rankwise.sdk.announce); None otherwise.
         self.url: str | None = None
         # Helpers that live as long as the stream (uploader, samplers, console capture):
-        # each has stop(deadline) and is stopped by _end(), before or after the writer.
-        self._components: list[tuple[Any, bool]] = []
+        # each has stop(deadline) and is stopped by end(), before or after the writer.
+        self._components: list[tuple[Component, bool]] = []
         self.config = Config(start.config, self._record_config)
         self.summary = Summary(self._last_values, self._record_summary)
 
@@ -262,9 +282,9 @@ class Run:
         Waits at most ``settings.finish_timeout`` seconds for the writer.
         """
         state = "finished" if exit_code == 0 else "failed"
-        self._end(state, exit_code=int(exit_code))
+        self.end(state, exit_code=int(exit_code))
 
-    def _end(
+    def end(
         self,
         state: str,
         exit_code: int = 0,
@@ -272,6 +292,13 @@ class Run:
         error: BaseException | None = None,
         timeout: float | None = None,
     ) -> None:
+        """End this process's stream as ``state`` (``finished``, ``failed`` or
+        ``killed``), with the exit code, signal and exception that ended it; the
+        process hooks call it. ``finish()`` is this for a plain exit code. Waits at most
+        ``timeout`` (default ``settings.finish_timeout``) seconds; a second call does
+        nothing."""
+        if state not in END_STATES:
+            raise UsageError(f"state={state!r} is not one of {', '.join(END_STATES)}")
         if self._closed:
             return
         self._closed = True
@@ -284,10 +311,7 @@ class Run:
             record.error_type = type(error).__qualname__
             record.error_message = str(error)
             record.traceback = "".join(tb_module.format_exception(error))
-        from . import hooks
-
-        with hooks.ending():  # a SIGTERM meanwhile waits for the Finish record
-            hooks.forget(self)
+        with self._ending(self):  # a SIGTERM meanwhile waits for the Finish record
             limit = self._settings.finish_timeout if timeout is None else timeout
             deadline = time.monotonic() + limit
             self._stop_components(after_writer=False, deadline=deadline)
@@ -300,7 +324,36 @@ class Run:
                 )
             self._stop_components(after_writer=True, deadline=deadline)
 
-    def add_component(self, component: Any, after_writer: bool = False) -> None:
+    @property
+    def finish_timeout(self) -> float:
+        """Seconds ``finish()`` waits for the writer at most (``settings.finish_timeout``)."""
+        return float(self._settings.finish_timeout)
+
+    def handle(self) -> RunHandle | None:
+        """The view of this run that helpers recording beside training attach through
+        (see ``rankwise.sdk.handle``); None when this process does not record."""
+        writer = self._writer
+        if writer is None or self.path is None:
+            return None
+        max_units = self._max_units
+        return RunHandle(
+            project=self.project,
+            run_id=self.id,
+            label=self.label,
+            rank=self.rank,
+            world_size=self.world_size,
+            local_rank=self.local_rank,
+            dir=self.dir,
+            path=self.path,
+            settings=self._settings,
+            put_control=writer.put_control,
+            step=lambda: self._step,
+            metrics_records=lambda: writer.metrics_records,
+            behind=lambda: self.queued_units() > max_units,
+            _add_component=self.add_component,
+        )
+
+    def add_component(self, component: Component, after_writer: bool = False) -> None:
         """Attach something with ``stop(deadline)`` to this run's lifetime.
 
         ``after_writer=False`` components are stopped before the finish record is
@@ -318,8 +371,9 @@ class Run:
                 except Exception as exc:
                     _log.warn(f"could not stop {type(component).__name__}: {exc!r}")
 
-    def _forked(self) -> None:
-        """Called in a forked child: the child must never write its parent's stream."""
+    def forked(self) -> None:
+        """Called in a forked child (by the process hooks): the child must never write
+        its parent's stream, so this run stops recording without touching it."""
         self._closed = True
         self._room = _CLOSED
         self._recording = False
@@ -333,21 +387,12 @@ class Run:
         if exc is None:
             self.finish()
         elif isinstance(exc, KeyboardInterrupt):
-            self._end("killed", exit_code=130, signal=2, error=exc)
+            self.end("killed", exit_code=130, signal=2, error=exc)
         elif isinstance(exc, SystemExit):
             code = exit_code_of(exc.code)
-            self._end("finished" if code == 0 else "failed", exit_code=code)
+            self.end("finished" if code == 0 else "failed", exit_code=code)
         else:
-            self._end("failed", exit_code=1, error=exc)
-
-
-def exit_code_of(code: Any) -> int:
-    """What the interpreter's exit status will be for ``sys.exit(code)``."""
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return code
-    return 1
+            self.end("failed", exit_code=1, error=exc)
 
 
 def process_start_time() -> float:

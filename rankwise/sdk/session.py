@@ -1,4 +1,10 @@
-"""``rankwise.init()`` and the process's current run (``rankwise.run``/``log``/``finish``)."""
+"""``rankwise.init()`` and the process's current run (``rankwise.run``/``log``/``finish``).
+
+``init()`` owns each run it makes: it hands the run the process hooks' ``ending``,
+registers it with the hooks once its writer runs, and attaches the helpers (uploader,
+system sampler, watchdog, console capture) through ``run.handle()``. In a forked child
+the hooks call ``_after_fork`` (registered below), which forgets the parent's run here.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +16,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from .. import __version__, _log
-from ..dist import agree_base_id, check_id, detect
+from .. import _log
+from .._version import __version__
 from ..errors import RunExistsError, UsageError
-from ..modes import place
 from ..settings import Settings, env_flag
 from ..stream import records as R
 from ..stream.files import check_case_aliases, create_stream_file, list_streams, streams_dir
 from ..stream.frames import scan
 from . import announce, hooks
+from .dist import agree_base_id, check_id, detect
 from .mappings import as_config_dict
+from .modes import place
 from .run import Run, process_start_time
 from .writer import StreamWriter
 
@@ -27,6 +34,16 @@ current: Run | None = None
 _warned_no_run = False
 _agreed = 0  # init() calls of this process that agreed a base id with the other ranks
 forked_child = False  # set in a forked child: the parent's run is not this process's
+
+
+def _after_fork() -> None:
+    global current, forked_child, _warned_no_run
+    current = None
+    forked_child = True
+    _warned_no_run = False
+
+
+hooks.after_fork(_after_fork)
 
 RESUME = ("allow", "must", "never")
 
@@ -169,7 +186,13 @@ def init(
     start.argv = [str(a) for a in sys.argv]
     writer = StreamWriter(fd, start, opts.flush_interval, opts.heartbeat_interval, opts.fsync)
     run = Run(
-        start=start, root=root, settings=opts, writer=writer, path=path, first_step=first_step
+        start=start,
+        root=root,
+        settings=opts,
+        writer=writer,
+        path=path,
+        first_step=first_step,
+        ending=hooks.ending,
     )
     server_url = _attach_uploader(run, writer, server or env.get("RANKWISE_SERVER") or None, opts)
     base_url = server_url or announce.ui_address(root)
@@ -191,13 +214,13 @@ def _attach_uploader(
     Returns the server's URL (None in local mode)."""
     if not server or run.path is None:
         return None
-    from .uploader import StreamRef, Uploader, normalize_url
+    from .._http import normalize_url
+    from .uploader import StreamRef, Uploader
 
     server = normalize_url(server)  # a bad URL is a usage error here, not a warning later
-    start = run._start
-    ref = StreamRef(start.project, start.run_id, start.label, start.incarnation)
+    ref = StreamRef(run.project, run.id, run.label, run.incarnation)
     # A process that ends while its job goes down uploads what dead siblings left.
-    uploader = Uploader(server, run.path, ref, opts, adopt_orphans=lambda: run._state != "finished")
+    uploader = Uploader(server, run.path, ref, opts, adopt_orphans=lambda: run.state != "finished")
     writer.flush_listeners.append(uploader.wake)
     run.add_component(uploader, after_writer=True)
     uploader.start()
@@ -208,9 +231,12 @@ def _attach_health(run: Run, opts: Settings) -> None:
     """System sampler, hang watchdog and console capture (stopped in this order)."""
     from . import console, system, watchdog
 
+    handle = run.handle()
+    if handle is None:
+        return
     for part in (system, watchdog, console):
         try:
-            part.attach(run, opts)
+            part.attach(handle, opts)
         except Exception as exc:  # tracking problems never stop training
             _log.warn(f"{part.__name__.rsplit('.', 1)[-1]} is off: {exc!r}")
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ..errors import RankwiseError, UsageError
+from ..errors import SyncError, UsageError
 from ..settings import Settings
 from ..stream import records as R
 from ..stream.files import SUFFIX
@@ -30,10 +30,6 @@ if TYPE_CHECKING:
     import httpx
 
 T = TypeVar("T")
-
-
-class SyncError(RankwiseError):
-    """The server could not be reached for long enough that ``rankwise sync`` gave up."""
 
 
 @dataclass

@@ -45,7 +45,7 @@ from .gpu import Gpus, Rates, Values
 
 if TYPE_CHECKING:
     from ..settings import Settings
-    from .run import Run
+    from .handle import RunHandle
 
 
 class NodeProbe:
@@ -228,16 +228,15 @@ class SystemSampler:
             _log.warn(f"system metrics: {exc!r} (shown once)")
 
 
-def attach(run: Run, settings: Settings) -> SystemSampler | None:
+def attach(run: RunHandle, settings: Settings) -> SystemSampler | None:
     """Start sampling for a recording run (on the thread that called ``init()``)."""
-    writer = run._writer
-    if writer is None or not settings.system:
+    if not settings.system:
         return None
     ordinal, uuid = torch_device()
     token = device_token(os.environ, run.local_rank, ordinal, uuid)
 
     def put(values: Values) -> None:
-        writer.put_control(lambda seq, t: R.System(seq, t, values))
+        run.put_control(lambda seq, t: R.System(seq, t, values))
 
     sampler = SystemSampler(
         put,

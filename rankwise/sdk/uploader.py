@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .. import _log
-from ..errors import UsageError
 from ..settings import Settings
 from ..stream import records as R
 from ..stream.frames import HEADER, MAGIC, MAX_FRAME, iter_frames
@@ -89,18 +88,6 @@ class GiveUp(Exception):
 
 class Refused(GiveUp):
     """The server refused the credentials (401) or their scope (403)."""
-
-
-def normalize_url(url: str) -> str:
-    """``host:port`` or a full URL, without a trailing slash; ``http://`` when no scheme."""
-    url = url.strip()
-    if not url:
-        raise UsageError("the server URL is empty: pass e.g. server='http://127.0.0.1:8585'")
-    if "://" not in url:
-        url = "http://" + url
-    if not url.startswith(("http://", "https://")):
-        raise UsageError(f"server URL {url!r} must start with http:// or https://")
-    return url.rstrip("/")
 
 
 def backoff_delay(

@@ -34,7 +34,7 @@ def to_number(value: Any) -> Number | None:
     if cls is float or cls is bool:
         return value  # type: ignore[no-any-return]
     if cls is int:
-        return value if -_INT64 <= value < _INT64 else float(value)  # type: ignore[no-any-return]
+        return value if -_INT64 <= value < _INT64 else float(value)
     item = getattr(value, "item", None)
     if item is not None and callable(item):
         # numpy scalars / arrays and torch tensors: exactly one element

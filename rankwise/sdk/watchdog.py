@@ -1,7 +1,7 @@
 """The hang watchdog: notices when training stopped calling ``log()``, and says where.
 
 One daemon thread per recording process polls two counters that already move when the
-program logs: ``run._step`` (set by every ``log()`` on the training thread) and the
+program logs: the run's ``step()`` (set by every ``log()`` on the training thread) and the
 writer's ``metrics_records`` (one per ``log()`` call, counted on the writer thread). The
 second catches programs that log the same step over and over. ``log()`` itself does
 nothing for the watchdog, so it costs nothing there.
@@ -39,7 +39,7 @@ from ..stream import records as R
 
 if TYPE_CHECKING:
     from ..settings import Settings
-    from .run import Run
+    from .handle import RunHandle
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _LIBRARY_DIRS = tuple(
@@ -182,21 +182,20 @@ def _tell(who: str, idle: float, place: str, cleared: bool) -> None:
         pass  # a closed terminal must not stop the watchdog
 
 
-def attach(run: Run, settings: Settings) -> Watchdog | None:
+def attach(run: RunHandle, settings: Settings) -> Watchdog | None:
     """Watch a recording run; the thread calling this (``init()``'s) is the training one."""
-    writer = run._writer
     timeout = float(settings.stall_timeout)
-    if writer is None or timeout <= 0:
+    if timeout <= 0:
         return None
+    step, records = run.step, run.metrics_records
 
     def progress() -> tuple[int, int]:
-        return run._step, writer.metrics_records
+        return step(), records()
 
-    start = run._start
-    who = f"rank {start.rank}" if start.world_size > 1 or start.rank > 0 else "this process"
+    who = run.who
 
     def put(idle: float, place: str, stacks: dict[str, str], cleared: bool) -> None:
-        writer.put_control(lambda seq, t: R.Stall(seq, t, idle, place, stacks, cleared))
+        run.put_control(lambda seq, t: R.Stall(seq, t, idle, place, stacks, cleared))
         _tell(who, idle, place, cleared)
 
     dog = Watchdog(progress, put, timeout, threading.get_ident())

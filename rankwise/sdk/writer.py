@@ -201,7 +201,7 @@ class StreamWriter:
                     self.metrics_records += 1
                 elif cls is Control:
                     try:
-                        batch.append(item.build(self._seq, item.time))  # type: ignore[arg-type]
+                        batch.append(item.build(self._seq, item.time))
                     except Exception as exc:
                         _log.warn(f"could not record an update: {exc!r}")
                         continue

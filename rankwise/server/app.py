@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .. import __version__
+from .._version import __version__
 from ..names import is_id
 from ..store.base import Store
 from . import auth

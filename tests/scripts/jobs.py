@@ -1,7 +1,7 @@
 """What the launcher tests share: clean job environments, rank reports, the mode table.
 
 The expected run ids, groups and labels are spelled out here from the table of issue 2,
-not computed by ``rankwise.modes``, so a test compares the SDK with the issue.
+not computed by ``rankwise.sdk.modes``, so a test compares the SDK with the issue.
 """
 
 from __future__ import annotations

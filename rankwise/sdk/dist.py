@@ -44,9 +44,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import names
-from ._log import warn
-from .errors import UsageError
+from .. import names
+from .._log import warn
+from ..errors import UsageError
 
 _ID_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
 

@@ -2,16 +2,16 @@
 
 N nodes with M processes each (names as in the Flyte W&B plugin):
 
-========  ==========  ========================  ===  =====================================  ========================
-run_mode  rank_scope  who records               runs run id                                group
-========  ==========  ========================  ===  =====================================  ========================
-auto      global      global rank 0             1    {base}                                 -
-auto      worker      local rank 0 of each node N    {base}-worker-{node}                   {base}
-shared    global      every rank, one run       1    {base}                                 -
-shared    worker      every rank, run per node  N    {base}-worker-{node}                   {base}
-new       global      every rank, own run       N*M  {base}-rank-{rank}                     {base}
-new       worker      every rank, own run       N*M  {base}-worker-{node}-rank-{local_rank} {base}-worker-{node}
-========  ==========  ========================  ===  =====================================  ========================
+========  ==========  =========================  ====  ======================================  ====================
+run_mode  rank_scope  who records                runs  run id                                  group
+========  ==========  =========================  ====  ======================================  ====================
+auto      global      global rank 0              1     {base}                                  -
+auto      worker      local rank 0 of each node  N     {base}-worker-{node}                    {base}
+shared    global      every rank, one run        1     {base}                                  -
+shared    worker      every rank, run per node   N     {base}-worker-{node}                    {base}
+new       global      every rank, own run        N*M   {base}-rank-{rank}                      {base}
+new       worker      every rank, own run        N*M   {base}-worker-{node}-rank-{local_rank}  {base}-worker-{node}
+========  ==========  =========================  ====  ======================================  ====================
 
 A single-node job is one node and is named as under global scope: ``{base}`` under auto
 and shared, ``{base}-rank-{rank}`` under new. Stream labels are ``rank-{rank}``, or
@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import UsageError
 from .dist import Identity, check_id
-from .errors import UsageError
 
 RUN_MODES = ("auto", "shared", "new")
 RANK_SCOPES = ("global", "worker")

@@ -1,0 +1,72 @@
+"""What a helper that records into a run may use of it: ``RunHandle`` and ``Component``.
+
+The uploader, the system sampler, the hang watchdog and console capture (and any later
+encoder) each run beside the training loop for as long as the run's stream is open. They
+attach through ``Run.handle()``, a narrow public view of one recording run, instead of
+reaching into ``Run`` or its writer: a component puts records on the writer's queue
+(``put_control``), reads how far training got (``step()``, ``metrics_records()``), asks
+whether the writer is behind (``behind()``), and registers itself to be stopped when the
+run ends (``add_component``).
+
+A component is anything with ``stop(deadline)``, ``deadline`` a ``time.monotonic()``
+value it must return by.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from ..settings import Settings
+from ..stream import records as R
+
+# Called on the writer thread with the frame's sequence number and time; returns the record.
+BuildRecord = Callable[[int, float], R.Record]
+
+
+class Component(Protocol):
+    """Something that lives as long as a run's stream and is stopped when it ends."""
+
+    def stop(self, deadline: float) -> None:
+        """Stop, flushing what it holds, and return by ``deadline`` (``time.monotonic()``)."""
+        ...
+
+
+@dataclass(frozen=True)
+class RunHandle:
+    """A component's view of one recording run (see the module docstring).
+
+    Built by ``Run.handle()``; every callable is cheap and safe from any thread.
+    """
+
+    project: str
+    run_id: str
+    label: str
+    rank: int
+    world_size: int
+    local_rank: int
+    dir: Path  # <root>/<project>/<run id>
+    path: Path  # this process's stream file
+    settings: Settings
+    # Queue a record the writer builds (``build(seq, time)``) in order with log() calls.
+    put_control: Callable[[BuildRecord], None]
+    # The last step logged by the training thread.
+    step: Callable[[], int]
+    # Metrics records the writer has made so far: it moves as log() calls are written.
+    metrics_records: Callable[[], int]
+    # True while the writer is behind by more than ``max_queue_bytes``: log() values
+    # come first, so optional records (console lines) are skipped meanwhile.
+    behind: Callable[[], bool]
+    _add_component: Callable[[Component, bool], None]
+
+    def add_component(self, component: Component, after_writer: bool = False) -> None:
+        """Stop ``component`` when the run ends: before the finish record is written
+        (``after_writer=False``: what it flushes lands in the stream) or after it."""
+        self._add_component(component, after_writer)
+
+    @property
+    def who(self) -> str:
+        """How messages name this process: ``rank 3``, or ``this process`` alone."""
+        return f"rank {self.rank}" if self.world_size > 1 or self.rank > 0 else "this process"
