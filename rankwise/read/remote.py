@@ -17,9 +17,9 @@ from urllib.parse import quote
 import msgspec
 
 from .. import _http
+from .._http import normalize_url
 from ..errors import RunNotFoundError, UsageError
 from ..health import RankHealth
-from .._http import normalize_url
 from .model import HealthReply, ProjectsReply, RunInfo, RunsReply
 
 if TYPE_CHECKING:
