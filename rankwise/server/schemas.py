@@ -130,13 +130,21 @@ class RunSummary(BaseModel):
     )
 
 
+Spelled = float | Literal["NaN", "Infinity", "-Infinity"] | None
+
+
 class CrossRankLast(BaseModel):
     step: int = Field(description="the metric's last step every live rank has reached")
-    n: int = Field(description="values averaged there")
-    mean: float | None
-    wmean: float | None = Field(description="weighted where every value had a weight")
-    min: float | None
-    max: float | None
+    n: int = Field(description="finite values averaged there")
+    mean: Spelled = Field(
+        description='"NaN", "Infinity" or "-Infinity" when n is 0: every value was that'
+    )
+    wmean: Spelled = Field(description="weighted where every value had a weight")
+    min: Spelled
+    max: Spelled
+    nan: int = Field(0, description="NaN values at the step, left out of n")
+    posinf: int = Field(0, description="+Inf values at the step, left out of n")
+    neginf: int = Field(0, description="-Inf values at the step, left out of n")
 
 
 class Run(RunSummary):
@@ -191,6 +199,13 @@ class Band(BaseModel):
     complete_step: int | None = Field(
         description="the last step every live rank has reached; null when none is running"
     )
+    nan: list[int] = Field(
+        description="NaN values at each point's step, left out of n, mean, min and max; "
+        "where n is 0 every value there was non-finite (mean, min and max are null). "
+        "Downsampling keeps, per bucket, the steps with the most of each kind"
+    )
+    posinf: list[int] = Field(description="+Inf values at each point's step (as nan)")
+    neginf: list[int] = Field(description="-Inf values at each point's step (as nan)")
 
 
 class SeriesReply(BaseModel):
