@@ -305,10 +305,20 @@ def test_a_version_5_database_upgrades_and_reads(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     st = _v5_database(kind, tmp_path, request)
+    blocks = "SELECT run, metric, block, data FROM aggs ORDER BY run, metric, block"
     try:
         assert st.schema_version() == 5
+        before = st._read(lambda tx: tx.all(blocks))
         st.migrate()
         assert st.schema_version() == M.LATEST == 6
+        after = st._read(lambda tx: tx.all(blocks))
+        # Every block was rewritten to the new form, which reads as the old one did.
+        assert [r[:3] for r in before] == [r[:3] for r in after] and len(after) == 4
+        for (_, _, blk, old), (_, _, _, new) in zip(before, after):
+            assert bytes(old) != bytes(new) and len(new) == len(old) + 3
+            was, now = Agg.from_bytes(old, blk * 1024), Agg.from_bytes(new, blk * 1024)
+            assert np.array_equal(was.step, now.step) and np.array_equal(was.cols, now.cols)
+            assert not now.cols[9:].any()
         old = _v5_matrix(V5_STEPS)
         band = st.band("p", "old", "loss", max_points=10**6)
         assert band.step == list(range(V5_STEPS))

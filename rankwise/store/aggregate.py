@@ -50,6 +50,10 @@ _NF = len(FIELDS)
 COUNTS = slice(9, 12)  # the non-finite counts: nan, posinf, neginf
 _FULL, _CONSTANT, _SAME_AS_SUM, _ZERO = 0, 1, 2, 3  # how a column is stored
 _ZERO_BITS = struct.pack("<d", 0.0)
+# Set in a stored block's step count when it holds every column of FIELDS; a block
+# without it was stored before the non-finite counts (schema version 5: 9 columns).
+WITH_COUNTS = 1 << 31
+_V5_COLUMNS = 9
 
 
 @dataclass
@@ -158,9 +162,11 @@ class Agg:
         ``max`` where one value was seen) takes a byte or nine instead of 8 per step: a
         one-rank run's aggregates cost 18 bytes per step rather than 80. A column that is
         zero throughout (the non-finite counts of a healthy run) takes its byte alone.
+        The step count carries ``WITH_COUNTS``: ``from_bytes`` still reads a block stored
+        without it (schema version 5), as one whose counts are zero.
         """
         k = len(self)
-        head = bytearray(struct.pack("<I", k))
+        head = bytearray(struct.pack("<I", k | WITH_COUNTS))
         body = [(self.step - base).astype(np.uint16).tobytes()]
         cols = self.cols
         # Two numpy calls for every column's flags (this runs per block per ingest).
@@ -183,9 +189,11 @@ class Agg:
 
     @classmethod
     def from_bytes(cls, blob: bytes | memoryview, base: int = 0) -> Agg:
-        (k,) = struct.unpack_from("<I", blob)
-        codes = bytes(blob[4 : 4 + _NF])
-        pos = 4 + _NF
+        (word,) = struct.unpack_from("<I", blob)
+        k = word & ~WITH_COUNTS
+        stored = _NF if word & WITH_COUNTS else _V5_COLUMNS  # a v5 block counted nothing
+        codes = bytes(blob[4 : 4 + stored]) + bytes([_ZERO]) * (_NF - stored)
+        pos = 4 + stored
         step = np.frombuffer(blob, np.uint16, k, pos).astype(np.int64) + base
         pos += 2 * k
         cols = np.empty((_NF, k), np.float64)

@@ -30,10 +30,12 @@ Tables (version 6)::
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import SchemaTooNewError
+from .aggregate import WITH_COUNTS
 from .tx import Tx
 
 
@@ -314,10 +316,11 @@ CREATE TABLE sessions (
 def _v6_count_nonfinite(tx: Tx) -> None:
     """Give every stored aggregate block the three non-finite count columns, all zero.
 
-    A block is ``k | 9 column codes | steps | columns``; version 6 has 12 codes, the new
-    three ``_ZERO`` (3), which store no bytes. So the upgrade splices three bytes into
-    each blob, without decoding it. Steps ingested before it have no counts: their NaN
-    and ±Inf values were left out of the aggregates, as they were then.
+    A version-5 block is ``k | 9 column codes | steps | columns``; version 6 sets
+    ``WITH_COUNTS`` in ``k`` and has 12 codes, the new three ``_ZERO`` (3), which store
+    no bytes. So the upgrade rewrites the head of each blob without decoding the rest
+    (a block already in the new form is left alone). Steps ingested before it have no
+    counts: their NaN and ±Inf values were left out of the aggregates, as they were then.
     """
     last: tuple[int, int, int] = (-(2**62), -(2**62), -(2**62))
     while True:
@@ -328,10 +331,14 @@ def _v6_count_nonfinite(tx: Tx) -> None:
         )
         if not rows:
             return
-        tx.many(
-            "UPDATE aggs SET data = ? WHERE run = ? AND metric = ? AND block = ?",
-            [(bytes(d[:13]) + b"\x03\x03\x03" + bytes(d[13:]), r, m, b) for r, m, b, d in rows],
-        )
+        todo = []
+        for run, metric, block, data in rows:
+            (word,) = struct.unpack_from("<I", data)
+            if not word & WITH_COUNTS:
+                head = struct.pack("<I", word | WITH_COUNTS) + bytes(data[4:13])
+                todo.append((head + b"\x03\x03\x03" + bytes(data[13:]), run, metric, block))
+        if todo:
+            tx.many("UPDATE aggs SET data = ? WHERE run = ? AND metric = ? AND block = ?", todo)
         last = (int(rows[-1][0]), int(rows[-1][1]), int(rows[-1][2]))
 
 
