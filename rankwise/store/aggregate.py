@@ -278,7 +278,9 @@ def reduce(step: I8, cols: F8) -> Agg:
     if (step[1:] > step[:-1]).all():
         return Agg(step, cols)  # already distinct and sorted
     order = np.argsort(step, kind="stable")
-    step, cols = step[order], cols[:, order]
+    # Counts are all zero in almost every batch: then they are neither gathered nor summed.
+    counted = bool(cols[COUNTS].any())
+    step, cols = step[order], cols[: _NF if counted else COUNTS.start, order]
     new = np.empty(step.shape[0], np.bool_)
     new[:1] = True
     np.not_equal(step[1:], step[:-1], out=new[1:])
@@ -301,5 +303,5 @@ def reduce(step: I8, cols: F8) -> Agg:
     out[6] = np.minimum.reduceat(cols[6], starts)
     out[7] = np.maximum.reduceat(cols[7], starts)
     out[8] = np.minimum.reduceat(cols[8], starts)
-    out[COUNTS] = add(cols[COUNTS], starts, axis=1)
+    out[COUNTS] = add(cols[COUNTS], starts, axis=1) if counted else 0.0
     return Agg(step[starts], out)
