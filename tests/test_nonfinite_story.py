@@ -110,6 +110,11 @@ def _check_page(url: str) -> None:
         page.mouse.move(x_of(8), over["y"] + over["height"] / 2)
         wait_until(lambda: "step 8" in readout.inner_text(), timeout=10)
         assert "NaN on 3" in readout.inner_text(), readout.inner_text()
+        # Per-rank view: each rank's own marks (rank 1's ∞ at step 4), the all-NaN steps once.
+        page.get_by_role("button", name="Ranks", exact=True).click()
+        wait_until(lambda: card.get_attribute("data-lines") == "3", timeout=30)
+        wait_until(lambda: "4:∞" in (canvas.get_attribute("data-marks") or ""), timeout=10)
+        assert canvas.get_attribute("data-marks") == "7:NaN 8:NaN 9:NaN 4:∞"
         page.get_by_role("tab", name="Config & summary").click()
         cross = page.locator('[data-cross="loss"]')
         assert cross.inner_text().startswith("NaN"), cross.inner_text()

@@ -340,9 +340,14 @@ function runModel(data, settings, multi, rankInfo, weighted = true) {
   }
   let overlay = null;
   if (data.ranks) {
-    // The mean's own marks (steps with no finite value) first: the readout looks there.
-    extra.marks = (extra.marks ?? []).concat(
-      data.ranks.flatMap((s) => nonfiniteMarks(s, rankInfo.get(s.label)?.color ?? null)),
+    // The mean's own marks (steps where every rank was non-finite) first, as the readout
+    // looks there; a rank's mark at such a step would only repeat it.
+    const own = extra.marks ?? [];
+    const at = new Set(own.map((m) => m.x));
+    extra.marks = own.concat(
+      data.ranks
+        .flatMap((s) => nonfiniteMarks(s, rankInfo.get(s.label)?.color ?? null))
+        .filter((m) => !at.has(m.x)),
     );
     overlay = data.ranks
       .map((s) => {
