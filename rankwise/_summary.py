@@ -6,8 +6,10 @@ ranks set the same key, each rank's value is its own (``summary_ranks``), and th
 a shared run draw the cross-rank mean instead, so ``summary_cross_rank`` gives, per
 metric, that line's value at its last *complete* step: the last one every live rank has
 reached (see ``complete_step``), with the same rules as ``rankwise.store.aggregate``:
-NaN and ±Inf are left out, and the weighted mean is used only where every value there
-carried a weight.
+NaN and ±Inf are left out of the mean, min and max but counted (``nan``, ``posinf``,
+``neginf``), and the weighted mean is used only where every value there carried a
+weight. A step whose every value was non-finite is still the last step: its mean, min and
+max say NaN (or +Inf / -Inf where only that infinity was logged), never an older value.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ class CrossRankLast:
         if self.upto is not None and step > self.upto:
             return
         for key, v in values.items():
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
                 continue
             held = self._at.get(key)
             if held is None or step > held[0]:
@@ -46,7 +48,18 @@ class CrossRankLast:
 
     def result(self) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
-        for key, (step, pts) in sorted(self._at.items()):
+        for key, (step, every) in sorted(self._at.items()):
+            pts = [(v, w) for v, w in every if math.isfinite(v)]
+            counts = {
+                "nan": sum(1 for v, _ in every if v != v),
+                "posinf": sum(1 for v, _ in every if v == math.inf),
+                "neginf": sum(1 for v, _ in every if v == -math.inf),
+            }
+            if not pts:
+                shown = nonfinite_value(counts["nan"], counts["posinf"], counts["neginf"])
+                out[key] = {"step": step, "n": 0, "mean": shown, "wmean": shown,
+                            "min": shown, "max": shown, **counts}  # fmt: skip
+                continue
             vals = [v for v, _ in pts]
             mean = math.fsum(vals) / len(vals)
             ws = [w for _, w in pts]
@@ -62,8 +75,19 @@ class CrossRankLast:
                 "wmean": wmean,
                 "min": min(vals),
                 "max": max(vals),
+                **counts,
             }
         return out
+
+
+def nonfinite_value(nan: int, posinf: int, neginf: int) -> float:
+    """What a step with no finite value stands for (as ``Agg.nonfinite``): NaN where a
+    NaN or both infinities were logged, else the one infinity."""
+    if posinf and not (nan or neginf):
+        return math.inf
+    if neginf and not (nan or posinf):
+        return -math.inf
+    return math.nan
 
 
 def environment(start: Any) -> dict[str, Any]:

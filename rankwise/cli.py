@@ -120,10 +120,12 @@ def _print_summary(run: Any) -> None:
     if cross:
         print("\ncross-rank line, last complete step (weighted mean where weights were logged)")
         for k, c in sorted(cross.items()):
-            extra = f"  (mean {_fmt(c['mean'])})" if c["wmean"] != c["mean"] else ""
+            same = _fmt(c["wmean"]) == _fmt(c["mean"])
+            extra = "" if same else f"  (mean {_fmt(c['mean'])})"
+            bad = _nonfinite_note(c)
             print(
                 f"  {k:<28} {_fmt(c['wmean'])} at step {c['step']}, {c['n']} values, "
-                f"min {_fmt(c['min'])} max {_fmt(c['max'])}{extra}"
+                f"min {_fmt(c['min'])} max {_fmt(c['max'])}{extra}{bad}"
             )
     print("\nsummary by rank")
     keys = sorted({k for vals in ranks.values() for k in vals})
@@ -133,6 +135,16 @@ def _print_summary(run: Any) -> None:
     for k in keys:
         cells = "  ".join(f"{lab} {_fmt(ranks[lab].get(k, '-'))}" for lab in shown)
         print(f"  {k:<28} {cells}{more}")
+
+
+def _nonfinite_note(c: dict[str, Any]) -> str:
+    """ ", NaN on 2, ∞ on 1": the values a cross-rank line left out, by kind."""
+    parts = [
+        f"{name} on {c.get(key, 0)}"
+        for key, name in (("nan", "NaN"), ("posinf", "∞"), ("neginf", "−∞"))
+        if c.get(key, 0)
+    ]
+    return ", " + ", ".join(parts) if parts else ""
 
 
 def _label_order(label: str) -> tuple[str, int]:

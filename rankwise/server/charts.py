@@ -73,4 +73,7 @@ def band_dict(b: Band, complete: int | None = None) -> dict[str, Any]:
         "max": b.max,
         "std": b.std,
         "downsampled": b.downsampled,
+        "nan": b.nan,
+        "posinf": b.posinf,
+        "neginf": b.neginf,
     }

@@ -71,6 +71,13 @@ class Band(BaseModel):
     complete_step: int | None = Field(
         description="the last step every live rank has reached; null when none is running"
     )
+    nan: list[int] = Field(
+        description="NaN values at each point's step, left out of n, mean, min and max; "
+        "where n is 0 every value there was non-finite (mean, min and max are null). "
+        "Downsampling keeps, per bucket, the steps with the most of each kind"
+    )
+    posinf: list[int] = Field(description="+Inf values at each point's step (as nan)")
+    neginf: list[int] = Field(description="-Inf values at each point's step (as nan)")
 
 
 class SeriesReply(BaseModel):

@@ -11,6 +11,9 @@ An ``Agg`` holds, for a sorted set of distinct steps, the columns
     min    smallest value
     max    largest value
     tmin   the earliest wall time a value of that step was logged (its x when x = time)
+    nan    NaN values seen at that step
+    posinf +Inf values seen at that step
+    neginf -Inf values seen at that step
 
 Invariants:
 
@@ -21,7 +24,11 @@ Invariants:
   module only promises that merging the same points once gives the same answer.
 * ``m2`` is the sum of squares made numerically stable: parts are combined with the law
   of total variance (Chan et al.), so a std of 1e-3 around a mean of 1e6 survives.
-* NaN and ±Inf values are left out: one rank's NaN must not erase the job's mean.
+* NaN and ±Inf values are left out of every column but their own counts (``nan``,
+  ``posinf``, ``neginf``) and ``tmin``: one rank's NaN must not erase the job's mean, yet
+  a step whose every value was NaN is still a step (``n == 0``), so the chart can mark it.
+  A non-finite point is the monoid's identity in the other columns (``min`` +Inf, ``max``
+  -Inf, the sums 0).
 * ``wmean`` is the weighted mean only where every value at the step carried a weight and
   the weights sum to more than zero; elsewhere it equals ``mean``. ``std`` is the
   population standard deviation (numpy's ``std`` with ``ddof=0``).
@@ -38,9 +45,15 @@ import numpy.typing as npt
 F8 = npt.NDArray[np.float64]
 I8 = npt.NDArray[np.int64]
 
-FIELDS = ("n", "nw", "sum", "m2", "wsum", "wtot", "min", "max", "tmin")
+FIELDS = ("n", "nw", "sum", "m2", "wsum", "wtot", "min", "max", "tmin", "nan", "posinf", "neginf")
 _NF = len(FIELDS)
-_FULL, _CONSTANT, _SAME_AS_SUM = 0, 1, 2  # how a column is stored
+COUNTS = slice(9, 12)  # the non-finite counts: nan, posinf, neginf
+_FULL, _CONSTANT, _SAME_AS_SUM, _ZERO = 0, 1, 2, 3  # how a column is stored
+_ZERO_BITS = struct.pack("<d", 0.0)
+# Set in a stored block's step count when it holds every column of FIELDS; a block
+# without it was stored before the non-finite counts (schema version 5: 9 columns).
+WITH_COUNTS = 1 << 31
+_V5_COLUMNS = 9
 
 
 @dataclass
@@ -64,9 +77,6 @@ class Agg:
     @classmethod
     def from_points(cls, step: I8, value: F8, weight: F8, time: F8) -> Agg:
         """The aggregate of single points; ``weight`` is NaN where none was logged."""
-        keep = np.isfinite(value)
-        if not keep.all():
-            step, value, weight, time = step[keep], value[keep], weight[keep], time[keep]
         return reduce(step.astype(np.int64, copy=False), point_cols(value, weight, time))
 
     def merge(self, other: Agg, inplace: bool = False) -> Agg:
@@ -112,6 +122,23 @@ class Agg:
     def mean(self) -> F8:
         return self.col("sum") / np.maximum(self.col("n"), 1.0)
 
+    def nonfinite(self) -> F8:
+        """What a step with no finite value stands for: NaN where a NaN (or both +Inf
+        and -Inf) was logged, else the infinity that was; NaN elsewhere too (no value)."""
+        nan, pos, neg = self.cols[COUNTS]
+        out = np.full(len(self), np.nan)
+        out[(pos > 0) & (nan == 0) & (neg == 0)] = np.inf
+        out[(neg > 0) & (nan == 0) & (pos == 0)] = -np.inf
+        return out
+
+    def shown(self, column: F8) -> F8:
+        """``column`` (a mean, min or max) with each step that holds no finite value
+        standing for its non-finite values (``nonfinite``): an honest NaN, never 0."""
+        empty = self.col("n") == 0
+        if not empty.any():
+            return column
+        return np.where(empty, self.nonfinite(), column)
+
     def wmean(self) -> F8:
         n, nw, wtot = self.col("n"), self.col("nw"), self.col("wtot")
         weighted = (nw == n) & (wtot > 0)
@@ -133,10 +160,13 @@ class Agg:
         throughout (``n`` for a run whose every rank logs every step, the weight columns
         when nobody logs weights, ``m2`` for one rank) or equal to ``sum`` (``min`` and
         ``max`` where one value was seen) takes a byte or nine instead of 8 per step: a
-        one-rank run's aggregates cost 18 bytes per step rather than 80.
+        one-rank run's aggregates cost 18 bytes per step rather than 80. A column that is
+        zero throughout (the non-finite counts of a healthy run) takes its byte alone.
+        The step count carries ``WITH_COUNTS``: ``from_bytes`` still reads a block stored
+        without it (schema version 5), as one whose counts are zero.
         """
         k = len(self)
-        head = bytearray(struct.pack("<I", k))
+        head = bytearray(struct.pack("<I", k | WITH_COUNTS))
         body = [(self.step - base).astype(np.uint16).tobytes()]
         cols = self.cols
         # Two numpy calls for every column's flags (this runs per block per ingest).
@@ -146,8 +176,12 @@ class Agg:
             if i in (6, 7) and same[i - 6]:
                 head.append(_SAME_AS_SUM)
             elif const[i]:
-                head.append(_CONSTANT)
-                body.append(struct.pack("<d", row[0]))
+                first = struct.pack("<d", row[0])
+                if first == _ZERO_BITS:  # bit for bit: -0.0 keeps its sign
+                    head.append(_ZERO)
+                else:
+                    head.append(_CONSTANT)
+                    body.append(first)
             else:
                 head.append(_FULL)
                 body.append(row.tobytes())
@@ -155,9 +189,11 @@ class Agg:
 
     @classmethod
     def from_bytes(cls, blob: bytes | memoryview, base: int = 0) -> Agg:
-        (k,) = struct.unpack_from("<I", blob)
-        codes = bytes(blob[4 : 4 + _NF])
-        pos = 4 + _NF
+        (word,) = struct.unpack_from("<I", blob)
+        k = word & ~WITH_COUNTS
+        stored = _NF if word & WITH_COUNTS else _V5_COLUMNS  # a v5 block counted nothing
+        codes = bytes(blob[4 : 4 + stored]) + bytes([_ZERO]) * (_NF - stored)
+        pos = 4 + stored
         step = np.frombuffer(blob, np.uint16, k, pos).astype(np.int64) + base
         pos += 2 * k
         cols = np.empty((_NF, k), np.float64)
@@ -168,6 +204,8 @@ class Agg:
             elif code == _CONSTANT:
                 cols[i] = struct.unpack_from("<d", blob, pos)[0]
                 pos += 8
+            elif code == _ZERO:
+                cols[i] = 0.0
         for i, code in enumerate(codes):
             if code == _SAME_AS_SUM:
                 cols[i] = cols[2]
@@ -186,9 +224,21 @@ class Agg:
 
 
 def point_cols(value: F8, weight: F8, time: F8) -> F8:
-    """Aggregate columns of single finite points, one entry each (not yet reduced)."""
+    """Aggregate columns of single points, one entry each (not yet reduced). A NaN or
+    ±Inf point counts in its own column and is the identity everywhere else."""
     cols = np.empty((_NF, value.shape[0]), np.float64)
     has_w = np.isfinite(weight)
+    finite = np.isfinite(value)
+    bad: npt.NDArray[np.bool_] | None = None
+    if finite.all():
+        cols[COUNTS] = 0.0
+    else:  # the rare batch: a few more passes over its points
+        bad = ~finite
+        cols[9] = np.isnan(value)
+        cols[10] = np.isposinf(value)
+        cols[11] = np.isneginf(value)
+        has_w &= finite
+        value = np.where(finite, value, 0.0)
     w = np.where(has_w, weight, 0.0)
     cols[0] = 1.0
     cols[1] = has_w
@@ -199,6 +249,10 @@ def point_cols(value: F8, weight: F8, time: F8) -> F8:
     cols[6] = value
     cols[7] = value
     cols[8] = time
+    if bad is not None:
+        cols[0, bad] = 0.0
+        cols[6, bad] = np.inf
+        cols[7, bad] = -np.inf
     return cols
 
 
@@ -213,6 +267,7 @@ def _combine(a: F8, b: F8) -> F8:
     np.minimum(a[6], b[6], out=a[6])
     np.maximum(a[7], b[7], out=a[7])
     np.minimum(a[8], b[8], out=a[8])
+    a[COUNTS] += b[COUNTS]
     return a
 
 
@@ -223,7 +278,9 @@ def reduce(step: I8, cols: F8) -> Agg:
     if (step[1:] > step[:-1]).all():
         return Agg(step, cols)  # already distinct and sorted
     order = np.argsort(step, kind="stable")
-    step, cols = step[order], cols[:, order]
+    # Counts are all zero in almost every batch: then they are neither gathered nor summed.
+    counted = bool(cols[COUNTS].any())
+    step, cols = step[order], cols[: _NF if counted else COUNTS.start, order]
     new = np.empty(step.shape[0], np.bool_)
     new[:1] = True
     np.not_equal(step[1:], step[:-1], out=new[1:])
@@ -246,4 +303,5 @@ def reduce(step: I8, cols: F8) -> Agg:
     out[6] = np.minimum.reduceat(cols[6], starts)
     out[7] = np.maximum.reduceat(cols[7], starts)
     out[8] = np.minimum.reduceat(cols[8], starts)
+    out[COUNTS] = add(cols[COUNTS], starts, axis=1) if counted else 0.0
     return Agg(step[starts], out)

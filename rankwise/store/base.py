@@ -81,6 +81,11 @@ class Band:
     downsampled: bool = False
     step: list[int] = field(default_factory=list)  # each point's step (its x when x=step)
     nw: list[int] = field(default_factory=list)  # how many of the ``n`` values had a weight
+    # NaN, +Inf and -Inf values at each point's step, left out of ``n`` and the rest;
+    # where ``n`` is 0 the mean, min and max are NaN (or the one infinity logged there).
+    nan: list[int] = field(default_factory=list)
+    posinf: list[int] = field(default_factory=list)
+    neginf: list[int] = field(default_factory=list)
 
 
 class Store(Protocol):

@@ -14,6 +14,8 @@ Invariants:
   first (``ON CONFLICT DO NOTHING`` changed nothing) is locked and merged into instead.
 * ``t_lo``/``t_hi`` are the least and greatest ``tmin`` of the block's steps (their x
   when x = time), so that a query by time reads only the blocks that can hold its range.
+* NaN and ±Inf points are merged too, as counts per step (``rankwise.store.aggregate``):
+  a step whose every value was NaN is stored, with ``n == 0``.
 """
 
 from __future__ import annotations
@@ -45,15 +47,6 @@ def merge_blocks(tx: Tx, run: int, per_metric: dict[int, list[Points]]) -> None:
     weight = np.concatenate([p.weight for _, p in parts])
     time = np.concatenate([p.time for _, p in parts])
     rank = np.concatenate([np.full(len(p), r, np.int64) for r, p in parts])
-    finite = np.isfinite(value)
-    if not finite.all():
-        step, value, weight, time, rank = (
-            step[finite],
-            value[finite],
-            weight[finite],
-            time[finite],
-            rank[finite],
-        )
     if step.shape[0] == 0:
         return
     block = step // BLOCK

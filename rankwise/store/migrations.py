@@ -4,7 +4,7 @@ Each migration is applied in its own transaction together with the row that reco
 so a crash mid-upgrade leaves the schema at the last whole version. Migrations are only
 ever appended: a released one is never edited (the database may already hold it).
 
-Tables (version 5)::
+Tables (version 6)::
 
     runs      one row per (project, run_id); the integer ``id`` keys the rest
     streams   one row per stream: the mark (``acked_seq``), the folded state (``fold``,
@@ -13,7 +13,8 @@ Tables (version 5)::
     series    one row per (stream, metric): its point count and its open chunk
     chunks    columnar points of one series (see ``rankwise.store.chunks``)
     aggs      cross-rank aggregates per (run, metric, block of BLOCK steps), an
-              ``Agg`` blob (see ``rankwise.store.aggregate``)
+              ``Agg`` blob (see ``rankwise.store.aggregate``); since version 6 it counts
+              the NaN, +Inf and -Inf values of each step
     views     the dashboard's saved views per (project, name), JSON
               (see ``rankwise.store.saved_views``)
     console   captured lines: run, stream, time, stdout/stderr, text; by (run, time)
@@ -29,9 +30,13 @@ Tables (version 5)::
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import SchemaTooNewError
+from .aggregate import WITH_COUNTS
+from .tx import Tx
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,8 @@ class Migration:
     name: str
     sqlite: str
     postgres: str
+    # Data the DDL cannot reach (rewriting blobs), run after it in the same transaction.
+    data: Callable[[Tx], None] | None = None
 
 
 _V1_SQLITE = """
@@ -305,12 +312,43 @@ CREATE TABLE sessions (
 );
 """
 
+
+def _v6_count_nonfinite(tx: Tx) -> None:
+    """Give every stored aggregate block the three non-finite count columns, all zero.
+
+    A version-5 block is ``k | 9 column codes | steps | columns``; version 6 sets
+    ``WITH_COUNTS`` in ``k`` and has 12 codes, the new three ``_ZERO`` (3), which store
+    no bytes. So the upgrade rewrites the head of each blob without decoding the rest
+    (a block already in the new form is left alone). Steps ingested before it have no
+    counts: their NaN and ±Inf values were left out of the aggregates, as they were then.
+    """
+    last: tuple[int, int, int] = (-(2**62), -(2**62), -(2**62))
+    while True:
+        rows = tx.all(
+            "SELECT run, metric, block, data FROM aggs WHERE (run, metric, block) > (?, ?, ?) "
+            "ORDER BY run, metric, block LIMIT 2000",
+            last,
+        )
+        if not rows:
+            return
+        todo = []
+        for run, metric, block, data in rows:
+            (word,) = struct.unpack_from("<I", data)
+            if not word & WITH_COUNTS:
+                head = struct.pack("<I", word | WITH_COUNTS) + bytes(data[4:13])
+                todo.append((head + b"\x03\x03\x03" + bytes(data[13:]), run, metric, block))
+        if todo:
+            tx.many("UPDATE aggs SET data = ? WHERE run = ? AND metric = ? AND block = ?", todo)
+        last = (int(rows[-1][0]), int(rows[-1][1]), int(rows[-1][2]))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, streams, columnar chunks, aggregates", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "index chunks by time", _V2, _V2),
     Migration(3, "saved views of the runs table", _V3_SQLITE, _V3_POSTGRES),
     Migration(4, "console lines, stalls, system key names", _V4_SQLITE, _V4_POSTGRES),
     Migration(5, "API tokens and dashboard sessions", _V5_SQLITE, _V5_POSTGRES),
+    Migration(6, "non-finite counts in the aggregates", "", "", _v6_count_nonfinite),
 )
 
 LATEST = MIGRATIONS[-1].version

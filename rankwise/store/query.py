@@ -21,7 +21,9 @@ undownsampled.
 
 The band reads the run's aggregate blocks over the range (``rankwise.store.blocks``) and
 keeps, per bucket of ``max_points // 8``, the first and last step and the steps holding
-the extremes of ``min``, ``max``, ``mean`` and ``wmean``.
+the extremes of ``min``, ``max``, ``mean`` and ``wmean``, and of the NaN, +Inf and -Inf
+counts (and a step with no finite value, if any): each point's counts are its step's own,
+and no bucket holding a non-finite value is drawn without one that says so.
 """
 
 from __future__ import annotations
@@ -208,30 +210,41 @@ def band_of(
         if not keep.all():
             agg = Agg(agg.step[keep], agg.cols[:, keep])
             xv = xv[keep]
-    mean, wmean = agg.mean(), agg.wmean()
-    mn, mx = agg.col("min"), agg.col("max")
+    n = agg.col("n")
+    mean, wmean = agg.shown(agg.mean()), agg.shown(agg.wmean())
+    mn, mx = agg.shown(agg.col("min")), agg.shown(agg.col("max"))
+    nan, pos, neg = agg.col("nan"), agg.col("posinf"), agg.col("neginf")
     if len(agg) <= max_points:
         idx = np.argsort(xv, kind="stable")
     else:
         k = max(1, max_points // 8)
-        idx = extremes(xv, bucket_of(xv, k, lo, hi), [mn, mean, wmean], [mx, mean, wmean])
+        # A bucket keeps a step with the most NaN, +Inf and -Inf values each, and one with
+        # no finite value at all, so that downsampling never hides a non-finite value.
+        blank = ((n == 0) & (nan + pos + neg > 0)).astype(np.float64)
+        idx = extremes(
+            xv, bucket_of(xv, k, lo, hi), [mn, mean, wmean], [mx, mean, wmean, nan, pos, neg, blank]
+        )
     return Band(
         x=xv[idx].tolist(),
-        n=agg.col("n")[idx].astype(np.int64).tolist(),
+        n=n[idx].astype(np.int64).tolist(),
         mean=mean[idx].tolist(),
         wmean=wmean[idx].tolist(),
         min=mn[idx].tolist(),
         max=mx[idx].tolist(),
-        std=agg.std()[idx].tolist(),
+        std=np.where(n == 0, np.nan, agg.std())[idx].tolist(),
         downsampled=len(idx) < len(agg),
         step=agg.step[idx].tolist(),
         nw=agg.col("nw")[idx].astype(np.int64).tolist(),
+        nan=nan[idx].astype(np.int64).tolist(),
+        posinf=pos[idx].astype(np.int64).tolist(),
+        neginf=neg[idx].astype(np.int64).tolist(),
     )
 
 
 def last_complete_of(tx: Tx, run: int, upto: int | None) -> dict[int, dict[str, Any]]:
     """Per metric id, the cross-rank aggregate at its last step ``<= upto`` (any step
-    when None): ``{"step", "n", "mean", "wmean", "min", "max"}``. Reads one stored block
+    when None): ``{"step", "n", "mean", "wmean", "min", "max", "nan", "posinf",
+    "neginf"}`` (``rankwise._summary``: a step of NaN alone says NaN). Reads one stored block
     per metric (two where the newest one holds only later steps), never the whole run."""
     cap = "" if upto is None else " AND b.block <= ?"
     params: list[Any] = [run] + ([] if upto is None else [upto // BLOCK])
@@ -257,10 +270,13 @@ def last_complete_of(tx: Tx, run: int, upto: int | None) -> dict[int, dict[str, 
         out[int(metric)] = {
             "step": int(agg.step[i]),
             "n": int(agg.col("n")[i]),
-            "mean": float(agg.mean()[i]),
-            "wmean": float(agg.wmean()[i]),
-            "min": float(agg.col("min")[i]),
-            "max": float(agg.col("max")[i]),
+            "mean": float(agg.shown(agg.mean())[i]),
+            "wmean": float(agg.shown(agg.wmean())[i]),
+            "min": float(agg.shown(agg.col("min"))[i]),
+            "max": float(agg.shown(agg.col("max"))[i]),
+            "nan": int(agg.col("nan")[i]),
+            "posinf": int(agg.col("posinf")[i]),
+            "neginf": int(agg.col("neginf")[i]),
         }
     return out
 

@@ -107,6 +107,8 @@ class SQLStore(SavedViews, HealthReads, TokenStore):
                     return  # another process got there first
                 for stmt in M.statements(getattr(mig, self.dialect)):
                     tx.run(stmt)
+                if mig.data is not None:
+                    mig.data(tx)
                 tx.run(
                     "INSERT INTO schema_version (version, name, applied) VALUES (?, ?, ?)",
                     (mig.version, mig.name, time.time()),

@@ -7,7 +7,7 @@ import { api } from "../api.js";
 import { LIVE_MS, useInView, useLoad } from "../hooks.js";
 import {
   alignSeries, bandColumns, bandTable, gaps, markAt, mergeRange, mergeSeriesList,
-  nonfiniteMarks, pointsFor, pointsPerRank, positiveOnly, smooth, tableBand,
+  nonfiniteMarks, nonfiniteNote, pointsFor, pointsPerRank, positiveOnly, smooth, tableBand,
 } from "../lib/series.js";
 import { fmtTime, fmtValue } from "../lib/format.js";
 import { charts, priorityOf } from "../lib/queue.js";
@@ -112,12 +112,16 @@ function RunReadout({ hover, model, xMode, multi, onToggleMean }) {
   if (!hover) {
     const mean = model.lines.find((l) => l.key === "mean")?.y ?? [];
     let i = multi ? model.lastComplete : mean.length - 1;
-    // The last value logged may be NaN or ±Inf: say so, rather than quote an older one.
-    const lastMark = !multi && i >= 0 ? markAt(model.marks, model.x[i]) : null;
+    // The last value logged may be NaN or ±Inf (in a shared run: every rank's value at
+    // the last complete step): say so, rather than quote an older one.
+    const lastMark = i >= 0 ? markAt(model.marks, model.x[i]) : null;
     if (lastMark && (mean[i] === null || mean[i] === undefined)) {
+      const note = multi ? nonfiniteNote(model.nonfinite, i) : "";
       return (
         <span class="muted" data-readout-step={String(model.x[i])}>
+          {label}
           <b class="nonfinite">{lastMark.text}</b> at {xText(model.x[i], xMode)}
+          {note ? <span class="nonfinite-note"> · {note}</span> : null}
         </span>
       );
     }
@@ -144,11 +148,21 @@ function RunReadout({ hover, model, xMode, multi, onToggleMean }) {
   const mark = markAt(model.marks, hover.x);
   let v = partial ? model.pendingY?.[idx] : hover.values[model.lines.findIndex((l) => l.key === "mean")];
   if ((v === null || v === undefined) && mark) v = mark.text;
+  // Ranks whose value here was NaN or ±Inf are left out of the mean: say how many.
+  const note = multi ? nonfiniteNote(model.nonfinite, idx) : "";
   return (
     <span>
       <span class="muted">{xText(hover.x, xMode)}</span>{" "}
       {label}
       <b>{fmtValue(v)}</b>
+      {note ? (
+        <span class="nonfinite-note">
+          {model.n?.[idx] > 0 ? (
+            <span class="muted"> ({model.n[idx]} rank{model.n[idx] === 1 ? "" : "s"})</span>
+          ) : null}
+          {" "}· {note}
+        </span>
+      ) : null}
       {partial ? (
         <span class="partial-note"> partial: {model.n?.[idx]} of the live ranks so far</span>
       ) : null}
@@ -284,6 +298,8 @@ function runModel(data, settings, multi, rankInfo, weighted = true) {
         pendingSteps: cols.partial.filter(Boolean).length,
         lastComplete: cols.lastComplete,
         n: cols.n,
+        marks: cols.marks,
+        nonfinite: cols.nonfinite,
         hasWeights: cols.hasWeights,
         weighted: cols.hasWeights && weighted,
       });
@@ -299,7 +315,15 @@ function runModel(data, settings, multi, rankInfo, weighted = true) {
   }
   let overlay = null;
   if (data.ranks) {
-    extra.marks = data.ranks.flatMap((s) => nonfiniteMarks(s, rankInfo.get(s.label)?.color ?? null));
+    // The mean's own marks (steps where every rank was non-finite) first, as the readout
+    // looks there; a rank's mark at such a step would only repeat it.
+    const own = extra.marks ?? [];
+    const at = new Set(own.map((m) => m.x));
+    extra.marks = own.concat(
+      data.ranks
+        .flatMap((s) => nonfiniteMarks(s, rankInfo.get(s.label)?.color ?? null))
+        .filter((m) => !at.has(m.x)),
+    );
     overlay = data.ranks
       .map((s) => {
         const info = rankInfo.get(s.label) ?? { rank: 0, name: s.label, color: "#888" };

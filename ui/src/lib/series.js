@@ -102,9 +102,12 @@ export function bandColumns(band, { smoothing = 0, log = false, weighted = true 
   const all = fix(weighted ? (band.wmean ?? band.mean) : band.mean);
   const mean = all.map((y, i) => (partial[i] ? null : y));
   const smoothed = fix(smooth(mean, smoothing));
+  const marks = bandMarks(band);
+  const marked = new Set(marks.map((m) => m.x));
   let lastComplete = -1;
   for (let i = mean.length - 1; i >= 0; i--) {
-    if (!partial[i] && mean[i] !== null) {
+    // A step whose every value was NaN or ±Inf is complete too: the header says NaN.
+    if (!partial[i] && (mean[i] !== null || marked.has(band.x[i]))) {
       lastComplete = i;
       break;
     }
@@ -125,7 +128,47 @@ export function bandColumns(band, { smoothing = 0, log = false, weighted = true 
     pending,
     lastComplete,
     hasWeights: weightedAt(band).some(Boolean),
+    marks,
+    nonfinite: { nan: band.nan ?? null, posinf: band.posinf ?? null, neginf: band.neginf ?? null },
   };
+}
+
+/** What a step with no finite value stands for: NaN (a NaN, or both infinities), ∞ or −∞. */
+function nonfiniteText(nan, posinf, neginf) {
+  if (posinf > 0 && !(nan > 0) && !(neginf > 0)) return "∞";
+  if (neginf > 0 && !(nan > 0) && !(posinf > 0)) return "−∞";
+  return "NaN";
+}
+
+/**
+ * The band's steps whose every value was NaN or ±Inf (n = 0, a count above 0), as chart
+ * marks `{x, text}` like `nonfiniteMarks`: the mean has no value there to draw.
+ */
+export function bandMarks(band, color = null) {
+  const out = [];
+  if (!band?.x || !band.n) return out;
+  const { nan, posinf, neginf } = band;
+  band.x.forEach((x, i) => {
+    const a = nan?.[i] ?? 0;
+    const b = posinf?.[i] ?? 0;
+    const c = neginf?.[i] ?? 0;
+    if (band.n[i] === 0 && a + b + c > 0) out.push({ x, text: nonfiniteText(a, b, c), color });
+  });
+  return out;
+}
+
+/**
+ * "NaN on 1 · ∞ on 2": the non-finite values a band point left out of its mean, by
+ * kind (`nonfinite` as `bandColumns` returns it); "" when there were none.
+ */
+export function nonfiniteNote(nonfinite, i) {
+  if (!nonfinite) return "";
+  const parts = [];
+  for (const [key, text] of [["nan", "NaN"], ["posinf", "∞"], ["neginf", "−∞"]]) {
+    const k = nonfinite[key]?.[i] ?? 0;
+    if (k > 0) parts.push(`${text} on ${k}`);
+  }
+  return parts.join(" · ");
 }
 
 /**
@@ -186,7 +229,9 @@ export function mergeRange(coarse, fine, lo, hi) {
 export function bandTable(band) {
   if (!band || !band.x || !band.x.length) return null;
   const cols = { n: band.n, mean: band.mean, wmean: band.wmean ?? band.mean, min: band.min, max: band.max };
-  for (const k of ["std", "nw", "partial", "step"]) if (band[k]) cols[k] = band[k];
+  for (const k of ["std", "nw", "partial", "step", "nan", "posinf", "neginf"]) {
+    if (band[k]) cols[k] = band[k];
+  }
   return { x: band.x, cols };
 }
 
