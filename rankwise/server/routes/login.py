@@ -13,7 +13,7 @@ in with its own token.
 from __future__ import annotations
 
 import secrets
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -59,14 +59,28 @@ class TokensReply(BaseModel):
     tokens: list[TokenRow]
 
 
-class NewTokenRequest(BaseModel):
+class NewScopedToken(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    role: str = Field(pattern="^(ingest|read|admin)$")
+    role: Literal["ingest", "read"]
     projects: list[ProjectName] | None = Field(
         None, min_length=1, description="null or absent: every project"
     )
     name: str = Field("", max_length=200)
+
+
+class NewAdminToken(BaseModel):
+    """An admin token always covers every project, so it names none (the schema says so,
+    rather than a 422 after the fact)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["admin"]
+    projects: None = Field(None, description="an admin token covers every project")
+    name: str = Field("", max_length=200)
+
+
+NewTokenRequest = Annotated[NewScopedToken | NewAdminToken, Field(discriminator="role")]
 
 
 class NewTokenReply(TokenRow):
