@@ -18,6 +18,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from .read.model import CrossRankValue
+
 
 def complete_step(streams: Iterable[tuple[str, int]]) -> int | None:
     """The lowest last step among running streams (``(state, last_step)``) that have
@@ -46,8 +48,8 @@ class CrossRankLast:
             elif step == held[0]:
                 held[1].append((float(v), weight))
 
-    def result(self) -> dict[str, dict[str, Any]]:
-        out: dict[str, dict[str, Any]] = {}
+    def result(self) -> dict[str, CrossRankValue]:
+        out: dict[str, CrossRankValue] = {}
         for key, (step, every) in sorted(self._at.items()):
             pts = [(v, w) for v, w in every if math.isfinite(v)]
             counts = {
@@ -57,8 +59,8 @@ class CrossRankLast:
             }
             if not pts:
                 shown = nonfinite_value(counts["nan"], counts["posinf"], counts["neginf"])
-                out[key] = {"step": step, "n": 0, "mean": shown, "wmean": shown,
-                            "min": shown, "max": shown, **counts}  # fmt: skip
+                out[key] = CrossRankValue(step=step, n=0, mean=shown, wmean=shown,
+                                          min=shown, max=shown, **counts)  # fmt: skip
                 continue
             vals = [v for v, _ in pts]
             mean = math.fsum(vals) / len(vals)
@@ -68,15 +70,15 @@ class CrossRankLast:
                 wtot = math.fsum(w for w in ws if w is not None)
                 if wtot > 0:
                     wmean = math.fsum(v * (w or 0.0) for v, w in pts) / wtot
-            out[key] = {
-                "step": step,
-                "n": len(vals),
-                "mean": mean,
-                "wmean": wmean,
-                "min": min(vals),
-                "max": max(vals),
+            out[key] = CrossRankValue(
+                step=step,
+                n=len(vals),
+                mean=mean,
+                wmean=wmean,
+                min=min(vals),
+                max=max(vals),
                 **counts,
-            }
+            )
         return out
 
 

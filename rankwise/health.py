@@ -16,6 +16,11 @@ server alike (nothing here reads files or a store; numpy is not needed).
   median rate of the streams that have one.
 * It is **stalled** while its latest watchdog ``Stall`` has not been cleared; the stall
   began ``idle_seconds`` before that record and lasts until ``now`` (or the stream's end).
+
+``RankHealth`` and ``HealthReply`` are declared once, as msgspec structs: ``assess``
+returns them, the server encodes them as they are (``GET .../health``) and
+``Api(server=)`` decodes them as they are, so a rank's health read from files and from a
+server is the same object.
 """
 
 from __future__ import annotations
@@ -23,7 +28,9 @@ from __future__ import annotations
 import bisect
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+import msgspec
 
 from .stream import records as R
 
@@ -42,25 +49,54 @@ class StreamSteps:
     state: str = "running"
     last_seen: float | None = None  # time of the stream's last record of any kind
     stall: R.Stall | None = None  # the open stall (StreamFold.stall)
+    host: str = ""
 
 
-@dataclass
-class RankHealth:
+class Stall(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Where a stalled rank is stuck, since when, for how long."""
+
+    where: str  # e.g. "all_reduce at train.py:88"
+    since: float | None  # when logging stopped (Unix seconds)
+    seconds: float | None  # how long it has been stalled
+    # Each thread's stack; the server sends them only when asked (stacks=true).
+    stacks: dict[str, str] | None = None
+
+
+class RankHealth(msgspec.Struct, kw_only=True):
+    """One rank's health (the latest incarnation of its stream), as ``assess`` found it."""
+
     label: str
     rank: int
     node: int
+    host: str = ""
     state: str
     last_step: int
+    last_seen: float | None = None  # the stream's last record of any kind
     step_rate: float | None  # steps per second over the window; None: not enough steps
-    median_rate: float | None
+    median_rate: float | None  # the median of the ranks' step rates
     lag_steps: float  # behind the median stream's step (negative: ahead)
     lag_seconds: float | None
-    slow: bool
+    slow: bool  # slower than the median rate by the factor
     stalled: bool
-    stall_where: str = ""
-    stall_since: float | None = None
-    stall_seconds: float | None = None
-    stacks: dict[str, str] = field(default_factory=dict)
+    stall: Stall | None = None
+    message: str = ""  # ``describe()``: "rank 5 stalled for 7 min in all_reduce at ..."
+
+    @property
+    def stall_where(self) -> str:
+        return self.stall.where if self.stall is not None else ""
+
+    @property
+    def stall_since(self) -> float | None:
+        return self.stall.since if self.stall is not None else None
+
+    @property
+    def stall_seconds(self) -> float | None:
+        return self.stall.seconds if self.stall is not None else None
+
+    @property
+    def stacks(self) -> dict[str, str]:
+        """The stalled rank's stack per thread ({} when not stalled, or not sent)."""
+        return dict(self.stall.stacks or {}) if self.stall is not None else {}
 
     def describe(self) -> str:
         """One line for people: "rank 5 stalled for 7 min in all_reduce at train.py:88"."""
@@ -74,6 +110,18 @@ class RankHealth:
                 f"{self.median_rate:.3g}, {self.lag_steps:.0f} steps behind"
             )
         return f"{who} {self.state}, step {self.last_step}"
+
+
+class HealthReply(msgspec.Struct, kw_only=True):
+    """A run's health as the server replies it (``GET .../health``)."""
+
+    state: str
+    crashed: list[str]
+    now: float  # the time assessed at
+    window: float
+    factor: float
+    median_rate: float | None
+    ranks: list[RankHealth]
 
 
 def step_points(records: Iterable[R.AnyRecord]) -> list[tuple[int, float]]:
@@ -131,24 +179,32 @@ def assess(
     for s in streams:
         rate, step = rates[s.label], steps[s.label]
         lag = float(median_step - step)
+        stall = None
+        if s.stall is not None:
+            since = s.stall.time - s.stall.idle_seconds
+            stall = Stall(
+                where=s.stall.where,
+                since=since,
+                seconds=max(ends[s.label], s.stall.time) - since,
+                stacks=dict(s.stall.stacks),
+            )
         health = RankHealth(
             label=s.label,
             rank=s.rank,
             node=s.node,
+            host=s.host,
             state=s.state,
             last_step=step,
+            last_seen=s.last_seen,
             step_rate=rate,
             median_rate=median_rate,
             lag_steps=lag,
             lag_seconds=lag / median_rate if median_rate else None,
             slow=rate is not None and median_rate is not None and rate * factor < median_rate,
-            stalled=s.stall is not None,
+            stalled=stall is not None,
+            stall=stall,
         )
-        if s.stall is not None:
-            health.stall_where = s.stall.where
-            health.stall_since = s.stall.time - s.stall.idle_seconds
-            health.stall_seconds = max(ends[s.label], s.stall.time) - health.stall_since
-            health.stacks = dict(s.stall.stacks)
+        health.message = health.describe()
         out.append(health)
     out.sort(key=lambda h: (h.rank, h.label))
     return out

@@ -22,11 +22,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rankwise.read.model import CrossRankValue
 from rankwise.store import migrations as M
 from rankwise.store.aggregate import Agg
-from rankwise.store.base import Band, StreamKey
+from rankwise.store.base import StreamKey
 from rankwise.store.downsample import bucket_of
 from rankwise.store.sql import SQLStore
+from rankwise.store.types import Band
 from rankwise.stream import records as R
 
 from .data.make_v5_store import RANKS as V5_RANKS
@@ -256,8 +258,8 @@ def test_cross_rank_last_says_nan_when_the_last_step_was_all_nan(store: SQLStore
     assert last["step"] == 2 and last["n"] == 0 and last["nan"] == 2
     assert all(math.isnan(last[c]) for c in ("mean", "wmean", "min", "max"))
     one = store.cross_rank_last("p", "end", upto=1)["loss"]
-    assert one == {"step": 1, "n": 1, "mean": 2.0, "wmean": 2.0, "min": 2.0, "max": 2.0,
-                   "nan": 0, "posinf": 1, "neginf": 0}  # fmt: skip
+    assert one == CrossRankValue(step=1, n=1, mean=2.0, wmean=2.0, min=2.0, max=2.0,
+                                 nan=0, posinf=1, neginf=0)  # fmt: skip
 
 
 # -- upgrading a database made before the counts ---------------------------------------------

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 import rankwise
@@ -154,7 +155,10 @@ def test_shared_run_turned_nan_is_marked_in_the_mean_view(tmp_path: Path) -> Non
         assert band["posinf"] == [0, 0, 0, 0, 1, 0, 0, 0, 0, 0]
         remote = rankwise.Api(server=ui.url).run("job", project="nan")
         for key in ("loss", "lr"):
-            assert _same(remote.summary_cross_rank[key], local.summary_cross_rank[key]), key
+            assert _same(
+                msgspec.structs.asdict(remote.summary_cross_rank[key]),
+                msgspec.structs.asdict(local.summary_cross_rank[key]),
+            ), key
         _check_page(ui.url)
     shown = subprocess.run(
         [sys.executable, "-m", "rankwise.cli", "show", "job", "--dir", str(data),

@@ -22,9 +22,11 @@ import numpy as np
 import pytest
 
 from rankwise.errors import UsageError
+from rankwise.read.model import CrossRankValue
 from rankwise.store import migrations as M
 from rankwise.store import open_store
 from rankwise.store.base import RunQuery, StreamKey
+from rankwise.store.ingest import decode_fold
 from rankwise.store.sql import SQLStore
 from rankwise.stream import records as R
 
@@ -415,6 +417,19 @@ def test_get_run_and_metric_keys(store: SQLStore) -> None:
     # killed and an exit code: its Finish record (without one: running or crashed)
     assert by_label["rank-1"].state == "killed" and by_label["rank-1"].exit_code is not None
     assert by_label["rank-0"].rank == 0 and by_label["rank-0"].started is not None  # its start
+    # The stream's own start record is kept as logged: its config before the update.
+    start = store._read(
+        lambda tx: (
+            decode_fold(
+                tx.one(
+                    "SELECT s.fold FROM streams s JOIN runs r ON r.id = s.run "
+                    "WHERE r.project = ? AND r.run_id = ? AND s.label = ?",
+                    ("p", "r", "rank-0"),
+                )[0]
+            ).start
+        )
+    )
+    assert start is not None and start.config == {"lr": 0.1, "layers": [1, 2]}
     assert by_label["rank-0"].acked_seq == len(recs0) - 1 and by_label["rank-0"].points == 6
     assert store.metric_keys("p", "r") == ["loss", "other", "step_count"]
     assert store.get_run("p", "missing") is None and store.metric_keys("p", "missing") == []
@@ -665,10 +680,10 @@ def test_cross_rank_last_reads_the_last_step_at_or_before_upto(store: SQLStore) 
         )  # fmt: skip
         store.ingest([(key, recs)])
     every = store.cross_rank_last("p", "last")
-    assert every["loss"] == {
-        "step": 1030, "n": 2, "mean": 1035.0, "wmean": (1030 + 2 * 1040) / 3,
-        "min": 1030.0, "max": 1040.0, "nan": 0, "posinf": 0, "neginf": 0,
-    }  # fmt: skip
+    assert every["loss"] == CrossRankValue(
+        step=1030, n=2, mean=1035.0, wmean=(1030 + 2 * 1040) / 3,
+        min=1030.0, max=1040.0, nan=0, posinf=0, neginf=0,
+    )  # fmt: skip
     upto = store.cross_rank_last("p", "last", 1025)
     assert upto["loss"]["step"] == 1025 and upto["loss"]["mean"] == 1030.0
     assert upto["eval"]["step"] == 1000 and upto["eval"]["mean"] == 1000.5

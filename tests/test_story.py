@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import msgspec
 import pytest
 
 import rankwise
@@ -115,7 +116,7 @@ def test_live_shared_run_partial_step_and_summaries(tmp_path: Path) -> None:
             _check_page(ui.url)
         local = rankwise.Api(dir=data).run("job", project="story")
         assert local.environment == env and (local.run_ranks, local.run_nodes) == (3, 1)
-        assert local.summary_cross_rank["score"] == cross
+        assert msgspec.structs.asdict(local.summary_cross_rank["score"]) == cross
         assert local.summary_ranks == remote["summary_ranks"]
         (sync / "GO").touch()
         out, _ = proc.communicate(timeout=90)

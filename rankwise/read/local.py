@@ -22,7 +22,7 @@ from ..stream.files import list_streams
 from ..stream.fold import StreamFold
 from ..stream.frames import scan
 from .fold import StreamFacts, fold_run
-from .model import RunInfo, StreamInfo
+from .model import CrossRankValue, RunInfo, StreamInfo
 
 
 def _read(path: Path) -> tuple[list[R.AnyRecord], str | None]:
@@ -51,7 +51,9 @@ class LocalRun:
     def _fold(self, info: StreamInfo) -> StreamFold:
         return self._folds[(info.label, info.incarnation)]
 
-    def summaries(self, run: RunInfo) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    def summaries(
+        self, run: RunInfo
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, CrossRankValue]]:
         ranks: dict[str, dict[str, Any]] = {}
         for info in run.streams:  # sorted by label, incarnation: later incarnations win
             ranks.setdefault(info.label, {}).update(self._fold(info).summary)
@@ -107,6 +109,7 @@ class LocalRun:
                 points=step_points(_read(Path(info.path))[0]),
                 rank=info.rank,
                 node=info.node,
+                host=info.host,
                 state=info.state,
                 last_seen=info.last_seen,
                 stall=self._fold(info).stall,

@@ -18,7 +18,7 @@ reader that made it (its *source*: the files, or the server), which is never enc
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import msgspec
 
@@ -67,10 +67,69 @@ class Unsynced(msgspec.Struct, kw_only=True):
     message: str
 
 
+# How a JSON reply spells a float JSON has no number for (MessagePack keeps the float).
+Spelled = Literal["NaN", "Infinity", "-Infinity"]
+
+
+class CrossRankValue(msgspec.Struct, kw_only=True):
+    """One metric's cross-rank line at its last complete step (``RunInfo.summary_cross_rank``).
+
+    NaN and ±Inf values are left out of ``n``, the means, min and max, and counted in
+    ``nan``/``posinf``/``neginf``; where ``n`` is 0 the means, min and max say NaN (or the
+    one infinity logged). A JSON reply spells those as ``"NaN"``, ``"Infinity"`` or
+    ``"-Infinity"`` (``spelled()``); MessagePack and ``rankwise.Api`` keep the floats.
+    """
+
+    step: int
+    n: int  # finite values at the step
+    mean: float | Spelled
+    wmean: float | Spelled  # weighted where every value there carried a weight, else mean
+    min: float | Spelled
+    max: float | Spelled
+    nan: int = 0
+    posinf: int = 0
+    neginf: int = 0
+
+    def __getitem__(self, name: str) -> Any:
+        """``value["mean"]`` as well as ``value.mean``: these were dicts before, and code
+        reading them so keeps working."""
+        if name not in self.__struct_fields__:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def spelled(self) -> CrossRankValue:
+        """This value as a JSON reply carries it: non-finite floats as strings."""
+        return msgspec.structs.replace(
+            self,
+            mean=spell(self.mean),
+            wmean=spell(self.wmean),
+            min=spell(self.min),
+            max=spell(self.max),
+        )
+
+
+_SPELLED: dict[float, Spelled] = {float("inf"): "Infinity", float("-inf"): "-Infinity"}
+
+
+def spell(value: float | str) -> float | Spelled:
+    """``value``, or how JSON spells it when it is NaN or ±Inf."""
+    if isinstance(value, float):
+        if value != value:
+            return "NaN"
+        if value in _SPELLED:
+            return _SPELLED[value]
+        return value
+    if value in ("NaN", "Infinity", "-Infinity"):
+        return value  # type: ignore[return-value]
+    raise ValueError(f"not a float or a spelled one: {value!r}")
+
+
 class RunSource(Protocol):
     """What a ``RunInfo`` asks for what its fields do not hold (files or a server)."""
 
-    def summaries(self, run: RunInfo) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]: ...
+    def summaries(
+        self, run: RunInfo
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, CrossRankValue]]: ...
 
     def metric_keys(self, run: RunInfo) -> list[str]: ...
 
@@ -117,11 +176,11 @@ class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
     sync_hint: Unsynced | None = msgspec.field(name="unsynced")
     streams: list[StreamInfo] = msgspec.field(default_factory=list)
     # Each stream label's own summary, and per metric the cross-rank line's last complete
-    # value ({"step", "n", "mean", "wmean", "min", "max"}): one run's reply only.
+    # value: one run's reply only.
     rank_summaries: dict[str, dict[str, Any]] | None = msgspec.field(
         default=None, name="summary_ranks"
     )
-    cross_rank_summary: dict[str, dict[str, Any]] | None = msgspec.field(
+    cross_rank_summary: dict[str, CrossRankValue] | None = msgspec.field(
         default=None, name="summary_cross_rank"
     )
 
@@ -155,13 +214,13 @@ class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
         return {k: dict(v) for k, v in (self.rank_summaries or {}).items()}
 
     @property
-    def summary_cross_rank(self) -> dict[str, dict[str, Any]]:
-        """Per metric, the cross-rank line's last complete value: ``{"step", "n", "mean",
-        "wmean", "min", "max"}`` at the last step every live rank has reached (what the
-        dashboard's chart header quotes)."""
+    def summary_cross_rank(self) -> dict[str, CrossRankValue]:
+        """Per metric, the cross-rank line's last complete value (``CrossRankValue``: step,
+        n, mean, wmean, min, max and the non-finite counts) at the last step every live
+        rank has reached (what the dashboard's chart header quotes)."""
         if self.cross_rank_summary is None:
             self._summaries()
-        return {k: dict(v) for k, v in (self.cross_rank_summary or {}).items()}
+        return dict(self.cross_rank_summary or {})
 
     @property
     def metric_keys(self) -> list[str]:
@@ -213,89 +272,3 @@ class ProjectsReply(msgspec.Struct, kw_only=True):
 class RunsReply(msgspec.Struct, kw_only=True):
     runs: list[RunInfo]  # with streams when with_streams=true
     total: int
-
-
-# -- rank health as the server replies it (``RunInfo.health()`` returns ``RankHealth``) --
-
-
-class Stall(msgspec.Struct, kw_only=True, omit_defaults=True):
-    where: str  # e.g. "all_reduce at train.py:88"
-    since: float | None  # when logging stopped (Unix seconds)
-    seconds: float | None  # how long it has been stalled
-    stacks: dict[str, str] | None = None  # per thread; with stacks=true
-
-
-class RankReply(msgspec.Struct, kw_only=True):
-    """One rank's health (its latest stream), as ``rankwise.health.assess`` found it."""
-
-    label: str
-    rank: int
-    node: int
-    host: str
-    state: str
-    last_step: int
-    last_seen: float | None
-    step_rate: float | None  # steps per second over the window
-    lag_steps: float  # steps behind the median rank (negative: ahead)
-    lag_seconds: float | None
-    slow: bool  # slower than the median rate by the factor
-    stalled: bool
-    stall: Stall | None
-    message: str  # e.g. "rank 5 stalled for 7 min in all_reduce at ..."
-
-    @classmethod
-    def of(cls, h: RankHealth, host: str, last_seen: float | None, stacks: bool) -> RankReply:
-        stall = None
-        if h.stalled:
-            stall = Stall(where=h.stall_where, since=h.stall_since, seconds=h.stall_seconds)
-            if stacks:
-                stall.stacks = h.stacks
-        return cls(
-            label=h.label,
-            rank=h.rank,
-            node=h.node,
-            host=host,
-            state=h.state,
-            last_step=h.last_step,
-            last_seen=last_seen,
-            step_rate=h.step_rate,
-            lag_steps=h.lag_steps,
-            lag_seconds=h.lag_seconds,
-            slow=h.slow,
-            stalled=h.stalled,
-            stall=stall,
-            message=h.describe(),
-        )
-
-    def assessed(self, median_rate: float | None) -> RankHealth:
-        """Back to the ``RankHealth`` that ``RunInfo.health()`` returns."""
-        from ..health import RankHealth
-
-        stall = self.stall
-        return RankHealth(
-            label=self.label,
-            rank=self.rank,
-            node=self.node,
-            state=self.state,
-            last_step=self.last_step,
-            step_rate=self.step_rate,
-            median_rate=median_rate,
-            lag_steps=self.lag_steps,
-            lag_seconds=self.lag_seconds,
-            slow=self.slow,
-            stalled=self.stalled,
-            stall_where=stall.where if stall else "",
-            stall_since=stall.since if stall else None,
-            stall_seconds=stall.seconds if stall else None,
-            stacks=dict(stall.stacks or {}) if stall else {},
-        )
-
-
-class HealthReply(msgspec.Struct, kw_only=True):
-    state: str
-    crashed: list[str]
-    now: float  # the time assessed at
-    window: float
-    factor: float
-    median_rate: float | None
-    ranks: list[RankReply]

@@ -19,8 +19,8 @@ import msgspec
 from .. import _http
 from .._http import normalize_url
 from ..errors import RunNotFoundError, UsageError
-from ..health import RankHealth
-from .model import HealthReply, ProjectsReply, RunInfo, RunsReply
+from ..health import HealthReply, RankHealth
+from .model import CrossRankValue, ProjectsReply, RunInfo, RunsReply
 
 if TYPE_CHECKING:
     import httpx
@@ -42,7 +42,9 @@ class RemoteRun:
     def _path(run: RunInfo, tail: str = "") -> str:
         return f"/api/v1/projects/{_q(run.project)}/runs/{_q(run.id)}{tail}"
 
-    def summaries(self, run: RunInfo) -> tuple[dict[str, dict[str, Any]], dict[str, Any]]:
+    def summaries(
+        self, run: RunInfo
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, CrossRankValue]]:
         # A run from a list carries no per-rank summaries: ask for the run itself once.
         full = msgspec.convert(self._reader.get(self._path(run)), RunInfo)
         return full.rank_summaries or {}, full.cross_rank_summary or {}
@@ -76,7 +78,7 @@ class RemoteRun:
         if now is not None:
             params["now"] = now
         data = msgspec.convert(self._reader.get(self._path(run, "/health"), params), HealthReply)
-        return [r.assessed(data.median_rate) for r in data.ranks]
+        return data.ranks
 
 
 class RemoteReader:

@@ -1,19 +1,23 @@
 """The envelopes of the HTTP replies whose contents are the read model's structs.
 
 A reply is a struct encoded as it is (``encoding.reply``): a run is
-``rankwise.read.model.RunInfo``, a console page ``rankwise.store.types.ConsolePage``.
-The few objects that only wrap those (``{"stalls": [...]}``) are declared here, and
-``STRUCTS`` lists every struct the OpenAPI document describes (``rankwise.server.openapi``).
-The chart replies (series, band, compare) and request bodies are still pydantic models
-in ``schemas``.
+``rankwise.read.model.RunInfo``, a chart's columns ``rankwise.store.types.Series`` and
+``Band``, a console page ``rankwise.store.types.ConsolePage``. The few objects that only
+wrap those (``{"stalls": [...]}``) are declared here, and ``STRUCTS`` lists every struct
+the OpenAPI document describes (``rankwise.server.openapi``). Request bodies, which
+FastAPI validates, are pydantic models in ``schemas``.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
-from ..read.model import HealthReply, ProjectsReply, RunInfo, RunsReply
-from ..store.types import ConsolePage, SavedView, StallEvent, SystemSeries
+from ..health import HealthReply
+from ..read.model import ProjectsReply, RunInfo, RunsReply
+from ..store.types import Band, ConsolePage, SavedView, Series, StallEvent, SystemSeries
+from .schemas import XAxis
 
 
 class ErrorDetail(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -25,6 +29,40 @@ class ErrorDetail(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 class ErrorReply(msgspec.Struct, kw_only=True):
     error: ErrorDetail
+
+
+class AckReply(msgspec.Struct, kw_only=True):
+    acked_seq: int  # the highest seq the server holds for the stream, -1: none
+
+
+class MetricsReply(msgspec.Struct, kw_only=True):
+    keys: list[str]
+
+
+class HistoryReply(msgspec.Struct, kw_only=True):
+    rows: list[dict[str, Any]]  # step, time, label, weight and the values (NaN: null)
+
+
+class SeriesReply(msgspec.Struct, kw_only=True):
+    """One metric's chart: each stream's series and the cross-rank band."""
+
+    key: str
+    x: XAxis
+    series: list[Series]
+    band: Band | None  # null when band=false
+
+
+class CompareRun(msgspec.Struct, kw_only=True):
+    project: str
+    run: str
+    series: list[Series]
+    band: Band | None
+
+
+class CompareReply(msgspec.Struct, kw_only=True):
+    key: str
+    x: XAxis
+    runs: list[CompareRun]
 
 
 class StallsReply(msgspec.Struct, kw_only=True):
@@ -46,6 +84,11 @@ class ViewsReply(msgspec.Struct, kw_only=True):
 
 STRUCTS: tuple[type, ...] = (
     ErrorReply,
+    AckReply,
+    MetricsReply,
+    HistoryReply,
+    SeriesReply,
+    CompareReply,
     ProjectsReply,
     RunsReply,
     RunInfo,

@@ -15,12 +15,12 @@ gaps beyond the mark (a gap is refused, so the sender resends from the mark).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from ..read.model import RunInfo
+from ..read.model import CrossRankValue, RunInfo
 from ..stream import records as R
-from .types import ConsolePage, ConsoleQuery, SavedView, StallEvent, SystemSeries
+from .types import Band, ConsolePage, ConsoleQuery, SavedView, Series, StallEvent, SystemSeries
 
 if TYPE_CHECKING:
     from ..health import StreamSteps
@@ -51,41 +51,6 @@ class RunQuery:
     sort: str = "-created"  # created | updated | name | state | steps, "-" for descending
     limit: int = 100
     offset: int = 0
-
-
-@dataclass
-class Series:
-    """One stream label's series of one metric, as columns (x sorted ascending)."""
-
-    label: str
-    x: list[float]
-    y: list[float]
-    downsampled: bool = False
-
-
-@dataclass
-class Band:
-    """The cross-rank aggregate of one metric, per step, as columns.
-
-    ``wmean`` is the weighted mean where every value at that step carried a weight, and
-    equals ``mean`` otherwise. ``std`` is the population standard deviation across ranks.
-    """
-
-    x: list[float]
-    n: list[int]
-    mean: list[float]
-    wmean: list[float]
-    min: list[float]
-    max: list[float]
-    std: list[float]
-    downsampled: bool = False
-    step: list[int] = field(default_factory=list)  # each point's step (its x when x=step)
-    nw: list[int] = field(default_factory=list)  # how many of the ``n`` values had a weight
-    # NaN, +Inf and -Inf values at each point's step, left out of ``n`` and the rest;
-    # where ``n`` is 0 the mean, min and max are NaN (or the one infinity logged there).
-    nan: list[int] = field(default_factory=list)
-    posinf: list[int] = field(default_factory=list)
-    neginf: list[int] = field(default_factory=list)
 
 
 class Store(Protocol):
@@ -138,9 +103,9 @@ class Store(Protocol):
 
     def cross_rank_last(
         self, project: str, run_id: str, upto: int | None = None
-    ) -> dict[str, dict[str, Any]]:
-        """Per metric, the cross-rank aggregate at its last step ``<= upto``: ``{"step",
-        "n", "mean", "wmean", "min", "max"}`` (the run's summary of its cross-rank lines)."""
+    ) -> dict[str, CrossRankValue]:
+        """Per metric, the cross-rank aggregate at its last step ``<= upto`` (the run's
+        summary of its cross-rank lines)."""
 
     def history(
         self,

@@ -354,6 +354,7 @@ class HealthReads:
                         points=_step_window(tx, ids[key], end - window),
                         rank=s.rank,
                         node=s.node,
+                        host=s.host,
                         state=s.state,
                         last_seen=s.last_seen,
                         stall=folds[key].stall,

@@ -33,12 +33,14 @@ from typing import Any
 
 import numpy as np
 
+from ..read.model import CrossRankValue
 from .aggregate import Agg
-from .base import Band, Series, XAxis
+from .base import XAxis
 from .blocks import BLOCK
 from .chunks import AXIS_ROLES, MID, SUB, UNIT_BYTES, decode, decode_xy, units
 from .downsample import F8, bucket_of, extremes, m4
 from .tx import Tx, marks
+from .types import Band, Series
 
 _AXIS_COL = {"step": 0, "time": 1}
 _RANGE = {
@@ -241,11 +243,11 @@ def band_of(
     )
 
 
-def last_complete_of(tx: Tx, run: int, upto: int | None) -> dict[int, dict[str, Any]]:
+def last_complete_of(tx: Tx, run: int, upto: int | None) -> dict[int, CrossRankValue]:
     """Per metric id, the cross-rank aggregate at its last step ``<= upto`` (any step
-    when None): ``{"step", "n", "mean", "wmean", "min", "max", "nan", "posinf",
-    "neginf"}`` (``rankwise._summary``: a step of NaN alone says NaN). Reads one stored block
-    per metric (two where the newest one holds only later steps), never the whole run."""
+    when None), as ``rankwise._summary`` folds it from files (a step of NaN alone says
+    NaN). Reads one stored block per metric (two where the newest one holds only later
+    steps), never the whole run."""
     cap = "" if upto is None else " AND b.block <= ?"
     params: list[Any] = [run] + ([] if upto is None else [upto // BLOCK])
     rows = tx.all(
@@ -253,7 +255,7 @@ def last_complete_of(tx: Tx, run: int, upto: int | None) -> dict[int, dict[str, 
         f"(SELECT MAX(b.block) FROM aggs b WHERE b.run = a.run AND b.metric = a.metric{cap})",
         params,
     )
-    out: dict[int, dict[str, Any]] = {}
+    out: dict[int, CrossRankValue] = {}
     for metric, block, data in rows:
         agg = Agg.from_bytes(data, int(block) * BLOCK).between(None, upto)
         if not len(agg) and int(block) > 0:
@@ -267,17 +269,17 @@ def last_complete_of(tx: Tx, run: int, upto: int | None) -> dict[int, dict[str, 
         if not len(agg):
             continue
         i = len(agg) - 1
-        out[int(metric)] = {
-            "step": int(agg.step[i]),
-            "n": int(agg.col("n")[i]),
-            "mean": float(agg.shown(agg.mean())[i]),
-            "wmean": float(agg.shown(agg.wmean())[i]),
-            "min": float(agg.shown(agg.col("min"))[i]),
-            "max": float(agg.shown(agg.col("max"))[i]),
-            "nan": int(agg.col("nan")[i]),
-            "posinf": int(agg.col("posinf")[i]),
-            "neginf": int(agg.col("neginf")[i]),
-        }
+        out[int(metric)] = CrossRankValue(
+            step=int(agg.step[i]),
+            n=int(agg.col("n")[i]),
+            mean=float(agg.shown(agg.mean())[i]),
+            wmean=float(agg.shown(agg.wmean())[i]),
+            min=float(agg.shown(agg.col("min"))[i]),
+            max=float(agg.shown(agg.col("max"))[i]),
+            nan=int(agg.col("nan")[i]),
+            posinf=int(agg.col("posinf")[i]),
+            neginf=int(agg.col("neginf")[i]),
+        )
     return out
 
 

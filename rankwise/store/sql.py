@@ -23,17 +23,18 @@ from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..errors import UsageError
-from ..read.model import RunInfo
+from ..read.model import CrossRankValue, RunInfo
 from ..stream import records as R
 from . import health as rank_health
 from . import migrations as M
 from . import query, runs
-from .base import Band, RunQuery, Series, StreamKey, XAxis
+from .base import RunQuery, StreamKey, XAxis
 from .health_reads import HealthReads
 from .ingest import apply_stream, decode_fold, metric_names
 from .saved_views import SavedViews
 from .tokens import TokenStore
 from .tx import Tx, marks
+from .types import Band, Series
 
 T = TypeVar("T")
 
@@ -362,8 +363,8 @@ class SQLStore(SavedViews, HealthReads, TokenStore):
 
     def cross_rank_last(
         self, project: str, run_id: str, upto: int | None = None
-    ) -> dict[str, dict[str, Any]]:
-        def read(tx: Tx) -> dict[str, dict[str, Any]]:
+    ) -> dict[str, CrossRankValue]:
+        def read(tx: Tx) -> dict[str, CrossRankValue]:
             run = tx.one("SELECT id FROM runs WHERE project = ? AND run_id = ?", (project, run_id))
             if run is None:
                 return {}

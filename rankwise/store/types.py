@@ -1,5 +1,6 @@
-"""What the store's reads answer beyond runs: console pages, system series, stall events
-and saved views (runs and streams are ``rankwise.read.model``'s).
+"""What the store's reads answer beyond runs: chart columns (a stream's series, the
+cross-rank band), console pages, system series, stall events and saved views (runs and
+streams are ``rankwise.read.model``'s).
 
 Declared once, as msgspec structs: the store returns them and the server encodes them as
 they are, so the HTTP replies and the OpenAPI document are these same declarations. The
@@ -12,6 +13,84 @@ from collections.abc import Sequence
 from typing import Any
 
 import msgspec
+
+from ..read.model import Spelled
+
+
+class NonFinite(msgspec.Struct, kw_only=True):
+    """The points of a series whose value is NaN or ±Inf, spelled out: JSON turns them
+    into ``null`` (as it does a missing value), so a chart could not otherwise tell a NaN
+    loss from nothing logged."""
+
+    x: list[float] = msgspec.field(default_factory=list)
+    value: list[Spelled] = msgspec.field(default_factory=list)
+
+
+class Series(msgspec.Struct):
+    """One stream label's series of one metric, as columns (x sorted ascending).
+
+    ``y`` holds NaN and ±Inf as floats (MessagePack keeps them); JSON writes them as
+    ``null`` and ``nonfinite`` says which they were. ``nonfinite`` is filled in from ``y``
+    when a series is made without one.
+    """
+
+    label: str
+    x: list[float]
+    y: list[float | None]  # null in JSON for NaN and ±Inf (see nonfinite)
+    downsampled: bool = False
+    nonfinite: NonFinite = msgspec.field(default_factory=NonFinite)
+
+    def __post_init__(self) -> None:
+        if self.nonfinite.x:
+            return  # decoded from a reply: as sent
+        at = [i for i, y in enumerate(self.y) if y is not None and (y != y or y in _INF)]
+        if at:
+            xs, ys = self.x, self.y
+            self.nonfinite = NonFinite(x=[xs[i] for i in at], value=[_spelled(ys[i]) for i in at])
+
+
+_INF = (float("inf"), float("-inf"))
+
+
+def _spelled(y: float | None) -> Spelled:
+    return "NaN" if y is None or y != y else ("Infinity" if y > 0 else "-Infinity")
+
+
+class Band(msgspec.Struct):
+    """The cross-rank aggregate of one metric, per step, as columns.
+
+    ``wmean`` is the weighted mean where every value at that step carried a weight, and
+    equals ``mean`` otherwise. ``std`` is the population standard deviation across ranks.
+    NaN and ±Inf values are left out of ``n`` and the rest and counted in ``nan``,
+    ``posinf`` and ``neginf``; where ``n`` is 0 the mean, min and max are NaN (or the one
+    infinity logged there), ``null`` in JSON. Downsampling keeps, per bucket, the steps
+    with the most of each kind.
+    """
+
+    x: list[float]
+    n: list[int]
+    mean: list[float | None]
+    wmean: list[float | None]
+    min: list[float | None]
+    max: list[float | None]
+    std: list[float | None]
+    downsampled: bool = False
+    step: list[int] = msgspec.field(default_factory=list)  # each point's step (x when x=step)
+    nw: list[int] = msgspec.field(default_factory=list)  # how many of the n carried a weight
+    nan: list[int] = msgspec.field(default_factory=list)
+    posinf: list[int] = msgspec.field(default_factory=list)
+    neginf: list[int] = msgspec.field(default_factory=list)
+    # True where not every live rank has reached the step yet: the mean there averages
+    # only the ranks that got there first (set by ``at_complete``; the store leaves it).
+    partial: list[bool] = msgspec.field(default_factory=list)
+    # The last step every live rank has reached; null when none is running.
+    complete_step: int | None = None
+
+    def at_complete(self, complete: int | None) -> Band:
+        """This band with ``partial`` and ``complete_step`` for the run's complete step
+        (``rankwise._summary.complete_step``)."""
+        partial = [False] * len(self.x) if complete is None else [s > complete for s in self.step]
+        return msgspec.structs.replace(self, partial=partial, complete_step=complete)
 
 
 class ConsoleQuery(msgspec.Struct, kw_only=True):
@@ -70,7 +149,7 @@ class SystemSeries(msgspec.Struct, kw_only=True):
     host: str
     gpu: int | None
     x: list[float]  # times (Unix seconds)
-    y: list[float]
+    y: list[float | None]  # a NaN sample is null in JSON
     downsampled: bool = False
 
 

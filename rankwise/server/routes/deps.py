@@ -46,12 +46,16 @@ def answers(reply: type | None, *errors: int, **described: str) -> Responses:
             "content": {"application/json": {"schema": ref(reply.__name__)}},
         }
     for status in errors:
-        text = described.get(f"e{status}") or ERRORS.get(status, "error")
-        out[status] = {
-            "description": text,
-            "content": {"application/json": {"schema": ref("ErrorReply")}},
-        }
+        out[status] = refusal(described.get(f"e{status}") or ERRORS.get(status, "error"))
     return out
+
+
+def refusal(description: str) -> dict[str, Any]:
+    """One error status's entry in ``responses=``: the one error shape (``ErrorReply``)."""
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": ref("ErrorReply")}},
+    }
 
 
 def found(value: T | None, project: str, run: str) -> T:

@@ -9,19 +9,19 @@
 Routes are thin: they check parameters, call one ``Store`` method, and encode what it
 returns (``rankwise.store.types``); health is ``rankwise.health.assess`` over what the
 store keeps, the same function ``RunInfo.health()`` applies to local files, replied as
-``rankwise.read.model.HealthReply``. ``docs/http-api.md`` has the contract.
+``rankwise.health.HealthReply``. ``docs/http-api.md`` has the contract.
 """
 
 from __future__ import annotations
 
 from typing import Annotated
 
+import msgspec
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from ...errors import UsageError
-from ...health import DEFAULT_FACTOR, DEFAULT_WINDOW, assess
-from ...read.model import HealthReply, RankReply
+from ...health import DEFAULT_FACTOR, DEFAULT_WINDOW, HealthReply, assess
 from ...store.health import quantity
 from ...store.health_reads import MAX_LIMIT
 from ...store.types import ConsolePage, ConsoleQuery
@@ -52,10 +52,10 @@ def health(
     got = found(_store(request).health_streams(project, run, window, now), project, run)
     row, streams, at = got
     ranks = assess(streams, now=at, window=window, factor=factor)
-    latest = {}
-    for s in row.streams:  # sorted by label then incarnation: the latest wins
-        latest[s.label] = s
-    out = [RankReply.of(h, latest[h.label].host, latest[h.label].last_seen, stacks) for h in ranks]
+    if not stacks:  # the stacks are long: sent only when asked for
+        for h in ranks:
+            if h.stall is not None:
+                h.stall = msgspec.structs.replace(h.stall, stacks=None)
     health = HealthReply(
         state=row.state,
         crashed=list(row.crashed),
@@ -63,7 +63,7 @@ def health(
         window=window,
         factor=factor,
         median_rate=ranks[0].median_rate if ranks else None,
-        ranks=out,
+        ranks=ranks,
     )
     return reply(request, health)
 

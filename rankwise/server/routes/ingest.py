@@ -38,8 +38,8 @@ from ..config import ServerSettings
 from ..encoding import ApiError, error_reply, reply
 from ..group_commit import GroupCommit
 from ..keycap import MAX_KEYS_PER_RUN, run_keys
-from ..schemas import AckReply, ErrorReply
-from .deps import Responses
+from ..replies import AckReply
+from .deps import Responses, answers, refusal
 from .deps import store as _store
 
 ID_PATTERN = names.ID_CHARS_PATTERN  # the full rule is checked before routing
@@ -64,19 +64,19 @@ def stream_key(
 Key = Annotated[StreamKey, Depends(stream_key)]
 
 
-@router.get("/ack", response_model=AckReply)
+@router.get("/ack", response_model=None, responses=answers(AckReply))
 def ack(request: Request, key: Key) -> Response:
     """The stream's high-water mark: the highest seq the server holds (-1: none)."""
-    return reply(request, {"acked_seq": _store(request).acked(key)})
+    return reply(request, AckReply(acked_seq=_store(request).acked(key)))
 
 
 _ERRORS: Responses = {
-    409: {"model": ErrorReply, "description": "gap: resend from the mark (error.acked_seq)"},
-    413: {"model": ErrorReply, "description": "body over the server's limit"},
-    415: {"model": ErrorReply, "description": "unknown Content-Encoding"},
-    422: {"model": ErrorReply, "description": "bad parameters or not whole frames"},
-    429: {"model": ErrorReply, "description": "over --max-inflight: retry after Retry-After"},
-    503: {"model": ErrorReply, "description": "the store cannot write: retry after Retry-After"},
+    409: refusal("gap: resend from the mark (error.acked_seq)"),
+    413: refusal("body over the server's limit"),
+    415: refusal("unknown Content-Encoding"),
+    422: refusal("bad parameters or not whole frames"),
+    429: refusal("over --max-inflight: retry after Retry-After"),
+    503: refusal("the store cannot write: retry after Retry-After"),
 }
 _BODY = {
     "requestBody": {
@@ -87,7 +87,12 @@ _BODY = {
 }
 
 
-@router.post("/ingest", response_model=AckReply, responses=_ERRORS, openapi_extra=_BODY)
+@router.post(
+    "/ingest",
+    response_model=None,
+    responses={**answers(AckReply), **_ERRORS},
+    openapi_extra=_BODY,
+)
 async def ingest(request: Request, key: Key) -> Response:
     """Apply the records of one stream above its mark; replies with the new mark."""
     settings: ServerSettings = request.app.state.settings
@@ -122,7 +127,7 @@ async def ingest(request: Request, key: Key) -> Response:
                 "after the Retry-After seconds",
                 settings.retry_after,
             )
-        return reply(request, {"acked_seq": acked})
+        return reply(request, AckReply(acked_seq=acked))
     finally:
         state.ingest_inflight -= 1
 
@@ -135,7 +140,7 @@ def _group_commit(request: Request) -> GroupCommit:
     group = getattr(state, "group_commit", None)
     if group is None:  # made on first use: the event loop's thread, no race
         group = state.group_commit = GroupCommit(state.store)
-    return group  # type: ignore[no-any-return]
+    return group
 
 
 def _retry_later(request: Request, status: int, message: str, seconds: int) -> Response:

@@ -25,7 +25,7 @@ from ...errors import UsageError
 from ...store.tokens import check_new_token
 from .. import auth
 from ..encoding import ApiError, reply
-from ..schemas import ErrorReply
+from .deps import refusal
 
 router = APIRouter(tags=["auth"])
 
@@ -110,12 +110,8 @@ def _row(info: T.TokenInfo) -> dict[str, Any]:
     }
 
 
-_401: dict[int | str, dict[str, Any]] = {
-    401: {"model": ErrorReply, "description": "no valid credentials"}
-}
-_403: dict[int | str, dict[str, Any]] = {
-    403: {"model": ErrorReply, "description": "role or project not allowed"}
-}
+_401: dict[int | str, dict[str, Any]] = {401: refusal("no valid credentials")}
+_403: dict[int | str, dict[str, Any]] = {403: refusal("role or project not allowed")}
 
 
 @router.get("/session", response_model=WhoAmI, responses=_401)
@@ -211,7 +207,7 @@ def create_token(request: Request, body: NewTokenRequest) -> Response:
 @router.delete(
     "/tokens/{token_id}",
     status_code=204,
-    responses={**_401, **_403, 404: {"model": ErrorReply, "description": "no live token"}},
+    responses={**_401, **_403, 404: refusal("no live token")},
     dependencies=[Depends(auth.admin)],
 )
 def revoke_token(request: Request, token_id: str) -> Response:

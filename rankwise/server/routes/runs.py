@@ -1,9 +1,9 @@
 """The read endpoints: projects, runs, one run, metric keys, series, history, compare.
 
 Routes are thin: they check parameters, call one ``Store`` method, and encode what it
-returns: runs are ``rankwise.read.model.RunInfo`` as the store folded them; chart columns
-are shaped by ``charts``. They are plain ``def`` functions, so the (blocking) store calls run in
-the server's thread pool and never stall the event loop.
+returns: runs are ``rankwise.read.model.RunInfo`` as the store folded them, chart columns
+``rankwise.store.types.Series`` and ``Band``. They are plain ``def`` functions, so the
+(blocking) store calls run in the server's thread pool and never stall the event loop.
 """
 
 from __future__ import annotations
@@ -15,24 +15,17 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from ... import names
+from ..._summary import complete_step as _complete
 from ...read.fold import unsynced
-from ...read.model import Project, ProjectsReply, RunInfo, RunsReply
+from ...read.model import Project, ProjectsReply, RunInfo, RunsReply, spell
 from ...store.base import RunQuery, Store
+from ...store.types import Band, Series
 from ...stream.records import STATES
 from .. import auth
-from ..charts import band_dict, complete_step, series_dict, spell_nonfinite
 from ..config import ServerSettings
 from ..encoding import ApiError, reply, wants_msgpack
-from ..schemas import (
-    STREAMS_PATTERN,
-    CompareReply,
-    CompareRequest,
-    HistoryReply,
-    MetricsReply,
-    RunState,
-    SeriesReply,
-    XAxis,
-)
+from ..replies import CompareReply, CompareRun, HistoryReply, MetricsReply, SeriesReply
+from ..schemas import STREAMS_PATTERN, CompareRequest, RunState, XAxis
 from .deps import answers, check_range, found
 from .deps import store as _store
 
@@ -60,11 +53,33 @@ def _as_sent(request: Request, run: RunInfo, **changes: Any) -> RunInfo:
     server, and in JSON the summaries' NaN and ±Inf spelled out (MessagePack keeps them)."""
     changes["sync_hint"] = unsynced(run, _sync_server(request))
     if not wants_msgpack(request):
-        changes["summary"] = spell_nonfinite(run.summary)
-        for name in ("rank_summaries", "cross_rank_summary"):
-            value = changes.get(name, getattr(run, name))
-            changes[name] = None if value is None else spell_nonfinite(value)
+        changes["summary"] = _spelled(run.summary)
+        ranks = changes.get("rank_summaries", run.rank_summaries)
+        if ranks is not None:
+            changes["rank_summaries"] = _spelled(ranks)
+        cross = changes.get("cross_rank_summary", run.cross_rank_summary)
+        if cross is not None:
+            changes["cross_rank_summary"] = {k: v.spelled() for k, v in cross.items()}
     return msgspec.structs.replace(run, **changes)
+
+
+def _spelled(value: Any) -> Any:
+    """A summary (any value a run set, nested) with its non-finite floats spelled out."""
+    if isinstance(value, float):
+        return spell(value)
+    if isinstance(value, dict):
+        return {k: _spelled(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_spelled(v) for v in value]
+    return value
+
+
+def complete_step(run: RunInfo) -> int | None:
+    """The last step every live rank has reached: the lowest ``last_step`` among the
+    run's running streams that have logged a step. None when no such stream is running
+    (every step is then complete). A cross-rank value past it is *partial*: it averages
+    only the ranks that got there first, so it is not the job's mean yet."""
+    return _complete((s.state, s.last_step) for s in run.streams)
 
 
 @router.get("/projects/{project}/runs", response_model=None, responses=answers(RunsReply, 404))
@@ -126,8 +141,8 @@ def _sync_server(request: Request) -> str | None:
 
 @router.get(
     "/projects/{project}/runs/{run}/metrics",
-    response_model=MetricsReply,
-    responses=answers(None, 404),
+    response_model=None,
+    responses=answers(MetricsReply, 404),
 )
 def metrics(request: Request, project: str, run: str) -> Response:
     """The metric keys the run has logged, sorted."""
@@ -135,7 +150,7 @@ def metrics(request: Request, project: str, run: str) -> Response:
     keys = store.metric_keys(project, run)
     if not keys:
         _run_or_404(store, project, run)
-    return reply(request, {"keys": keys})
+    return reply(request, MetricsReply(keys=keys))
 
 
 def _labels(streams: str) -> list[str] | None:
@@ -160,7 +175,7 @@ def _chart(
     max_points: int,
     streams: str,
     band: bool,
-) -> dict[str, Any]:
+) -> tuple[list[Series], Band | None]:
     check_range(lo, hi)
     labels = _labels(streams)
     series = []
@@ -177,16 +192,13 @@ def _chart(
         agg = store.band(project, run, key, x=x, lo=lo, hi=hi, max_points=max_points)
     if not series and (agg is None or not agg.x):
         _run_or_404(store, project, run)  # an unknown run is 404; an unknown key is empty
-    return {
-        "series": [series_dict(s) for s in series],
-        "band": band_dict(agg, complete) if agg is not None else None,
-    }
+    return series, (agg.at_complete(complete) if agg is not None else None)
 
 
 @router.get(
     "/projects/{project}/runs/{run}/series",
-    response_model=SeriesReply,
-    responses=answers(None, 404),
+    response_model=None,
+    responses=answers(SeriesReply, 404),
 )
 def series(
     request: Request,
@@ -203,14 +215,14 @@ def series(
     band: bool = True,
 ) -> Response:
     """Chart columns of one metric: per-stream series and the cross-rank band (M4)."""
-    chart = _chart(_store(request), project, run, key, x, lo, hi, max_points, streams, band)
-    return reply(request, {"key": key, "x": x, **chart})
+    got, agg = _chart(_store(request), project, run, key, x, lo, hi, max_points, streams, band)
+    return reply(request, SeriesReply(key=key, x=x, series=got, band=agg))
 
 
 @router.get(
     "/projects/{project}/runs/{run}/history",
-    response_model=HistoryReply,
-    responses=answers(None, 404),
+    response_model=None,
+    responses=answers(HistoryReply, 404),
 )
 def history(
     request: Request,
@@ -224,10 +236,10 @@ def history(
     rows = store.history(project, run, keys=key or None, label=label)
     if not rows:
         _run_or_404(store, project, run)
-    return reply(request, {"rows": rows})
+    return reply(request, HistoryReply(rows=rows))
 
 
-@router.post("/compare", response_model=CompareReply, responses=answers(None, 404))
+@router.post("/compare", response_model=None, responses=answers(CompareReply, 404))
 def compare(request: Request, body: CompareRequest) -> Response:
     """The same metric of several runs in one request."""
     settings: ServerSettings = request.app.state.settings
@@ -243,7 +255,7 @@ def compare(request: Request, body: CompareRequest) -> Response:
     auth.check_projects(request, [p for p, _, _ in refs])  # all or nothing
     out = []
     for project, _, run_id in refs:
-        chart = _chart(
+        got, agg = _chart(
             store,
             project,
             run_id,
@@ -255,5 +267,5 @@ def compare(request: Request, body: CompareRequest) -> Response:
             body.streams,
             body.band,
         )
-        out.append({"project": project, "run": run_id, **chart})
-    return reply(request, {"key": body.key, "x": body.x, "runs": out})
+        out.append(CompareRun(project=project, run=run_id, series=got, band=agg))
+    return reply(request, CompareReply(key=body.key, x=body.x, runs=out))
