@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from rankwise.server import create_app
 from rankwise.store import open_store
 
 from .helpers.runs import assert_same_history
-from .helpers.servers import serve_in_thread
+from .helpers.servers import bearer, serve_in_thread
 
 FAST = {"flush_interval": 0.02, "upload_interval": 0.02, "upload_timeout": 10}
 
@@ -138,3 +139,44 @@ def test_every_field_of_every_run_reads_back_the_same(data_dir: Path, server: st
     assert compared == 2 * 2 * (len(run_fields) - 1 + len(stream_fields))
     failed = local.run("r1", project="fields")
     assert failed.state == "failed" and failed.first_failure is not None
+
+
+def _exact(value: object) -> object:
+    """A value with NaN made comparable (NaN == NaN here, and nowhere else)."""
+    import math
+
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    return value
+
+
+def test_cross_rank_summary_agrees_exactly_with_nan_and_inf(data_dir: Path, server: str) -> None:
+    """``summary_cross_rank`` is one struct from both readers, NaN and ±Inf included; a
+    JSON reply spells those as strings, as it always has."""
+    import math
+
+    import httpx
+    import msgspec
+
+    from rankwise.read.model import CrossRankValue
+
+    run = rankwise.init(project="nan", id="r", server=server, settings=FAST)
+    run.log({"loss": 1.0, "up": 1.0, "down": 2.0}, step=0)
+    run.log({"loss": float("nan"), "up": math.inf, "down": -math.inf}, step=1)
+    run.finish()
+    local = rankwise.Api(dir=data_dir).run("r", project="nan")
+    remote = rankwise.Api(server=server).run("r", project="nan")
+    mine, theirs = local.summary_cross_rank, remote.summary_cross_rank
+    assert mine.keys() == theirs.keys() == {"loss", "up", "down"}
+    for key in mine:
+        assert type(mine[key]) is type(theirs[key]) is CrossRankValue
+        a, b = msgspec.structs.asdict(mine[key]), msgspec.structs.asdict(theirs[key])
+        assert {k: _exact(v) for k, v in a.items()} == {k: _exact(v) for k, v in b.items()}
+    assert math.isnan(mine["loss"].mean) and mine["loss"]["nan"] == 1 and mine["loss"].n == 0
+    assert mine["up"].max == math.inf and mine["down"].min == -math.inf
+    token = bearer(os.environ["RANKWISE_TOKEN"])
+    sent = httpx.get(f"{server}/api/v1/projects/nan/runs/r", headers=token).json()
+    sent = sent["summary_cross_rank"]
+    assert sent["loss"] == {"step": 1, "n": 0, "mean": "NaN", "wmean": "NaN", "min": "NaN",
+                            "max": "NaN", "nan": 1, "posinf": 0, "neginf": 0}  # fmt: skip
+    assert (sent["up"]["mean"], sent["down"]["mean"]) == ("Infinity", "-Infinity")
