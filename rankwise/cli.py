@@ -14,6 +14,7 @@ from typing import Any
 
 from .api import Api, RunInfo
 from .errors import RankwiseError, RunNotFoundError, UsageError
+from .read.model import CrossRankValue
 from .stream.records import STATES
 
 
@@ -120,12 +121,12 @@ def _print_summary(run: Any) -> None:
     if cross:
         print("\ncross-rank line, last complete step (weighted mean where weights were logged)")
         for k, c in sorted(cross.items()):
-            same = _fmt(c["wmean"]) == _fmt(c["mean"])
-            extra = "" if same else f"  (mean {_fmt(c['mean'])})"
+            same = _fmt(c.wmean) == _fmt(c.mean)
+            extra = "" if same else f"  (mean {_fmt(c.mean)})"
             bad = _nonfinite_note(c)
             print(
-                f"  {k:<28} {_fmt(c['wmean'])} at step {c['step']}, {c['n']} values, "
-                f"min {_fmt(c['min'])} max {_fmt(c['max'])}{extra}{bad}"
+                f"  {k:<28} {_fmt(c.wmean)} at step {c.step}, {c.n} values, "
+                f"min {_fmt(c.min)} max {_fmt(c.max)}{extra}{bad}"
             )
     print("\nsummary by rank")
     keys = sorted({k for vals in ranks.values() for k in vals})
@@ -137,12 +138,12 @@ def _print_summary(run: Any) -> None:
         print(f"  {k:<28} {cells}{more}")
 
 
-def _nonfinite_note(c: dict[str, Any]) -> str:
+def _nonfinite_note(c: CrossRankValue) -> str:
     """ ", NaN on 2, ∞ on 1": the values a cross-rank line left out, by kind."""
     parts = [
-        f"{name} on {c.get(key, 0)}"
-        for key, name in (("nan", "NaN"), ("posinf", "∞"), ("neginf", "−∞"))
-        if c.get(key, 0)
+        f"{name} on {count}"
+        for count, name in ((c.nan, "NaN"), (c.posinf, "∞"), (c.neginf, "−∞"))
+        if count
     ]
     return ", " + ", ".join(parts) if parts else ""
 

@@ -68,17 +68,17 @@ class RankHealth(msgspec.Struct, kw_only=True):
     label: str
     rank: int
     node: int
-    host: str = ""
+    host: str
     state: str
     last_step: int
-    last_seen: float | None = None  # the stream's last record of any kind
+    last_seen: float | None  # the stream's last record of any kind
     step_rate: float | None  # steps per second over the window; None: not enough steps
     median_rate: float | None  # the median of the ranks' step rates
     lag_steps: float  # behind the median stream's step (negative: ahead)
     lag_seconds: float | None
     slow: bool  # slower than the median rate by the factor
     stalled: bool
-    stall: Stall | None = None
+    stall: Stall | None  # the open stall
     message: str = ""  # ``describe()``: "rank 5 stalled for 7 min in all_reduce at ..."
 
     @property

@@ -281,7 +281,7 @@ def test_health_from_the_store_matches_the_records(store: SQLStore) -> None:
     reference = assess(
         [
             StreamSteps(s.label, step_points(streams[k]), rank=s.rank, node=s.node,
-                        state=s.state, last_seen=s.last_seen, stall=s.stall)
+                        state=s.state, last_seen=s.last_seen, stall=s.stall, host=s.host)
             for k, s in zip(keys, inputs)
         ],
         now=at,

@@ -97,6 +97,10 @@ class CrossRankValue(msgspec.Struct, kw_only=True):
             raise KeyError(name)
         return getattr(self, name)
 
+    def get(self, name: str, default: Any = None) -> Any:
+        """``value.get("nan", 0)``, as a dict answered it."""
+        return getattr(self, name) if name in self.__struct_fields__ else default
+
     def spelled(self) -> CrossRankValue:
         """This value as a JSON reply carries it: non-finite floats as strings."""
         return msgspec.structs.replace(
