@@ -3,7 +3,7 @@
 Every job runs ``tests/scripts/rank_worker.py`` (or ``spawn_job.py``) in real processes
 and is checked from the outside only: the JSON each rank reports about its ``Run`` and
 what ``rankwise.Api(dir=...)`` reads back from the stream files. The expected run ids,
-groups and labels come from the table of issue 2 (``tests/scripts/jobs.py``), not from
+groups and labels come from the table of issue 2 (``tests/helpers/jobs.py``), not from
 ``rankwise.modes``.
 """
 
@@ -21,7 +21,7 @@ import pytest
 
 import rankwise
 
-from .scripts.jobs import (
+from .helpers.jobs import (
     MODES,
     PROJECT,
     SCRIPTS,

@@ -22,7 +22,7 @@ import rankwise
 from rankwise.stream import records as R
 from rankwise.stream.frames import scan
 
-from .scripts.jobs import SCRIPTS, job_env
+from .helpers.jobs import SCRIPTS, job_env
 
 SCRIPT = SCRIPTS / "lifecycle.py"
 

@@ -20,7 +20,7 @@ import pytest
 import rankwise
 
 from .helpers.servers import ServerProcess, wait_until
-from .scripts.jobs import SCRIPTS, job_env, torchrun
+from .helpers.jobs import SCRIPTS, job_env, torchrun
 
 pytest.importorskip("torch")
 

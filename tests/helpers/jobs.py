@@ -18,7 +18,7 @@ from typing import Any
 import rankwise
 
 REPO = Path(__file__).resolve().parent.parent.parent
-SCRIPTS = Path(__file__).parent
+SCRIPTS = Path(__file__).parents[1] / "scripts"
 WORKER = SCRIPTS / "rank_worker.py"
 PROJECT = "launch"
 STEPS = 5
