@@ -493,13 +493,13 @@ def test_empty_states(browser: Any, tmp_path: Path) -> None:
 def test_big_run_first_charts(browser: Any, tmp_path: Path) -> None:
     """64 ranks x 50 metrics: time from navigation to the first charts drawn."""
     _need_browser()
-    sys.path.insert(0, str(SCRIPTS))
+    sys.path.insert(0, str(REPO / "benchmarks"))
     try:
-        from dashboard_bigrun import PROJECT as BIG_PROJECT
-        from dashboard_bigrun import RUN as BIG_RUN
-        from dashboard_bigrun import make_big_run
+        from bench_dashboard_bigrun import PROJECT as BIG_PROJECT
+        from bench_dashboard_bigrun import RUN as BIG_RUN
+        from bench_dashboard_bigrun import make_big_run
     finally:
-        sys.path.remove(str(SCRIPTS))
+        sys.path.remove(str(REPO / "benchmarks"))
     steps = int(os.environ.get("RANKWISE_TEST_BIG_STEPS", "10000"))
     db = tmp_path / "big.db"
     try:

@@ -19,8 +19,8 @@ import pytest
 
 import rankwise
 
-from .helpers.servers import ServerProcess, wait_until
 from .helpers.jobs import SCRIPTS, job_env, torchrun
+from .helpers.servers import ServerProcess, wait_until
 
 pytest.importorskip("torch")
 
