@@ -13,7 +13,7 @@ import pytest
 import rankwise
 from rankwise.cli import main as cli
 from rankwise.stream.frames import MAGIC
-from tests.conftest import PYTHON, REPO
+from tests.helpers.env import PYTHON, REPO
 
 
 def make_runs(fast: dict) -> dict[str, rankwise.Run]:

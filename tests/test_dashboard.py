@@ -20,7 +20,6 @@ minute to write); ``RANKWISE_TEST_BIG_STEPS=100000`` gives the full 100k-step ru
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -33,19 +32,12 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.helpers.servers import REPO, ServerProcess, browser_login, wait_until
+from tests.helpers.browser import Page, drawn, first_charts_ms, need_browser
+from tests.helpers.env import REPO, clean_env
+from tests.helpers.servers import ServerProcess, browser_login, wait_until
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROME_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
-STATIC = REPO / "rankwise" / "server" / "static"
 SCRIPTS = Path(__file__).with_name("scripts")
 DOCS_SHOT = REPO / "docs" / "img" / "run-page.png"
 PROJECT = "dash"
@@ -55,104 +47,9 @@ XSS_TAG = "<b>tag</b>"
 XSS_CONFIG = "<script>window.__xss=2</script>"
 XSS_KEY = "debug/<img src=x onerror=window.__xss=3>"
 
-_LAUNCH_PREFIXES = ("RANKWISE_", "SLURM_", "OMPI_", "PMI_", "PMIX_", "TORCHELASTIC_")
-_LAUNCH_NAMES = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                 "MASTER_ADDR", "MASTER_PORT"}  # fmt: skip
-
 
 def _job_env(**extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(_LAUNCH_PREFIXES) and k not in _LAUNCH_NAMES
-    }
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    env.update({"OMP_NUM_THREADS": "1", "RANKWISE_FLUSH_INTERVAL": "0.05"})
-    env.update(extra)
-    return env
-
-
-def _need_browser() -> None:
-    if not CHROMIUM.exists():
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"no Chromium at {CHROMIUM} in CI: .ci/run installs chromium")
-        pytest.skip(f"no Chromium at {CHROMIUM}: apt-get install -y chromium chromium-driver")
-    if not (STATIC / "index.html").is_file():
-        pytest.fail(
-            f"the dashboard is not built into {STATIC}: run `make setup` "
-            "(or `npm ci && npm run build` in ui/)"
-        )
-
-
-@contextlib.contextmanager
-def launch_browser() -> Iterator[Any]:
-    """Headless Chromium through Playwright (other browser tests use it too)."""
-    _need_browser()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROME_ARGS)
-        try:
-            yield b
-        finally:
-            b.close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with launch_browser() as b:
-        yield b
-
-
-class Page:
-    """A page that records its errors and requests; fails the test on script errors."""
-
-    def __init__(self, browser: Any, width: int = 1280, height: int = 800, dark: bool = False):
-        # bypass_csp: Playwright's wait_for_function evaluates strings, which the
-        # dashboard's CSP forbids; tests/test_xss_browser.py checks the page under it.
-        self.ctx = browser.new_context(
-            viewport={"width": width, "height": height},
-            color_scheme="dark" if dark else "light",
-            bypass_csp=True,
-        )
-        self.page = self.ctx.new_page()
-        self.page.set_default_timeout(20_000)
-        self.errors: list[str] = []
-        self.requests: list[str] = []
-        self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
-        self.page.on(
-            "console",
-            lambda m: (
-                self.errors.append(f"console {m.type}: {m.text}") if m.type == "error" else None
-            ),
-        )
-        self.page.on("request", lambda r: self.requests.append(r.url))
-        self.page.on("response", self._response)
-
-    def _response(self, r: Any) -> None:
-        if r.status >= 400 and "/api/" in r.url:
-            self.errors.append(f"HTTP {r.status} for {r.url}")
-
-    def check(self) -> None:
-        assert self.page.evaluate("window.__xss") is None, "user text was run as code"
-        assert not self.errors, "\n".join(self.errors)
-
-    def close(self) -> None:
-        self.ctx.close()
-
-
-def _drawn(page: Any, lines: int | None = None) -> str:
-    sel = '.chart-card[data-state="drawn"]'
-    return sel if lines is None else f'{sel}[data-lines="{lines}"]'
-
-
-def _first_charts_ms(page: Any) -> float:
-    page.wait_for_function(
-        "performance.getEntriesByName('rankwise:first-charts').length > 0", timeout=60_000
-    )
-    return float(
-        page.evaluate("performance.getEntriesByName('rankwise:first-charts')[0].startTime")
-    )
+    return clean_env(**{"RANKWISE_FLUSH_INTERVAL": "0.05", **extra})
 
 
 # -- data: real runs from a real torchrun job -----------------------------------------
@@ -160,7 +57,7 @@ def _first_charts_ms(page: Any) -> float:
 
 @pytest.fixture(scope="module")
 def dash_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    _need_browser()
+    need_browser()
     root = tmp_path_factory.mktemp("dash") / "data"
     exe = Path(sys.executable).with_name("torchrun")
     cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "torch.distributed.run"]
@@ -275,7 +172,7 @@ def test_click_through(browser: Any, dash_server: str, tmp_path: Path) -> None:
     # Run page: header, one chart per metric in sections, band drawn.
     rows.first.locator("a.run-name").click()
     page.wait_for_url(f"**/#/p/{PROJECT}/r/{PREFIX}-a**")
-    page.locator(_drawn(page)).first.wait_for()
+    page.locator(drawn()).first.wait_for()
     facts = page.locator("dl.facts").inner_text()
     assert "RANKS × NODES\n2 × 1" in facts.upper()
     assert page.get_by_role("link", name=f"{PREFIX}-sweep").first.is_visible()
@@ -359,13 +256,13 @@ def test_click_through(browser: Any, dash_server: str, tmp_path: Path) -> None:
     legend.first.wait_for()
     assert legend.count() == 2
     assert legend.filter(has_text=XSS_NAME).count() == 1
-    page.locator(_drawn(page, lines=2)).first.wait_for()
+    page.locator(drawn(lines=2)).first.wait_for()
     assert page.locator(f'.chart-card[data-metric="{XSS_KEY}"]').count() == 1
     page.screenshot(path=shots / "compare.png")
 
     # The group overlays the same two runs.
     page.goto(f"{dash_server}/#/p/{PROJECT}/g/{PREFIX}-sweep")
-    page.locator(_drawn(page, lines=2)).first.wait_for()
+    page.locator(drawn(lines=2)).first.wait_for()
     assert page.locator(".run-legend li").count() == 2
     page.screenshot(path=shots / "group.png")
 
@@ -380,7 +277,7 @@ def test_wide_and_dark(browser: Any, dash_server: str, tmp_path: Path) -> None:
     p = Page(browser, 1920, 1080, dark=True)
     page = p.page
     page.goto(f"{dash_server}/#/p/{PROJECT}/r/{PREFIX}-b")
-    _first_charts_ms(page)
+    first_charts_ms(page)
     bg = page.evaluate("getComputedStyle(document.body).backgroundColor")
     assert bg == "rgb(15, 18, 23)", bg
     assert page.get_by_role("heading", name=XSS_NAME).is_visible()
@@ -418,7 +315,7 @@ run.finish()
 
 def test_live_run_updates_within_two_seconds(browser: Any, tmp_path: Path) -> None:
     """A running run's chart follows the writer, at most 2 s behind, without a reload."""
-    _need_browser()
+    need_browser()
     root = tmp_path / "data"
     root.mkdir()
     progress = tmp_path / "progress.jsonl"
@@ -461,7 +358,7 @@ def test_live_run_updates_within_two_seconds(browser: Any, tmp_path: Path) -> No
 
 
 def test_empty_states(browser: Any, tmp_path: Path) -> None:
-    _need_browser()
+    need_browser()
     root = tmp_path / "data"
     root.mkdir()
     with ServerProcess.ui(root, tmp_path / "server.log") as server:
@@ -492,7 +389,7 @@ def test_empty_states(browser: Any, tmp_path: Path) -> None:
 
 def test_big_run_first_charts(browser: Any, tmp_path: Path) -> None:
     """64 ranks x 50 metrics: time from navigation to the first charts drawn."""
-    _need_browser()
+    need_browser()
     sys.path.insert(0, str(REPO / "benchmarks"))
     try:
         from bench_dashboard_bigrun import PROJECT as BIG_PROJECT
@@ -515,8 +412,8 @@ def test_big_run_first_charts(browser: Any, tmp_path: Path) -> None:
                     assert server.token
                     browser_login(p.ctx, server.url, server.token)
                     p.page.goto(url)
-                    ms = _first_charts_ms(p.page)
-                    n = p.page.locator(_drawn(p.page)).count()
+                    ms = first_charts_ms(p.page)
+                    n = p.page.locator(drawn()).count()
                     figures[f"{width}x{height} {attempt}"] = (ms, n)
                     if width == 1280 and attempt == "warm":
                         page = p.page
@@ -525,7 +422,7 @@ def test_big_run_first_charts(browser: Any, tmp_path: Path) -> None:
                         page.get_by_role("button", name="Ranks", exact=True).click()
                         page.wait_for_function(
                             f"""() => {{ const d = [...document.querySelectorAll(
-                                   '{_drawn(page)}')];
+                                   '{drawn()}')];
                                    return d.length >= {n} &&
                                      d.slice(0, {n}).every(c => c.dataset.lines === '64'); }}""",
                             timeout=60_000,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -19,13 +18,9 @@ from rankwise.stream import records as R
 from rankwise.stream.fold import StreamFold
 from rankwise.stream.frames import scan
 
+from .helpers.env import clean_env
+
 SCRIPTS = Path(__file__).parent / "scripts"
-
-
-def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RANKWISE_")}
-    env["OMP_NUM_THREADS"] = "1"
-    return env
 
 
 def line_of(script: Path, marker: str) -> int:
