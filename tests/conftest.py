@@ -20,9 +20,16 @@ from tests.helpers.browser import launch_browser
 from tests.helpers.env import in_ci
 
 
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     needs_torch = item.get_closest_marker("torchrun") or item.get_closest_marker("torch")
-    if needs_torch and importlib.util.find_spec("torch") is None:
+    if needs_torch and not _installed("torch"):
         if in_ci():
             pytest.fail("CI is set but torch is not installed: torch tests must run")
         pytest.skip("needs torch (make setup installs the CPU build)")

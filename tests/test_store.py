@@ -28,9 +28,10 @@ from rankwise.store.base import RunQuery, StreamKey
 from rankwise.store.sql import SQLStore
 from rankwise.stream import records as R
 
+from .helpers.env import REPO, clean_env
+
 HOST = socket.gethostname()
 T0 = 1_700_000_000.0
-REPO = Path(__file__).resolve().parent.parent
 
 
 def _open(kind: str, tmp_path: Path, request: pytest.FixtureRequest, **kw: Any) -> SQLStore:
@@ -566,8 +567,7 @@ def test_real_stream_files_tell_the_local_readers_story(store: SQLStore, tmp_pat
         run.finish()
         """
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RANKWISE_")}
-    env["RANKWISE_DIR"] = str(data)
+    env = clean_env(RANKWISE_DIR=str(data))
     subprocess.run([sys.executable, "-c", script], check=True, env=env, cwd=tmp_path, timeout=120)
 
     import rankwise

@@ -8,10 +8,12 @@ The pytest process itself may run under SLURM, torchrun or MPI, or with a develo
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 PYTHON = sys.executable
@@ -35,6 +37,19 @@ def in_ci() -> bool:
     """``CI`` set to 1/true/yes: optional dependencies (PostgreSQL, Chromium, torch) must
     be there, so a test that needs one fails instead of skipping."""
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def need(module: str) -> Any:
+    """Import an optional dependency a test module needs: skip the module without it,
+    fail under CI. (Tests marked ``torchrun`` or ``torch`` get this from conftest.)"""
+    import pytest
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        if in_ci():
+            pytest.fail(f"CI is set but {module} is not installed: these tests must run")
+        pytest.skip(f"needs {module}", allow_module_level=True)
 
 
 def free_port() -> int:

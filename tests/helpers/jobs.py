@@ -16,7 +16,6 @@ from typing import Any
 import rankwise
 
 from .env import clean_env
-from .env import free_port as free_port  # test_launchers imports it from here
 
 SCRIPTS = Path(__file__).parents[1] / "scripts"
 WORKER = SCRIPTS / "rank_worker.py"
