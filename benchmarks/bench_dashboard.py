@@ -11,8 +11,8 @@ performance mark (the first visible charts drawn):
 * after clicking "Ranks" at 1280x800: all 64 per-rank lines on the visible charts;
 * scrolling to the last chart: drawn once it nears the viewport.
 
-10,000 steps per rank (the default) is about 1.5 GB of store and half a minute to
-write; ``--steps 100000`` is the full 100k-step run (about 15 GB, several minutes).
+10,000 steps per rank (the default) is about 0.7 GB of store and a minute to write;
+``--steps 100000`` is the full 100k-step run (ten times that).
 
     .venv/bin/python benchmarks/bench_dashboard.py [--ranks 64] [--metrics 50]
         [--steps 10000] [--dir DIR] [--keep]
