@@ -93,7 +93,7 @@ def list_streams(directory: Path) -> list[tuple[str, int, Path]]:
         return []
     for entry in entries:
         parsed = parse_stream_filename(entry.name)
-        if parsed is not None and is_id(parsed[0]):
+        if parsed is not None and is_id(parsed[0]) and entry.is_file():
             out.append((parsed[0], parsed[1], Path(entry.path)))
     out.sort(key=lambda t: (t[0], t[1]))
     return out

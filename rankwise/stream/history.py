@@ -1,0 +1,198 @@
+"""A run's metric history as columns: the local reader's ``scan()`` and ``history_df()``.
+
+Built on ``rankwise.stream.columns`` (one stream file's ``Metrics`` records as numpy
+arrays). Rows follow ``RunInfo.history()``'s rules, so both paths give the same table:
+a stream label's incarnations are one series; with ``keys`` a row is kept when it holds
+at least one of them; rows are ordered by step, then time, ties in stream order (label,
+incarnation) and then file order.
+
+``fold_columns`` gives the ``StreamFold`` that folding the file's records one by one
+gives, without making a record object per ``Metrics`` row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .columns import MetricColumns, read_columns
+from .fold import StreamFold
+from .frames import scan
+
+
+@dataclass
+class StreamColumns:
+    """One stream label's history as arrays of equal length: ``step`` (int64), ``time``
+    (Unix seconds), ``weight`` (NaN where none was given) and ``values[key]`` (float64,
+    NaN where a row lacks the key). ``cols["step"]``, ``cols["loss"]`` also work."""
+
+    label: str
+    step: np.ndarray
+    time: np.ndarray
+    weight: np.ndarray
+    values: dict[str, np.ndarray]
+    present: dict[str, np.ndarray]  # which rows hold each key (a NaN may be logged)
+    kinds: dict[str, set[str]]  # the types logged under each key: "float", "int", "bool"
+    place: dict[str, int]  # where in its first log() call's dict each key came
+
+    def __len__(self) -> int:
+        return len(self.step)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name in ("step", "time", "weight"):
+            return getattr(self, name)  # type: ignore[no-any-return]
+        return self.values[name]
+
+
+def fold_columns(path: Path, keys: list[str] | None = None) -> tuple[StreamFold, MetricColumns]:
+    """The stream's fold and its columns (``keys``: which value columns to keep)."""
+    cols = read_columns(path, keys)
+    fold = StreamFold()
+    if not cols.ascending:  # replays or disorder: the record-by-record rules decide
+        fold.apply(scan(path.read_bytes()[: cols.damage.offset if cols.damage else None]).records)
+        return fold, cols
+    fold.apply(cols.others)
+    n = len(cols)
+    if n == 0:
+        return fold, cols
+    logged = [k for k, m in cols.present.items() if m.any()]
+    # last_values is filled in the order keys were first logged, as dict.update does.
+    fold.last_values = {k: cols.last_value(k) for k in sorted(logged, key=cols.first.__getitem__)}
+    fold.metric_keys = set(logged)
+    fold.metrics_records += n
+    fold.points += int(sum(int(np.count_nonzero(m)) for m in cols.present.values()))
+    fold.last_step = max(fold.last_step, int(cols.step.max()))
+    if fold.first_time is None or int(cols.seq[0]) < _first_other_seq(cols):
+        fold.first_time = float(cols.time[0])
+    latest = float(cols.time.max())
+    if fold.last_time is None or latest > fold.last_time:
+        fold.last_time = latest
+    fold.last_seq = max(fold.last_seq, int(cols.seq[-1]))
+    cols._records = None  # the last values are read: let the file's bytes go
+    return fold, cols
+
+
+def _first_other_seq(cols: MetricColumns) -> int:
+    return cols.others[0].seq if cols.others else 2**63 - 1
+
+
+def merge(
+    label: str,
+    parts: list[MetricColumns],
+    keys: Sequence[str] | None,
+    step_range: tuple[int, int] | None,
+) -> StreamColumns:
+    """One label's incarnations as one series, filtered and ordered (module docstring)."""
+    names = _key_order(parts) if keys is None else list(dict.fromkeys(keys))
+    step = np.concatenate([p.step for p in parts]) if parts else np.empty(0, np.int64)
+    time = np.concatenate([p.time for p in parts]) if parts else np.empty(0)
+    weight = np.concatenate([p.weight for p in parts]) if parts else np.empty(0)
+    values, present = {}, {}
+    for name in names:
+        values[name] = np.concatenate([_column(p, name) for p in parts]) if parts else time[:0]
+        present[name] = (
+            np.concatenate([p.present.get(name, np.zeros(len(p), bool)) for p in parts])
+            if parts
+            else np.zeros(0, bool)
+        )
+    keep = np.ones(len(step), bool)
+    if keys is not None:
+        keep = np.zeros(len(step), bool)
+        for mask in present.values():
+            keep |= mask
+    if step_range is not None:
+        keep &= (step >= step_range[0]) & (step <= step_range[1])
+    order = np.flatnonzero(keep)
+    if not _in_order(step[order], time[order]):
+        order = order[np.lexsort((time[order], step[order]))]
+    return StreamColumns(
+        label,
+        step[order],
+        time[order],
+        weight[order],
+        {k: v[order] for k, v in values.items()},
+        {k: m[order] for k, m in present.items()},
+        {k: set().union(*(p.kinds.get(k, set()) for p in parts)) for k in names},
+        {k: min((p.first[k] for p in parts if k in p.first), default=(0, 0))[1] for k in names},
+    )
+
+
+def _in_order(step: np.ndarray, time: np.ndarray) -> bool:
+    """Already sorted by step, then time (a stable sort would change nothing)."""
+    ds, dt = np.diff(step), np.diff(time)
+    return bool(np.all((ds > 0) | ((ds == 0) & (dt >= 0))))
+
+
+def _column(part: MetricColumns, name: str) -> np.ndarray:
+    col = part.values.get(name)
+    return col if col is not None else np.full(len(part), np.nan)
+
+
+def _key_order(parts: list[MetricColumns]) -> list[str]:
+    seen: dict[str, None] = {}
+    for part in parts:
+        logged = [k for k, m in part.present.items() if m.any()]
+        for k in sorted(logged, key=part.first.__getitem__):
+            seen.setdefault(k, None)
+    return list(seen)
+
+
+def frame_columns(series: list[StreamColumns]) -> tuple[dict[str, Any], list[str]] | None:
+    """The columns of ``history()`` as one table: ``{name: array}`` in ``history()``'s
+    row order, and the column order ``pandas.DataFrame(history())`` would give; None when
+    a column needs Python objects (bools with gaps or mixed with numbers: build it from
+    the rows instead).
+
+    Value columns keep the type pandas gives the rows: int64 for ints in every row, bool
+    for bools in every row, object for bools with gaps or mixed with numbers, else
+    float64 with NaN in the gaps.
+    """
+    step = np.concatenate([s.step for s in series]) if series else np.empty(0, np.int64)
+    time = np.concatenate([s.time for s in series]) if series else np.empty(0)
+    label = (
+        np.concatenate([np.full(len(s), s.label, dtype=object) for s in series])
+        if series
+        else np.empty(0, object)
+    )
+    weight = np.concatenate([s.weight for s in series]) if series else np.empty(0)
+    names = list(dict.fromkeys(k for s in series for k in s.values))
+    kinds: dict[str, set[str]] = {}
+    for s in series:
+        for k, kind in s.kinds.items():
+            kinds.setdefault(k, set()).update(kind)
+    order = np.arange(len(step)) if _in_order(step, time) else np.lexsort((time, step))
+    out: dict[str, Any] = {"step": step[order], "time": time[order], "label": label[order]}
+    first: dict[str, tuple[int, int, int]] = {}
+    has_weight = ~np.isnan(weight[order])
+    if has_weight.any():
+        out["weight"] = weight[order]
+        first["weight"] = (int(np.argmax(has_weight)), 0, 0)
+    for name in names:
+        vals = np.concatenate([s.values.get(name, np.full(len(s), np.nan)) for s in series])
+        mask = np.concatenate([s.present.get(name, np.zeros(len(s), bool)) for s in series])
+        vals, mask = vals[order], mask[order]
+        if not mask.any():
+            continue
+        place = min((s.place[name] for s in series if name in s.place), default=0)
+        first[name] = (int(np.argmax(mask)), 1, place)
+        typed = _typed(vals, mask, kinds.get(name, {"float"}))
+        if typed is None:
+            return None
+        out[name] = typed
+    columns = ["step", "time", "label", *sorted(first, key=first.__getitem__)]
+    return out, columns
+
+
+def _typed(vals: np.ndarray, mask: np.ndarray, kinds: set[str]) -> np.ndarray | None:
+    full = bool(mask.all())
+    if kinds == {"int"} and full:
+        return vals.astype(np.int64)
+    if kinds == {"bool"} and full:
+        return vals.astype(bool)
+    if "bool" in kinds:
+        return None  # pandas keeps Python objects here (True/False, numbers, NaN)
+    return vals
