@@ -247,6 +247,10 @@ class RunInfo:
         from .stream.history import merge
 
         keys = [keys] if isinstance(keys, str) else keys
+        if type(self).history is not RunInfo.history:  # a reader whose rows come from elsewhere
+            from .stream.history import columns_from_rows
+
+            return columns_from_rows(self.history(keys=keys, label=label), keys, step_range)
         columns = self._columns(keys, label)
         out: dict[str, StreamColumns] = {}
         for info in self.streams:

@@ -196,3 +196,40 @@ def _typed(vals: np.ndarray, mask: np.ndarray, kinds: set[str]) -> np.ndarray | 
     if "bool" in kinds:
         return None  # pandas keeps Python objects here (True/False, numbers, NaN)
     return vals
+
+
+def columns_from_rows(
+    rows: list[dict[str, Any]], keys: Sequence[str] | None, step_range: tuple[int, int] | None
+) -> dict[str, StreamColumns]:
+    """``scan()``'s arrays from ``history()``-style rows (a reader without files)."""
+    fixed = {"step", "time", "label", "weight"}
+    by_label: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        if step_range is None or step_range[0] <= row["step"] <= step_range[1]:
+            by_label.setdefault(row["label"], []).append(row)
+    out: dict[str, StreamColumns] = {}
+    for label, group in by_label.items():
+        names = list(keys) if keys is not None else []
+        if keys is None:
+            names = list(dict.fromkeys(k for row in group for k in row if k not in fixed))
+        values = {k: np.array([float(r.get(k, np.nan)) for r in group]) for k in names}
+        present = {k: np.array([k in r for r in group], bool) for k in names}
+        kinds = {
+            k: {
+                "bool" if type(r[k]) is bool else "int" if type(r[k]) is int else "float"
+                for r in group
+                if k in r
+            }
+            for k in names
+        }
+        out[label] = StreamColumns(
+            label,
+            np.array([r["step"] for r in group], np.int64),
+            np.array([r["time"] for r in group], np.float64),
+            np.array([r.get("weight", np.nan) for r in group], np.float64),
+            values,
+            present,
+            kinds,
+            {k: 0 for k in names},
+        )
+    return out
