@@ -233,3 +233,21 @@ def test_scan_arrays_are_float64_columns(tmp_path: Path) -> None:
     r0 = got["rank-0"]
     assert len(r0) == 120 and r0["loss"].dtype == np.float64 and r0.step.dtype == np.int64
     assert np.all(np.diff(r0.step) >= 0)
+
+
+def test_a_record_that_does_not_decode_stops_at_its_frame(tmp_path: Path) -> None:
+    import msgspec
+
+    path = tmp_path / "rank-0.0.rwlog"
+    items: list[Item] = [(i, float(i), {"a": float(i)}, None) for i in range(20)]
+    good = _stream(items)
+    bad = msgspec.msgpack.encode((1, [[2, 99, 1.0, 5, {"a": "not a number"}, None]]))
+    import struct
+    import zlib
+
+    frame = struct.pack("<II", len(bad), zlib.crc32(bad)) + bad
+    data = _write(path, good, 5) + frame + encode_frame([R.Heartbeat(100, 2.0)])
+    path.write_bytes(data)
+    cols = read_columns(path)
+    assert cols.damage is not None and "decode" in cols.damage.reason
+    _check(path, data)

@@ -31,7 +31,7 @@ import msgspec
 import numpy as np
 
 from . import records as R
-from .frames import MAGIC, Damage, damage_at, iter_frames
+from .frames import MAGIC, Damage, damage_at, iter_frames, scan
 
 _BATCH = 1 << 17  # records gathered at a time
 _PAD = 16  # zero bytes after the data, so 8-byte gathers near the end stay inside
@@ -151,7 +151,15 @@ def read_columns(path: Path, keys: list[str] | None = None) -> MetricColumns:
     damage = None
     if end < n:
         damage = Damage(end, n - end, reason) if reason else damage_at(data, end)
-    cols = _gather(buf, n, starts, lens, keys)
+    try:
+        cols = _gather(buf, n, starts, lens, keys)
+    except (msgspec.DecodeError, ValueError):
+        # A record that does not decode in a frame with a valid checksum: stop at that
+        # frame and report it, as scan() does for every other reader.
+        found = scan(data)
+        cut = starts < found.end
+        cols = _gather(buf, n, starts[cut], lens[cut], keys)
+        damage = found.damage
     cols.damage = damage
     return cols
 
