@@ -251,3 +251,23 @@ def test_a_record_that_does_not_decode_stops_at_its_frame(tmp_path: Path) -> Non
     cols = read_columns(path)
     assert cols.damage is not None and "decode" in cols.damage.reason
     _check(path, data)
+
+
+def test_records_off_the_common_layout(tmp_path: Path) -> None:
+    """Most calls log the same keys; some differ in a value's type, the key order, a
+    key of the same length, or a key missing: each reads as logged."""
+    path = tmp_path / "rank-0.0.rwlog"
+    items: list[Item] = []
+    for i in range(400):
+        values: dict[str, Any] = {"train/loss": i * 0.5, "k" * 20: -i * 0.25, "b": 1.5}
+        if i % 17 == 5:
+            values["b"] = i  # an int where floats are usual
+        elif i % 17 == 6:
+            values = {"b": 2.5, "train/loss": 1.0, "k" * 20: 3.0}  # another order
+        elif i % 17 == 7:
+            values = {"train/loss": 1.0, "k" * 19 + "j": 3.0, "b": 2.5}  # same length
+        elif i % 17 == 8:
+            values = {"train/loss": float("nan"), "b": float("-inf")}
+        items.append((i, float(i), values, 2.0 if i % 5 == 0 else None))
+    data = _write(path, _stream(items), 13)
+    _check(path, data)
