@@ -222,12 +222,8 @@ class RunInfo:
         series = list(self.scan(keys, label=label).values())
         table = frame_columns(series) if any(len(s) for s in series) else None
         if table is None:
-            rows = self.history(keys=keys, label=label)
-            return frames.DataFrame(rows)
-        data, columns = table
-        if polars:
-            return frames.DataFrame({c: data[c] for c in columns})
-        return frames.DataFrame(data, columns=columns)
+            return frames.DataFrame(self.history(keys=keys, label=label))
+        return table.to_polars(frames) if polars else table.to_pandas(frames)
 
     def scan(
         self,

@@ -106,16 +106,19 @@ def merge(
             keep |= mask
     if step_range is not None:
         keep &= (step >= step_range[0]) & (step <= step_range[1])
-    order = np.flatnonzero(keep)
-    if not _in_order(step[order], time[order]):
-        order = order[np.lexsort((time[order], step[order]))]
+    pick: np.ndarray | slice = slice(None)  # every row, in order: no copies
+    if not keep.all() or not _in_order(step, time):
+        order = np.flatnonzero(keep)
+        if not _in_order(step[order], time[order]):
+            order = order[np.lexsort((time[order], step[order]))]
+        pick = order
     return StreamColumns(
         label,
-        step[order],
-        time[order],
-        weight[order],
-        {k: v[order] for k, v in values.items()},
-        {k: m[order] for k, m in present.items()},
+        step[pick],
+        time[pick],
+        weight[pick],
+        {k: v[pick] for k, v in values.items()},
+        {k: m[pick] for k, m in present.items()},
         {k: set().union(*(p.kinds.get(k, set()) for p in parts)) for k in names},
         {k: min((p.first[k] for p in parts if k in p.first), default=(0, 0))[1] for k in names},
     )
@@ -141,61 +144,95 @@ def _key_order(parts: list[MetricColumns]) -> list[str]:
     return list(seen)
 
 
-def frame_columns(series: list[StreamColumns]) -> tuple[dict[str, Any], list[str]] | None:
-    """The columns of ``history()`` as one table: ``{name: array}`` in ``history()``'s
-    row order, and the column order ``pandas.DataFrame(history())`` would give; None when
-    a column needs Python objects (bools with gaps or mixed with numbers: build it from
-    the rows instead).
+@dataclass
+class Table:
+    """``history()``'s rows as columns, in its row order, named in the column order
+    ``pandas.DataFrame(history())`` gives. The float64 columns are the rows of ``block``
+    (named by ``block_names``), so a DataFrame takes them as one block, uncopied."""
+
+    columns: list[str]
+    arrays: dict[str, np.ndarray]
+    block: np.ndarray
+    block_names: list[str]
+
+    def to_pandas(self, pd: Any) -> Any:
+        df = pd.DataFrame(self.block.T, columns=self.block_names, copy=False)
+        for i, name in enumerate(self.columns):
+            if name not in self.block_names:
+                df.insert(i, name, self.arrays[name])
+        return df
+
+    def to_polars(self, pl: Any) -> Any:
+        return pl.DataFrame({c: self.arrays[c] for c in self.columns})
+
+
+def frame_columns(series: list[StreamColumns]) -> Table | None:
+    """``history()``'s table from ``scan()``'s series; None when a column needs Python
+    objects (bools with gaps or mixed with numbers: build it from the rows instead).
 
     Value columns keep the type pandas gives the rows: int64 for ints in every row, bool
-    for bools in every row, object for bools with gaps or mixed with numbers, else
-    float64 with NaN in the gaps.
+    for bools in every row, else float64 with NaN in the gaps.
     """
-    step = np.concatenate([s.step for s in series]) if series else np.empty(0, np.int64)
-    time = np.concatenate([s.time for s in series]) if series else np.empty(0)
-    label = (
-        np.concatenate([np.full(len(s), s.label, dtype=object) for s in series])
-        if series
-        else np.empty(0, object)
-    )
-    weight = np.concatenate([s.weight for s in series]) if series else np.empty(0)
+    lens = [len(s) for s in series]
+    step = np.concatenate([s.step for s in series])
+    time = np.concatenate([s.time for s in series])
+    order = None if _in_order(step, time) else np.lexsort((time, step))
+
+    def ordered(parts: list[np.ndarray], out: np.ndarray | None = None) -> np.ndarray:
+        if order is None:
+            return np.concatenate(parts, out=out)
+        return np.take(np.concatenate(parts), order, out=out)
+
     names = list(dict.fromkeys(k for s in series for k in s.values))
     kinds: dict[str, set[str]] = {}
     for s in series:
         for k, kind in s.kinds.items():
             kinds.setdefault(k, set()).update(kind)
-    order = np.arange(len(step)) if _in_order(step, time) else np.lexsort((time, step))
-    out: dict[str, Any] = {"step": step[order], "time": time[order], "label": label[order]}
     first: dict[str, tuple[int, int, int]] = {}
-    has_weight = ~np.isnan(weight[order])
+    masks: dict[str, np.ndarray] = {}
+    weight = ordered([s.weight for s in series])
+    has_weight = ~np.isnan(weight)
     if has_weight.any():
-        out["weight"] = weight[order]
         first["weight"] = (int(np.argmax(has_weight)), 0, 0)
     for name in names:
-        vals = np.concatenate([s.values.get(name, np.full(len(s), np.nan)) for s in series])
-        mask = np.concatenate([s.present.get(name, np.zeros(len(s), bool)) for s in series])
-        vals, mask = vals[order], mask[order]
-        if not mask.any():
-            continue
-        place = min((s.place[name] for s in series if name in s.place), default=0)
-        first[name] = (int(np.argmax(mask)), 1, place)
-        typed = _typed(vals, mask, kinds.get(name, {"float"}))
-        if typed is None:
-            return None
-        out[name] = typed
+        mask = ordered([s.present.get(name, np.zeros(len(s), bool)) for s in series])
+        if mask.any():
+            masks[name] = mask
+            place = min((s.place[name] for s in series if name in s.place), default=0)
+            first[name] = (int(np.argmax(mask)), 1, place)
     columns = ["step", "time", "label", *sorted(first, key=first.__getitem__)]
-    return out, columns
 
-
-def _typed(vals: np.ndarray, mask: np.ndarray, kinds: set[str]) -> np.ndarray | None:
-    full = bool(mask.all())
-    if kinds == {"int"} and full:
-        return vals.astype(np.int64)
-    if kinds == {"bool"} and full:
-        return vals.astype(bool)
-    if "bool" in kinds:
-        return None  # pandas keeps Python objects here (True/False, numbers, NaN)
-    return vals
+    whole: dict[str, type] = {}  # int or bool columns: that type in every row
+    for name, mask in masks.items():
+        kind = kinds.get(name, {"float"})
+        full = bool(mask.all())
+        if kind == {"int"} and full:
+            whole[name] = np.int64
+        elif kind == {"bool"} and full:
+            whole[name] = np.bool_
+        elif "bool" in kind:
+            return None  # pandas keeps Python objects here (True/False, numbers, NaN)
+    block_names = [c for c in columns if c != "step" and c != "label" and c not in whole]
+    block = np.empty((len(block_names), len(step)))
+    codes = np.repeat(np.arange(len(series)), lens)
+    labels = np.array([s.label for s in series], dtype=object)
+    arrays: dict[str, np.ndarray] = {
+        "step": step if order is None else step[order],
+        "label": labels[codes if order is None else codes[order]],
+    }
+    for i, name in enumerate(block_names):
+        if name == "weight":
+            block[i] = weight
+            arrays[name] = block[i]
+        elif name == "time":
+            arrays[name] = ordered([s.time for s in series], out=block[i])
+        else:
+            parts = [s.values.get(name, np.full(len(s), np.nan)) for s in series]
+            arrays[name] = ordered(parts, out=block[i])
+    for name, dtype in whole.items():
+        parts = [s.values.get(name, np.full(len(s), np.nan)) for s in series]
+        arrays[name] = ordered(parts).astype(dtype)
+    return Table(columns, arrays, block, block_names)
 
 
 def columns_from_rows(
