@@ -92,6 +92,7 @@ class _Views:
         neg = b >= 0xE0
         val[neg] = self.i8[pos[neg]]
         ok = (b < 0x80) | neg
+        seen = np.bincount(b, minlength=256)  # look only for the tags that occur
         for tag, view, width in (
             (0xCC, self.u8, 1),
             (0xCD, self.u16, 2),
@@ -101,12 +102,14 @@ class _Views:
             (0xD2, self.i32, 4),
             (0xD3, self.i64, 8),
         ):
+            if not seen[tag]:
+                continue
             hit = np.flatnonzero(b == tag)
             if len(hit):
                 val[hit] = view[pos[hit] + 1]
                 size[hit] = 1 + width
                 ok[hit] = True
-        hit = np.flatnonzero(b == 0xCF)
+        hit = np.flatnonzero(b == 0xCF) if seen[0xCF] else pos[:0]
         if len(hit):  # a uint64 above the int64 range is left to msgspec
             big = self.u64[pos[hit] + 1]
             fits = hit[big <= np.iinfo(np.int64).max]
