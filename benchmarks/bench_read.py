@@ -3,9 +3,9 @@
 Writes the data with the real SDK: one process logs a 1,000,000-point series (step i,
 a deterministic value, with NaN and ±Inf sprinkled in); eight processes (RANK 0..7 of
 WORLD_SIZE 8, as a launcher sets them; ``run_mode="shared"``) each log 100,000 steps of
-10 keys. Then each read runs in a fresh Python process, three times; the figures are the median wall time
-(from before ``import rankwise`` to the last row read) and the child's peak RSS
-(``ru_maxrss``):
+10 keys. Then each read runs in a fresh Python process, three times; the figures are
+the median wall time (from before ``import rankwise`` to the last row read) and the
+child's peak RSS (``ru_maxrss``):
 
 * (a) ``Api(dir).run(id).history(keys=["series"])``: rows, the old path;
 * (b) ``Api(dir).run(id).scan(["series"])``: numpy columns;
