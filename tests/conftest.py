@@ -1,16 +1,45 @@
-"""Shared fixtures. Every test writes under tmp_path only."""
+"""Shared fixtures and skips. Every test writes under tmp_path only.
+
+Optional dependencies follow one rule (``tests.helpers.env.in_ci``): a test that needs
+one skips without it locally and fails under CI, where ``.ci/run`` installs all of
+them. Tests marked ``torchrun`` or ``torch`` need torch; the ``browser`` fixture needs
+Chromium; ``pg_dsn`` needs ``RANKWISE_TEST_POSTGRES``.
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-PYTHON = sys.executable
+from tests.helpers.browser import launch_browser
+from tests.helpers.env import in_ci
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    needs_torch = item.get_closest_marker("torchrun") or item.get_closest_marker("torch")
+    if needs_torch and not _installed("torch"):
+        if in_ci():
+            pytest.fail("CI is set but torch is not installed: torch tests must run")
+        pytest.skip("needs torch (make setup installs the CPU build)")
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Headless Chromium, shared by a module's tests (skips without it, fails in CI)."""
+    with launch_browser() as b:
+        yield b
 
 
 @pytest.fixture
@@ -56,7 +85,7 @@ def pg_dsn() -> Iterator[str]:
     """
     base = os.environ.get("RANKWISE_TEST_POSTGRES")
     if not base:
-        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+        if in_ci():
             pytest.fail("CI=true but RANKWISE_TEST_POSTGRES is unset: PostgreSQL tests must run")
         pytest.skip("set RANKWISE_TEST_POSTGRES=postgresql://... to run PostgreSQL tests")
     import uuid

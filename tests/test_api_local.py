@@ -13,7 +13,8 @@ import pytest
 import rankwise
 from rankwise.cli import main as cli
 from rankwise.stream.frames import MAGIC
-from tests.conftest import PYTHON, REPO
+from tests.helpers.env import PYTHON, REPO
+from tests.helpers.servers import wait_until
 
 
 def make_runs(fast: dict) -> dict[str, rankwise.Run]:
@@ -99,6 +100,7 @@ def test_a_running_process_is_running_and_a_killed_one_crashed(tmp_path: Path) -
         "run = rankwise.init(id='live',\n"
         "    settings={'heartbeat_interval': 0.2, 'flush_interval': 0.02})\n"
         "run.log({'x': 1})\n"
+        "assert run._writer.sync(timeout=60)  # in the file before 'ready'\n"
         "print('ready', flush=True)\n"
         "time.sleep(60)\n"
     )
@@ -106,15 +108,14 @@ def test_a_running_process_is_running_and_a_killed_one_crashed(tmp_path: Path) -
     proc = subprocess.Popen([PYTHON, "-c", script], env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        time.sleep(0.3)
         assert rankwise.Api(tmp_path).run("live").state == "running"
         proc.send_signal(signal.SIGKILL)
         proc.wait(10)
-        deadline = time.time() + 10
-        while rankwise.Api(tmp_path).run("live").state != "crashed":
-            assert time.time() < deadline, "a SIGKILLed stream was never called crashed"
-            time.sleep(0.2)
-        info = rankwise.Api(tmp_path).run("live")
+        info = wait_until(
+            lambda: (r := rankwise.Api(tmp_path).run("live")).state == "crashed" and r,
+            timeout=10,
+            every=0.2,
+        )
         assert info.crashed == ["rank-0"]
         assert info.history()[0]["x"] == 1
     finally:

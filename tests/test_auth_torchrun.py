@@ -21,7 +21,6 @@ from rankwise.store import open_store
 from .helpers.runs import FAST_ENV, SCRIPT, assert_same_history, sync_cli
 from .helpers.servers import ServerProcess, subprocess_env
 
-pytest.importorskip("torch")
 pytestmark = pytest.mark.torchrun
 
 STEPS = 15

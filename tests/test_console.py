@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -16,13 +15,9 @@ from rankwise.sdk import console as C
 from rankwise.stream import records as R
 from rankwise.stream.frames import scan
 
+from .helpers.env import clean_env
+
 SCRIPT = Path(__file__).parent / "scripts" / "health_console.py"
-
-
-def clean_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RANKWISE_")}
-    env["PYTHONUNBUFFERED"] = "0"
-    return env
 
 
 def console_lines(data: Path) -> dict[str, list[tuple[float, str]]]:
@@ -39,7 +34,7 @@ def run_console_script(tmp_path: Path, mode: str) -> tuple[subprocess.CompletedP
     facts = tmp_path / "facts.json"
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), str(tmp_path / "data"), mode, str(facts)],
-        env=clean_env(),
+        env=clean_env(PYTHONUNBUFFERED="0"),
         capture_output=True,
         timeout=120,
     )

@@ -17,7 +17,7 @@ import rankwise
 from rankwise.errors import UsageError
 from rankwise.sdk.dist import Identity, agree_base_id, detect, hashed_id
 
-from .scripts.jobs import SCRIPTS, check_job, job_env, reports, run_together, worker_args
+from .helpers.jobs import SCRIPTS, check_job, job_env, reports, run_together, worker_args
 
 
 def torchrun_env(rank: int, local: int, node: int, nodes: int, per_node: int) -> dict[str, str]:

@@ -25,6 +25,7 @@ import pytest
 
 import rankwise
 
+from .helpers.browser import Page
 from .helpers.runs import FAST_ENV
 from .helpers.servers import (
     REPO,
@@ -34,7 +35,6 @@ from .helpers.servers import (
     subprocess_env,
     wait_until,
 )
-from .test_dashboard import CHROME_ARGS, CHROMIUM, Page, _need_browser
 
 SCRIPT = Path(__file__).parent / "scripts" / "failure_job.py"
 MESSAGE = "boom on rank 1 at step 8"
@@ -203,17 +203,6 @@ def test_a_stall_is_printed_on_the_stalled_rank_s_terminal(raised: Job) -> None:
 
 
 # -- the dashboard -------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    _need_browser()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROME_ARGS)
-        yield b
-        b.close()
 
 
 @pytest.mark.browser

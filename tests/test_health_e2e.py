@@ -12,7 +12,6 @@ System tab a chart (screenshots in the test's tmp dir).
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from .helpers.browser import launch_browser
 from .helpers.runs import FAST_ENV
 from .helpers.servers import ServerProcess, browser_login, subprocess_env, wait_until
 
@@ -136,78 +136,63 @@ def test_system_returns_node_series(job: Job) -> None:
 
 # -- the dashboard ---------------------------------------------------------------------------
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROME_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--no-first-run"]  # fmt: skip
-STATIC = Path(__file__).resolve().parents[1] / "rankwise" / "server" / "static"
-
 
 @pytest.mark.browser
 def test_run_page_shows_rank_health_logs_and_system(job: Job) -> None:
-    if not CHROMIUM.exists():
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"no Chromium at {CHROMIUM} in CI")
-        pytest.skip(f"no Chromium at {CHROMIUM}")
-    if not (STATIC / "index.html").is_file():
-        pytest.fail(f"the dashboard is not built into {STATIC}: run `npm run build` in ui/")
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     shots = job.tmp / "screenshots"
     shots.mkdir()
     errors: list[str] = []
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROME_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            assert job.server.token
-            browser_login(page.context, job.url, job.server.token)
-            page.set_default_timeout(20_000)
-            page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.goto(f"{job.url}/#/p/{PROJECT}/r/{job.run_id}")
+    with launch_browser() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        assert job.server.token
+        browser_login(page.context, job.url, job.server.token)
+        page.set_default_timeout(20_000)
+        page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.goto(f"{job.url}/#/p/{PROJECT}/r/{job.run_id}")
 
-            strip = page.locator("[data-health-strip]")
-            expect(strip.locator("[data-rank]")).to_have_count(4)
-            expect(strip.locator('[data-rank="2"]')).to_have_attribute("data-state", "stalled")
-            expect(strip.locator('[data-rank="3"]')).to_have_attribute("data-state", "crashed")
-            expect(strip.locator('[data-rank="1"]')).to_have_attribute("data-slow", "true")
-            where = f"all_reduce at health_job.py:{line_of('# HANG')}"
-            banner = page.locator("[data-stall-banner]")
-            expect(banner).to_contain_text("rank 2 stalled for")
-            expect(banner).to_contain_text(where)
-            banner.get_by_role("button", name="Show stacks").click()
-            expect(page.locator("[data-stall-stacks]")).to_contain_text("health_job.py")
-            page.screenshot(path=str(shots / "run-health.png"), full_page=True)
+        strip = page.locator("[data-health-strip]")
+        expect(strip.locator("[data-rank]")).to_have_count(4)
+        expect(strip.locator('[data-rank="2"]')).to_have_attribute("data-state", "stalled")
+        expect(strip.locator('[data-rank="3"]')).to_have_attribute("data-state", "crashed")
+        expect(strip.locator('[data-rank="1"]')).to_have_attribute("data-slow", "true")
+        where = f"all_reduce at health_job.py:{line_of('# HANG')}"
+        banner = page.locator("[data-stall-banner]")
+        expect(banner).to_contain_text("rank 2 stalled for")
+        expect(banner).to_contain_text(where)
+        banner.get_by_role("button", name="Show stacks").click()
+        expect(page.locator("[data-stall-stacks]")).to_contain_text("health_job.py")
+        page.screenshot(path=str(shots / "run-health.png"), full_page=True)
 
-            page.get_by_role("tab", name="Logs").click()
-            logs = page.locator("[data-log-line]")
-            expect(logs.first).to_be_visible()
-            expect(page.locator("[data-log-total]")).not_to_have_text("0")
-            page.get_by_placeholder("Search the logs").fill("rank 1 step 7 ")
-            expect(logs).to_have_count(1)
-            expect(logs.first).to_contain_text("rank 1 step 7 loss 0.1250")
-            page.screenshot(path=str(shots / "run-logs.png"), full_page=True)
+        page.get_by_role("tab", name="Logs").click()
+        logs = page.locator("[data-log-line]")
+        expect(logs.first).to_be_visible()
+        expect(page.locator("[data-log-total]")).not_to_have_text("0")
+        page.get_by_placeholder("Search the logs").fill("rank 1 step 7 ")
+        expect(logs).to_have_count(1)
+        expect(logs.first).to_contain_text("rank 1 step 7 loss 0.1250")
+        page.screenshot(path=str(shots / "run-logs.png"), full_page=True)
 
-            page.get_by_role("tab", name="System").click()
-            chart = page.locator('[data-system-chart="node/mem_used_bytes"]')
-            chart.scroll_into_view_if_needed()  # charts load when scrolled near
-            expect(chart.locator("canvas")).to_have_count(1)
-            expect(chart).to_contain_text("node 0")
-            page.screenshot(path=str(shots / "run-system.png"), full_page=True)
+        page.get_by_role("tab", name="System").click()
+        chart = page.locator('[data-system-chart="node/mem_used_bytes"]')
+        chart.scroll_into_view_if_needed()  # charts load when scrolled near
+        expect(chart.locator("canvas")).to_have_count(1)
+        expect(chart).to_contain_text("node 0")
+        page.screenshot(path=str(shots / "run-system.png"), full_page=True)
 
-            # Clicking a rank's cell shows that rank's lines, and its logs in the Logs tab.
-            page.get_by_role("tab", name="Charts").click()
-            strip.locator('[data-rank="2"]').click()
-            charts_tab = page.get_by_role("tab", name="Charts")
-            expect(charts_tab).to_have_attribute("aria-selected", "true")
-            expect(page.locator(".rank-chip.on")).to_have_text("rank-2")
-            page.get_by_role("tab", name="Logs").click()
-            expect(logs.first).to_contain_text("rank 2")
-            labels = page.locator("[data-log-line] [data-log-label]").all_inner_texts()
-            assert labels and set(labels) == {"rank-2"}
-            assert page.evaluate("window.__xss") is None
-        finally:
-            browser.close()
+        # Clicking a rank's cell shows that rank's lines, and its logs in the Logs tab.
+        page.get_by_role("tab", name="Charts").click()
+        strip.locator('[data-rank="2"]').click()
+        charts_tab = page.get_by_role("tab", name="Charts")
+        expect(charts_tab).to_have_attribute("aria-selected", "true")
+        expect(page.locator(".rank-chip.on")).to_have_text("rank-2")
+        page.get_by_role("tab", name="Logs").click()
+        expect(logs.first).to_contain_text("rank 2")
+        labels = page.locator("[data-log-line] [data-log-label]").all_inner_texts()
+        assert labels and set(labels) == {"rank-2"}
+        assert page.evaluate("window.__xss") is None
     assert not errors, errors
     assert sorted(f.name for f in shots.iterdir()) == ["run-health.png", "run-logs.png",
                                                        "run-system.png"]  # fmt: skip

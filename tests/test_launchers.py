@@ -3,7 +3,7 @@
 Every job runs ``tests/scripts/rank_worker.py`` (or ``spawn_job.py``) in real processes
 and is checked from the outside only: the JSON each rank reports about its ``Run`` and
 what ``rankwise.Api(dir=...)`` reads back from the stream files. The expected run ids,
-groups and labels come from the table of issue 2 (``tests/scripts/jobs.py``), not from
+groups and labels come from the table of issue 2 (``tests/helpers/jobs.py``), not from
 ``rankwise.sdk.modes``.
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -21,22 +20,20 @@ import pytest
 
 import rankwise
 
-from .scripts.jobs import (
+from .helpers.env import free_port
+from .helpers.jobs import (
     MODES,
     PROJECT,
     SCRIPTS,
     STEPS,
     check_job,
-    free_port,
     reports,
     run_job,
     run_together,
     torchrun,
     worker_args,
 )
-
-pytest.importorskip("torch")
-
+from .helpers.servers import wait_until
 
 # -- torchrun, one node --------------------------------------------------------------
 
@@ -200,12 +197,11 @@ def test_torchrun_restart_continues_the_run(tmp_path: Path) -> None:
 
 
 def wait_state(data: Path, want: str, timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
+    def run_in_state() -> Any:
         (run,) = rankwise.Api(dir=data, crash_timeout=2.0).runs(project=PROJECT)
-        if run.state == want or time.monotonic() > deadline:
-            return run
-        time.sleep(0.2)
+        return run if run.state == want else None
+
+    return wait_until(run_in_state, timeout=timeout, every=0.2)
 
 
 @pytest.mark.torchrun

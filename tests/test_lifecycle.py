@@ -22,7 +22,8 @@ import rankwise
 from rankwise.stream import records as R
 from rankwise.stream.frames import scan
 
-from .scripts.jobs import SCRIPTS, job_env
+from .helpers.jobs import SCRIPTS, job_env
+from .helpers.servers import wait_until
 
 SCRIPT = SCRIPTS / "lifecycle.py"
 
@@ -146,17 +147,15 @@ def test_signal_from_outside_is_killed(tmp_path: Path, signum: int, exit_code: i
 
 
 def test_sigkill_is_crashed(tmp_path: Path) -> None:
-    proc = start_scenario(tmp_path, "wait")
-    time.sleep(0.3)  # the writer appends what was logged
+    proc = start_scenario(tmp_path, "wait")  # "ready": what it logged is in the file
     proc.kill()
     proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGKILL
     # Dead pid (same host) and a heartbeat older than two intervals (0.5 s): crashed,
     # long before the crash timeout, which only matters when the pid cannot be checked.
-    deadline = time.monotonic() + 15
-    while (run := read_run(tmp_path, "wait")).state == "running":
-        assert time.monotonic() < deadline, "never seen crashed"
-        time.sleep(0.2)
+    run = wait_until(
+        lambda: (r := read_run(tmp_path, "wait")).state != "running" and r, timeout=15, every=0.2
+    )
     stream = only_stream(run)
     assert (run.state, run.crashed, stream.state) == ("crashed", ["rank-0"], "crashed")
     assert stream.exit_code is None
@@ -194,8 +193,8 @@ def test_forked_child_never_writes_parent_stream(tmp_path: Path, console: str) -
     check_parent_stream_intact(tmp_path, "fork", info["parent_pid"])
 
 
+@pytest.mark.torch
 def test_dataloader_fork_workers_never_write_parent_stream(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
     out = run_scenario(tmp_path, "dataloader", timeout=120)
     assert out.returncode == 0, out.stderr
     info = json.loads((tmp_path / "r.json").read_text())

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from .helpers.env import REPO, free_port
 from .helpers.proxy import TcpProxy
-from .helpers.servers import REPO
 
 RANKS, SECONDS = 24, 8.0
 
@@ -56,7 +56,7 @@ def test_server_sigkilled_and_restarted_under_load(tmp_path: Path) -> None:
 def test_network_cut_mid_upload(tmp_path: Path) -> None:
     """The ranks post through a proxy that is cut (every connection reset, uploads in
     flight included) and restored twice."""
-    port = loadsim._free_port()
+    port = free_port()
     proxy = TcpProxy(port)
     events = {3.0: proxy.cut, 4.5: proxy.restore, 5.5: proxy.cut, 6.5: proxy.restore}
 

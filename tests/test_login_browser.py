@@ -16,16 +16,15 @@ import pytest
 
 from rankwise.store import open_store
 
+from .helpers.browser import launch_browser
 from .helpers.servers import ServerProcess, bearer
 from .helpers.streams import body, records
-from .test_dashboard import CHROME_ARGS, CHROMIUM, _need_browser
 
 pytestmark = pytest.mark.browser
 
 
 def test_login_see_runs_logout(tmp_path: Path) -> None:
-    _need_browser()
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     db = f"sqlite:///{tmp_path / 'login.db'}"
     with open_store(db) as store:
@@ -38,51 +37,45 @@ def test_login_see_runs_logout(tmp_path: Path) -> None:
         up = httpx.post(srv.url + "/api/v1/ingest", params=params, content=data,
                         headers=bearer(ingest))  # fmt: skip
         assert up.status_code == 200, up.text
-        with sync_playwright() as p:
-            browser = p.chromium.launch(
-                executable_path=str(CHROMIUM), headless=True, args=CHROME_ARGS
+        with launch_browser() as browser:
+            ctx = browser.new_context()
+            page = ctx.new_page()
+            page.set_default_timeout(20_000)
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(srv.url + "/#/p/vis")
+            token_box = page.get_by_label("Token")
+            expect(token_box).to_be_visible()
+            expect(page.locator("text=seen-run")).to_have_count(0)
+
+            _submit(page, "rk_r_000000000000_" + "A" * 43)
+            expect(page.get_by_role("alert")).to_contain_text("not valid")
+            _submit(page, ingest)
+            expect(page.get_by_role("alert")).to_contain_text("read or admin")
+
+            _submit(page, read)
+            expect(page.locator("text=seen-run").first).to_be_visible()
+            cookies = {c["name"]: c for c in ctx.cookies()}
+            session = cookies["rk_session"]
+            assert session["httpOnly"] and session["sameSite"] == "Strict"
+            assert session["path"] == "/"
+            assert page.evaluate("document.cookie").find("rk_session") == -1
+            assert read not in page.content()  # the token is not kept in the page
+
+            page.reload()
+            expect(page.locator("text=seen-run").first).to_be_visible()
+
+            page.get_by_role("button", name="Log out").click()
+            expect(page.get_by_label("Token")).to_be_visible()
+            gone = httpx.get(
+                srv.url + "/api/v1/projects",
+                cookies={"rk_session": session["value"]},
+                timeout=5,
             )
-            try:
-                ctx = browser.new_context()
-                page = ctx.new_page()
-                page.set_default_timeout(20_000)
-                errors: list[str] = []
-                page.on("pageerror", lambda e: errors.append(str(e)))
-                page.goto(srv.url + "/#/p/vis")
-                token_box = page.get_by_label("Token")
-                expect(token_box).to_be_visible()
-                expect(page.locator("text=seen-run")).to_have_count(0)
-
-                _submit(page, "rk_r_000000000000_" + "A" * 43)
-                expect(page.get_by_role("alert")).to_contain_text("not valid")
-                _submit(page, ingest)
-                expect(page.get_by_role("alert")).to_contain_text("read or admin")
-
-                _submit(page, read)
-                expect(page.locator("text=seen-run").first).to_be_visible()
-                cookies = {c["name"]: c for c in ctx.cookies()}
-                session = cookies["rk_session"]
-                assert session["httpOnly"] and session["sameSite"] == "Strict"
-                assert session["path"] == "/"
-                assert page.evaluate("document.cookie").find("rk_session") == -1
-                assert read not in page.content()  # the token is not kept in the page
-
-                page.reload()
-                expect(page.locator("text=seen-run").first).to_be_visible()
-
-                page.get_by_role("button", name="Log out").click()
-                expect(page.get_by_label("Token")).to_be_visible()
-                gone = httpx.get(
-                    srv.url + "/api/v1/projects",
-                    cookies={"rk_session": session["value"]},
-                    timeout=5,
-                )
-                assert gone.status_code == 401  # revoked on the server, not just forgotten
-                page.goto(srv.url + "/#/p/vis/r/seen-run")
-                expect(page.get_by_label("Token")).to_be_visible()
-                assert not errors, errors
-            finally:
-                browser.close()
+            assert gone.status_code == 401  # revoked on the server, not just forgotten
+            page.goto(srv.url + "/#/p/vis/r/seen-run")
+            expect(page.get_by_label("Token")).to_be_visible()
+            assert not errors, errors
 
 
 def _submit(page: Any, token: str) -> None:

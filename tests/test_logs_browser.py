@@ -12,7 +12,6 @@ No Chromium at /usr/bin/chromium: skipped locally, failing under ``CI=true``.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -27,14 +26,11 @@ from rankwise.store import open_store
 from rankwise.store.base import StreamKey
 from rankwise.stream import records as R
 
+from .helpers.browser import STATIC, launch_browser, need_browser
 from .helpers.servers import admin_token, browser_login, serve_in_thread
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROME_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--no-first-run"]  # fmt: skip
-STATIC = Path(__file__).resolve().parents[1] / "rankwise" / "server" / "static"
 T0 = 1_700_000_000.0
 N = 1_000_000
 RANKS = 4
@@ -68,12 +64,7 @@ def records(rank: int) -> list[R.AnyRecord]:
 
 @pytest.fixture(scope="module")
 def big_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    if not CHROMIUM.exists():
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"no Chromium at {CHROMIUM} in CI")
-        pytest.skip(f"no Chromium at {CHROMIUM}")
-    if not (STATIC / "index.html").is_file():
-        pytest.fail(f"the dashboard is not built into {STATIC}: run `npm run build` in ui/")
+    need_browser()
     tmp = tmp_path_factory.mktemp("big-log")
     with open_store(tmp / "store.db") as store:
         store.migrate()
@@ -128,73 +119,69 @@ def scroll_to(page: Any, fraction: float) -> float:
 
 def test_a_million_lines(big_log: tuple[str, str], tmp_path: Path) -> None:
     url, token = big_log
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     errors: list[str] = []
     timings: dict[str, float] = {}
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROME_ARGS)
-        try:
-            # wait_for_function evaluates strings: the CSP (checked elsewhere) forbids it
-            page = browser.new_page(viewport={"width": 1280, "height": 900}, bypass_csp=True)
-            page.set_default_timeout(20_000)
-            page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            t = time.perf_counter()
-            browser_login(page.context, url, token)
-            page.goto(f"{url}/#/p/big/r/log1m?tab=logs")
-            expect(page.locator("[data-log-total]")).to_have_text("1,000,000")
-            settle(page)
-            timings["open at the newest line"] = time.perf_counter() - t
-            rows = page.locator("[data-log-line]")
-            expect(rows.last).to_contain_text(f"line {N - 1:07d}")
-            # The content is capped below the browser's limits; the scrollbar is scaled.
-            height = page.evaluate("document.querySelector('.log-content').offsetHeight")
-            assert height < N * 20
+    with launch_browser() as browser:
+        # wait_for_function evaluates strings: the CSP (checked elsewhere) forbids it
+        page = browser.new_page(viewport={"width": 1280, "height": 900}, bypass_csp=True)
+        page.set_default_timeout(20_000)
+        page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        t = time.perf_counter()
+        browser_login(page.context, url, token)
+        page.goto(f"{url}/#/p/big/r/log1m?tab=logs")
+        expect(page.locator("[data-log-total]")).to_have_text("1,000,000")
+        settle(page)
+        timings["open at the newest line"] = time.perf_counter() - t
+        rows = page.locator("[data-log-line]")
+        expect(rows.last).to_contain_text(f"line {N - 1:07d}")
+        # The content is capped below the browser's limits; the scrollbar is scaled.
+        height = page.evaluate("document.querySelector('.log-content').offsetHeight")
+        assert height < N * 20
 
-            for fraction in (0.5, 0.1, 0.9, 0.0):
-                timings[f"drag to {fraction:.0%}"] = scroll_to(page, fraction)
-                rows_in_view = (900 - 300) // 20  # roughly: the view is 62vh
-                want = fraction * (N - rows_in_view)
-                assert abs(first_visible(page) - want) <= rows_in_view, fraction
-            # At the top: printed HTML is text, never markup.
-            expect(page.locator("[data-log-line]").nth(5)).to_contain_text(XSS)
-            assert page.evaluate("window.__xss") is None
+        for fraction in (0.5, 0.1, 0.9, 0.0):
+            timings[f"drag to {fraction:.0%}"] = scroll_to(page, fraction)
+            rows_in_view = (900 - 300) // 20  # roughly: the view is 62vh
+            want = fraction * (N - rows_in_view)
+            assert abs(first_visible(page) - want) <= rows_in_view, fraction
+        # At the top: printed HTML is text, never markup.
+        expect(page.locator("[data-log-line]").nth(5)).to_contain_text(XSS)
+        assert page.evaluate("window.__xss") is None
 
-            # Jump to a time: the first line at or after it is marked and in view.
-            k = 123_456
-            dt = datetime.fromtimestamp(T0 + k / 1000 - 0.0005)
-            typed = f"{dt:%Y-%m-%d %H:%M:%S}.{round(dt.microsecond / 100):04d}"
-            t = time.perf_counter()
-            page.get_by_placeholder("Jump to 13:04:05").fill(typed)
-            page.get_by_role("button", name="Go", exact=True).click()
-            expect(page.locator(".log-line.marked")).to_contain_text(f"line {k:07d}")
-            settle(page)
-            timings["jump to a time"] = time.perf_counter() - t
-            assert abs(first_visible(page) - k) <= 3
+        # Jump to a time: the first line at or after it is marked and in view.
+        k = 123_456
+        dt = datetime.fromtimestamp(T0 + k / 1000 - 0.0005)
+        typed = f"{dt:%Y-%m-%d %H:%M:%S}.{round(dt.microsecond / 100):04d}"
+        t = time.perf_counter()
+        page.get_by_placeholder("Jump to 13:04:05").fill(typed)
+        page.get_by_role("button", name="Go", exact=True).click()
+        expect(page.locator(".log-line.marked")).to_contain_text(f"line {k:07d}")
+        settle(page)
+        timings["jump to a time"] = time.perf_counter() - t
+        assert abs(first_visible(page) - k) <= 3
 
-            # Filters: one rank, stderr, a search.
-            t = time.perf_counter()
-            page.locator(".logs-tab select").select_option("label:rank-2")
-            expect(page.locator("[data-log-total]")).to_have_text(f"{N // RANKS:,}")
-            settle(page)
-            timings["filter to one rank"] = time.perf_counter() - t
-            labels = set(page.locator("[data-log-line] [data-log-label]").all_inner_texts())
-            assert labels == {"rank-2"}
-            page.get_by_role("button", name="stderr", exact=True).click()
-            expect(page.locator("[data-log-total]")).to_have_text(f"{N // 1000:,}")
-            page.locator(".logs-tab select").select_option("")
-            expect(page.locator("[data-log-total]")).to_have_text(f"{RANKS * N // 1000:,}")
-            page.get_by_role("button", name="All", exact=True).click()
-            t = time.perf_counter()
-            page.get_by_placeholder("Search the logs").fill("line 0777777 ")
-            expect(page.locator("[data-log-total]")).to_have_text("1")
-            expect(rows).to_have_count(1)
-            timings["search (typed, debounced, counted)"] = time.perf_counter() - t
-            expect(rows.first).to_contain_text("line 0777777 rank 1")
-            page.screenshot(path=str(tmp_path / "logs-1m.png"))
-        finally:
-            browser.close()
+        # Filters: one rank, stderr, a search.
+        t = time.perf_counter()
+        page.locator(".logs-tab select").select_option("label:rank-2")
+        expect(page.locator("[data-log-total]")).to_have_text(f"{N // RANKS:,}")
+        settle(page)
+        timings["filter to one rank"] = time.perf_counter() - t
+        labels = set(page.locator("[data-log-line] [data-log-label]").all_inner_texts())
+        assert labels == {"rank-2"}
+        page.get_by_role("button", name="stderr", exact=True).click()
+        expect(page.locator("[data-log-total]")).to_have_text(f"{N // 1000:,}")
+        page.locator(".logs-tab select").select_option("")
+        expect(page.locator("[data-log-total]")).to_have_text(f"{RANKS * N // 1000:,}")
+        page.get_by_role("button", name="All", exact=True).click()
+        t = time.perf_counter()
+        page.get_by_placeholder("Search the logs").fill("line 0777777 ")
+        expect(page.locator("[data-log-total]")).to_have_text("1")
+        expect(rows).to_have_count(1)
+        timings["search (typed, debounced, counted)"] = time.perf_counter() - t
+        expect(rows.first).to_contain_text("line 0777777 rank 1")
+        page.screenshot(path=str(tmp_path / "logs-1m.png"))
     assert not errors, errors
     for name, seconds in timings.items():
         print(f"{name:40} {seconds * 1000:8.0f} ms")

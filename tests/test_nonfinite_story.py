@@ -20,8 +20,9 @@ import pytest
 
 import rankwise
 
+from .helpers.browser import Page, launch_browser, need_browser
+from .helpers.jobs import job_env, torchrun
 from .helpers.servers import ServerProcess, wait_until
-from .scripts.jobs import job_env, torchrun
 
 pytest.importorskip("torch")
 
@@ -65,9 +66,7 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
 
 
 def _check_page(url: str) -> None:
-    from .test_dashboard import Page, _need_browser, launch_browser
-
-    _need_browser()
+    need_browser()
     with launch_browser() as browser:
         p = Page(browser, width=1280, height=760)
         page = p.page

@@ -20,10 +20,9 @@ import pytest
 
 import rankwise
 
+from .helpers.browser import Page, launch_browser
+from .helpers.jobs import SCRIPTS, job_env, torchrun
 from .helpers.servers import ServerProcess, wait_until
-from .scripts.jobs import SCRIPTS, job_env, torchrun
-
-pytest.importorskip("torch")
 
 STEPS = 5
 DOCS_SHOT = Path(__file__).parents[1] / "docs" / "img" / "live-shared-run.png"
@@ -45,9 +44,6 @@ def _start_job(tmp_path: Path) -> tuple[subprocess.Popen[str], Path, Path]:
 
 def _check_page(url: str) -> None:
     """What the run page shows of the held job, in headless Chromium."""
-    from .test_dashboard import Page, _need_browser, launch_browser
-
-    _need_browser()
     with launch_browser() as browser:
         p = Page(browser, width=1280, height=760)
         page = p.page
@@ -164,7 +160,6 @@ run.finish()
 @pytest.mark.browser
 def test_every_value_visible(tmp_path: Path) -> None:
     """A metric logged once, NaN and ±Inf, 2**70 and the System tab, in Chromium."""
-    from .test_dashboard import Page, launch_browser
 
     data = tmp_path / "data"
     job = subprocess.run(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,14 +15,17 @@ from rankwise.sdk.system import device_token
 from rankwise.stream import records as R
 from rankwise.stream.frames import scan
 
+from .helpers.env import clean_env
+
 SCRIPTS = Path(__file__).parent / "scripts"
 FAKE_NVML = SCRIPTS / "health_nvml"
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RANKWISE_")}
-    env.pop("CUDA_VISIBLE_DEVICES", None)
-    env.update(OMP_NUM_THREADS="1", **extra)
+def system_env(**extra: str) -> dict[str, str]:
+    """A clean environment without this machine's CUDA_VISIBLE_DEVICES."""
+    env = clean_env(**extra)
+    if "CUDA_VISIBLE_DEVICES" not in extra:
+        env.pop("CUDA_VISIBLE_DEVICES", None)
     return env
 
 
@@ -45,7 +47,7 @@ def run_system(
     data = tmp_path / "data"
     proc = subprocess.run(
         [sys.executable, str(SCRIPTS / "health_system.py"), str(data), json.dumps(kwargs or {})],
-        env=clean_env(**env),
+        env=system_env(**env),
         capture_output=True,
         text=True,
         timeout=120,
@@ -155,7 +157,7 @@ def test_one_node_sampler_under_torchrun(tmp_path: Path) -> None:
             str(SCRIPTS / "health_system.py"),
             str(data),
         ],
-        env=clean_env(HEALTH_SECONDS="1.2"),
+        env=system_env(HEALTH_SECONDS="1.2"),
         capture_output=True,
         text=True,
         timeout=240,

@@ -1,6 +1,6 @@
 """A server that is down for the whole run: no silent waits, nothing lost.
 
-Real processes (two ranks of one shared run, ``helpers/train_upload.py``) point at a port
+Real processes (two ranks of one shared run, ``scripts/train_upload.py``) point at a port
 where nothing listens: each exits promptly — not after the full ``upload_timeout`` — with
 one line naming ``rankwise sync``. ``rankwise sync`` against the same dead port says at
 once that it cannot reach the server, that it is retrying and for how long.

@@ -69,6 +69,13 @@ def test_remote_run_reads_back_like_the_local_one(data_dir: Path, thread_server:
     ]
     assert remote.metric_keys == local.metric_keys == ["inf", "loss", "odd"]
     assert len(remote.history_df(keys="loss")) == 50 if _has_pandas() else True
+    if _has_pandas():  # scan() gives the same arrays from either reader (numpy via pandas)
+        import numpy as np
+
+        for key in ("loss", "odd", "inf"):
+            lc, rc = local.scan([key])["rank-0"], remote.scan([key])["rank-0"]
+            assert lc.step.tolist() == rc.step.tolist()
+            assert np.array_equal(lc[key], rc[key], equal_nan=True), key
 
 
 def _has_pandas() -> bool:

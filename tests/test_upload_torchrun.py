@@ -20,7 +20,6 @@ import rankwise
 from .helpers.runs import FAST_ENV, SCRIPT, assert_same_history
 from .helpers.servers import ServerProcess, subprocess_env
 
-pytest.importorskip("torch")
 pytestmark = pytest.mark.torchrun
 
 STEPS = 25

@@ -23,8 +23,8 @@ from rankwise.store import open_store
 from rankwise.store.base import StreamKey
 from rankwise.stream import records as R
 
+from .helpers.browser import STATIC, launch_browser, need_browser
 from .helpers.servers import admin_token, browser_login, serve_in_thread
-from .test_dashboard import CHROME_ARGS, CHROMIUM, STATIC, _need_browser
 
 pytestmark = pytest.mark.browser
 
@@ -57,7 +57,7 @@ INJECTED = ", ".join(
 
 @pytest.fixture(scope="module")
 def xss_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    _need_browser()
+    need_browser()
     tmp: Path = tmp_path_factory.mktemp("xss")
     store = open_store(f"sqlite:///{tmp / 'db.sqlite'}")
     store.migrate()
@@ -78,35 +78,31 @@ def xss_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
 
 
 def test_stored_payloads_render_as_text(xss_server: tuple[str, str]) -> None:
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROME_ARGS)
-        try:
-            url, token = xss_server
-            context = browser.new_context(viewport={"width": 1280, "height": 900})
-            browser_login(context, url, token)  # a reader's session, as a user has
-            page = context.new_page()
-            page.set_default_timeout(20_000)
-            dialogs: list[str] = []
-            errors: list[str] = []
-            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            page.add_init_script(WATCH)
-            views = [
-                ("/#/p/xss", PAYLOADS["name"]),
-                ("/#/p/xss/r/run1?tab=charts", PAYLOADS["key"]),
-                ("/#/p/xss/r/run1?tab=config", PAYLOADS["config"]),
-                ("/#/p/xss/r/run1?tab=logs", "line click"),
-            ]
-            for path, text in views:
-                page.goto(url + path)
-                expect(page.get_by_text(text).first).to_be_visible()
-                check(page, path)
-            assert dialogs == [] and errors == [], (dialogs, errors)
-        finally:
-            browser.close()
+    with launch_browser() as browser:
+        url, token = xss_server
+        context = browser.new_context(viewport={"width": 1280, "height": 900})
+        browser_login(context, url, token)  # a reader's session, as a user has
+        page = context.new_page()
+        page.set_default_timeout(20_000)
+        dialogs: list[str] = []
+        errors: list[str] = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.add_init_script(WATCH)
+        views = [
+            ("/#/p/xss", PAYLOADS["name"]),
+            ("/#/p/xss/r/run1?tab=charts", PAYLOADS["key"]),
+            ("/#/p/xss/r/run1?tab=config", PAYLOADS["config"]),
+            ("/#/p/xss/r/run1?tab=logs", "line click"),
+        ]
+        for path, text in views:
+            page.goto(url + path)
+            expect(page.get_by_text(text).first).to_be_visible()
+            check(page, path)
+        assert dialogs == [] and errors == [], (dialogs, errors)
 
 
 def check(page: Any, where: str) -> None:

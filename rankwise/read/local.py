@@ -11,18 +11,22 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._summary import CrossRankLast, complete_step
 from ..errors import RunNotFoundError, UsageError
 from ..health import RankHealth
 from ..names import check_id
 from ..stream import records as R
-from ..stream.files import list_streams
+from ..stream.files import iter_run_dirs, list_streams
 from ..stream.fold import StreamFold
 from ..stream.frames import scan
 from .fold import StreamFacts, fold_run
-from .model import CrossRankValue, RunInfo, StreamInfo
+from .model import CrossRankValue, RunInfo, StreamInfo, numpy_available
+
+if TYPE_CHECKING:
+    from ..stream.columns import MetricColumns
+    from ..stream.history import StreamColumns
 
 
 def _read(path: Path) -> tuple[list[R.AnyRecord], str | None]:
@@ -34,19 +38,42 @@ def _read(path: Path) -> tuple[list[R.AnyRecord], str | None]:
     return result.records, (str(result.damage) if result.damage else None)
 
 
-def load_stream(label: str, incarnation: int, path: Path) -> tuple[StreamFacts, StreamFold]:
-    """One stream file, folded."""
-    records, damage = _read(path)
-    fold = StreamFold()
-    fold.apply(records)
-    return StreamFacts.of(label, incarnation, fold, damage=damage, path=str(path)), fold
+def load_stream(
+    label: str, incarnation: int, path: Path, keep: bool = False
+) -> tuple[StreamFacts, StreamFold, MetricColumns | None]:
+    """One stream file, folded; with ``keep``, also its columns (every key).
+
+    With numpy installed the ``Metrics`` records are folded from columns
+    (``rankwise.stream.history.fold_columns``), without a record object each."""
+    cols: MetricColumns | None = None
+    if numpy_available():
+        from ..stream.history import fold_columns
+
+        try:
+            fold, cols = fold_columns(path, None if keep else [])
+            damage = str(cols.damage) if cols.damage else None
+        except OSError as exc:
+            fold, damage = StreamFold(), f"cannot read: {exc}"
+    else:
+        records, damage = _read(path)
+        fold = StreamFold()
+        fold.apply(records)
+    facts = StreamFacts.of(label, incarnation, fold, damage=damage, path=str(path))
+    return facts, fold, (cols if keep else None)
 
 
 class LocalRun:
     """A run's stream files: what its ``RunInfo`` asks for beyond its fields."""
 
-    def __init__(self, folds: dict[tuple[str, int], StreamFold]) -> None:
+    def __init__(
+        self,
+        folds: dict[tuple[str, int], StreamFold],
+        columns: dict[str, MetricColumns] | None = None,
+    ) -> None:
         self._folds = folds
+        # Api.run() keeps what it read to fold the streams (every key, by path): the
+        # first scan() uses it instead of reading the files again.
+        self._kept_columns = columns or {}
 
     def _fold(self, info: StreamInfo) -> StreamFold:
         return self._folds[(info.label, info.incarnation)]
@@ -94,6 +121,39 @@ class LocalRun:
         rows.sort(key=lambda r: (r["step"], r["time"]))
         return rows
 
+    def scan(
+        self,
+        run: RunInfo,
+        keys: Sequence[str] | None,
+        label: str | None,
+        step_range: tuple[int, int] | None,
+    ) -> dict[str, StreamColumns]:
+        from ..stream.history import merge
+
+        columns = self._columns(run, keys, label)
+        out: dict[str, StreamColumns] = {}
+        for info in run.streams:
+            if info.label in out or (label is not None and info.label != label):
+                continue
+            parts = [columns[s.path] for s in run.streams if s.label == info.label]
+            out[info.label] = merge(info.label, parts, keys, step_range)
+        return out
+
+    def _columns(
+        self, run: RunInfo, keys: Sequence[str] | None, label: str | None
+    ) -> dict[str, MetricColumns]:
+        out: dict[str, MetricColumns] = {}
+        for info in run.streams:
+            if label is not None and info.label != label:
+                continue
+            kept = self._kept_columns.get(info.path)  # every key's values
+            if kept is None:
+                from ..stream.columns import read_columns
+
+                kept = read_columns(Path(info.path), list(keys) if keys is not None else None)
+            out[info.path] = kept
+        return out
+
     def health(
         self, run: RunInfo, window: float, factor: float, now: float | None
     ) -> list[RankHealth]:
@@ -129,31 +189,25 @@ class LocalReader:
         self.crash_timeout = crash_timeout
 
     def projects(self) -> list[str]:
-        if not self.dir.is_dir():
-            return []
-        return sorted(
-            p.name
-            for p in self.dir.iterdir()
-            if p.is_dir() and any(c.joinpath("streams").is_dir() for c in p.iterdir())
-        )
+        return sorted({run.parent.name for run in iter_run_dirs(self.dir)})
 
     def _run_dirs(self, project: str | None) -> Iterable[tuple[str, Path]]:
         if project:
             check_id(project, "project")  # never a path: "../x" cannot leave the directory
-        for proj in [project] if project else self.projects():
-            base = self.dir / proj
-            if not base.is_dir():
-                continue
-            for child in sorted(base.iterdir()):
-                if child.joinpath("streams").is_dir():
-                    yield proj, child
+        for run in iter_run_dirs(self.dir, project or None):
+            yield run.parent.name, run
 
-    def load(self, project: str, path: Path) -> RunInfo:
+    def load(self, project: str, path: Path, keep: bool = False) -> RunInfo:
+        # keep: the run was asked for by id, so its history is likely read next: keep the
+        # columns read for the fold (every key) for the first scan()/history_df().
         now = time.time()
-        loaded = [load_stream(label, inc, p) for label, inc, p in list_streams(path / "streams")]
-        run = fold_run(project, path.name, [f for f, _ in loaded], self.crash_timeout, now)
-        folds = {(f.label, f.incarnation): fold for f, fold in loaded}
-        return run.attach(LocalRun(folds))
+        loaded = [
+            load_stream(label, inc, p, keep) for label, inc, p in list_streams(path / "streams")
+        ]
+        run = fold_run(project, path.name, [f for f, _, _ in loaded], self.crash_timeout, now)
+        folds = {(f.label, f.incarnation): fold for f, fold, _ in loaded}
+        columns = {f.path: cols for f, _, cols in loaded if cols is not None}
+        return run.attach(LocalRun(folds, columns))
 
     def runs(
         self,
@@ -188,4 +242,4 @@ class LocalReader:
             raise UsageError(
                 f"run id {run_id!r} exists in several projects ({names}): pass project="
             )
-        return self.load(*found[0])
+        return self.load(*found[0], keep=True)

@@ -25,6 +25,8 @@ from .model import CrossRankValue, ProjectsReply, RunInfo, RunsReply
 if TYPE_CHECKING:
     import httpx
 
+    from ..stream.history import StreamColumns
+
 _PAGE = 500
 
 
@@ -69,6 +71,18 @@ class RemoteRun:
             return []
         rows.sort(key=lambda r: (r["step"], r["time"]))
         return rows  # type: ignore[no-any-return]
+
+    def scan(
+        self,
+        run: RunInfo,
+        keys: Sequence[str] | None,
+        label: str | None,
+        step_range: tuple[int, int] | None,
+    ) -> dict[str, StreamColumns]:
+        """``scan()``'s arrays, built from the server's history rows."""
+        from ..stream.history import columns_from_rows
+
+        return columns_from_rows(self.history(run, keys, label), keys, step_range)
 
     def health(
         self, run: RunInfo, window: float, factor: float, now: float | None

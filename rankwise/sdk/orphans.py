@@ -22,9 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import _log
-from ..stream.files import SUFFIX
+from ..stream.files import SUFFIX, read_stream_start
 from ..stream.fold import process_alive
-from .sync import _start_of
 from .uploader import BATCH_BYTES, GiveUp, Retry, StreamUpload, stream_ref
 
 if TYPE_CHECKING:
@@ -37,7 +36,7 @@ def dead_siblings(own: Path) -> list[Path]:
     for path in sorted(own.parent.glob(f"*{SUFFIX}")):
         if path == own:
             continue
-        start = _start_of(path)
+        start = read_stream_start(path)
         if start is None:
             continue
         if process_alive(start.host, start.pid, start.pid_start_time) is False:

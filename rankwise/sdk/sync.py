@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..errors import SyncError, UsageError
 from ..settings import Settings
 from ..stream import records as R
-from ..stream.files import SUFFIX
+from ..stream.files import SUFFIX, read_last_frame, read_stream_start, stream_files_under
 from ..stream.fold import process_alive
-from ..stream.frames import scan
 from .uploader import GiveUp, Retry, StreamUpload, backoff_delay, stream_ref
 
 if TYPE_CHECKING:
@@ -48,15 +47,7 @@ def find_stream_files(path: Path) -> list[Path]:
         return [path]
     if not path.is_dir():
         raise UsageError(f"no such file or directory: {path}")
-    dirs = [path] if path.name == "streams" else []
-    for pattern in ("streams", "*/streams", "*/*/streams"):
-        dirs += [d for d in path.glob(pattern) if not _hidden(d, path)]
-    files = {f for d in dirs if d.is_dir() for f in d.glob(f"*{SUFFIX}")}
-    return sorted(files)
-
-
-def _hidden(d: Path, root: Path) -> bool:
-    return any(part.startswith(".") for part in d.relative_to(root).parts)
+    return stream_files_under(path)
 
 
 def sync(
@@ -163,27 +154,14 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _start_of(path: Path) -> R.StreamStart | None:
-    try:
-        with open(path, "rb") as f:
-            head = f.read(1024 * 1024)
-    except OSError:
-        return None
-    records = scan(head).records
-    return records[0] if records and isinstance(records[0], R.StreamStart) else None
-
-
 def _finished_on_disk(path: Path) -> bool:
-    try:
-        records = scan(path.read_bytes()).records
-    except OSError:
-        return False
-    return any(type(r) is R.Finish for r in records)
+    # A Finish record is the last a stream gets: only the last frame needs decoding.
+    return any(type(r) is R.Finish for r in read_last_frame(path))
 
 
 def _gone(path: Path, crash_timeout: float) -> bool:
     """The stream's writer is dead: its process is gone, or it has been silent too long."""
-    start = _start_of(path)
+    start = read_stream_start(path)
     age = time.time() - _mtime(path)
     alive: Any = process_alive(start.host, start.pid, start.pid_start_time) if start else None
     if alive is False:

@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .. import _log
 from ..settings import Settings
 from ..stream import records as R
-from ..stream.frames import HEADER, MAGIC, MAX_FRAME, iter_frames
+from ..stream.files import read_stream_start, read_whole_frames
+from ..stream.frames import HEADER, MAGIC, iter_frames
 
 if TYPE_CHECKING:
     import httpx
@@ -140,41 +141,12 @@ def compress(data: bytes, encoding: str) -> bytes:
 
 
 def read_frames(path: Path, offset: int, max_bytes: int) -> tuple[bytes, str | None]:
-    """Whole frames from ``offset``: about ``max_bytes`` of them, at least one if complete.
-
-    Returns the frames and, when the bytes at the stop point are not a torn tail still
-    being written but damage (an impossible length or a bad checksum), why.
-    """
-    with open(path, "rb") as f:
-        f.seek(offset)
-        want = max(max_bytes, HEADER.size)
-        buf = f.read(want)
-        end = _last_end(buf)
-        if end == 0 and len(buf) >= HEADER.size:
-            length, _crc = HEADER.unpack_from(buf)
-            if length <= MAX_FRAME and HEADER.size + length > len(buf) == want:
-                f.seek(offset)  # one frame larger than a batch: send it alone
-                buf = f.read(HEADER.size + length)
-                end = _last_end(buf)
-    return buf[:end], _damage(buf, end)
-
-
-def _last_end(buf: bytes) -> int:
-    end = 0
-    for _body, stop in iter_frames(buf):
-        end = stop
-    return end
-
-
-def _damage(buf: bytes, end: int) -> str | None:
-    if end + HEADER.size > len(buf):
-        return None
-    length, _crc = HEADER.unpack_from(buf, end)
-    if length > MAX_FRAME:
-        return f"implausible frame length {length}"
-    if end + HEADER.size + length <= len(buf):
-        return "checksum mismatch"
-    return None
+    """Whole frames from ``offset`` (``rankwise.stream.files.read_whole_frames``) and,
+    when the read stopped at corruption rather than at a torn tail still being written,
+    why."""
+    found = read_whole_frames(path, offset, max_bytes)
+    damage = found.damage
+    return found.data, (damage.reason if damage is not None and not damage.torn else None)
 
 
 def offset_after(path: Path, acked: int) -> int:
@@ -198,14 +170,10 @@ def offset_after(path: Path, acked: int) -> int:
 
 def stream_ref(path: Path) -> StreamRef:
     """The stream a file holds, from its first record (``StreamStart``)."""
-    buf, _ = read_frames(path, len(MAGIC), 1024 * 1024)
-    for body, stop in iter_frames(buf):
-        records = R.decode_payload(memoryview(buf)[body:stop])
-        start = records[0] if records else None
-        if isinstance(start, R.StreamStart):
-            return StreamRef(start.project, start.run_id, start.label, start.incarnation)
-        break
-    raise GiveUp(f"{path} does not start with a stream-start record")
+    start = read_stream_start(path)
+    if start is None:
+        raise GiveUp(f"{path} does not start with a stream-start record")
+    return StreamRef(start.project, start.run_id, start.label, start.incarnation)
 
 
 class StreamUpload:

@@ -19,17 +19,15 @@ Invariants:
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..names import is_id
 from ..store.base import Store, StreamKey
 from ..stream import records as R
-from ..stream.files import parse_stream_filename
-from ..stream.frames import HEADER, MAGIC, MAX_FRAME, scan
+from ..stream.files import iter_stream_files, read_whole_frames
+from ..stream.frames import MAGIC, scan
 from .encoding import ApiError
 from .routes.ingest import check_records
 
@@ -102,21 +100,10 @@ class DirectoryTailer:
         return total
 
     def _discover(self) -> None:
-        for project in _subdirs(self.root):
-            for run in _subdirs(project):
-                streams = run / "streams"
-                try:
-                    names = os.listdir(streams)
-                except (FileNotFoundError, NotADirectoryError):
-                    continue
-                for name in names:
-                    path = streams / name
-                    if path in self._tails:
-                        continue
-                    parsed = parse_stream_filename(name)
-                    if parsed is not None and is_id(parsed[0]):
-                        key = StreamKey(project.name, run.name, parsed[0], parsed[1])
-                        self._tails[path] = _Tail(key, path)
+        for found in iter_stream_files(self.root):
+            if found.path not in self._tails:
+                key = StreamKey(found.project, found.run_id, found.label, found.incarnation)
+                self._tails[found.path] = _Tail(key, found.path)
 
     def _follow(self, tail: _Tail) -> int:
         try:
@@ -154,37 +141,15 @@ class DirectoryTailer:
 
     def _read(self, tail: _Tail, size: int) -> tuple[list[R.AnyRecord], int, str | None]:
         """Whole frames from the tail's offset: (records, bytes consumed, damage)."""
-        with open(tail.path, "rb") as f:
-            if tail.offset == len(MAGIC):
-                head = f.read(len(MAGIC))
-                if head != MAGIC[: len(head)]:
-                    return [], 0, "not a rankwise stream"
-            f.seek(tail.offset)
-            buf = f.read(self.chunk)
-            found = scan(buf, start=0)
-            if found.end == 0 and len(buf) == self.chunk and len(buf) >= HEADER.size:
-                length = HEADER.unpack_from(buf)[0]
-                if length <= MAX_FRAME:  # one frame larger than a chunk
-                    f.seek(tail.offset)
-                    buf = f.read(HEADER.size + length)
-                    found = scan(buf, start=0)
-        damage = found.damage
+        found = read_whole_frames(tail.path, tail.offset, self.chunk)
+        decoded = scan(found.data, start=0)
         # A torn frame at the tail is a write in progress, not damage.
-        if damage is not None and "torn" in damage.reason:
-            damage = None
-        return found.records, found.end, (str(damage) if damage is not None else None)
+        damage = decoded.damage or (
+            found.damage if found.damage and not found.damage.torn else None
+        )
+        return decoded.records, decoded.end, (str(damage) if damage is not None else None)
 
     def _warn(self, tail: _Tail, message: str) -> None:
         if not tail.warned:
             tail.warned = True
             log.warning("rankwise ui: stream file %s: %s", tail.path, message)
-
-
-def _subdirs(path: Path) -> list[Path]:
-    try:
-        entries = list(os.scandir(path))
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    # ".rankwise" (the index), dot folders and any name a run could not have been given
-    # (rankwise.names' id rule) are never projects or runs: they are not indexed.
-    return sorted(Path(e.path) for e in entries if is_id(e.name) and e.is_dir())

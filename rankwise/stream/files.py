@@ -1,4 +1,4 @@
-"""Where streams live on disk.
+"""Where streams live on disk, how to find them, and how to read whole frames from them.
 
 ::
 
@@ -8,16 +8,27 @@ A stream file is created with ``O_EXCL`` and never reopened for writing, so no t
 processes ever write one file, even on NFS or Lustre, and a restarted process (a new
 incarnation) can never overwrite what an earlier one wrote: it takes the next free
 incarnation number instead.
+
+Every reader of a data directory (the local reader, ``rankwise ui``'s indexer,
+``rankwise sync``) finds stream files through ``iter_run_dirs`` / ``iter_stream_files``,
+so all of them skip the same things: a project, run or label that is not an id
+(``rankwise.names``' rule: hidden ``.rankwise`` folders, dot files, stray names) and any
+file that is not ``<label>.<incarnation>.rwlog``. They read frames through
+``read_whole_frames``, so all of them stop at the same place and tell a torn tail (a
+write in progress, or a crash's last frame) from damage the same way (``Damage.torn``).
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import UsageError
-from ..names import casefold_clash
-from .frames import MAGIC
+from ..names import casefold_clash, is_id
+from . import records as R
+from .frames import HEADER, MAGIC, MAX_FRAME, Damage, damage_at, iter_frames
 
 SUFFIX = ".rwlog"
 
@@ -73,7 +84,8 @@ def parse_stream_filename(name: str) -> tuple[str, int] | None:
 
 
 def list_streams(directory: Path) -> list[tuple[str, int, Path]]:
-    """Every stream file of a run as ``(label, incarnation, path)``, sorted."""
+    """Every stream file of a run as ``(label, incarnation, path)``, sorted; a file whose
+    label is not an id (``rankwise.names``) is no stream."""
     out = []
     try:
         entries = list(os.scandir(directory))
@@ -81,7 +93,7 @@ def list_streams(directory: Path) -> list[tuple[str, int, Path]]:
         return []
     for entry in entries:
         parsed = parse_stream_filename(entry.name)
-        if parsed is not None:
+        if parsed is not None and is_id(parsed[0]) and entry.is_file():
             out.append((parsed[0], parsed[1], Path(entry.path)))
     out.sort(key=lambda t: (t[0], t[1]))
     return out
@@ -104,3 +116,168 @@ def create_stream_file(directory: Path, label: str, first: int = 0) -> tuple[int
             continue
         os.write(fd, MAGIC)
         return fd, path, n
+
+
+@dataclass(frozen=True)
+class StreamFile:
+    """One stream file found under a data directory."""
+
+    project: str
+    run_id: str
+    label: str
+    incarnation: int
+    path: Path
+
+
+def _id_dirs(path: Path) -> list[Path]:
+    """Sub-directories whose name could be a project or run id, sorted by name."""
+    try:
+        entries = list(os.scandir(path))
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return []
+    return sorted(Path(e.path) for e in entries if is_id(e.name) and e.is_dir())
+
+
+def iter_run_dirs(root: str | os.PathLike[str], project: str | None = None) -> Iterator[Path]:
+    """Every run directory (one holding ``streams/``) under a data directory, sorted.
+
+    ``project`` keeps one project; the caller checks it is an id (never a path).
+    """
+    root = Path(root)
+    projects = [root / project] if project is not None else _id_dirs(root)
+    for proj in projects:
+        for run in _id_dirs(proj):
+            if (run / "streams").is_dir():
+                yield run
+
+
+def iter_stream_files(
+    root: str | os.PathLike[str], project: str | None = None
+) -> Iterator[StreamFile]:
+    """Every stream file under a data directory, by project, run, label, incarnation."""
+    for run in iter_run_dirs(root, project):
+        for label, inc, path in list_streams(run / "streams"):
+            yield StreamFile(run.parent.name, run.name, label, inc, path)
+
+
+def stream_files_under(path: Path) -> list[Path]:
+    """Stream files of a stream file's directory, a run, a project or a data directory.
+
+    ``path`` is whichever of those the user named (``rankwise sync PATH``): the result is
+    every stream file at or below it, with the walker's rules below ``path``.
+    """
+    found: set[Path] = set()
+    if path.name == "streams":
+        found.update(p for _, _, p in list_streams(path))
+    found.update(p for _, _, p in list_streams(path / "streams"))  # a run
+    for child in _id_dirs(path):  # a project
+        found.update(p for _, _, p in list_streams(child / "streams"))
+    found.update(f.path for f in iter_stream_files(path))  # a data directory
+    return sorted(found)
+
+
+@dataclass(frozen=True)
+class WholeFrames:
+    """Whole frames read from a file, as they are there, and what stopped the read."""
+
+    data: bytes
+    offset: int  # where ``data`` begins in the file
+    damage: Damage | None  # None when the read stopped at the end of the file or the cap
+
+    @property
+    def end(self) -> int:
+        return self.offset + len(self.data)
+
+
+def read_whole_frames(path: Path, offset: int, max_bytes: int) -> WholeFrames:
+    """Whole frames (length and crc checked) from ``offset``, a frame boundary.
+
+    About ``max_bytes`` of them, but at least one when one is complete: a single frame
+    larger than the cap comes back alone. At ``offset == len(MAGIC)`` the file's head is
+    checked first. ``damage`` says why the read stopped short of the file's end: a torn
+    tail (``damage.torn``, a write in progress or a crash's last frame) or corruption.
+    Raises ``OSError`` when the file cannot be read.
+    """
+    with open(path, "rb") as f:
+        if offset == len(MAGIC):
+            head = f.read(len(MAGIC))
+            if head != MAGIC[: len(head)]:
+                return WholeFrames(b"", offset, Damage(0, len(head), "not a rankwise stream"))
+            if len(head) < len(MAGIC):
+                return WholeFrames(b"", offset, None)
+        f.seek(offset)
+        want = max(max_bytes, HEADER.size)
+        buf = f.read(want)
+        end = _last_end(buf)
+        if end == 0 and len(buf) == want:
+            length = HEADER.unpack_from(buf)[0]
+            if length <= MAX_FRAME and HEADER.size + length > want:
+                f.seek(offset)  # one frame larger than the cap: it comes back alone
+                buf = f.read(HEADER.size + length)
+                end = _last_end(buf)
+        capped = len(buf) == want and end > 0
+        damage = None
+        if end < len(buf):
+            damage = damage_at(buf, end)
+            if damage.torn and capped:
+                damage = None  # the next frame runs past the cap, not past the file
+            elif damage.torn and f.read(1):
+                damage = None  # more bytes follow: the cap cut a frame, not a tear
+            if damage is not None:
+                damage = Damage(offset + damage.offset, damage.length, damage.reason, damage.torn)
+    return WholeFrames(buf[:end], offset, damage)
+
+
+def _last_end(buf: bytes) -> int:
+    end = 0
+    for _body, stop in iter_frames(buf):
+        end = stop
+    return end
+
+
+def read_stream_start(path: Path) -> R.StreamStart | None:
+    """The stream's first record when it is a ``StreamStart`` (it always is when the
+    first frame is whole); None otherwise or when the file cannot be read."""
+    try:
+        found = read_whole_frames(path, len(MAGIC), 64 * 1024)
+    except OSError:
+        return None
+    for body, stop in iter_frames(found.data):
+        try:
+            records = R.decode_payload(memoryview(found.data)[body:stop])
+        except ValueError:  # msgspec.DecodeError is a ValueError
+            return None
+        first = records[0] if records else None
+        return first if isinstance(first, R.StreamStart) else None
+    return None
+
+
+def read_last_frame(path: Path) -> list[R.AnyRecord]:
+    """The records of the file's last whole frame (empty when there is none or it is
+    damaged). Hops from frame header to frame header, so it reads 8 bytes a frame, not
+    the file: cheap enough to ask on every poll whether a stream has finished.
+    """
+    try:
+        with open(path, "rb") as f:
+            if f.read(len(MAGIC)) != MAGIC:
+                return []
+            size = os.fstat(f.fileno()).st_size
+            pos, last = len(MAGIC), -1
+            while pos + HEADER.size <= size:
+                f.seek(pos)
+                length = HEADER.unpack(f.read(HEADER.size))[0]
+                if length > MAX_FRAME or pos + HEADER.size + length > size:
+                    break
+                last, pos = pos, pos + HEADER.size + length
+            if last < 0:
+                return []
+            f.seek(last)
+            buf = f.read(pos - last)
+    except OSError:
+        return []
+    for body, stop in iter_frames(buf):
+        try:
+            return R.decode_payload(memoryview(buf)[body:stop])
+        except ValueError:  # msgspec.DecodeError is a ValueError
+            return []
+    return []

@@ -43,11 +43,18 @@ def encode_frame(records: list[AnyRecord]) -> bytes:
 
 @dataclass(frozen=True)
 class Damage:
-    """Bytes at the end of a buffer that do not form a complete, valid frame."""
+    """Bytes at the end of a buffer that do not form a complete, valid frame.
+
+    ``torn``: the bytes are the start of a frame cut short by the end of the buffer (a
+    write in progress, or the last frame of a crashed writer): a later read of a growing
+    file may complete it. Otherwise they are corrupt (a bad checksum, an impossible
+    length, a frame that does not decode, not a stream at all) and stay so.
+    """
 
     offset: int
     length: int
     reason: str
+    torn: bool = False
 
     def __str__(self) -> str:
         return f"{self.length} bytes at offset {self.offset} unreadable ({self.reason})"
@@ -110,19 +117,20 @@ def scan(buf: bytes | memoryview, start: int | None = None) -> FrameScan:
         ends.append(stop)
     damage = None
     if end < len(view):
-        if not reason:
-            reason = _why_stopped(view, end)
-        damage = Damage(end, len(view) - end, reason)
+        damage = Damage(end, len(view) - end, reason) if reason else damage_at(view, end)
     return FrameScan(records, end, ends, damage)
 
 
-def _why_stopped(view: memoryview, pos: int) -> str:
+def damage_at(buf: bytes | memoryview, pos: int) -> Damage:
+    """Why the bytes of ``buf`` from ``pos`` (where ``iter_frames`` stopped) are no frame."""
+    view = memoryview(buf)
     n = len(view)
+    length = n - pos
     if pos + HEADER.size > n:
-        return "torn frame header at the tail"
-    length, _crc = HEADER.unpack_from(view, pos)
-    if length > MAX_FRAME:
-        return f"frame length {length} is implausible"
-    if pos + HEADER.size + length > n:
-        return "torn frame at the tail"
-    return "checksum mismatch"
+        return Damage(pos, length, "torn frame header at the tail", torn=True)
+    size, _crc = HEADER.unpack_from(view, pos)
+    if size > MAX_FRAME:
+        return Damage(pos, length, f"frame length {size} is implausible")
+    if pos + HEADER.size + size > n:
+        return Damage(pos, length, "torn frame at the tail", torn=True)
+    return Damage(pos, length, "checksum mismatch")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -27,13 +26,8 @@ import httpx
 import pytest
 import uvicorn
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from .env import REPO as REPO  # re-exported: many tests import it from here
+from .env import clean_env, free_port, in_ci
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, every: float = 0.05) -> Any:
@@ -120,11 +114,11 @@ def serve_in_thread(app: Any, *, token_env: bool = True, **config: Any) -> Itera
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RANKWISE_")}
+    """``clean_env()`` keeping the ``RANKWISE_TEST_*`` knobs and this test server's token."""
+    env = clean_env()
     env.update({k: v for k, v in os.environ.items() if k.startswith("RANKWISE_TEST_")})
     if os.environ.get("RANKWISE_TOKEN"):  # set by the server helpers for their server
         env["RANKWISE_TOKEN"] = os.environ["RANKWISE_TOKEN"]
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     env.update(extra)
     return env
 
@@ -224,7 +218,7 @@ def postgres_dsn() -> Iterator[str]:
     """
     base = os.environ.get("RANKWISE_TEST_POSTGRES")
     if not base:
-        if os.environ.get("CI", "").lower() == "true":
+        if in_ci():
             pytest.fail("RANKWISE_TEST_POSTGRES is not set in CI: PostgreSQL tests must run")
         pytest.skip("set RANKWISE_TEST_POSTGRES=postgresql://... to run PostgreSQL tests")
     import psycopg

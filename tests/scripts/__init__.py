@@ -1,1 +1,3 @@
-"""Scripts the tests run in subprocesses, and ``jobs``, the helpers to check them."""
+"""Programs the tests run in subprocesses (training jobs, launchers, lifecycle
+scenarios) and ``health_nvml/``, a fake NVML put on such a program's path. The
+modules the tests import live in ``tests/helpers/``."""

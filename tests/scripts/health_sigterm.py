@@ -19,5 +19,6 @@ run = rankwise.init(
     settings={"flush_interval": 0.05, "heartbeat_interval": 0.2},
 )
 run.log({"x": 1.0})
+assert run._writer is not None and run._writer.sync(timeout=60)  # in the file before "ready"
 print("ready", flush=True)
 time.sleep(120)  # SLEEP

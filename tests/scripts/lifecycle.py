@@ -1,8 +1,9 @@
 """One process, one way of ending or misbehaving (tests/test_lifecycle.py).
 
 Usage: ``lifecycle.py SCENARIO DATA_DIR [REPORT_JSON]``. Every scenario uses project
-``life`` and run id = the scenario name, logs ``{"x": i}`` for i in 0..4 first, and
-prints ``ready`` once those values are logged. Scenarios:
+``life`` and run id = the scenario name, logs ``{"x": i}`` for i in 0..4 first and waits
+until the writer has put them in the stream file; ``ready`` is printed after that, so a
+test may kill the process as soon as it reads it. Scenarios:
 
 ending:   ok, exception, sys_exit_3, raise_systemexit_3, with_raises, keyboard_interrupt,
           wait (sleeps until the test sends a signal)
@@ -45,7 +46,13 @@ def start(**settings: object) -> rankwise.Run:
     run = rankwise.init(project="life", id=scenario, dir=data, settings={**FAST, **settings})
     for i in range(5):
         run.log({"x": i})
+    on_disk(run)
     return run
+
+
+def on_disk(run: rankwise.Run) -> None:
+    """Wait until the writer has written everything logged so far to the stream file."""
+    assert run._writer is not None and run._writer.sync(timeout=60), "the writer is stuck"
 
 
 def block_writer_writes(release: threading.Event) -> None:
@@ -111,8 +118,7 @@ elif scenario == "wait":
     sys.exit("no signal came")
 
 elif scenario == "fork":
-    run = start()
-    time.sleep(0.2)  # let the writer append what was logged before the fork
+    run = start()  # what was logged before the fork is in the file
     pid = os.fork()
     if pid == 0:
         # The child tries everything a careless program might do with the parent's run.
@@ -173,7 +179,6 @@ elif scenario in ("leak_wrap", "leak_redirect"):
 
 elif scenario in ("hung_finish", "hung_atexit", "hung_wait"):
     run = start(finish_timeout=1.0)
-    time.sleep(0.2)
     block_writer_writes(threading.Event())  # never set: the disk is gone
     for i in range(5, 10):
         run.log({"x": i})

@@ -8,7 +8,8 @@ Every value encodes who logged it and when: ``rank * 1000 + incarnation * 100 + 
 (exact in binary floating point), so a reader can tell a value logged twice, lost, or
 written into the wrong stream.
 
-``--die KIND --die-rank K``: after every rank has logged (ready files in ``<report>``),
+``--die KIND --die-rank K``: once every rank's values are in its stream file (each
+touches a ready file in ``<report>`` after a writer sync),
 rank K ends by ``exception`` / ``sigkill`` / ``exit3`` while the other ranks sleep until
 the launcher terminates them. With ``--once`` this happens only on the first
 incarnation (TORCHELASTIC_RESTART_COUNT=0); later incarnations finish normally.
@@ -93,6 +94,8 @@ info = {
     "logged": logged,
 }
 (report / f"{env_rank}.{restart}.json").write_text(json.dumps(info))
+if run:  # what this rank logged is in its stream file before it says ready
+    assert run._writer is not None and run._writer.sync(timeout=60), "the writer is stuck"
 (report / f"ready-{env_rank}-{restart}").touch()
 
 dying = args.die != "none" and not (args.once and restart > 0)
@@ -103,7 +106,6 @@ if dying and env_rank == args.die_rank:
         (report / f"ready-{r}-{restart}").exists() for r in range(world)
     ):
         time.sleep(0.02)
-    time.sleep(0.3)  # let the other ranks' writers flush what they logged
     if args.die == "exception":
         raise RuntimeError(f"rank {env_rank} fails on purpose")
     if args.die == "exit3":

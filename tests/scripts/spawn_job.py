@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+from tests.helpers.env import free_port  # the repository is on PYTHONPATH (job_env)
 
 
 def child(i: int, port: int, data: str, report: str, nprocs: int, when: str) -> None:
@@ -51,12 +52,6 @@ def child(i: int, port: int, data: str, report: str, nprocs: int, when: str) -> 
     dist.barrier()
     run.finish()
     dist.destroy_process_group()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 if __name__ == "__main__":

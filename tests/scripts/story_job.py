@@ -36,7 +36,7 @@ def main() -> None:
         # Ranks ahead of the last one: the mean of this step would jump (one rank's value).
         run.log({"score": 1000.0 + rank, "train/loss": 4.0}, step=a.steps, weight=rank + 1.0)
     sync = Path(a.sync)
-    time.sleep(0.5)  # past the flush interval: the files hold everything logged
+    assert run._writer is not None and run._writer.sync(timeout=60)  # all of it on disk
     (sync / f"READY.{rank}").touch()
     deadline = time.monotonic() + 90
     while not (sync / "GO").exists() and time.monotonic() < deadline:

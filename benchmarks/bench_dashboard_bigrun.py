@@ -17,7 +17,7 @@ So what the server reads is laid out exactly as if ingested record by record (sa
 chunks, summaries, aggregate blocks, marks). This leans on store internals on purpose; if
 they change, this script fails loudly rather than producing a different layout.
 
-    python tests/scripts/dashboard_bigrun.py DB_PATH [--ranks 64] [--metrics 50] [--steps 100000]
+    python benchmarks/bench_dashboard_bigrun.py DB_PATH [--ranks 64] [--metrics 50] [--steps 100000]
 """
 
 from __future__ import annotations

@@ -7,8 +7,6 @@ not computed by ``rankwise.sdk.modes``, so a test compares the SDK with the issu
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 import sys
 from collections import Counter
@@ -17,50 +15,24 @@ from typing import Any
 
 import rankwise
 
-REPO = Path(__file__).resolve().parent.parent.parent
-SCRIPTS = Path(__file__).parent
+from .env import clean_env
+
+SCRIPTS = Path(__file__).parents[1] / "scripts"
 WORKER = SCRIPTS / "rank_worker.py"
 PROJECT = "launch"
 STEPS = 5
 
-# Launcher variables of the pytest process itself (it may run under SLURM or torchrun)
-# must not leak into the jobs started here.
-_LAUNCH_PREFIXES = ("RANKWISE_", "SLURM_", "OMPI_", "PMI_", "PMIX_", "MPI_", "TORCHELASTIC_")
-_LAUNCH_NAMES = {
-    "RANK",
-    "WORLD_SIZE",
-    "LOCAL_RANK",
-    "LOCAL_WORLD_SIZE",
-    "GROUP_RANK",
-    "GROUP_WORLD_SIZE",
-    "MASTER_ADDR",
-    "MASTER_PORT",
-}
 FAST = {
     "RANKWISE_HEARTBEAT_INTERVAL": "0.5",
     "RANKWISE_FLUSH_INTERVAL": "0.05",
     "RANKWISE_FINISH_TIMEOUT": "10",
     "RANKWISE_STORE_TIMEOUT": "30",
-    "OMP_NUM_THREADS": "1",
 }
 
 
 def job_env(**extra: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(_LAUNCH_PREFIXES) and k not in _LAUNCH_NAMES
-    }
-    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    env.update(FAST)
-    env.update(extra)
-    return env
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A clean launcher environment (``clean_env``) with short rankwise intervals."""
+    return clean_env(**{**FAST, **extra})
 
 
 def torchrun() -> list[str]:

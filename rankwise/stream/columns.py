@@ -1,0 +1,468 @@
+"""Columns of a stream file's ``Metrics`` records, read without a Python object a row.
+
+``read_columns(path)`` reads the file once and returns, for its ``Metrics`` records in
+file order, numpy arrays of ``seq``, ``step``, ``time`` and ``weight`` and one float64
+array per metric key (NaN where a record lacks the key), plus every other record decoded
+as usual. It is what ``RunInfo.scan()``/``history_df()`` and the local reader's fold use.
+
+How: msgspec splits each frame's payload into its records as ``msgspec.Raw`` (no
+decoding), which gives every record's offset in the file. The fields of the ``Metrics``
+records are then read with numpy gathers at those offsets, one field (or one map entry)
+for all records at a time, through byte-strided views that read a big-endian float or
+integer at any offset (MessagePack is big-endian). Keys are told apart by their length
+and first and last 8 bytes, which is exact for keys up to 16 bytes and checked byte by
+byte for longer ones. A record the gathers cannot read (an encoding this writer never
+produces, a key that needs that check and fails it) is decoded by msgspec instead, so
+the result is always what the record holds; the columns are float64, which holds every
+logged float exactly (NaN and ±Inf included), bools as 0/1, and integers exactly up to
+2**53.
+
+Only complete frames are read (``rankwise.stream.frames``): a torn tail or damage stops
+the read there and is reported in ``damage``, as ``scan()`` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from . import records as R
+from .frames import MAGIC, Damage, damage_at, iter_frames, scan
+
+_BATCH = 1 << 17  # records gathered at a time
+_PAD = 16  # zero bytes after the data, so 8-byte gathers near the end stay inside
+_split = msgspec.msgpack.Decoder(tuple[int, list[msgspec.Raw]])
+_record = msgspec.msgpack.Decoder(R.AnyRecord)
+_value = msgspec.msgpack.Decoder(R.Number)
+
+
+@dataclass
+class MetricColumns:
+    """The ``Metrics`` records of one stream file as columns, in file order."""
+
+    seq: np.ndarray
+    step: np.ndarray
+    time: np.ndarray
+    weight: np.ndarray  # NaN where the call had no weight
+    values: dict[str, np.ndarray]  # float64, NaN where a record lacks the key
+    present: dict[str, np.ndarray]  # every key, wanted or not: which records hold it
+    kinds: dict[str, set[str]] = field(default_factory=dict)  # "float", "int", "bool"
+    first: dict[str, tuple[int, int]] = field(default_factory=dict)  # (row, place in it)
+    others: list[R.AnyRecord] = field(default_factory=list)  # every other record
+    damage: Damage | None = None
+    ascending: bool = True  # every record's seq above the one before it, in file order
+    _records: tuple[memoryview, np.ndarray, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self.seq)
+
+    def last_value(self, key: str) -> Any:
+        """``key``'s last logged value as it was logged (an int stays an int)."""
+        i = int(np.flatnonzero(self.present[key])[-1])
+        assert self._records is not None
+        buf, starts, lens = self._records
+        rec = _record.decode(buf[starts[i] : starts[i] + lens[i]])
+        return rec.values[key]
+
+
+class _Views:
+    """Typed big-endian views of a buffer at every byte offset (``view[pos]``)."""
+
+    def __init__(self, buf: bytearray, n: int) -> None:
+        self.u8 = np.frombuffer(buf, np.uint8)
+        m = n + _PAD - 8
+
+        def at(dtype: str) -> np.ndarray:
+            return np.ndarray((m,), dtype, buffer=buf, strides=(1,))
+
+        self.le64 = at("<u8")
+        self.f64, self.f32 = at(">f8"), at(">f4")
+        self.u16, self.u32, self.u64 = at(">u2"), at(">u4"), at(">u8")
+        self.i8, self.i16, self.i32, self.i64 = at("i1"), at(">i2"), at(">i4"), at(">i8")
+
+    def ints(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """MessagePack integers at ``pos``: (value as int64, size in bytes, readable)."""
+        b = self.u8[pos]
+        val = b.astype(np.int64)
+        size = np.ones(len(pos), np.int64)
+        neg = b >= 0xE0
+        val[neg] = self.i8[pos[neg]]
+        ok = (b < 0x80) | neg
+        seen = np.bincount(b, minlength=256)  # look only for the tags that occur
+        for tag, view, width in (
+            (0xCC, self.u8, 1),
+            (0xCD, self.u16, 2),
+            (0xCE, self.u32, 4),
+            (0xD0, self.i8, 1),
+            (0xD1, self.i16, 2),
+            (0xD2, self.i32, 4),
+            (0xD3, self.i64, 8),
+        ):
+            if not seen[tag]:
+                continue
+            hit = np.flatnonzero(b == tag)
+            if len(hit):
+                val[hit] = view[pos[hit] + 1]
+                size[hit] = 1 + width
+                ok[hit] = True
+        hit = np.flatnonzero(b == 0xCF) if seen[0xCF] else pos[:0]
+        if len(hit):  # a uint64 above the int64 range is left to msgspec
+            big = self.u64[pos[hit] + 1]
+            fits = hit[big <= np.iinfo(np.int64).max]
+            val[fits] = self.u64[pos[fits] + 1].astype(np.int64)
+            size[hit] = 9
+            ok[fits] = True
+        return val, size, ok
+
+    def numbers(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """MessagePack numbers and bools at ``pos`` as float64: (value, size, readable)."""
+        b = self.u8[pos]
+        fl = np.flatnonzero(b == 0xCB)
+        if len(fl) == len(pos):  # the writer's floats: the common case, one gather
+            return self.f64[pos + 1], np.full(len(pos), 9, np.int64), np.ones(len(pos), bool)
+        ival, size, ok = self.ints(pos)
+        val = ival.astype(np.float64)
+        for tag, view, width in ((0xCB, self.f64, 8), (0xCA, self.f32, 4)):
+            hit = np.flatnonzero(b == tag)
+            val[hit] = view[pos[hit] + 1]
+            size[hit] = 1 + width
+            ok[hit] = True
+        for tag, number in ((0xC2, 0.0), (0xC3, 1.0)):
+            hit = np.flatnonzero(b == tag)
+            val[hit] = number
+            size[hit] = 1
+            ok[hit] = True
+        return val, size, ok
+
+
+def read_columns(path: Path, keys: list[str] | None = None) -> MetricColumns:
+    """The file's ``Metrics`` records as columns (``keys``: only those value columns;
+    ``present`` always covers every key). Raises ``OSError`` when unreadable."""
+    with open(path, "rb") as f:
+        size = f.seek(0, 2)
+        f.seek(0)
+        buf = bytearray(size + _PAD)
+        n = f.readinto(memoryview(buf)[:size]) or 0
+    data = memoryview(buf)[:n]
+    if bytes(data[: len(MAGIC)]) != MAGIC[: min(n, len(MAGIC))]:
+        return _empty(Damage(0, n, "not a rankwise stream"))
+    starts, lens, end, reason = _split_records(data)
+    damage = None
+    if end < n:
+        damage = Damage(end, n - end, reason) if reason else damage_at(data, end)
+    try:
+        cols = _gather(buf, n, starts, lens, keys)
+    except (msgspec.DecodeError, ValueError):
+        # A record that does not decode in a frame with a valid checksum: stop at that
+        # frame and report it, as scan() does for every other reader.
+        found = scan(data)
+        cut = starts < found.end
+        cols = _gather(buf, n, starts[cut], lens[cut], keys)
+        damage = found.damage
+    cols.damage = damage
+    return cols
+
+
+def _empty(damage: Damage | None) -> MetricColumns:
+    i, f = np.empty(0, np.int64), np.empty(0, np.float64)
+    return MetricColumns(i, i, f, f, {}, {}, damage=damage)
+
+
+def _split_records(data: memoryview) -> tuple[np.ndarray, np.ndarray, int, str]:
+    """Each record's offset and length in the file, the end of the last good frame, and
+    why the frames stopped before the end ("" when not for a decode failure)."""
+    starts: list[np.ndarray] = []
+    lens: list[np.ndarray] = []
+    end, reason = len(MAGIC), ""
+    for body, stop in iter_frames(data, len(MAGIC)):
+        try:
+            raws = _split.decode(data[body:stop])[1]
+        except (msgspec.DecodeError, ValueError) as exc:
+            reason = f"frame with a valid checksum failed to decode: {exc}"
+            break
+        size = np.fromiter(map(len, raws), np.int64, len(raws))
+        offsets = np.empty_like(size)
+        if len(size):
+            offsets[0] = 0
+            np.cumsum(size[:-1], out=offsets[1:])
+            offsets += stop - int(size.sum())  # the records end the payload
+        starts.append(offsets)
+        lens.append(size)
+        end = stop
+    if not starts:
+        return np.empty(0, np.int64), np.empty(0, np.int64), end, reason
+    return np.concatenate(starts), np.concatenate(lens), end, reason
+
+
+def _gather(
+    buf: bytearray, n: int, starts: np.ndarray, lens: np.ndarray, keys: list[str] | None
+) -> MetricColumns:
+    v = _Views(buf, n)
+    head = v.u8[starts]
+    metric = (head >= 0x95) & (head <= 0x9F) & (v.u8[starts + 1] == 2)
+    other = np.flatnonzero(~metric)
+    others = [_record.decode(buf[starts[i] : starts[i] + lens[i]]) for i in other.tolist()]
+    m_start, m_len = starts[metric], lens[metric]
+    del starts, lens, head
+    count = len(m_start)
+    cols = MetricColumns(
+        seq=np.empty(count, np.int64),
+        step=np.empty(count, np.int64),
+        time=np.empty(count, np.float64),
+        weight=np.full(count, np.nan),
+        values={},
+        present={},
+        others=others,
+    )
+    cols._records = (memoryview(buf), m_start, m_len)
+    want = set(keys) if keys is not None else None
+    ok = np.ones(count, bool)
+    # In batches, so the temporaries of a million-record file stay a few MB.
+    for lo in range(0, count, _BATCH):
+        hi = min(lo + _BATCH, count)
+        ok[lo:hi] = _gather_batch(v, n, m_start[lo:hi], m_len[lo:hi], cols, lo, want)
+    slow = np.flatnonzero(~ok)
+    if len(slow):
+        _decode_slowly(cols, buf, slow, want)
+    seqs = np.empty(len(metric), np.int64)
+    seqs[metric] = cols.seq
+    seqs[other] = [rec.seq for rec in others]
+    cols.ascending = bool(np.all(seqs[1:] > seqs[:-1]))
+    return cols
+
+
+def _gather_batch(
+    v: _Views,
+    n: int,
+    m_start: np.ndarray,
+    m_len: np.ndarray,
+    cols: MetricColumns,
+    lo: int,
+    want: set[str] | None,
+) -> np.ndarray:
+    """Read ``Metrics`` records at ``m_start`` into rows ``lo..`` of ``cols``; returns
+    which of them were read (the others are left to msgspec)."""
+    hi = lo + len(m_start)
+    fields = v.u8[m_start].astype(np.int64) - 0x90
+    # A record read wrong points past its end; clipping keeps its gathers in the buffer
+    # (it is then found out, by its end or a field, and decoded by msgspec).
+    last = max(n - 1, 0)
+    pos = m_start + 2
+    cols.seq[lo:hi], size, ok = v.ints(pos)
+    pos = np.minimum(pos + size, last)
+    ok &= v.u8[pos] == 0xCB
+    cols.time[lo:hi] = v.f64[pos + 1]
+    pos = np.minimum(pos + 9, last)
+    cols.step[lo:hi], size, ok_step = v.ints(pos)
+    ok &= ok_step
+    pos = np.minimum(pos + size, last)
+    mh = v.u8[pos]
+    fixmap = (mh >= 0x80) & (mh <= 0x8F)
+    map16 = mh == 0xDE
+    entries = np.where(fixmap, mh.astype(np.int64) - 0x80, 0)
+    entries[map16] = v.u16[pos[map16] + 1]
+    ok &= fixmap | map16
+    pos = np.minimum(pos + np.where(map16, 3, 1), last)
+    del size, ok_step, mh, fixmap, map16
+
+    count = len(cols)
+    done = _same_layout(v, pos, ok, entries, cols, lo, want)
+    rest = ok.copy()
+    rest[done] = False
+    most = int(entries[rest].max()) if rest.any() else 0
+    for j in range(most):
+        rows = np.flatnonzero(rest & (entries > j))
+        p = pos[rows]
+        kb = v.u8[p]
+        fix = (kb >= 0xA0) & (kb <= 0xBF)
+        klen = np.where(fix, kb.astype(np.int64) & 0x1F, v.u8[p + 1].astype(np.int64))
+        kstart = p + np.where(fix, 1, 2)
+        s16 = kb == 0xDA
+        klen[s16] = v.u16[p[s16] + 1]
+        kstart[s16] = p[s16] + 3
+        vpos = np.minimum(kstart + klen, last)
+        klen = vpos - kstart
+        val, vsize, good = v.numbers(vpos)
+        good &= fix | (kb == 0xD9) | s16
+        pos[rows] = np.minimum(vpos + vsize, last)
+        for name, sel in _key_groups(v, kstart, klen, good):
+            r = rows[sel] + lo
+            mask = cols.present.get(name)
+            if mask is None:
+                mask = cols.present[name] = np.zeros(count, bool)
+            mask[r] = True
+            seen = (int(r[0]), j)
+            if seen < cols.first.get(name, seen):
+                cols.first[name] = seen
+            cols.first.setdefault(name, seen)
+            tags = v.u8[vpos[sel]]
+            kinds = cols.kinds.setdefault(name, set())
+            if ((tags == 0xCB) | (tags == 0xCA)).any():
+                kinds.add("float")
+            if ((tags | 1) == 0xC3).any():
+                kinds.add("bool")
+            if ((tags < 0xC0) | (tags > 0xCB)).any():
+                kinds.add("int")
+            if want is None or name in want:
+                col = cols.values.get(name)
+                if col is None:
+                    col = cols.values[name] = np.full(count, np.nan)
+                col[r] = val[sel]
+        ok[rows[~good]] = False
+        rest[rows[~good]] = False
+
+    weighted = fields >= 6
+    wb = v.u8[pos]
+    wf = weighted & (wb == 0xCB)
+    cols.weight[lo:hi][wf] = v.f64[pos[wf] + 1]
+    ok &= (fields >= 5) & (~weighted | (wb == 0xC0) | wf)
+    stop = pos + np.where(weighted, np.where(wf, 9, 1), 0)
+    ok &= (stop == m_start + m_len) | (fields > 6)  # later fields: not read here
+    return ok
+
+
+def _same_layout(
+    v: _Views,
+    pos: np.ndarray,
+    ok: np.ndarray,
+    entries: np.ndarray,
+    cols: MetricColumns,
+    lo: int,
+    want: set[str] | None,
+) -> np.ndarray:
+    """Read the records whose values map has the first one's layout (the same keys in
+    the same order, every value a float64: one ``log()`` call repeated), each entry at a
+    fixed offset; returns their rows. Their key bytes are compared in full, so this is
+    exact; the other records go through the entry-by-entry path."""
+    idx = np.flatnonzero(ok)
+    if not len(idx):
+        return idx
+    t = int(idx[0])
+    p = start = int(pos[t])
+    layout: list[tuple[bytes, str, int]] = []  # (header and key bytes, key, offset)
+    for _ in range(int(entries[t])):
+        b = int(v.u8[p])
+        if 0xA0 <= b <= 0xBF:
+            klen, kstart = b & 0x1F, p + 1
+        elif b == 0xD9:
+            klen, kstart = int(v.u8[p + 1]), p + 2
+        else:
+            return idx[:0]
+        if kstart + klen >= len(v.u8) or int(v.u8[kstart + klen]) != 0xCB:
+            return idx[:0]
+        enc = v.u8[p : kstart + klen].tobytes()
+        try:
+            name = enc[kstart - p :].decode()
+        except UnicodeDecodeError:
+            return idx[:0]
+        layout.append((enc, name, p - start))
+        p = kstart + klen + 9
+    rows = idx[entries[idx] == len(layout)]
+    base = pos[rows]
+    match = np.ones(len(rows), bool)
+    for enc, _name, off in layout:
+        for c in range(0, len(enc), 8):
+            chunk = enc[c : c + 8]
+            mask = np.uint64((1 << (8 * len(chunk))) - 1)
+            word = np.uint64(int.from_bytes(chunk, "little"))
+            match &= (v.le64[base + (off + c)] & mask) == word
+        match &= v.u8[base + (off + len(enc))] == 0xCB
+    rows, base = rows[match], base[match]
+    if not len(rows):
+        return idx[:0]
+    count = len(cols)
+    r = rows + lo
+    for j, (enc, name, off) in enumerate(layout):
+        if name not in cols.present:
+            cols.present[name] = np.zeros(count, bool)
+        cols.present[name][r] = True
+        cols.kinds.setdefault(name, set()).add("float")
+        seen = (int(r[0]), j)
+        if seen < cols.first.get(name, seen) or name not in cols.first:
+            cols.first[name] = seen
+        if want is None or name in want:
+            if name not in cols.values:
+                cols.values[name] = np.full(count, np.nan)
+            cols.values[name][r] = v.f64[base + (off + len(enc) + 1)]
+    pos[rows] = base + (p - start)
+    found: np.ndarray = rows
+    return found
+
+
+def _key_groups(
+    v: _Views, kstart: np.ndarray, klen: np.ndarray, good: np.ndarray
+) -> list[tuple[str, np.ndarray]]:
+    """The distinct keys among these map entries and where each is; an entry whose key
+    cannot be told exactly this way is marked not ``good`` (msgspec reads its record)."""
+    mask = np.where(
+        klen >= 8,
+        ~np.uint64(0),
+        (np.uint64(1) << (8 * np.minimum(klen, 7)).astype(np.uint64)) - np.uint64(1),
+    )
+    a = v.le64[kstart] & mask
+    b = np.where(klen > 8, v.le64[np.maximum(kstart + klen - 8, 0)], np.uint64(0))
+    c = klen.astype(np.uint64)
+    idx = np.flatnonzero(good)
+    if not len(idx):
+        return []
+    first = idx[0]
+    same = (a == a[first]) & (b == b[first]) & (c == c[first])
+    if same[idx].all():
+        groups = [idx]
+    else:
+        h = a * np.uint64(0x9E3779B97F4A7C15) ^ b * np.uint64(0xC2B2AE3D27D4EB4F) ^ c
+        uniq, inverse = np.unique(h[idx], return_inverse=True)
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.searchsorted(inverse[order], np.arange(len(uniq) + 1))
+        groups = [idx[order[bounds[g] : bounds[g + 1]]] for g in range(len(uniq))]
+    out = []
+    for group in groups:
+        rep = int(group[0])
+        length = int(klen[rep])
+        start = int(kstart[rep])
+        exact = (a[group] == a[rep]) & (b[group] == b[rep]) & (c[group] == c[rep])
+        if length > 16:  # first and last 8 bytes do not cover it: compare every byte
+            body = v.u8[kstart[group][:, None] + np.arange(length)]
+            exact &= (body == v.u8[start : start + length]).all(axis=1)
+        good[group[~exact]] = False
+        try:
+            name = v.u8[start : start + length].tobytes().decode()
+        except UnicodeDecodeError:
+            good[group] = False
+            continue
+        out.append((name, group[exact]))
+    return out
+
+
+def _decode_slowly(
+    cols: MetricColumns, buf: bytearray, slow: np.ndarray, want: set[str] | None
+) -> None:
+    """Records the gathers could not read, decoded by msgspec into their rows."""
+    assert cols._records is not None
+    _, starts, lens = cols._records
+    for mask in cols.present.values():
+        mask[slow] = False
+    for col in cols.values.values():
+        col[slow] = np.nan
+    count = len(cols)
+    for i in slow.tolist():
+        rec = _record.decode(buf[starts[i] : starts[i] + lens[i]])
+        assert isinstance(rec, R.Metrics)
+        cols.seq[i], cols.step[i], cols.time[i] = rec.seq, rec.step, rec.time
+        cols.weight[i] = np.nan if rec.weight is None else rec.weight
+        for j, (key, value) in enumerate(rec.values.items()):
+            if (i, j) < cols.first.get(key, (i, j)) or key not in cols.first:
+                cols.first[key] = (i, j)
+            if key not in cols.present:
+                cols.present[key] = np.zeros(count, bool)
+            cols.present[key][i] = True
+            kind = "bool" if type(value) is bool else "int" if type(value) is int else "float"
+            cols.kinds.setdefault(key, set()).add(kind)
+            if want is None or key in want:
+                if key not in cols.values:
+                    cols.values[key] = np.full(count, np.nan)
+                cols.values[key][i] = float(value)
