@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from .. import names
 
@@ -23,6 +23,8 @@ STREAMS_PATTERN = f"^(?:all|none|{_ID}(?:,{_ID})*)$"
 
 
 class CompareRequest(BaseModel):
+    model_config = ConfigDict(strict=True)  # JSON as written: no true for a number
+
     runs: list[RunRef] = Field(min_length=1, description='"project/run" ids')
     key: str = Field(min_length=1, max_length=names.KEY_MAX, pattern=names.KEY_PATTERN)
     x: XAxis = "step"

@@ -31,6 +31,8 @@ router = APIRouter(tags=["auth"])
 
 
 class Login(BaseModel):
+    model_config = ConfigDict(strict=True)
+
     token: str = Field(max_length=200, description="a read or admin token (rk_r_… or rk_a_…)")
 
 
@@ -60,7 +62,7 @@ class TokensReply(BaseModel):
 
 
 class NewScopedToken(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     role: Literal["ingest", "read"]
     projects: list[ProjectName] | None = Field(
@@ -73,7 +75,7 @@ class NewAdminToken(BaseModel):
     """An admin token always covers every project, so it names none (the schema says so,
     rather than a 422 after the fact)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     role: Literal["admin"]
     projects: None = Field(None, description="an admin token covers every project")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from ... import names
@@ -27,7 +27,10 @@ router = APIRouter(tags=["views"])
 
 
 class View(BaseModel):
-    """A view as the dashboard saves it (the request body; the reply is ``SavedView``)."""
+    """A view as the dashboard saves it (the request body; the reply is ``SavedView``).
+    Strict: JSON is taken as written (``true`` is not a number, ``"1"`` not an int)."""
+
+    model_config = ConfigDict(strict=True)
 
     name: str = Field(max_length=MAX_NAME, description="unique per project")
     filters: dict[str, Any] = Field(
