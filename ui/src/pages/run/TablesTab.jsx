@@ -159,7 +159,8 @@ function CompareSteps({ run, mkey, steps, label, columns, types, step }) {
   const [other, setOther] = useState(null);
   const [open, setOpen] = useState(false); // asks only once opened
   const col = choices.includes(column) ? column : choices[choices.length - 1] ?? "";
-  const stepB = pickStep(steps, other ?? steps[0]);
+  // Against the first step by default (the last when this is the first).
+  const stepB = pickStep(steps, other ?? (step === steps[0] ? steps[steps.length - 1] : steps[0]));
   const by = columns[0];
   const loaded = useLoad(
     async (signal) => {
