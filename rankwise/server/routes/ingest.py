@@ -31,6 +31,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from ... import names
+from ...store import media as rich
 from ...store.base import Store, StreamKey
 from ...stream import records as R
 from ...stream.frames import scan
@@ -109,7 +110,13 @@ async def ingest(request: Request, key: Key) -> Response:
         try:
             commit = _group_commit(request)
             acked = await run_in_threadpool(
-                apply_upload, _store(request), key, data, commit, settings.max_keys_per_run
+                apply_upload,
+                _store(request),
+                key,
+                data,
+                commit,
+                settings.max_keys_per_run,
+                settings.max_table_cells,
             )
         except Exception as exc:
             if not _store_unavailable(exc):
@@ -272,6 +279,7 @@ def apply_upload(
     data: bytes,
     commit: GroupCommit | None = None,
     max_keys_per_run: int = MAX_KEYS_PER_RUN,
+    max_table_cells: int = rich.MAX_TABLE_CELLS,
 ) -> int:
     """Check ``data`` whole, then hand the records above the mark to the store (through
     ``commit``, which applies it with the uploads that arrived with it)."""
@@ -307,6 +315,10 @@ def apply_upload(
                 "and incarnation it was posted as: post each stream under its own identity",
             )
     keys = check_records(records)
+    try:  # tables over the size cap, malformed digests, unknown kinds: refused whole
+        rich.check_records(records, max_table_cells)
+    except rich.RichRecordError as exc:
+        raise ApiError(exc.status, str(exc)) from None
     run_keys(store).check(store, key.project, key.run_id, keys, max_keys_per_run)
     mark = store.acked(key)
     if first > mark + 1:
