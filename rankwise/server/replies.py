@@ -21,6 +21,8 @@ class ErrorDetail(msgspec.Struct, kw_only=True, omit_defaults=True):
     status: int
     message: str
     acked_seq: int | None = None  # 409 only: the stream's mark
+    # 409 of an ingest naming blobs the server lacks: upload them, then resend
+    missing_blobs: list[str] | None = None
     request_id: str | None = None  # names this request in the server's log
 
 
@@ -39,6 +41,20 @@ class SystemReply(msgspec.Struct, kw_only=True):
 class SystemSeriesReply(msgspec.Struct, kw_only=True):
     key: str
     series: list[SystemSeries]
+
+
+class BlobsMissing(msgspec.Struct, kw_only=True):
+    missing: list[str]  # the digests asked about that the server does not hold
+
+
+class BlobsLost(msgspec.Struct, kw_only=True):
+    lost: list[str]  # the digests now declared lost (those the server did not hold)
+
+
+class BlobPut(msgspec.Struct, kw_only=True):
+    digest: str
+    size: int  # bytes received
+    stored: bool  # False: the server held this blob already (HTTP 200 instead of 201)
 
 
 class ViewsReply(msgspec.Struct, kw_only=True):
@@ -61,4 +77,7 @@ STRUCTS: tuple[type, ...] = (
     MediaReply,
     HistogramsReply,
     TableReply,
+    BlobsMissing,
+    BlobsLost,
+    BlobPut,
 )

@@ -23,6 +23,9 @@ class ErrorDetail(BaseModel):
     status: int
     message: str
     acked_seq: int | None = Field(None, description="409 only: the stream's mark")
+    missing_blobs: list[str] | None = Field(
+        None, description="409 of an ingest only: blobs to upload before resending"
+    )
     request_id: str | None = Field(None, description="names this request in the server's log")
 
 

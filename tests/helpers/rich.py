@@ -4,7 +4,6 @@ reads back as, computed from the records themselves (never from the store under 
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 from typing import Any
 
 from rankwise.store.base import StreamKey
@@ -91,28 +90,6 @@ def expected_histograms(
     return out
 
 
-class DirBlobs:
-    """A directory of blobs, ``<root>/<project>/<digest>``: the two methods of a blob
-    store the table pages use, for tests that do not exercise the blob store itself."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def local_path(self, project: str, digest: str) -> Path | None:
-        path = self.root / project / digest
-        return path if path.is_file() else None
-
-    def open(self, project: str, digest: str) -> Any:
-        path = self.local_path(project, digest)
-        return None if path is None else path.open("rb")
-
-    def add(self, project: str, data: bytes) -> str:
-        d = hashlib.sha256(data).hexdigest()
-        (self.root / project).mkdir(parents=True, exist_ok=True)
-        (self.root / project / d).write_bytes(data)
-        return d
-
-
 def predictions(n: int, seed: int = 0) -> Any:
     """A pyarrow table like the tutorial's predictions: id, image digest, guess, truth,
     a caption, and a score per class, with a few NULL scores."""
@@ -137,9 +114,9 @@ def predictions(n: int, seed: int = 0) -> Any:
 PREDICTION_TYPES = ["int", "image", "int", "int", "bool", "str", "float"]
 
 
-def table_record(
-    blobs: DirBlobs, project: str, seq: int, step: int, key: str, table: Any
-) -> R.TableRec:
+def table_record(blobs: Any, project: str, seq: int, step: int, key: str, table: Any) -> R.TableRec:
+    """``table`` as a Parquet blob put into ``blobs`` (a server ``BlobStore``), and the
+    ``TableRec`` naming it."""
     import io
 
     import pyarrow.parquet as pq
@@ -147,7 +124,8 @@ def table_record(
     buf = io.BytesIO()
     pq.write_table(table, buf, row_group_size=8192)
     data = buf.getvalue()
-    d = blobs.add(project, data)
+    d = hashlib.sha256(data).hexdigest()
+    blobs.put(project, d, io.BytesIO(data))
     return R.TableRec(
         seq=seq, time=T0 + seq, step=step, key=key, digest=d, size=len(data),
         nrows=table.num_rows, ncols=table.num_columns, columns=list(table.column_names),
