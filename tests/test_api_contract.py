@@ -28,9 +28,10 @@ from rankwise.store import open_store
 from rankwise.store.base import StreamKey
 from rankwise.stream import records as R
 
+from .helpers.rich import predictions, rich_stream, table_record
 from .helpers.servers import admin_token, call
 from .helpers.streams import body, records
-from .helpers.telemetry import T0, console_stream, steps_stream, system_stream
+from .helpers.telemetry import T0, console_stream, start, steps_stream, system_stream
 
 RUN = "/api/v1/projects/p/runs/r"
 STREAM = {"project": "p", "run": "r", "label": "rank-9", "incarnation": 0}
@@ -72,6 +73,28 @@ CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
         {"name": "crashed", "filters": {"state": ["crashed"]}, "columns": ["loss"]},
     ),
     ("GET", "/api/v1/projects/{project}/views", "/api/v1/projects/p/views", {}, None),
+    ("GET", "/api/v1/projects/{project}/runs/{run}/media/keys", RUN + "/media/keys", {}, None),
+    (
+        "GET",
+        "/api/v1/projects/{project}/runs/{run}/media",
+        RUN + "/media",
+        {"key": "examples", "step": 2},
+        None,
+    ),
+    (
+        "GET",
+        "/api/v1/projects/{project}/runs/{run}/histograms",
+        RUN + "/histograms",
+        {"key": "w"},
+        None,
+    ),
+    (
+        "GET",
+        "/api/v1/projects/{project}/runs/{run}/tables",
+        RUN + "/tables",
+        {"key": "predictions", "sort": "score", "desc": "true", "limit": 20},
+        None,
+    ),
     ("GET", "/api/v1/ack", "/api/v1/ack", STREAM, None),
     ("GET", "/api/v1/tokens", "/api/v1/tokens", {}, None),
     ("POST", "/api/v1/tokens", "/api/v1/tokens", {}, {"role": "read", "name": "contract"}),
@@ -111,7 +134,12 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     store.ingest([(con_key, console_stream(con_key, 1, 0, 50, rng))])
     sys_key = StreamKey("p", "r", "rank-2", 0)
     store.ingest([(sys_key, system_stream(sys_key, 2, 1, 10, node_sampler=True))])
+    rich_key = StreamKey("p", "r", "rank-3", 0)  # media and histograms
+    store.ingest([(rich_key, rich_stream(rich_key, 3, 4, tables=False))])
     blobs = LocalBlobStore(tmp / "blobs")
+    table_key = StreamKey("p", "r", "rank-4", 0)
+    table = table_record(blobs, "p", 1, 0, "predictions", predictions(300))
+    store.ingest([(table_key, [start(table_key, 4, 1), table])])
     yield create_app(store, ServerSettings(static_dir=tmp / "no-static", blobs=blobs))
     store.close()
 

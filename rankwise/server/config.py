@@ -49,6 +49,8 @@ class ServerSettings:
     tails_dir: Path | None = None
     # Distinct metric keys one run may hold across uploads (an upload past it is 413).
     max_keys_per_run: int = 100_000
+    # Cells (rows x columns) of one logged table; an upload holding a bigger one is 413.
+    max_table_cells: int = 100_000_000
 
     # -- blobs (rankwise.server.blobs) --
     # Where blobs are kept; None: no blob routes (503) and uploads naming blobs wait (409).

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import msgspec
 
+from ..read.media_model import HistogramsReply, MediaKeysReply, MediaReply, TableReply
 from ..read.model import HealthReply, ProjectsReply, RunInfo, RunsReply
 from ..store.types import ConsolePage, SavedView, StallEvent, SystemSeries
 
@@ -72,6 +73,10 @@ STRUCTS: tuple[type, ...] = (
     SystemSeriesReply,
     ViewsReply,
     SavedView,
+    MediaKeysReply,
+    MediaReply,
+    HistogramsReply,
+    TableReply,
     BlobsMissing,
     BlobsLost,
     BlobPut,

@@ -52,7 +52,8 @@ class BlobSource(Protocol):
 
     def local_path(self, project: str, digest: str) -> Path | None: ...
 
-    def open(self, project: str, digest: str) -> Any: ...
+    def open(self, project: str, digest: str) -> Any:
+        """A binary file object, or None when the store lacks the blob."""
 
 
 @dataclass
@@ -117,7 +118,7 @@ class TablePager:
     def path(self, blobs: BlobSource, project: str, digest: str) -> Path:
         """A local file holding the blob (the store's own, or the cache's copy)."""
         local = blobs.local_path(project, digest)
-        if local is not None:
+        if local is not None and local.is_file():
             return local
         dest = self._cache / digest[:2] / digest
         if dest.exists():
@@ -126,7 +127,10 @@ class TablePager:
         fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".part-")
         try:
             h = hashlib.sha256()
-            with os.fdopen(fd, "wb") as out, blobs.open(project, digest) as src:
+            src = blobs.open(project, digest)
+            if src is None:
+                raise FileNotFoundError(f"blob {digest} is not in the blob store")
+            with os.fdopen(fd, "wb") as out, src:
                 while chunk := src.read(1 << 20):
                     h.update(chunk)
                     out.write(chunk)
@@ -160,7 +164,9 @@ class TablePager:
             cur = self._db.cursor()
         try:
             src = "read_parquet(?, file_row_number = true)"
-            have = {r[0] for r in cur.execute(f"DESCRIBE SELECT * FROM {src}", [str(path)]).fetchall()}
+            have = {
+                r[0] for r in cur.execute(f"DESCRIBE SELECT * FROM {src}", [str(path)]).fetchall()
+            }
             for name, what in ((sort, "sort"), (filter_col, "filter_col")):
                 if name is not None and (name not in columns or name not in have):
                     raise TableQueryError(

@@ -222,3 +222,6 @@ class MediaReads:
             return None if row is None else (str(row[0]), str(row[1]))
 
         return self._read(read)  # type: ignore[no-any-return]
+
+    # The name the blob routes look the content type up by (``routes.blobs.media_type``).
+    blob_media = blob_kind

@@ -16,7 +16,7 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def rich_stream(key: StreamKey, rank: int, steps: int) -> list[R.AnyRecord]:
+def rich_stream(key: StreamKey, rank: int, steps: int, tables: bool = True) -> list[R.AnyRecord]:
     """StreamStart, then per step: a metric, a 3-image gallery, a histogram, and every
     fifth step a table (whose second column holds image digests)."""
     recs: list[R.AnyRecord] = [start(key, rank, rank // 2)]
@@ -50,7 +50,7 @@ def rich_stream(key: StreamKey, rank: int, steps: int) -> list[R.AnyRecord]:
             posinf=rank,
             neginf=0,
         )
-        if s % 5 == 0:
+        if tables and s % 5 == 0:
             add(
                 R.TableRec,
                 step=s,
@@ -88,3 +88,46 @@ def expected_histograms(
                     (r.step, list(r.edges), list(r.counts), r.nan, r.posinf, r.neginf)
                 )
     return out
+
+
+def predictions(n: int, seed: int = 0) -> Any:
+    """A pyarrow table like the tutorial's predictions: id, image digest, guess, truth,
+    a caption, and a score per class, with a few NULL scores."""
+    import numpy as np
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    score = rng.random(n)
+    score[::97] = np.nan
+    cols: dict[str, Any] = {
+        "id": np.arange(n, dtype=np.int64),
+        "image": [digest(f"img{i % 50}") for i in range(n)],
+        "guess": rng.integers(0, 10, n),
+        "truth": rng.integers(0, 10, n),
+        "correct": rng.random(n) > 0.3,
+        "note": [f"sample {i} {'odd' if i % 2 else 'even'}" for i in range(n)],
+        "score": pa.array(score, from_pandas=True),
+    }
+    return pa.table(cols)
+
+
+PREDICTION_TYPES = ["int", "image", "int", "int", "bool", "str", "float"]
+
+
+def table_record(blobs: Any, project: str, seq: int, step: int, key: str, table: Any) -> R.TableRec:
+    """``table`` as a Parquet blob put into ``blobs`` (a server ``BlobStore``), and the
+    ``TableRec`` naming it."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    pq.write_table(table, buf, row_group_size=8192)
+    data = buf.getvalue()
+    d = hashlib.sha256(data).hexdigest()
+    blobs.put(project, d, io.BytesIO(data))
+    return R.TableRec(
+        seq=seq, time=T0 + seq, step=step, key=key, digest=d, size=len(data),
+        nrows=table.num_rows, ncols=table.num_columns, columns=list(table.column_names),
+        types=PREDICTION_TYPES, blobs=sorted(set(table.column("image").to_pylist())),
+    )  # fmt: skip

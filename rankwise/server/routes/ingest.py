@@ -35,6 +35,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from ... import names
+from ...store import media as rich
 from ...store.base import Store, StreamKey
 from ...stream import records as R
 from ...stream.frames import scan
@@ -124,6 +125,7 @@ async def ingest(request: Request, key: Key) -> Response:
                 data,
                 commit,
                 settings.max_keys_per_run,
+                settings.max_table_cells,
                 request.app.state.blobs,
             )
         except Exception as exc:
@@ -287,6 +289,7 @@ def apply_upload(
     data: bytes,
     commit: GroupCommit | None = None,
     max_keys_per_run: int = MAX_KEYS_PER_RUN,
+    max_table_cells: int = rich.MAX_TABLE_CELLS,
     blobs: BlobStore | None = None,
 ) -> int:
     """Check ``data`` whole, then hand the records above the mark to the store (through
@@ -323,6 +326,10 @@ def apply_upload(
                 "and incarnation it was posted as: post each stream under its own identity",
             )
     keys = check_records(records)
+    try:  # tables over the size cap, malformed digests, unknown kinds: refused whole
+        rich.check_records(records, max_table_cells)
+    except rich.RichRecordError as exc:
+        raise ApiError(exc.status, str(exc)) from None
     run_keys(store).check(store, key.project, key.run_id, keys, max_keys_per_run)
     mark = store.acked(key)
     if first > mark + 1:

@@ -97,8 +97,10 @@ def tables(
     filter_col: Annotated[str | None, Query(description="a column to filter")] = None,
     filter: Annotated[
         str | None,
-        Query(description="numbers: N, !=N, >N, >=N, <N, <=N, A..B; bool: true/false; "
-              "else a case-insensitive substring"),  # fmt: skip
+        Query(
+            description="numbers: N, !=N, >N, >=N, <N, <=N, A..B; bool: true/false; "
+            "else a case-insensitive substring"
+        ),
     ] = None,
 ) -> Response:
     """One page of a logged table (DuckDB over its Parquet blob), sorted and filtered."""
