@@ -35,7 +35,7 @@ def picture(rank: int, step: int, i: int, shade: int = 0) -> np.ndarray:
     """An (H, W, 3) uint8 image: its width says the rank, its colour the step."""
     h, w = 16, 16 + 8 * rank
     img = np.zeros((h, w, 3), dtype=np.uint8)
-    img[..., 0] = 40 + 10 * step + shade
+    img[..., 0] = 40 + 5 * step + shade
     img[..., 1] = 30 * i % 255
     img[: h // 2, :, 2] = 200
     return img

@@ -32,7 +32,8 @@ const KEYS = {
 describe("media keys by tab", () => {
   it("splits kinds into the Media, Tables and Histograms tabs, sorted, unknown kinds left out", () => {
     const s = splitKeys(KEYS.keys);
-    expect(s.media.map((k) => k.key)).toEqual(["anim", "clip", "report", "samples"]);
+    // pictures first, then video, audio, html
+    expect(s.media.map((k) => k.key)).toEqual(["samples", "anim", "clip", "report"]);
     expect(s.tables.map((k) => k.key)).toEqual(["predictions"]);
     expect(s.histograms.map((k) => k.key)).toEqual(["grad/fc1.weight"]);
   });

@@ -2,8 +2,10 @@
 // and rank a panel shows, how a table cell is drawn, and a histogram's heatmap grid. Pure
 // functions over the server's replies (docs/http-api.md), tested in test/media.test.js.
 
-/** The kinds the Media tab draws; tables and histograms have their own tabs. */
-export const MEDIA_KINDS = new Set(["image", "audio", "video", "html", "text"]);
+/** The kinds the Media tab draws, in the order it draws them (pictures first); tables
+ * and histograms have their own tabs. */
+const MEDIA_ORDER = ["image", "video", "audio", "text", "html"];
+export const MEDIA_KINDS = new Set(MEDIA_ORDER);
 
 /** Stream labels in rank order ("rank-2" before "rank-10"), then by name. */
 export function sortLabels(labels) {
@@ -26,7 +28,8 @@ export function filterHint(column, type) {
 }
 
 /**
- * The media keys reply split by tab: `{media, tables, histograms}`, each sorted by key.
+ * The media keys reply split by tab: `{media, tables, histograms}`, each sorted by key
+ * (media by kind first: images, videos, audio, text, html).
  * @param {{key: string, kind: string, steps: number[], labels: string[]}[]} keys
  */
 export function splitKeys(keys) {
@@ -36,7 +39,9 @@ export function splitKeys(keys) {
     else if (k.kind === "histogram") out.histograms.push(k);
     else if (MEDIA_KINDS.has(k.kind)) out.media.push(k);
   }
-  for (const list of Object.values(out)) list.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  const byKey = (a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0);
+  for (const list of Object.values(out)) list.sort(byKey);
+  out.media.sort((a, b) => MEDIA_ORDER.indexOf(a.kind) - MEDIA_ORDER.indexOf(b.kind) || byKey(a, b));
   return out;
 }
 

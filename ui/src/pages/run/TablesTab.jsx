@@ -111,7 +111,7 @@ function TableView({ run, mkey, primary }) {
                 {columns.map((c, i) => (
                   <th key={c} scope="col" aria-sort={sort.col === c ? (sort.desc ? "descending" : "ascending") : "none"}>
                     {data.types[i] === "image" ? c : (
-                      <button type="button" class="sort" onClick={() => sortBy(c)} title={`Sort by ${c}`}>
+                      <button type="button" class="sort" onClick={() => sortBy(c)} title={`Sort by ${c}`} aria-label={`Sort by ${c}`}>
                         {c}
                         {sort.col === c ? <span class="arrow" aria-hidden="true">{sort.desc ? "▼" : "▲"}</span> : null}
                       </button>
