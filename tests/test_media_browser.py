@@ -2,7 +2,7 @@
 
 A torchrun job (2 CPU ranks, gloo, one shared run per trial) logs images, a gallery, a
 table with image cells, a histogram, audio, a GIF video, an html and a text panel
-(``tests/scripts/media_job.py``); ``rankwise ui`` serves its data directory. The tests
+(``tests/scripts/media_browser_job.py``); ``rankwise ui`` serves its data directory. The tests
 check each panel renders (images decoded: ``naturalWidth > 0``), the step slider changes
 the step, the rank picker the rank, the table pages, sorts and filters on the server, html
 sits in a sandboxed frame whose scripts never run, and captions, cells and text panels
@@ -30,7 +30,7 @@ from tests.helpers.servers import ServerProcess, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.torchrun]
 
-SCRIPT = Path(__file__).with_name("scripts") / "media_job.py"
+SCRIPT = Path(__file__).with_name("scripts") / "media_browser_job.py"
 EXAMPLE = REPO / "examples" / "ddp_mnist_tutorial.py"
 PROJECT = "media"
 XSS_CAPTION = '<img src=x onerror="window.__xss=11">caption'
