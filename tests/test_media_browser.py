@@ -184,7 +184,7 @@ def test_tables_tab(browser: Any, media_server: str) -> None:
     page.get_by_role("button", name="Sort by score").click()
     page.locator(f'{card} th[aria-sort="descending"]').wait_for()
     page.locator(f"{card} .page-range", has_text="rows 1–50 of 120").wait_for()
-    assert rows.first.locator("td").nth(3).inner_text() == "26"
+    wait_until(lambda: rows.first.locator("td").nth(3).inner_text() == "26")
 
     # Filtering a column (server-side): one row matches.
     page.locator(f"{card} select[aria-label='Filter column']").select_option("label")
@@ -235,6 +235,7 @@ def test_compare_media(browser: Any, media_server: str) -> None:
     page = p.page
     page.goto(f"{media_server}/#/compare?runs={PROJECT}/media-a,{PROJECT}/media-b")
     page.get_by_role("tab", name="Media").click()
+    page.locator(".compare-media select[aria-label='Media key']").select_option("samples")
     cols = page.locator(".compare-media-col")
     cols.nth(1).wait_for()
     assert cols.count() == 2

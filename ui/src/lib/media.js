@@ -62,7 +62,7 @@ export function mergeMediaKeys(perRun) {
   });
   return [...byKey.values()]
     .map((m) => ({ ...m, steps: [...m.steps].sort((a, b) => a - b), labels: sortLabels(m.labels) }))
-    .sort((a, b) => (a.key < b.key ? -1 : 1));
+    .sort((a, b) => MEDIA_ORDER.indexOf(a.kind) - MEDIA_ORDER.indexOf(b.kind) || (a.key < b.key ? -1 : 1));
 }
 
 /**
@@ -157,10 +157,10 @@ export function lastPage(total) {
   return Math.max(0, Math.ceil((total ?? 0) / TABLE_PAGE) - 1);
 }
 
-/** "rows 51–100 of 100,000" for a page. */
-export function pageRange(page, shown, total) {
+/** "rows 51–100 of 100,000" for a reply's page (`offset`: its first row, from 0). */
+export function pageRange(offset, shown, total) {
   if (!total) return "no rows";
-  const from = page * TABLE_PAGE + 1;
+  const from = offset + 1;
   const n = (v) => v.toLocaleString("en-US");
   return `rows ${n(from)}–${n(from + shown - 1)} of ${n(total)}`;
 }

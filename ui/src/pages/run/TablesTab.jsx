@@ -6,7 +6,7 @@
 import { useState } from "preact/hooks";
 import { api, blobUrl } from "../../api.js";
 import { useLoad } from "../../hooks.js";
-import { cellView, compareColumn, filterHint, lastPage, pageRange, pickLabel, pickStep, tableParams } from "../../lib/media.js";
+import { TABLE_PAGE, cellView, compareColumn, filterHint, lastPage, pageRange, pickLabel, pickStep, tableParams } from "../../lib/media.js";
 import { Empty, ErrorBox, Spinner } from "../../components/common.jsx";
 import { RankPicker, StepSlider } from "../../components/MediaPanels.jsx";
 
@@ -95,7 +95,7 @@ function TableView({ run, mkey, primary }) {
           onInput={(e) => { setFilter(e.currentTarget.value); setPage(0); }}
         />
         <span class="spacer" />
-        <span class="muted small page-range">{data ? pageRange(page, data.rows.length, data.total) : ""}</span>
+        <span class="muted small page-range">{data ? pageRange(data.offset ?? page * TABLE_PAGE, data.rows.length, data.total) : ""}</span>
         <button type="button" class="btn small" disabled={page === 0} onClick={() => setPage(0)} aria-label="First page">«</button>
         <button type="button" class="btn small" disabled={page === 0} onClick={() => setPage(page - 1)} aria-label="Previous page">‹</button>
         <button type="button" class="btn small" disabled={page >= last} onClick={() => setPage(page + 1)} aria-label="Next page">›</button>
