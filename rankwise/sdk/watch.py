@@ -155,14 +155,20 @@ class Watcher:
         self.handle = handle
         self._models: dict[int, Watched] = {}
         self._count = 0  # models watched so far: W&B's graph_<n> prefix
+        # A model watched again after unwatch() keeps its prefix, so its keys stay put.
+        self._prefixes: weakref.WeakKeyDictionary[torch.nn.Module, str] = (
+            weakref.WeakKeyDictionary()
+        )
         self._warned: set[str] = set()
 
     def watch(self, model: torch.nn.Module, log: str | None, log_freq: int) -> None:
         inner = _unwrap(model)
         entry = self._models.get(id(inner))
         if entry is None or entry.module() is not inner:
-            prefix = f"graph_{self._count}" if self._count else ""
-            self._count += 1
+            prefix = self._prefixes.get(inner)
+            if prefix is None:
+                prefix = self._prefixes[inner] = f"graph_{self._count}" if self._count else ""
+                self._count += 1
             entry = self._models[id(inner)] = Watched(self, inner, prefix)
         entry.configure(model, log, log_freq)
 
