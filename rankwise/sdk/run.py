@@ -355,6 +355,29 @@ class Run:
             writer.sync(timeout=2.0)
         return writer.last_values
 
+    # -- watching a model ---------------------------------------------------------------
+    def watch(
+        self,
+        models: Any,
+        log: str | None = "gradients",
+        log_freq: int = 100,
+        ranks: str = "primary",
+    ) -> None:
+        """Record 64-bin histograms of ``models``' gradients (``log="gradients"``),
+        parameters (``"parameters"``) or both (``"all"``), and each parameter's and the
+        total gradient norm, every ``log_freq``-th backward pass, on the primary rank
+        (``ranks="primary"``) or on every recording rank (``"all"``). A second call on
+        the same model updates it instead of adding hooks. See ``rankwise.sdk.watch``."""
+        from .watch import watch
+
+        watch(self, models, log=log, log_freq=log_freq, ranks=ranks)
+
+    def unwatch(self, models: Any = None) -> None:
+        """Remove ``watch``'s hooks from ``models`` (a module or a list), or from all."""
+        from .watch import unwatch
+
+        unwatch(self, models)
+
     # -- ending -------------------------------------------------------------------
     def finish(self, exit_code: int = 0) -> None:
         """End this process's stream: ``finished`` for 0, ``failed`` otherwise.
