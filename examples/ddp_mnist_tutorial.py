@@ -11,9 +11,9 @@ Every rank records into one shared run (``run_mode="shared"``):
 
 * a small CNN trained with a ``DistributedSampler`` (each rank its shard), DDP averaging
   the gradients;
-* ``run.watch(model)`` when the SDK has it: 64-bin histograms of each parameter's
-  gradients every ``--watch-freq`` steps and each layer's gradient norm as plain scalars
-  (one line per rank, a cross-rank band on the Charts tab);
+* ``run.watch(model)``: 64-bin histograms of each parameter's gradients every
+  ``--watch-freq`` steps (the Histograms tab) and each layer's gradient norm as plain
+  scalars (a cross-rank band on the Charts tab);
 * ``train/loss`` per logged step, weighted by the batch size;
 * per epoch, on the rank's shard of the test set: ``test_loss`` and ``accuracy``
   (weighted by the samples seen, so the cross-rank mean is the true one), a gallery of
@@ -156,9 +156,8 @@ def main() -> None:
 
     model = DDP(Net().to(device), device_ids=[local_rank] if use_cuda else None)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    watch = getattr(run, "watch", None)
-    if watch is not None:
-        watch(model, log="gradients", log_freq=args.watch_freq, ranks="all")
+    # Every rank's own gradients (before DDP's all-reduce): a rank whose data differs shows.
+    run.watch(model, log="gradients", log_freq=args.watch_freq, ranks="all")
 
     step = 0
     for epoch in range(args.epochs):

@@ -74,3 +74,15 @@ def test_gallery_images_read_back(run: rankwise.RunInfo) -> None:
     assert first.kind == "image" and first.format == "png"
     assert first.caption is not None and first.caption.startswith("id ")
     assert first.read()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_watch_gradients_on_every_rank(run: rankwise.RunInfo) -> None:
+    # run.watch(model, ranks="all", log_freq=5): each rank's own gradient histograms and
+    # the gradient norms as plain metrics.
+    series = run.histograms("gradients/fc1.weight")
+    assert sorted(series) == LABELS
+    for s in series.values():
+        assert len(s.steps) >= 2
+        assert s.counts.shape == (len(s.steps), 64)
+    norms = run.history(["grad_norm/total"])
+    assert {r["label"] for r in norms} == set(LABELS)
