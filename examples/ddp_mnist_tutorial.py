@@ -47,9 +47,9 @@ CLASSES = 10
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--epochs", type=int, default=5)
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--test-batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--lr", type=float, default=1.0, help="Adadelta's, as in the tutorial")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log-interval", type=int, default=5, help="steps between train/loss logs")
     p.add_argument("--watch-freq", type=int, default=10, help="run.watch's log_freq")
@@ -155,7 +155,7 @@ def main() -> None:
     test_loader = DataLoader(test, batch_size=args.test_batch_size, sampler=test_sampler)
 
     model = DDP(Net().to(device), device_ids=[local_rank] if use_cuda else None)
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
+    optimizer = torch.optim.Adadelta(model.parameters(), lr=args.lr)
     # Every rank's own gradients (before DDP's all-reduce): a rank whose data differs shows.
     run.watch(model, log="gradients", log_freq=args.watch_freq, ranks="all")
 

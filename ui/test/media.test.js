@@ -121,6 +121,7 @@ describe("tables", () => {
     expect(cellView(d, "str")).toEqual({ text: d });
     expect(cellView(0.123456789, "float")).toEqual({ text: "0.123457" });
     expect(cellView(7, "int")).toEqual({ text: "7" });
+    expect(cellView(0.00000342957, "float")).toEqual({ text: "3.430e-6" });
     expect(cellView(null, "int")).toEqual({ text: "–" });
     expect(cellView(false, "bool")).toEqual({ text: "false" });
     expect(cellView([1, 2], "list")).toEqual({ text: "[1,2]" });

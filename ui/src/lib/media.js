@@ -167,13 +167,17 @@ export function pageRange(offset, shown, total) {
 
 /**
  * How one cell is drawn: `{image: digest}` for an image cell (a thumbnail of the blob),
- * else `{text}`: numbers with up to 6 significant digits, lists as JSON, null as "–".
+ * else `{text}`: numbers with up to 6 significant digits (exponent form below 1e-4),
+ * lists as JSON, null as "–".
  */
 export function cellView(value, type) {
   if (value === null || value === undefined) return { text: "–" };
   if (type === "image" && typeof value === "string" && /^[0-9a-f]{64}$/.test(value)) return { image: value };
   if (typeof value === "number") {
     if (Number.isInteger(value)) return { text: String(value) };
+    const a = Math.abs(value);
+    // tiny and huge values in exponent form, so a column of scores stays narrow
+    if (a < 1e-4 || a >= 1e9) return { text: value.toExponential(3) };
     return { text: Number(value.toPrecision(6)).toString() };
   }
   if (typeof value === "boolean") return { text: value ? "true" : "false" };
