@@ -26,7 +26,7 @@ import pytest
 from tests.helpers.browser import Page, need_browser
 from tests.helpers.env import REPO, clean_env
 from tests.helpers.jobs import torchrun
-from tests.helpers.servers import ServerProcess, wait_until
+from tests.helpers.servers import ServerProcess, browser_login, wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.torchrun]
 
@@ -247,6 +247,46 @@ def test_compare_media(browser: Any, media_server: str) -> None:
     _all_decoded(page, ".compare-media-col img")
     p.check()
     p.close()
+
+
+# -- remote mode: the same job uploading to a real `rankwise server` ------------------------
+
+
+def test_server_mode_panels(browser: Any, tmp_path: Path) -> None:
+    """The job logs to a `rankwise server` (SQLite, blobs beside it): blobs uploaded
+    before their records, then the dashboard, logged in, shows the same panels."""
+    need_browser()
+    root = tmp_path / "data"
+    db = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with ServerProcess.db(db, tmp_path / "server.log") as srv:
+        cmd = [*torchrun(), "--standalone", "--nproc-per-node=2", str(SCRIPT),
+               "--run-ids", "remote", "--project", PROJECT, "--rows", "60"]  # fmt: skip
+        env = srv.env(RANKWISE_DIR=str(root), RANKWISE_FLUSH_INTERVAL="0.05",
+                      RANKWISE_UPLOAD_INTERVAL="0.1")  # fmt: skip
+        out = subprocess.run(
+            cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300
+        )
+        assert out.returncode == 0, out.stdout + out.stderr
+        p = Page(browser, height=1400)
+        assert srv.token is not None
+        browser_login(p.ctx, srv.url, srv.token)
+        page = _open(p, srv.url, "remote", "media")
+        _all_decoded(page, '[data-media-key="samples"] img')
+        page.locator('[data-media-key="samples"] .rank-picker select').select_option("rank-1")
+        page.locator(
+            '[data-media-key="samples"] figcaption', has_text="rank 1 step 20"
+        ).first.wait_for()
+        _all_decoded(page, '[data-media-key="anim"] img')
+        assert page.locator('[data-media-key="report"] iframe').get_attribute("sandbox") == ""
+        page.get_by_role("tab", name="Tables").click()
+        card = '[data-table-key="predictions"]'
+        page.locator(f"{card} .page-range", has_text="rows 1–50 of 60").wait_for()
+        _all_decoded(page, f"{card} tbody tr:nth-child(-n+3) img.thumb")
+        page.get_by_role("tab", name="Histograms").click()
+        page.locator('[data-histogram-key="grad/fc0"] canvas').wait_for()
+        p.errors = [e for e in p.errors if "Blocked script execution" not in e]
+        p.check()
+        p.close()
 
 
 # -- the MNIST tutorial, and the README's screenshots ------------------------------------
