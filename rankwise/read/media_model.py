@@ -55,6 +55,7 @@ class MediaRow(msgspec.Struct, kw_only=True, omit_defaults=True):
     sample_rate: int | None = None
     duration: float | None = None
     channels: int | None = None
+    time: float | None = None  # when the value was logged (Unix seconds)
 
 
 class MediaReply(msgspec.Struct, kw_only=True):

@@ -16,12 +16,14 @@ from typing import Any
 import msgspec
 
 from ..read.media_model import HistogramSeries, MediaKey, MediaReply, MediaRow
+from ..stream import records as R
 from .media import floats
 from .tx import Tx
 from .types import TableRow
 
 _meta = msgspec.json.Decoder(dict[str, Any])
 _strs = msgspec.json.Decoder(list[str])
+_start = msgspec.msgpack.Decoder(R.StreamStart)
 
 
 class MediaReads:
@@ -38,6 +40,15 @@ class MediaReads:
         if not streams:
             return None
         return streams[0][1], {sid: label for sid, _, label, _ in streams}
+
+    def _primary_labels(self, tx: Tx, run: int) -> set[str]:
+        return {
+            label
+            for label, start in tx.all(
+                "SELECT label, start FROM streams WHERE run = ? AND acked_seq >= 0", (run,)
+            )
+            if start is not None and _start.decode(start).is_primary
+        }
 
     def media_keys(self, project: str, run_id: str) -> list[MediaKey] | None:
         """Every media, table and histogram key of the run, with its steps and labels."""
@@ -83,7 +94,7 @@ class MediaReads:
                 )
             )
             sql = (
-                "SELECT step, stream, idx, kind, digest, format, size, caption, meta, seq "
+                "SELECT step, stream, idx, kind, digest, format, size, caption, meta, seq, time "
                 "FROM media_items WHERE run = ? AND key = ?"
             )
             params: list[Any] = [run, key]
@@ -91,7 +102,7 @@ class MediaReads:
                 sql += " AND step = ?"
                 params.append(step)
             rows = []
-            for st, sid, idx, kind, digest, fmt, size, caption, meta, seq in tx.all(sql, params):
+            for st, sid, idx, kind, digest, fmt, size, caption, meta, seq, t in tx.all(sql, params):
                 if int(sid) not in sids:
                     continue
                 extra = _meta.decode(meta) if meta and meta != "{}" else {}
@@ -106,6 +117,7 @@ class MediaReads:
                         "format": fmt,
                         "size": int(size),
                         "caption": caption,
+                        "time": float(t),
                     },
                     MediaRow,
                 )
@@ -163,8 +175,9 @@ class MediaReads:
         step: int | None = None,
     ) -> TableRow | None:
         """The table logged under ``key`` at ``step`` (None: the latest) by ``label``
-        (None: the first label, sorted, that logged it at that step); None when the run or
-        such a table is unknown. Logged twice at one step by one label: the later one."""
+        (None: the primary stream's at that step, else the lowest label's), as the local
+        reader picks it; None when the run or such a table is unknown. Logged twice at one
+        step by one label: the later one."""
 
         def read(tx: Tx) -> TableRow | None:
             got = self._labels(tx, project, run_id)
@@ -192,8 +205,9 @@ class MediaReads:
                 pick = [r for r in pick if r[0] == top]
             if not pick:
                 return None
-            # The first label at that step; the latest record of it (highest seq).
-            best = min(pick, key=lambda r: (r[1], -r[2]))
+            # The primary's at that step, else the lowest label's; its latest record.
+            primary = self._primary_labels(tx, run)
+            best = min(pick, key=lambda r: (r[1] not in primary, r[1], -r[2]))
             return TableRow(
                 key=key,
                 label=best[1],

@@ -88,7 +88,7 @@ def tables(
     project: str,
     run: str,
     key: Annotated[str, KEY],
-    label: Annotated[str | None, Query(description="a stream label; omitted: the first")] = None,
+    label: Annotated[str | None, Query(description="a stream label; omitted: the primary")] = None,
     step: Annotated[int | None, Query(description="omitted: the latest step")] = None,
     offset: Annotated[int, Query(ge=0)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 100,
