@@ -25,6 +25,29 @@ from ..stream import records as R
 PutBlob = Callable[[bytes], tuple[str, int]]
 
 INSTALL_HINT = "install the media extra: pip install 'rankwise[media]'"
+DEFAULT_MAX_BYTES = 256 * 2**20  # settings.max_media_bytes' default
+
+# Process-wide state the recording run sets (rankwise.sdk.run): the per-value byte cap
+# from its settings, and the callbacks that tell it a rich value was made, so its next
+# log() looks for rich values (see Run._arm_rich); a log() of numbers alone never does.
+_max_bytes = [DEFAULT_MAX_BYTES]
+ARMS: set[Callable[[], None]] = set()
+
+
+def max_media_bytes() -> int:
+    """The most bytes one rich value may hold (``settings.max_media_bytes``)."""
+    return _max_bytes[0]
+
+
+def set_max_media_bytes(n: int) -> None:
+    _max_bytes[0] = int(n)
+
+
+def too_big(what: str, size: int, fix: str) -> MediaError:
+    cap = _max_bytes[0]
+    return MediaError(
+        f"{what} holds {size} bytes, over the {cap}-byte cap (settings max_media_bytes): {fix}"
+    )
 
 
 def need(module: str, what: str) -> Any:
@@ -98,11 +121,6 @@ class HostArray:
             value = value.numpy()
         return value
 
-    def release(self) -> None:
-        """Let go of the copy once encoded (the encoder's memory bound counts it)."""
-        self._value = None
-        self._event = None
-
 
 def _device_copy(t: Any) -> tuple[Any, Any]:
     import torch
@@ -129,8 +147,10 @@ class Rich:
     kind: ClassVar[str] = ""
     _nbytes: int = 0
 
-    def _release(self) -> None:
-        """Drop the copied data once encoded."""
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        for arm in tuple(ARMS):
+            arm()
+        return super().__new__(cls)
 
 
 class MediaValue(Rich):
@@ -166,9 +186,7 @@ def magic_kind(head: bytes) -> str | None:
     return None
 
 
-def read_checked_file(
-    path: Any, allowed: tuple[str, ...], what: str, max_bytes: int
-) -> tuple[bytes, str]:
+def read_checked_file(path: Any, allowed: tuple[str, ...], what: str) -> tuple[bytes, str]:
     """The bytes of the file at ``path`` and its format, checked by its magic bytes
     (never by its name: an .svg or .html renamed .png is refused)."""
     import os
@@ -177,11 +195,8 @@ def read_checked_file(
         size = os.path.getsize(path)
     except OSError as exc:
         raise MediaError(f"{what}: cannot read {path!r} ({exc.strerror or exc})") from exc
-    if size > max_bytes:
-        raise MediaError(
-            f"{what}: {path!r} is {size} bytes, over the {max_bytes}-byte cap "
-            "(settings max_media_bytes): make it smaller"
-        )
+    if size > max_media_bytes():
+        raise too_big(f"{what}: {path!r}", size, "make it smaller")
     with open(path, "rb") as f:
         data = f.read()
     kind = magic_kind(data[:16])
