@@ -29,7 +29,7 @@ from rankwise.stream import records as R
 from .helpers.rich import expected_media, predictions, rich_stream
 from .helpers.servers import bearer, serve_in_thread
 from .helpers.streams import body
-from .helpers.telemetry import T0
+from .helpers.telemetry import T0, start
 
 N = 100_000
 KEY = StreamKey("p", "r", "rank-0", 0)
@@ -215,3 +215,88 @@ def test_one_page_of_a_100k_row_table_is_fast(served: tuple[Server, Any, list[An
         med = statistics.median(times)
         print(f"100k-row table, {name}: median {med * 1000:.1f} ms over 7")
         assert med < 2.0
+
+
+def test_an_oversize_table_is_refused_whole(served: tuple[Server, Any, list[Any]]) -> None:
+    srv, _, recs = served
+    huge = R.TableRec(
+        seq=len(recs), time=T0 + 200, step=8, key="huge", digest=recs[-1].digest, size=1,
+        nrows=10**7, ncols=11, columns=[f"c{i}" for i in range(11)], types=["int"] * 11,
+    )  # fmt: skip
+    tail = [*recs, huge]
+    params = {"project": "p", "run": "r", "label": "rank-0", "incarnation": 0}
+    r = srv.client.post(
+        "/api/v1/ingest",
+        params=params,
+        content=body(tail[-1:]),
+        headers={"Content-Type": "application/x-rankwise-stream"},
+    )
+    assert r.status_code == 413, r.text
+    assert "10000000 rows x 11 columns" in r.json()["error"]["message"]
+    keys = [k["key"] for k in srv.get("/media/keys").json()["keys"]]
+    assert "huge" not in keys
+
+
+def test_a_table_on_s3_is_paged_from_a_local_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The blob store is moto's real S3 server: the table is fetched once into the
+    server's content-addressed cache (verified by digest) and paged from there."""
+    import pyarrow.parquet as pq
+
+    pytest.importorskip("s3fs")
+    moto_server = pytest.importorskip("moto.server")
+    import boto3  # type: ignore[import-untyped]
+
+    from rankwise.server.blobs import FsspecBlobStore
+
+    from .helpers.env import free_port
+
+    for name, value in (
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ):
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    port = free_port()
+    moto = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    moto.start()
+    store = open_store(tmp_path / "db.sqlite")
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="rw-tables")
+        blobs = FsspecBlobStore("s3://rw-tables/blobs", endpoint=endpoint)
+        table = predictions(5000, seed=9)
+        buf = io.BytesIO()
+        pq.write_table(table, buf)
+        data = buf.getvalue()
+        digest = hashlib.sha256(data).hexdigest()
+        assert blobs.put("p", digest, io.BytesIO(data))
+        assert blobs.local_path("p", digest) is None  # S3: no file to hand DuckDB
+        store.migrate()
+        rec = R.TableRec(
+            seq=1, time=T0, step=0, key="predictions", digest=digest, size=len(data),
+            nrows=5000, ncols=table.num_columns, columns=table.column_names,
+            types=["int", "image", "int", "int", "bool", "str", "float"],
+        )  # fmt: skip
+        store.ingest([(KEY, [start(KEY, 0, 0), rec])])
+        app = create_app(store, ServerSettings(static_dir=tmp_path / "none", blobs=blobs))
+        from rankwise.server.tables import TablePager
+
+        app.state.table_pager = TablePager(cache_dir=tmp_path / "cache")
+        with serve_in_thread(app) as url:
+            srv = Server(url, store.create_token("read", ["p"], "t").value)
+            try:
+                got = srv.table(sort="id", desc="true", limit=3)
+                assert [r[0] for r in got["rows"]] == [4999, 4998, 4997]
+                assert got["total"] == 5000
+                cached = tmp_path / "cache" / digest[:2] / digest
+                assert cached.read_bytes() == data
+                got = srv.table(filter_col="note", filter="4321 odd")
+                assert got["total"] == 1 and got["rows"][0][0] == 4321
+            finally:
+                srv.client.close()
+    finally:
+        store.close()
+        moto.stop()
