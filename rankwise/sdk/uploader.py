@@ -13,6 +13,9 @@ Why nothing is lost and nothing is doubled:
 * A retry may resend records the server already applied; its store applies only records
   above each stream's high-water mark, in the same transaction as the data, so a replay
   changes nothing. Delivery here is at-least-once; exactly-once is the store's property.
+* Blobs first (``rankwise.sdk.blobsend``): before a batch is posted, the blobs its
+  records name are PUT (those the server lacks); a 409 ``missing_blobs`` from ingest
+  sends them and resends the batch. A record is never applied before its blob is stored.
 * The network is touched only on the uploader's daemon thread: ``log()`` never waits.
   ``finish()`` waits at most ``upload_timeout`` for the upload to drain; what is left is
   named in a warning and stays in the file for ``rankwise sync``.
@@ -204,6 +207,10 @@ class StreamUpload:
         self.acked = -1
         self.sent_bytes = 0
         self.finished = False  # a Finish record was acknowledged (watch_finish only)
+        from .blobsend import BlobSender
+
+        # Streams live in <run dir>/streams/, blobs in <run dir>/blobs/.
+        self.blobs = BlobSender(client, ref.project, path.parent.parent)
 
     def resume(self) -> None:
         """Ask the server for its mark and skip the frames it holds already."""
@@ -227,8 +234,12 @@ class StreamUpload:
             if damage:
                 raise GiveUp(f"{self.path} is damaged at offset {self.offset} ({damage})")
             return False
+        self.blobs.send_for(_records_above(frames, self.acked))
         try:
             reply = self._request("POST", INGEST, MAGIC + frames)
+        except _MissingBlobs as missing:
+            self.blobs.send_missing(missing.digests)
+            return True
         except _Rewind as rewind:
             self.acked = rewind.mark
             self.offset = offset_after(self.path, rewind.mark)
@@ -271,7 +282,10 @@ class StreamUpload:
             return _http.decode(response)  # type: ignore[no-any-return]
         message = _http.error_message(response)
         if status == 409:
-            raise _Rewind(int(_http.error_body(response).get("acked_seq", -1)))
+            error = _http.error_body(response)
+            if error.get("missing_blobs"):
+                raise _MissingBlobs([str(d) for d in error["missing_blobs"]])
+            raise _Rewind(int(error.get("acked_seq", -1)))
         if status == 413:
             raise _TooLarge(message)
         if status == 415 and self.encoding != "identity":
@@ -302,6 +316,21 @@ class _Rewind(Exception):
 
 class _TooLarge(Exception):
     pass
+
+
+class _MissingBlobs(Exception):
+    def __init__(self, digests: list[str]) -> None:
+        super().__init__(digests)
+        self.digests = digests
+
+
+def _records_above(frames: bytes, acked: int) -> list[R.AnyRecord]:
+    """The records of ``frames`` the server does not hold yet (whose blobs must go first)."""
+    out: list[R.AnyRecord] = []
+    view = memoryview(frames)
+    for body, stop in iter_frames(frames):
+        out += [r for r in R.decode_payload(view[body:stop]) if r.seq > acked]
+    return out
 
 
 def _has_finish(frames: bytes) -> bool:

@@ -28,21 +28,18 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import secrets
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, BinaryIO, Protocol
 
+from ..stream.blobs import blob_path, is_digest
+
+__all__ = ["BlobStore", "FsspecBlobStore", "LocalBlobStore", "RunDirBlobStore", "is_digest"]
+
 CHUNK = 1024 * 1024
-DIGEST_RE = re.compile(r"[0-9a-f]{64}")
 _LOST = "lost"  # <project>/lost/<hex>: a tombstone, the blob itself is not there
-
-
-def is_digest(value: str) -> bool:
-    """64 lower-case hex digits (sha256): the only blob name the server accepts."""
-    return DIGEST_RE.fullmatch(value) is not None
 
 
 class DigestMismatch(ValueError):
@@ -308,8 +305,6 @@ class RunDirBlobStore:
         hit = self._found.get((project, digest))
         if hit is not None and hit.is_file():
             return hit
-        from ..stream.blobs import blob_path
-
         project_dir = self.root / project
         try:
             runs = sorted(project_dir.iterdir())

@@ -121,7 +121,8 @@ async def missing(request: Request, project: str) -> Response:
     """Those of the digests the server does not hold (upload them before the records)."""
     digests = _digests(await request.body())
     found = await run_in_threadpool(blob_store(request).missing, project, digests)
-    return reply(request, BlobsMissing(missing=found))
+    limit = request.app.state.settings.max_blob_bytes
+    return reply(request, BlobsMissing(missing=found, max_blob_bytes=limit))
 
 
 @router.post(
