@@ -20,6 +20,7 @@ import pytest
 from rankwise.server import ServerSettings, create_app
 from rankwise.server.blobs import DigestMismatch, LocalBlobStore
 from rankwise.store import open_store
+from rankwise.store.base import StreamKey
 from rankwise.stream import records as R
 
 from .helpers.blobs import sha, stored_files
@@ -218,13 +219,13 @@ def test_ingest_refuses_records_whose_blobs_are_not_stored(server: dict[str, Any
         f"{server['url']}/api/v1/blobs/a/lost", json={"digests": [gone]}, headers=headers
     )
     assert lost.json() == {"lost": [gone]}
-    recs = [R.Media(2, 1002.0, 1, "examples", [R.MediaItem("image", gone, 1, "png")])]
+    recs: list[R.AnyRecord] = [
+        R.Media(2, 1002.0, 1, "examples", [R.MediaItem("image", gone, 1, "png")])
+    ]
     url = f"{server['url']}/api/v1/ingest"
     assert httpx.post(url, params=params, content=body(recs), headers=headers).status_code == 200
     assert get(server, "a", gone).status_code == 404
 
 
-def _key():  # type: ignore[no-untyped-def]
-    from rankwise.store.base import StreamKey
-
+def _key() -> StreamKey:
     return StreamKey("a", "r", "rank-0", 0)

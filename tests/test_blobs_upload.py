@@ -28,11 +28,11 @@ from rankwise.store import open_store
 from rankwise.store.base import StreamKey
 
 from .helpers.blobs import BlobRun, blob_run, sha, stored_files
+from .helpers.env import free_port
 from .helpers.servers import (
     REPO,
     ServerProcess,
     bearer,
-    free_port,
     postgres_dsn,
     serve_in_thread,
     wait_until,
@@ -188,7 +188,7 @@ def test_s3_blob_store_against_motos_server(
 ) -> None:
     pytest.importorskip("s3fs")
     moto_server = pytest.importorskip("moto.server")
-    import boto3
+    import boto3  # type: ignore[import-untyped]
 
     for name, value in (
         ("AWS_ACCESS_KEY_ID", "testing"),
@@ -206,8 +206,8 @@ def test_s3_blob_store_against_motos_server(
         s3.create_bucket(Bucket="rankwise-test")
         run = blob_run(tmp_path / "data", "p", "r")
         db = f"sqlite:///{tmp_path / 'server.db'}"
-        srv = ServerProcess.db(db, tmp_path / "server.log", "--blobs",
-                               "s3://rankwise-test/team/blobs", "--blobs-endpoint", endpoint)  # fmt: skip
+        where = ["--blobs", "s3://rankwise-test/team/blobs", "--blobs-endpoint", endpoint]
+        srv = ServerProcess.db(db, tmp_path / "server.log", *where)
         with srv:
             report = sync(tmp_path / "data", srv.url, progress=False, token=srv.token)
             assert not report.failed and report.blob_bytes > 0
@@ -292,7 +292,7 @@ def test_a_blob_over_the_servers_cap_is_skipped_with_a_warning(
             assert big and report.blobs_lost == len(big)
             assert store.acked(key(run)) == run.last_seq
             assert "cannot be uploaded" in capsys.readouterr().err
-            for digest, data in run.blobs.items():
+            for digest in run.blobs:
                 r = fetch(url, "p", digest)
                 assert r.status_code == (404 if digest in big else 200)
     finally:
