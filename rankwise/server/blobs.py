@@ -372,6 +372,15 @@ def default_root(db_url: str) -> Path:
     return Path.cwd() / "rankwise-blobs"
 
 
+def store_blobs(store: object) -> BlobStore | None:
+    """``create_app``'s blob store when the settings name none: ``blobs/`` beside a
+    SQLite file (``default_root``); None for other stores (the blob routes answer 503)."""
+    path = getattr(store, "path", None)
+    if isinstance(path, Path) and path.name != ":memory:":
+        return LocalBlobStore(path.parent / "blobs")
+    return None
+
+
 def fetch_local(store: BlobStore, project: str, digest: str, cache_dir: Path) -> Path | None:
     """A local file holding the blob: the store's own, or a copy fetched once into
     ``cache_dir`` (immutable by digest, so a cached copy is always right)."""

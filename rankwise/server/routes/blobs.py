@@ -26,7 +26,7 @@ import tempfile
 from typing import Annotated
 
 import msgspec
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response, StreamingResponse
 
@@ -56,6 +56,11 @@ CONTENT_TYPES = {
     ("html", "html"): "text/html; charset=utf-8",
     ("table", "parquet"): "application/vnd.apache.parquet",
 }
+
+
+Digest = Annotated[
+    str, Path(pattern="^[0-9a-f]{64}$", description="the sha256 of the blob's bytes (hex)")
+]
 
 
 class Digests(msgspec.Struct):
@@ -169,7 +174,7 @@ _PUT_REPLIES[201] = {**_PUT_REPLIES[200], "description": "stored (200: held alre
     responses=_PUT_REPLIES,
     openapi_extra=_PUT_BODY,
 )
-async def put(request: Request, project: str, digest: str) -> Response:
+async def put(request: Request, project: str, digest: Digest) -> Response:
     """Store one blob (streamed, verified); 201 when new, 200 when already held."""
     digest = _digest(digest)
     store = blob_store(request)
@@ -241,7 +246,7 @@ def media_type(request: Request, project: str, digest: str) -> str:
 def get(
     request: Request,
     project: str,
-    digest: str,
+    digest: Digest,
     inline: Annotated[bool, Query(description="HTML only: show it (sandboxed)")] = False,
 ) -> Response:
     """The blob's bytes, with a server-chosen content type and no active content."""
