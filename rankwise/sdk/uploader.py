@@ -34,6 +34,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import msgspec
+
 from .. import _log
 from ..settings import Settings
 from ..stream import records as R
@@ -325,12 +327,39 @@ class _MissingBlobs(Exception):
 
 
 def _records_above(frames: bytes, acked: int) -> list[R.AnyRecord]:
-    """The records of ``frames`` the server does not hold yet (whose blobs must go first)."""
+    """The records of ``frames`` that may name blobs and that the server does not hold
+    yet. Only records of a type that names blobs are decoded (``_NAMING_TAGS``): a
+    stream of scalars costs a shallow scan, not a full decode of every batch."""
     out: list[R.AnyRecord] = []
     view = memoryview(frames)
     for body, stop in iter_frames(frames):
-        out += [r for r in R.decode_payload(view[body:stop]) if r.seq > acked]
+        _version, raws = _raw_payload.decode(view[body:stop])
+        for raw in raws:
+            if _tag(raw) in _NAMING_TAGS:
+                rec = _one_record.decode(raw)
+                if rec.seq > acked:
+                    out.append(rec)
     return out
+
+
+# The tags of the record types that override ``blob_digests`` (Media, TableRec, ...).
+_NAMING_TAGS = frozenset(
+    cls.__struct_config__.tag
+    for cls in R.AnyRecord.__args__  # type: ignore[attr-defined]
+    if cls.blob_digests is not R.Record.blob_digests
+)
+_raw_payload = msgspec.msgpack.Decoder(tuple[int, list[msgspec.Raw]])
+_one_record = msgspec.msgpack.Decoder(R.AnyRecord)
+
+
+def _tag(raw: msgspec.Raw) -> int:
+    """A record's tag: the first element of its MessagePack array, a positive fixint."""
+    data = memoryview(raw)
+    head = data[0] if len(data) else 0
+    skip = 1 if 0x90 <= head <= 0x9F else 3 if head == 0xDC else 5 if head == 0xDD else -1
+    if skip < 0 or len(data) <= skip:
+        return -1
+    return int(data[skip])
 
 
 def _has_finish(frames: bytes) -> bool:
