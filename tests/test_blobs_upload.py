@@ -217,6 +217,14 @@ def test_s3_blob_store_against_motos_server(
             assert fetch(srv.url, "p", sha(b"nothing"), srv.token).status_code == 404
             again = sync(tmp_path / "data", srv.url, progress=False, token=srv.token)
             assert again.blob_bytes == 0
+            # Tables on S3 are fetched once into a local content-addressed cache (DuckDB).
+            from rankwise.server.blobs import FsspecBlobStore, fetch_local
+
+            remote = FsspecBlobStore("s3://rankwise-test/team/blobs", endpoint)
+            digest, data = next(iter(run.blobs.items()))
+            local = fetch_local(remote, "p", digest, tmp_path / "cache")
+            assert local is not None and local.read_bytes() == data
+            assert fetch_local(remote, "p", digest, tmp_path / "cache") == local
         listed = s3.list_objects_v2(Bucket="rankwise-test", Prefix="team/blobs/p/")
         names = sorted(o["Key"].rsplit("/", 1)[1] for o in listed.get("Contents", []))
         assert names == sorted(run.blobs)  # namespaced by project under the prefix
@@ -297,3 +305,19 @@ def test_a_blob_over_the_servers_cap_is_skipped_with_a_warning(
                 assert r.status_code == (404 if digest in big else 200)
     finally:
         store.close()
+
+
+def test_server_workers_share_the_blob_store(tmp_path: Path) -> None:
+    run = blob_run(tmp_path / "data", "p", "r")
+    blobs_dir = tmp_path / "server-blobs"
+    db = f"sqlite:///{tmp_path / 'server.db'}"
+    srv = ServerProcess.db(db, tmp_path / "server.log", "--workers", "2", "--blobs",
+                           str(blobs_dir), "--max-blob-mb", "1")  # fmt: skip
+    with srv:
+        report = sync(tmp_path / "data", srv.url, progress=False, token=srv.token)
+        assert not report.failed and report.blob_bytes > 0
+        assert_all_served(srv.url, run, srv.token)
+        big = b"x" * (1024 * 1024 + 1)
+        r = httpx.put(f"{srv.url}/api/v1/blobs/p/{sha(big)}", content=big, headers=srv.headers)
+        assert r.status_code == 413  # --max-blob-mb reached the workers
+    assert sorted(p.name for p in stored_files(blobs_dir)) == sorted(run.blobs)

@@ -183,7 +183,8 @@ async def put(request: Request, project: str, digest: Digest) -> Response:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise too_large(limit)
-    with tempfile.SpooledTemporaryFile(max_size=8 * CHUNK) as spool:
+    # At most one chunk in memory per upload; a bigger blob spools to disk.
+    with tempfile.SpooledTemporaryFile(max_size=CHUNK) as spool:
         h = hashlib.sha256()
         size = 0
         async for chunk in request.stream():
