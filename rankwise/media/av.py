@@ -25,11 +25,13 @@ from .base import (
     check_caption,
     is_array_like,
     is_torch_tensor,
+    max_media_bytes,
     need,
     np_,
     read_checked_file,
+    too_big,
 )
-from .image import DEFAULT_MAX_BYTES, MAX_DIMENSION
+from .image import MAX_DIMENSION
 
 MAX_FRAMES = 10_000
 
@@ -47,7 +49,7 @@ class Audio(MediaValue):
         self._array: HostArray | None = None
         self._transpose = False
         if isinstance(data, (str, os.PathLike)):
-            self._file, _ = read_checked_file(data, ("wav",), "Audio", DEFAULT_MAX_BYTES)
+            self._file, _ = read_checked_file(data, ("wav",), "Audio")
             self._nbytes = len(self._file)
             try:
                 with wave.open(io.BytesIO(self._file)) as w:
@@ -87,12 +89,10 @@ class Audio(MediaValue):
             raise MediaError(f"Audio of dtype {dtype}: give float samples in [-1, 1] or int16")
         self.channels = 1 if len(shape) == 1 else shape[1]
         self.duration = shape[0] / sample_rate
+        size = _nbytes(data)
+        if size > max_media_bytes():
+            raise too_big(f"Audio of shape {tuple(data.shape)}", size, "log a shorter clip")
         self._array = HostArray(data)
-        if self._array.nbytes > DEFAULT_MAX_BYTES:
-            raise MediaError(
-                f"Audio of {self._array.nbytes} bytes is over the {DEFAULT_MAX_BYTES}-byte "
-                "cap (settings max_media_bytes): log a shorter clip"
-            )
         self._nbytes = self._array.nbytes
 
     def __repr__(self) -> str:
@@ -130,10 +130,6 @@ class Audio(MediaValue):
             sample_rate=self.sample_rate, duration=self.duration, channels=self.channels,
         )  # fmt: skip
 
-    def _release(self) -> None:
-        if self._array is not None:
-            self._array.release()
-
 
 class Video(MediaValue):
     """A video to log: ``rankwise.Video(frames, fps=4)`` (frames uint8 T×H×W×C or
@@ -151,9 +147,7 @@ class Video(MediaValue):
         self._array: HostArray | None = None
         self._tchw = False
         if isinstance(data, (str, os.PathLike)):
-            self._file, self._format = read_checked_file(
-                data, ("mp4", "gif"), "Video", DEFAULT_MAX_BYTES
-            )
+            self._file, self._format = read_checked_file(data, ("mp4", "gif"), "Video")
             self._nbytes = len(self._file)
             self.frames = self.width = self.height = None
             return
@@ -187,11 +181,8 @@ class Video(MediaValue):
                 f"Video of {t} frames of {w}x{h}: give 1 to {MAX_FRAMES} frames of at most "
                 f"{MAX_DIMENSION} pixels a side"
             )
-        if t * c * h * w > DEFAULT_MAX_BYTES:
-            raise MediaError(
-                f"Video of {t * c * h * w} bytes is over the {DEFAULT_MAX_BYTES}-byte cap "
-                "(settings max_media_bytes): fewer or smaller frames"
-            )
+        if t * c * h * w > max_media_bytes():
+            raise too_big(f"Video of shape {tuple(data.shape)}", t * c * h * w, "fewer frames")
         self.frames, self.height, self.width = t, h, w
         self._array = HostArray(data if len(shape) == len(data.shape) else data.reshape(shape))
         self._nbytes = self._array.nbytes
@@ -229,6 +220,8 @@ class Video(MediaValue):
             duration=duration,
         )  # fmt: skip
 
-    def _release(self) -> None:
-        if self._array is not None:
-            self._array.release()
+
+def _nbytes(data: Any) -> int:
+    if is_torch_tensor(data):
+        return int(data.numel()) * int(data.element_size())
+    return int(data.nbytes)

@@ -25,6 +25,35 @@ from ..stream import records as R
 PutBlob = Callable[[bytes], tuple[str, int]]
 
 INSTALL_HINT = "install the media extra: pip install 'rankwise[media]'"
+DEFAULT_MAX_BYTES = 256 * 2**20  # settings.max_media_bytes' default
+
+# Process-wide state the recording run sets (rankwise.sdk.run): the per-value byte cap
+# from its settings, and the callbacks that tell it a rich value was made, so its next
+# log() looks for rich values (see Run._arm_rich); a log() of numbers alone never does.
+_max_bytes = [DEFAULT_MAX_BYTES]
+ARMS: set[Callable[[], None]] = set()
+_made = [0]  # rich values made in this process so far
+
+
+def made() -> int:
+    """How many rich values this process has made (a run made later arms itself)."""
+    return _made[0]
+
+
+def max_media_bytes() -> int:
+    """The most bytes one rich value may hold (``settings.max_media_bytes``)."""
+    return _max_bytes[0]
+
+
+def set_max_media_bytes(n: int) -> None:
+    _max_bytes[0] = int(n)
+
+
+def too_big(what: str, size: int, fix: str) -> MediaError:
+    cap = _max_bytes[0]
+    return MediaError(
+        f"{what} holds {size} bytes, over the {cap}-byte cap (settings max_media_bytes): {fix}"
+    )
 
 
 def need(module: str, what: str) -> Any:
@@ -98,11 +127,6 @@ class HostArray:
             value = value.numpy()
         return value
 
-    def release(self) -> None:
-        """Let go of the copy once encoded (the encoder's memory bound counts it)."""
-        self._value = None
-        self._event = None
-
 
 def _device_copy(t: Any) -> tuple[Any, Any]:
     import torch
@@ -129,8 +153,11 @@ class Rich:
     kind: ClassVar[str] = ""
     _nbytes: int = 0
 
-    def _release(self) -> None:
-        """Drop the copied data once encoded."""
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        _made[0] += 1
+        for arm in tuple(ARMS):
+            arm()
+        return super().__new__(cls)
 
 
 class MediaValue(Rich):
@@ -166,9 +193,7 @@ def magic_kind(head: bytes) -> str | None:
     return None
 
 
-def read_checked_file(
-    path: Any, allowed: tuple[str, ...], what: str, max_bytes: int
-) -> tuple[bytes, str]:
+def read_checked_file(path: Any, allowed: tuple[str, ...], what: str) -> tuple[bytes, str]:
     """The bytes of the file at ``path`` and its format, checked by its magic bytes
     (never by its name: an .svg or .html renamed .png is refused)."""
     import os
@@ -176,19 +201,17 @@ def read_checked_file(
     try:
         size = os.path.getsize(path)
     except OSError as exc:
-        raise MediaError(f"{what}: cannot read {path!r} ({exc.strerror or exc})") from exc
-    if size > max_bytes:
-        raise MediaError(
-            f"{what}: {path!r} is {size} bytes, over the {max_bytes}-byte cap "
-            "(settings max_media_bytes): make it smaller"
-        )
+        raise MediaError(f"{what}: cannot read {str(path)!r} ({exc.strerror or exc})") from exc
+    if size > max_media_bytes():
+        raise too_big(f"{what}: {str(path)!r}", size, "make it smaller")
     with open(path, "rb") as f:
         data = f.read()
     kind = magic_kind(data[:16])
     if kind not in allowed:
+        names = " or ".join(a.upper() for a in allowed)
         raise MediaError(
-            f"{what}: {path!r} is not a {' or '.join(allowed).upper()} file (by its first "
-            f"bytes); convert it to {allowed[0].upper()}"
+            f"{what}: {str(path)!r} is not a {names} file (by its first bytes, whatever its "
+            f"name says); convert it to {allowed[0].upper()}"
         )
     assert kind is not None
     return data, kind

@@ -101,11 +101,6 @@ class Histogram(Rich):
             counts_a, edges_a = np.histogram(values, bins=self.num_bins)
         return counts_a.astype(np.float64).tolist(), edges_a.tolist(), nan, posinf, neginf
 
-    def _release(self) -> None:
-        for part in (self._values, self._counts, self._edges):
-            if part is not None:
-                part.release()
-
 
 def _flat(values: Any) -> Any:
     np = np_()

@@ -33,13 +33,14 @@ from .base import (
     check_caption,
     is_array_like,
     is_torch_tensor,
+    max_media_bytes,
     need,
     np_,
     read_checked_file,
+    too_big,
 )
 
 MAX_DIMENSION = 65_500
-DEFAULT_MAX_BYTES = 256 * 2**20  # settings.max_media_bytes' default
 _INT_KINDS = ("uint", "int")
 _MODES = {1: "L", 3: "RGB", 4: "RGBA"}
 
@@ -80,7 +81,7 @@ class Image(MediaValue):
 
     # -- construction (training thread): checks and a copy -------------------------------
     def _from_file(self, path: Any) -> None:
-        data, fmt = read_checked_file(path, ("png", "jpeg"), "Image", DEFAULT_MAX_BYTES)
+        data, fmt = read_checked_file(path, ("png", "jpeg"), "Image")
         self._file, self._format, self._nbytes = data, fmt, len(data)
         if fmt == "png" and len(data) >= 24:
             self.width = int.from_bytes(data[16:20], "big")
@@ -138,11 +139,8 @@ class Image(MediaValue):
             if hasattr(data, "nbytes")
             else int(data.numel()) * int(data.element_size())
         )
-        if size > DEFAULT_MAX_BYTES:
-            raise MediaError(
-                f"Image of shape {tuple(data.shape)} holds {size} bytes, over the "
-                f"{DEFAULT_MAX_BYTES}-byte cap (settings max_media_bytes): downscale it"
-            )
+        if size > max_media_bytes():
+            raise too_big(f"Image of shape {tuple(data.shape)}", size, "downscale it")
         self.height, self.width, self._chw = height, width, chw
         self._array = HostArray(data if len(shape) == len(data.shape) else data.reshape(shape))
         self._nbytes = self._array.nbytes
@@ -176,11 +174,6 @@ class Image(MediaValue):
         out = io.BytesIO()
         img.save(out, "PNG", compress_level=3)
         return out.getvalue()
-
-    def _release(self) -> None:
-        if self._array is not None:
-            self._array.release()
-        self._pil = None
 
 
 def _check_sides(height: int, width: int) -> None:

@@ -45,6 +45,9 @@ class Table(Rich):
     """
 
     kind = "table"
+    # Set on a table read back (RunInfo.table()): the step it was logged at, and by whom.
+    step: int | None = None
+    label: str | None = None
 
     def __init__(
         self,
@@ -134,11 +137,20 @@ class Table(Rich):
         pd = need("pandas", "Table.get_dataframe()")
         return pd.DataFrame(self.data, columns=self.columns)
 
+    def _frozen(self) -> Table:
+        """The table as logged: a copy of the row list sharing the rows (taken on the
+        training thread, so rows added after ``log()`` are not in this step's table)."""
+        t: Table = object.__new__(Table)
+        t.columns, t._types, t.data = list(self.columns), list(self._types), list(self.data)
+        t._nbytes = self._nbytes
+        return t
+
     # -- encoding (encoder thread) ----------------------------------------------------
     def _encode_table(self, put: PutBlob) -> EncodedTable:
         pa = need("pyarrow", "Table")
         pq = need("pyarrow.parquet", "Table")
         rows, types = self.data, list(self._types)
+        _recheck(rows, self.columns, types)
         blobs: dict[str, None] = {}
         arrays = []
         for i, kind in enumerate(types):
@@ -163,34 +175,45 @@ class Table(Rich):
         digest, size = put(out.getvalue())
         return digest, size, len(rows), len(self.columns), list(self.columns), types, list(blobs)
 
-    def _release(self) -> None:
-        for r in self.data:
-            for c in r:
-                if isinstance(c, Image):
-                    c._release()
 
-    @classmethod
-    def _from_parquet(
-        cls,
-        data: bytes,
-        load_image: Callable[[str], Image] | None = None,
-        types: list[str] | None = None,
-    ) -> Table:
-        """A table read back from its Parquet bytes; image cells become ``Image``s made
-        by ``load_image(digest)`` (or stay digests without it)."""
-        pq = need("pyarrow.parquet", "Table")
-        t = pq.read_table(io.BytesIO(data))
-        meta = t.schema.metadata or {}
-        if types is None:
-            types = json.loads(meta[_META_TYPES]) if _META_TYPES in meta else []
-        table = cls(columns=t.column_names)
-        cols = [t.column(i).to_pylist() for i in range(t.num_columns)]
-        for i, kind in enumerate(types or []):
-            table._types[i] = kind
-            if kind == "image" and load_image is not None:
-                cols[i] = [None if d is None else load_image(d) for d in cols[i]]
-        table.data = [list(r) for r in zip(*cols)] if cols else []
-        return table
+def _recheck(rows: list[list[Any]], columns: list[str], types: list[str]) -> None:
+    """add_data() checked every cell; rows put into ``table.data`` by hand were not."""
+    for row in rows:
+        if len(row) != len(columns):
+            raise MediaError(
+                f"Table has a row of {len(row)} cells for {len(columns)} columns: add rows "
+                "with add_data()"
+            )
+        for i, cell in enumerate(row):
+            kind = cell_type(cell, columns[i])[0]
+            if kind != "null" and kind != types[i] and not (kind == "int" and types[i] == "float"):
+                raise MediaError(
+                    f"Table column {columns[i]!r} holds {types[i]} cells, not {kind} "
+                    f"({_short(cell)}): add rows with add_data(), one type per column"
+                )
+
+
+def table_from_parquet(
+    data: bytes,
+    load_image: Callable[[str], Image] | None = None,
+    types: list[str] | None = None,
+) -> Table:
+    """A ``Table`` read back from its Parquet bytes (``TableRec.digest``'s blob). Image
+    cells become ``Image``s made by ``load_image(digest)``, or stay digests without it;
+    ``types`` default to the file's own metadata."""
+    pq = need("pyarrow.parquet", "Table")
+    t = pq.read_table(io.BytesIO(data))
+    meta = t.schema.metadata or {}
+    if types is None:
+        types = json.loads(meta[_META_TYPES]) if _META_TYPES in meta else []
+    table = Table(columns=t.column_names)
+    cols = [t.column(i).to_pylist() for i in range(t.num_columns)]
+    for i, kind in enumerate(types or []):
+        table._types[i] = kind
+        if kind == "image" and load_image is not None:
+            cols[i] = [None if d is None else load_image(d) for d in cols[i]]
+    table.data = [list(r) for r in zip(*cols)] if cols else []
+    return table
 
 
 def cell_type(value: Any, column: str) -> tuple[str, Any]:

@@ -25,13 +25,19 @@ from .model import HealthReply, ProjectsReply, RunInfo, RunsReply
 if TYPE_CHECKING:
     import httpx
 
+    from ..media.table import Table
     from ..stream.history import StreamColumns
+    from .media import HistogramSeries, MediaFile, MediaKey
 
 _PAGE = 500
 
 
 def _q(part: str) -> str:
     return quote(part, safe="")
+
+
+def _no_media_yet() -> UsageError:
+    return UsageError("reading media, tables and histograms from a server is not available yet")
 
 
 class RemoteRun:
@@ -81,6 +87,20 @@ class RemoteRun:
         from ..stream.history import columns_from_rows
 
         return columns_from_rows(self.history(run, keys, label), keys, step_range)
+
+    # Rich data: the media-store branch implements these over the server's media,
+    # tables and histograms routes; until it lands they say so.
+    def media_keys(self, run: RunInfo) -> list[MediaKey]:
+        raise _no_media_yet()
+
+    def media(self, run: RunInfo, key: str, label: str | None) -> list[MediaFile]:
+        raise _no_media_yet()
+
+    def table(self, run: RunInfo, key: str, step: int | None, label: str | None) -> Table:
+        raise _no_media_yet()
+
+    def histograms(self, run: RunInfo, key: str) -> dict[str, HistogramSeries]:
+        raise _no_media_yet()
 
     def health(
         self, run: RunInfo, window: float, factor: float, now: float | None
