@@ -442,7 +442,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     )
     print(
         f"rankwise: synced {report.streams} stream(s) from {path} to {server}: "
-        f"{report.uploaded_bytes} new bytes"
+        f"{report.uploaded_bytes} new bytes, {report.blob_bytes} blob bytes"
     )
     for where, why in sorted(report.failed.items()):
         print(f"rankwise: error: {where}: {why}", file=sys.stderr)

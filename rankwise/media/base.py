@@ -32,6 +32,12 @@ DEFAULT_MAX_BYTES = 256 * 2**20  # settings.max_media_bytes' default
 # log() looks for rich values (see Run._arm_rich); a log() of numbers alone never does.
 _max_bytes = [DEFAULT_MAX_BYTES]
 ARMS: set[Callable[[], None]] = set()
+_made = [0]  # rich values made in this process so far
+
+
+def made() -> int:
+    """How many rich values this process has made (a run made later arms itself)."""
+    return _made[0]
 
 
 def max_media_bytes() -> int:
@@ -148,6 +154,7 @@ class Rich:
     _nbytes: int = 0
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        _made[0] += 1
         for arm in tuple(ARMS):
             arm()
         return super().__new__(cls)
@@ -194,16 +201,17 @@ def read_checked_file(path: Any, allowed: tuple[str, ...], what: str) -> tuple[b
     try:
         size = os.path.getsize(path)
     except OSError as exc:
-        raise MediaError(f"{what}: cannot read {path!r} ({exc.strerror or exc})") from exc
+        raise MediaError(f"{what}: cannot read {str(path)!r} ({exc.strerror or exc})") from exc
     if size > max_media_bytes():
-        raise too_big(f"{what}: {path!r}", size, "make it smaller")
+        raise too_big(f"{what}: {str(path)!r}", size, "make it smaller")
     with open(path, "rb") as f:
         data = f.read()
     kind = magic_kind(data[:16])
     if kind not in allowed:
+        names = " or ".join(a.upper() for a in allowed)
         raise MediaError(
-            f"{what}: {path!r} is not a {' or '.join(allowed).upper()} file (by its first "
-            f"bytes); convert it to {allowed[0].upper()}"
+            f"{what}: {str(path)!r} is not a {names} file (by its first bytes, whatever its "
+            f"name says); convert it to {allowed[0].upper()}"
         )
     assert kind is not None
     return data, kind

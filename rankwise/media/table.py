@@ -150,6 +150,7 @@ class Table(Rich):
         pa = need("pyarrow", "Table")
         pq = need("pyarrow.parquet", "Table")
         rows, types = self.data, list(self._types)
+        _recheck(rows, self.columns, types)
         blobs: dict[str, None] = {}
         arrays = []
         for i, kind in enumerate(types):
@@ -173,6 +174,23 @@ class Table(Rich):
         pq.write_table(pa.Table.from_arrays(arrays, schema=schema), out, compression="zstd")
         digest, size = put(out.getvalue())
         return digest, size, len(rows), len(self.columns), list(self.columns), types, list(blobs)
+
+
+def _recheck(rows: list[list[Any]], columns: list[str], types: list[str]) -> None:
+    """add_data() checked every cell; rows put into ``table.data`` by hand were not."""
+    for row in rows:
+        if len(row) != len(columns):
+            raise MediaError(
+                f"Table has a row of {len(row)} cells for {len(columns)} columns: add rows "
+                "with add_data()"
+            )
+        for i, cell in enumerate(row):
+            kind = cell_type(cell, columns[i])[0]
+            if kind != "null" and kind != types[i] and not (kind == "int" and types[i] == "float"):
+                raise MediaError(
+                    f"Table column {columns[i]!r} holds {types[i]} cells, not {kind} "
+                    f"({_short(cell)}): add rows with add_data(), one type per column"
+                )
 
 
 def table_from_parquet(

@@ -96,11 +96,14 @@ class Run:
         self.summary = Summary(self._last_values, self._record_summary)
         # Rich values: the encoder thread (rankwise.media.encoder), made on the first one.
         self._media: Any = None
+        self._media_done = False  # set by end(): no encoder is made after this
         self._media_lock = threading.Lock()
         if writer is not None:
             media_base.set_max_media_bytes(settings.max_media_bytes)
             media_base.ARMS.add(self._arm_rich)
             writer.on_rich = self._rich_from_writer
+            if media_base.made():  # values made before init() may be in the first log()
+                self._arm_rich()
 
     # -- identity -----------------------------------------------------------------
     id = property(lambda self: self._start.run_id, doc="The run id (after the run mode).")
@@ -220,16 +223,18 @@ class Run:
         """The writer thread found rich values that log() did not (a race with another
         thread's constructor): queued without waiting, outside the byte bound."""
         encoder = self._media_encoder()
-        if encoder is not None:
-            for key, value in found:
-                encoder.submit(t, step, key, value, 0)
+        if encoder is None:
+            _log.warn(f"{len(found)} rich value(s) reached the writer after finish(): skipped")
+            return
+        for key, value in found:
+            encoder.submit(t, step, key, value, 0)
 
     def _media_encoder(self) -> Any:
         encoder = self._media
         if encoder is None:
             with self._media_lock:
                 handle = self.handle()
-                if self._media is None and not self._closed and handle is not None:
+                if self._media is None and not self._media_done and handle is not None:
                     from ..media.encoder import MediaEncoder
 
                     self._media = MediaEncoder(handle)
@@ -379,6 +384,7 @@ class Run:
         self._closed = True
         self._room = _CLOSED
         media_base.ARMS.discard(self._arm_rich)
+        media_base.set_max_media_bytes(media_base.DEFAULT_MAX_BYTES)
         self._state = state
         writer = self._writer
         assert writer is not None
@@ -390,6 +396,10 @@ class Run:
         with self._ending(self):  # a SIGTERM meanwhile waits for the Finish record
             limit = self._settings.finish_timeout if timeout is None else timeout
             deadline = time.monotonic() + limit
+            if self._media is not None or media_base.made():
+                # rich values the writer finds late reach the encoder before it stops
+                writer.sync(timeout=max(0.0, deadline - time.monotonic()))
+            self._media_done = True
             self._stop_components(after_writer=False, deadline=deadline)
             if not writer.close(record, max(0.0, deadline - time.monotonic())):
                 left = len(writer.queue)
