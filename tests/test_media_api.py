@@ -17,7 +17,7 @@ import pytest
 
 import rankwise
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.blobs import RunDirBlobStore
+from rankwise.server.blobs import LocalBlobStore, RunDirBlobStore
 from rankwise.server.indexer import DirectoryTailer
 from rankwise.store import open_store
 
@@ -30,8 +30,9 @@ FAST = {"flush_interval": 0.02}
 STEPS = 4
 
 
-def _log_a_run() -> str:
-    run = rankwise.init(project="media", settings=FAST)
+def _log_a_run(server: str | None = None) -> str:
+    settings = {**FAST, "upload_interval": 0.02, "upload_timeout": 30} if server else FAST
+    run = rankwise.init(project="media", settings=settings, server=server)
     rng = np.random.default_rng(1)
     for step in range(STEPS):
         gallery = [
@@ -56,18 +57,25 @@ def _log_a_run() -> str:
     return run_id
 
 
-def test_server_reads_back_what_the_files_hold(data_dir: Path, tmp_path: Path) -> None:
-    run_id = _log_a_run()
+@pytest.mark.parametrize("how", ["indexed", "uploaded"])
+def test_server_reads_back_what_the_files_hold(data_dir: Path, tmp_path: Path, how: str) -> None:
+    """``indexed``: ``rankwise ui``'s indexer reads the run folder (blobs served from it);
+    ``uploaded``: the run logs to the server (blobs PUT before their records)."""
     store = open_store(tmp_path / "server.db")
     store.migrate()
     try:
-        tailer = DirectoryTailer(data_dir, store)
-        while tailer.poll():
-            pass
-        settings = ServerSettings(
-            static_dir=tmp_path / "no-static", blobs=RunDirBlobStore(data_dir)
-        )
+        if how == "indexed":
+            run_id = _log_a_run()
+            tailer = DirectoryTailer(data_dir, store)
+            while tailer.poll():
+                pass
+            blobs: object = RunDirBlobStore(data_dir)
+        else:
+            blobs = LocalBlobStore(tmp_path / "blobs")
+        settings = ServerSettings(static_dir=tmp_path / "no-static", blobs=blobs)  # type: ignore[arg-type]
         with serve_in_thread(create_app(store, settings)) as url:
+            if how == "uploaded":
+                run_id = _log_a_run(server=url)
             local = rankwise.Api(dir=data_dir).run(run_id, project="media")
             remote = rankwise.Api(server=url).run(run_id, project="media")
             assert remote.media_keys() == local.media_keys()
@@ -116,3 +124,65 @@ def test_server_reads_back_what_the_files_hold(data_dir: Path, tmp_path: Path) -
                     assert np.array_equal(getattr(a, field), getattr(b, field), equal_nan=True)
     finally:
         store.close()
+
+
+def test_a_100k_row_table_logged_by_the_sdk_pages_over_http(data_dir: Path, tmp_path: Path) -> None:
+    """The SDK logs a 100,000-row table to a real server (its Parquet blob PUT first);
+    the tables route pages, sorts and filters it as pandas does the local reader's copy."""
+    import httpx
+    import pandas as pd
+
+    n = 100_000
+    rng = np.random.default_rng(4)
+    df = pd.DataFrame(
+        {
+            "id": np.arange(n),
+            "guess": rng.integers(0, 10, n),
+            "score": rng.random(n),
+            "note": [f"row {i}" for i in range(n)],
+        }
+    )
+    store = open_store(tmp_path / "server.db")
+    store.migrate()
+    try:
+        settings = ServerSettings(
+            static_dir=tmp_path / "no-static", blobs=LocalBlobStore(tmp_path / "blobs")
+        )
+        with serve_in_thread(create_app(store, settings)) as url:
+            run = rankwise.init(
+                project="media", server=url, settings={**FAST, "upload_timeout": 60}
+            )
+            run.log({"predictions": rankwise.Table(dataframe=df)}, step=3)
+            run_id = run.id
+            run.finish()
+            local = rankwise.Api(dir=data_dir).run(run_id, project="media")
+            want = local.table("predictions").get_dataframe()
+            assert len(want) == n
+            path = f"/api/v1/projects/media/runs/{run_id}/tables"
+            with httpx.Client(base_url=url, headers=_auth()) as client:
+
+                def page(**params: object) -> dict[str, object]:
+                    r = client.get(path, params={"key": "predictions", **params})
+                    assert r.status_code == 200, r.text
+                    return r.json()  # type: ignore[no-any-return]
+
+                got = page(offset=50_000, limit=1000)
+                assert got["total"] == n and got["step"] == 3
+                assert got["rows"] == want.iloc[50_000:51_000].values.tolist()
+                got = page(sort="score", desc="true", limit=100)
+                top = want.sort_values("score", ascending=False, kind="stable").head(100)
+                assert got["rows"] == top.values.tolist()
+                got = page(filter_col="guess", filter=">=8", sort="id", desc="true", limit=50)
+                sel = want[want["guess"] >= 8].sort_values("id", ascending=False)
+                assert got["total"] == len(sel) and got["rows"] == sel.head(50).values.tolist()
+                got = page(filter_col="note", filter="ROW 9999", limit=1000)
+                sel = want[want["note"].str.contains("row 9999")]
+                assert got["total"] == len(sel) and got["rows"] == sel.values.tolist()
+    finally:
+        store.close()
+
+
+def _auth() -> dict[str, str]:
+    import os
+
+    return {"Authorization": f"Bearer {os.environ['RANKWISE_TOKEN']}"}
