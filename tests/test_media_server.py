@@ -37,8 +37,9 @@ RUN = "/api/v1/projects/p/runs/r"
 
 
 class Server:
-    def __init__(self, url: str, token: str) -> None:
+    def __init__(self, url: str, token: str, store: Any = None) -> None:
         self.client = httpx.Client(base_url=url, headers=bearer(token), timeout=60)
+        self.store = store
 
     def get(self, path: str, **params: Any) -> httpx.Response:
         return self.client.get(RUN + path, params=params)
@@ -75,7 +76,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, A
         )
     )  # fmt: skip
     with serve_in_thread(app) as url:
-        srv = Server(url, token)
+        srv = Server(url, token, store)
         headers = {"Content-Type": "application/x-rankwise-stream"}
         params = {"project": "p", "run": "r", "label": "rank-0", "incarnation": 0}
         # The records first: refused (409) until their blobs are stored.
@@ -300,3 +301,22 @@ def test_a_table_on_s3_is_paged_from_a_local_cache(
     finally:
         store.close()
         moto.stop()
+
+
+def test_a_token_of_another_project_reads_nothing(served: tuple[Server, Any, list[Any]]) -> None:
+    srv, _, _ = served
+    store = srv.store
+    other = Server(str(srv.client.base_url), store.create_token("read", ["other"], "o").value)
+    ingest = Server(str(srv.client.base_url), store.create_token("ingest", ["p"], "i").value)
+    try:
+        for who in (other, ingest):
+            for path, params in (
+                ("/media/keys", {}),
+                ("/media", {"key": "examples"}),
+                ("/histograms", {"key": "w"}),
+                ("/tables", {"key": "predictions"}),
+            ):
+                assert who.get(path, **params).status_code == 403
+    finally:
+        other.client.close()
+        ingest.client.close()
