@@ -58,7 +58,9 @@ class MediaReads:
             if got is None:
                 return None
             run, labels = got
-            found: dict[tuple[str, str], tuple[set[int], set[str]]] = {}
+            # One entry per key (a key logged as two kinds, which the SDK does not do,
+            # is named by the kind of its lowest step); its steps and labels of any kind.
+            found: dict[str, tuple[dict[str, int], set[int], set[str]]] = {}
             for sql in (
                 "SELECT DISTINCT key, kind, step, stream FROM media_items WHERE run = ?",
                 "SELECT DISTINCT key, 'table', step, stream FROM media_tables WHERE run = ?",
@@ -66,12 +68,18 @@ class MediaReads:
             ):
                 for key, kind, step, sid in tx.all(sql, (run,)):
                     if int(sid) in labels:
-                        steps, who = found.setdefault((key, kind), (set(), set()))
+                        kinds, steps, who = found.setdefault(key, ({}, set(), set()))
+                        kinds[kind] = min(int(step), kinds.get(kind, int(step)))
                         steps.add(int(step))
                         who.add(labels[int(sid)])
             return [
-                MediaKey(key=k, kind=kind, steps=sorted(s), labels=sorted(w))
-                for (k, kind), (s, w) in sorted(found.items())
+                MediaKey(
+                    key=k,
+                    kind=min(kinds, key=lambda kd: (kinds[kd], kd)),
+                    steps=sorted(s),
+                    labels=sorted(w),
+                )
+                for k, (kinds, s, w) in sorted(found.items())
             ]
 
         return self._read(read)  # type: ignore[no-any-return]
