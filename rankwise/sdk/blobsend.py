@@ -156,7 +156,10 @@ class BlobSender:
                 f"RANKWISE_TOKEN (or init(token=...)) to an ingest token for project "
                 f"{self.project!r}"
             )
-        raise GiveUp(f"server at {self.client.base_url} answered {status} to a blob: {message}")
+        hint = " (a server older than this SDK keeps no blobs: upgrade it)" if status == 404 else ""
+        raise GiveUp(
+            f"server at {self.client.base_url} answered {status} to a blob{hint}: {message}"
+        )
 
 
 def digests_of(records: Iterable[R.AnyRecord]) -> list[str]:

@@ -238,8 +238,11 @@ def media_type(request: Request, project: str, digest: str) -> str:
     response_model=None,
     responses={
         200: {
-            "description": "the blob's bytes",
-            "content": {"application/octet-stream": {"schema": {"type": "string"}}},
+            "description": "the blob's bytes, typed by the server from the media rows",
+            "content": {
+                t.split(";")[0]: {"schema": {"type": "string", "format": "binary"}}
+                for t in sorted({OCTET, *CONTENT_TYPES.values()})
+            },
         },
         **answers(None, 404, 422, 503, e404="no such blob in this project"),
     },
