@@ -57,11 +57,15 @@ def _log_a_run(server: str | None = None) -> str:
     return run_id
 
 
-@pytest.mark.parametrize("how", ["indexed", "uploaded"])
-def test_server_reads_back_what_the_files_hold(data_dir: Path, tmp_path: Path, how: str) -> None:
+@pytest.mark.parametrize("how", ["indexed", "uploaded", "uploaded-postgres"])
+def test_server_reads_back_what_the_files_hold(
+    data_dir: Path, tmp_path: Path, how: str, request: pytest.FixtureRequest
+) -> None:
     """``indexed``: ``rankwise ui``'s indexer reads the run folder (blobs served from it);
-    ``uploaded``: the run logs to the server (blobs PUT before their records)."""
-    store = open_store(tmp_path / "server.db")
+    ``uploaded``: the run logs to the server (blobs PUT before their records), whose
+    store is SQLite or PostgreSQL."""
+    db = request.getfixturevalue("pg_dsn") if how.endswith("postgres") else tmp_path / "s.db"
+    store = open_store(db)
     store.migrate()
     try:
         if how == "indexed":
@@ -74,7 +78,7 @@ def test_server_reads_back_what_the_files_hold(data_dir: Path, tmp_path: Path, h
             blobs = LocalBlobStore(tmp_path / "blobs")
         settings = ServerSettings(static_dir=tmp_path / "no-static", blobs=blobs)  # type: ignore[arg-type]
         with serve_in_thread(create_app(store, settings)) as url:
-            if how == "uploaded":
+            if how != "indexed":
                 run_id = _log_a_run(server=url)
             local = rankwise.Api(dir=data_dir).run(run_id, project="media")
             remote = rankwise.Api(server=url).run(run_id, project="media")
