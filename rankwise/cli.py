@@ -295,6 +295,12 @@ def _server_commands(sub: Any) -> None:
         default=512,
         help="largest logged file (blob) accepted (default 512)",
     )
+    p.add_argument(
+        "--max-table-cells",
+        type=int,
+        default=100_000_000,  # ServerSettings.max_table_cells
+        help="largest logged table accepted, rows x columns (default 100000000)",
+    )
     _insecure(p)
     p.set_defaults(func=cmd_server)
     from .token_cli import add_token_commands
@@ -383,6 +389,8 @@ def cmd_server(args: argparse.Namespace) -> int:
         raise UsageError("--max-inflight must be 0 (no limit) or more")
     if args.max_blob_mb <= 0:
         raise UsageError("--max-blob-mb must be above 0")
+    if args.max_table_cells < 1:
+        raise UsageError("--max-table-cells must be at least 1")
     blobs = None
     if args.blobs:
         from .server.blobs import open_blob_store
@@ -398,6 +406,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         auth=not args.insecure_no_auth,
         blobs=blobs,
         max_blob_bytes=int(args.max_blob_mb * 1024 * 1024),
+        max_table_cells=args.max_table_cells,
     )
     serve.serve_db(
         args.db,
@@ -442,7 +451,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     )
     print(
         f"rankwise: synced {report.streams} stream(s) from {path} to {server}: "
-        f"{report.uploaded_bytes} new bytes"
+        f"{report.uploaded_bytes} new bytes, {report.blob_bytes} blob bytes"
     )
     for where, why in sorted(report.failed.items()):
         print(f"rankwise: error: {where}: {why}", file=sys.stderr)

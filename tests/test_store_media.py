@@ -217,3 +217,18 @@ def test_what_a_server_refuses() -> None:
     hist = R.HistogramRec(seq=1, time=0.0, step=0, key="h", counts=[1.0], edges=[0.0])
     with pytest.raises(rich.RichRecordError, match="edges"):
         rich.check_records([hist])
+
+
+def test_a_key_logged_as_two_kinds_is_listed_once(store: SQLStore) -> None:
+    key = KEYS[1]
+    recs: list[R.AnyRecord] = rich_stream(key, 1, 1, tables=False)
+    audio = R.MediaItem(kind="audio", digest=digest("a"), size=9, format="wav", sample_rate=8000)
+    recs.append(R.Media(seq=len(recs), time=0.0, step=5, key="examples", items=[audio]))
+    store.ingest([(key, recs)])
+    keys = store.media_keys("p", "r")
+    assert keys is not None
+    got = [(k.key, k.kind, k.steps) for k in keys]
+    assert got == [("examples", "image", [0, 5]), ("w", "histogram", [0])]
+    reply = store.media("p", "r", "examples", step=5)
+    assert reply is not None and [(i.kind, i.sample_rate) for i in reply.items] == [("audio", 8000)]
+    assert store.blob_kind("p", digest("a")) == ("audio", "wav")

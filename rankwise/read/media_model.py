@@ -15,20 +15,24 @@ from typing import Any
 
 import msgspec
 
-# What a key of a run holds, as ``/media/keys`` names it.
-KINDS = ("image", "audio", "video", "html", "text", "table", "histogram")
+from .media import KINDS, MediaKey
 
-
-class MediaKey(msgspec.Struct, kw_only=True):
-    """One logged key of a run: its kind, the steps it was logged at, and by whom."""
-
-    key: str
-    kind: str  # image | audio | video | html | text | table | histogram
-    steps: list[int]  # ascending, each once
-    labels: list[str]  # stream labels that logged it, sorted
+__all__ = [
+    "KINDS",
+    "HistogramSeries",
+    "HistogramsReply",
+    "MediaKey",
+    "MediaKeysReply",
+    "MediaReply",
+    "MediaRow",
+    "TableReply",
+]
 
 
 class MediaKeysReply(msgspec.Struct, kw_only=True):
+    """Every key of a run holding rich values (``MediaKey``: the local reader's
+    ``RunInfo.media_keys()`` items, the same struct)."""
+
     keys: list[MediaKey]  # by key, then kind
 
 
@@ -55,6 +59,7 @@ class MediaRow(msgspec.Struct, kw_only=True, omit_defaults=True):
     sample_rate: int | None = None
     duration: float | None = None
     channels: int | None = None
+    time: float | None = None  # when the value was logged (Unix seconds)
 
 
 class MediaReply(msgspec.Struct, kw_only=True):

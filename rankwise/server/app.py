@@ -21,6 +21,7 @@ from .._version import __version__
 from ..names import is_id
 from ..store.base import Store
 from . import auth
+from .blobs import store_blobs
 from .config import ServerSettings
 from .encoding import ApiError, error_reply
 from .hardening import install_hardening
@@ -44,7 +45,7 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
     )
     app.state.store = store
     app.state.settings = settings
-    app.state.blobs = settings.blobs
+    app.state.blobs = settings.blobs or store_blobs(store)
     auth.redact_access_log()
     app.state.verifier = auth.Verifier(
         store, settings.token_cache_ttl, settings.token_touch_interval

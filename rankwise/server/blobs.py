@@ -28,21 +28,18 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import secrets
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, BinaryIO, Protocol
 
+from ..stream.blobs import blob_path, is_digest
+
+__all__ = ["BlobStore", "FsspecBlobStore", "LocalBlobStore", "RunDirBlobStore", "is_digest"]
+
 CHUNK = 1024 * 1024
-DIGEST_RE = re.compile(r"[0-9a-f]{64}")
 _LOST = "lost"  # <project>/lost/<hex>: a tombstone, the blob itself is not there
-
-
-def is_digest(value: str) -> bool:
-    """64 lower-case hex digits (sha256): the only blob name the server accepts."""
-    return DIGEST_RE.fullmatch(value) is not None
 
 
 class DigestMismatch(ValueError):
@@ -308,8 +305,6 @@ class RunDirBlobStore:
         hit = self._found.get((project, digest))
         if hit is not None and hit.is_file():
             return hit
-        from ..stream.blobs import blob_path
-
         project_dir = self.root / project
         try:
             runs = sorted(project_dir.iterdir())
@@ -375,6 +370,15 @@ def default_root(db_url: str) -> Path:
     if db_url.startswith("sqlite:///"):
         return Path(db_url.removeprefix("sqlite:///")).expanduser().absolute().parent / "blobs"
     return Path.cwd() / "rankwise-blobs"
+
+
+def store_blobs(store: object) -> BlobStore | None:
+    """``create_app``'s blob store when the settings name none: ``blobs/`` beside a
+    SQLite file (``default_root``); None for other stores (the blob routes answer 503)."""
+    path = getattr(store, "path", None)
+    if isinstance(path, Path) and path.name != ":memory:":
+        return LocalBlobStore(path.parent / "blobs")
+    return None
 
 
 def fetch_local(store: BlobStore, project: str, digest: str, cache_dir: Path) -> Path | None:

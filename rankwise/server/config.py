@@ -53,8 +53,9 @@ class ServerSettings:
     max_table_cells: int = 100_000_000
 
     # -- blobs (rankwise.server.blobs) --
-    # Where blobs are kept; None: no blob routes (503) and uploads naming blobs wait (409).
-    # `rankwise server` always passes one (``--blobs``, default beside the SQLite file).
+    # Where blobs are kept. None: ``blobs/`` beside a SQLite store's file; for any other
+    # store no blob routes (503) and uploads naming blobs wait (409). `rankwise server`
+    # always passes one (``--blobs``, ``blobs.default_root``).
     blobs: BlobStore | None = None
     # Largest blob one PUT may store (bytes): 413 above it (`--max-blob-mb`).
     max_blob_bytes: int = 512 * 1024 * 1024

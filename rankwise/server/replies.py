@@ -45,6 +45,9 @@ class SystemSeriesReply(msgspec.Struct, kw_only=True):
 
 class BlobsMissing(msgspec.Struct, kw_only=True):
     missing: list[str]  # the digests asked about that the server does not hold
+    # the largest blob a PUT may store: a client skips (declares lost) a bigger file
+    # instead of sending bytes that would be cut off with 413
+    max_blob_bytes: int
 
 
 class BlobsLost(msgspec.Struct, kw_only=True):

@@ -160,19 +160,21 @@ class TablePager:
             raise TableQueryError(f"limit={limit} must be between 1 and {MAX_LIMIT}")
         if offset < 0:
             raise TableQueryError(f"offset={offset} must be zero or more")
+        import duckdb
+
         with self._lock:
             cur = self._db.cursor()
         try:
             src = "read_parquet(?, file_row_number = true)"
-            have = {
-                r[0] for r in cur.execute(f"DESCRIBE SELECT * FROM {src}", [str(path)]).fetchall()
-            }
-            for name, what in ((sort, "sort"), (filter_col, "filter_col")):
-                if name is not None and (name not in columns or name not in have):
-                    raise TableQueryError(
-                        f"{what}={name!r} is not a column of this table (its columns: "
-                        f"{', '.join(columns[:20])}{' ...' if len(columns) > 20 else ''})"
-                    )
+            if sort is not None or filter_col is not None:
+                described = cur.execute(f"DESCRIBE SELECT * FROM {src}", [str(path)]).fetchall()
+                have = {r[0] for r in described}
+                for name, what in ((sort, "sort"), (filter_col, "filter_col")):
+                    if name is not None and (name not in columns or name not in have):
+                        raise TableQueryError(
+                            f"{what}={name!r} is not a column of this table (its columns: "
+                            f"{', '.join(columns[:20])}{' ...' if len(columns) > 20 else ''})"
+                        )
             cond, params = "", [str(path)]
             if filter_col is not None and filter_text:
                 clause, args = where(filter_col, types[columns.index(filter_col)], filter_text)
@@ -188,15 +190,20 @@ class TablePager:
             if _ROW_NUMBER in columns or not sort:
                 src = "read_parquet(?)"
             cols = ", ".join(quote(c) for c in columns)
-            rows = cur.execute(
-                f"SELECT {cols} FROM {src}{cond}{order} LIMIT ? OFFSET ?",
-                [*params, limit, offset],
-            ).fetchall()
-            if cond or nrows is None:
-                count = cur.execute(f"SELECT count(*) FROM {src}{cond}", params).fetchone()
-                total = int(count[0]) if count else 0
-            else:
-                total = nrows
+            try:
+                rows = cur.execute(
+                    f"SELECT {cols} FROM {src}{cond}{order} LIMIT ? OFFSET ?",
+                    [*params, limit, offset],
+                ).fetchall()
+                if cond or nrows is None:
+                    count = cur.execute(f"SELECT count(*) FROM {src}{cond}", params).fetchone()
+                    total = int(count[0]) if count else 0
+                else:
+                    total = nrows
+            except duckdb.BinderException as exc:  # a record naming columns its file lacks
+                raise TableQueryError(
+                    f"the table's file does not match its record: {exc}"
+                ) from None
             return Page(rows=[list(r) for r in rows], total=total)
         finally:
             cur.close()

@@ -151,6 +151,7 @@ def apply(tx: Tx, stream: int, run: int, fresh: Sequence[R.AnyRecord]) -> None:
                         i,
                         run,
                         rec.step,
+                        rec.time,
                         rec.key,
                         it.kind,
                         it.format,
@@ -198,8 +199,8 @@ def apply(tx: Tx, stream: int, run: int, fresh: Sequence[R.AnyRecord]) -> None:
             )
     if items:
         tx.many(
-            "INSERT INTO media_items (stream, seq, idx, run, step, key, kind, format, digest, "
-            "size, caption, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "INSERT INTO media_items (stream, seq, idx, run, step, time, key, kind, format, "
+            "digest, size, caption, meta) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT DO NOTHING",
             items,
         )

@@ -16,12 +16,14 @@ from typing import Any
 import msgspec
 
 from ..read.media_model import HistogramSeries, MediaKey, MediaReply, MediaRow
+from ..stream import records as R
 from .media import floats
 from .tx import Tx
 from .types import TableRow
 
 _meta = msgspec.json.Decoder(dict[str, Any])
 _strs = msgspec.json.Decoder(list[str])
+_start = msgspec.msgpack.Decoder(R.StreamStart)
 
 
 class MediaReads:
@@ -39,6 +41,15 @@ class MediaReads:
             return None
         return streams[0][1], {sid: label for sid, _, label, _ in streams}
 
+    def _primary_labels(self, tx: Tx, run: int) -> set[str]:
+        return {
+            label
+            for label, start in tx.all(
+                "SELECT label, start FROM streams WHERE run = ? AND acked_seq >= 0", (run,)
+            )
+            if start is not None and _start.decode(start).is_primary
+        }
+
     def media_keys(self, project: str, run_id: str) -> list[MediaKey] | None:
         """Every media, table and histogram key of the run, with its steps and labels."""
 
@@ -47,7 +58,9 @@ class MediaReads:
             if got is None:
                 return None
             run, labels = got
-            found: dict[tuple[str, str], tuple[set[int], set[str]]] = {}
+            # One entry per key (a key logged as two kinds, which the SDK does not do,
+            # is named by the kind of its lowest step); its steps and labels of any kind.
+            found: dict[str, tuple[dict[str, int], set[int], set[str]]] = {}
             for sql in (
                 "SELECT DISTINCT key, kind, step, stream FROM media_items WHERE run = ?",
                 "SELECT DISTINCT key, 'table', step, stream FROM media_tables WHERE run = ?",
@@ -55,12 +68,18 @@ class MediaReads:
             ):
                 for key, kind, step, sid in tx.all(sql, (run,)):
                     if int(sid) in labels:
-                        steps, who = found.setdefault((key, kind), (set(), set()))
+                        kinds, steps, who = found.setdefault(key, ({}, set(), set()))
+                        kinds[kind] = min(int(step), kinds.get(kind, int(step)))
                         steps.add(int(step))
                         who.add(labels[int(sid)])
             return [
-                MediaKey(key=k, kind=kind, steps=sorted(s), labels=sorted(w))
-                for (k, kind), (s, w) in sorted(found.items())
+                MediaKey(
+                    key=k,
+                    kind=min(kinds, key=lambda kd: (kinds[kd], kd)),
+                    steps=sorted(s),
+                    labels=sorted(w),
+                )
+                for k, (kinds, s, w) in sorted(found.items())
             ]
 
         return self._read(read)  # type: ignore[no-any-return]
@@ -83,7 +102,7 @@ class MediaReads:
                 )
             )
             sql = (
-                "SELECT step, stream, idx, kind, digest, format, size, caption, meta, seq "
+                "SELECT step, stream, idx, kind, digest, format, size, caption, meta, seq, time "
                 "FROM media_items WHERE run = ? AND key = ?"
             )
             params: list[Any] = [run, key]
@@ -91,7 +110,7 @@ class MediaReads:
                 sql += " AND step = ?"
                 params.append(step)
             rows = []
-            for st, sid, idx, kind, digest, fmt, size, caption, meta, seq in tx.all(sql, params):
+            for st, sid, idx, kind, digest, fmt, size, caption, meta, seq, t in tx.all(sql, params):
                 if int(sid) not in sids:
                     continue
                 extra = _meta.decode(meta) if meta and meta != "{}" else {}
@@ -106,6 +125,7 @@ class MediaReads:
                         "format": fmt,
                         "size": int(size),
                         "caption": caption,
+                        "time": float(t),
                     },
                     MediaRow,
                 )
@@ -163,8 +183,9 @@ class MediaReads:
         step: int | None = None,
     ) -> TableRow | None:
         """The table logged under ``key`` at ``step`` (None: the latest) by ``label``
-        (None: the first label, sorted, that logged it at that step); None when the run or
-        such a table is unknown. Logged twice at one step by one label: the later one."""
+        (None: the primary stream's at that step, else the lowest label's), as the local
+        reader picks it; None when the run or such a table is unknown. Logged twice at one
+        step by one label: the later one."""
 
         def read(tx: Tx) -> TableRow | None:
             got = self._labels(tx, project, run_id)
@@ -192,8 +213,9 @@ class MediaReads:
                 pick = [r for r in pick if r[0] == top]
             if not pick:
                 return None
-            # The first label at that step; the latest record of it (highest seq).
-            best = min(pick, key=lambda r: (r[1], -r[2]))
+            # The primary's at that step, else the lowest label's; its latest record.
+            primary = self._primary_labels(tx, run)
+            best = min(pick, key=lambda r: (r[1] not in primary, r[1], -r[2]))
             return TableRow(
                 key=key,
                 label=best[1],

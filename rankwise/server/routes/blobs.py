@@ -26,7 +26,7 @@ import tempfile
 from typing import Annotated
 
 import msgspec
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response, StreamingResponse
 
@@ -56,6 +56,11 @@ CONTENT_TYPES = {
     ("html", "html"): "text/html; charset=utf-8",
     ("table", "parquet"): "application/vnd.apache.parquet",
 }
+
+
+Digest = Annotated[
+    str, Path(pattern="^[0-9a-f]{64}$", description="the sha256 of the blob's bytes (hex)")
+]
 
 
 class Digests(msgspec.Struct):
@@ -121,7 +126,8 @@ async def missing(request: Request, project: str) -> Response:
     """Those of the digests the server does not hold (upload them before the records)."""
     digests = _digests(await request.body())
     found = await run_in_threadpool(blob_store(request).missing, project, digests)
-    return reply(request, BlobsMissing(missing=found))
+    limit = request.app.state.settings.max_blob_bytes
+    return reply(request, BlobsMissing(missing=found, max_blob_bytes=limit))
 
 
 @router.post(
@@ -168,7 +174,7 @@ _PUT_REPLIES[201] = {**_PUT_REPLIES[200], "description": "stored (200: held alre
     responses=_PUT_REPLIES,
     openapi_extra=_PUT_BODY,
 )
-async def put(request: Request, project: str, digest: str) -> Response:
+async def put(request: Request, project: str, digest: Digest) -> Response:
     """Store one blob (streamed, verified); 201 when new, 200 when already held."""
     digest = _digest(digest)
     store = blob_store(request)
@@ -177,7 +183,8 @@ async def put(request: Request, project: str, digest: str) -> Response:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise too_large(limit)
-    with tempfile.SpooledTemporaryFile(max_size=8 * CHUNK) as spool:
+    # At most one chunk in memory per upload; a bigger blob spools to disk.
+    with tempfile.SpooledTemporaryFile(max_size=CHUNK) as spool:
         h = hashlib.sha256()
         size = 0
         async for chunk in request.stream():
@@ -231,8 +238,11 @@ def media_type(request: Request, project: str, digest: str) -> str:
     response_model=None,
     responses={
         200: {
-            "description": "the blob's bytes",
-            "content": {"application/octet-stream": {"schema": {"type": "string"}}},
+            "description": "the blob's bytes, typed by the server from the media rows",
+            "content": {
+                t.split(";")[0]: {"schema": {"type": "string", "format": "binary"}}
+                for t in sorted({OCTET, *CONTENT_TYPES.values()})
+            },
         },
         **answers(None, 404, 422, 503, e404="no such blob in this project"),
     },
@@ -240,7 +250,7 @@ def media_type(request: Request, project: str, digest: str) -> str:
 def get(
     request: Request,
     project: str,
-    digest: str,
+    digest: Digest,
     inline: Annotated[bool, Query(description="HTML only: show it (sandboxed)")] = False,
 ) -> Response:
     """The blob's bytes, with a server-chosen content type and no active content."""

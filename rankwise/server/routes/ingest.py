@@ -39,7 +39,7 @@ from ...store import media as rich
 from ...store.base import Store, StreamKey
 from ...stream import records as R
 from ...stream.frames import scan
-from ..blobs import BlobStore
+from ..blobs import BlobStore, is_digest
 from ..config import ServerSettings
 from ..encoding import ApiError, error_reply, reply
 from ..group_commit import GroupCommit
@@ -352,9 +352,7 @@ def blob_digests(records: list[R.AnyRecord]) -> list[str]:
     """The blobs ``records`` name, in order, without repeats."""
     out: dict[str, None] = {}
     for rec in records:
-        named = getattr(rec, "blob_digests", None)
-        if named is not None:
-            out.update(dict.fromkeys(named()))
+        out.update(dict.fromkeys(rec.blob_digests()))
     return list(out)
 
 
@@ -364,8 +362,6 @@ def check_blobs(blobs: BlobStore | None, project: str, records: list[R.AnyRecord
     digests = blob_digests(records)
     if not digests:
         return
-    from ..blobs import is_digest
-
     if not all(is_digest(d) for d in digests):
         raise ApiError(422, "a record names a blob digest that is not 64 lower-case hex digits")
     absent = blobs.missing(project, digests) if blobs is not None else digests

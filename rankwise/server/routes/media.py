@@ -29,6 +29,7 @@ from .deps import store as _store
 router = APIRouter(tags=["media"])
 RUN = "/projects/{project}/runs/{run}"
 KEY = Query(min_length=1, max_length=1024, description="a key from /media/keys")
+INT64 = 2**63 - 1  # steps and offsets the stores and DuckDB hold
 
 
 def blob_store(request: Request) -> Any:
@@ -62,7 +63,9 @@ def media(
     run: str,
     key: Annotated[str, KEY],
     label: Annotated[str | None, Query(description="a stream label (rank-3)")] = None,
-    step: Annotated[int | None, Query(description="omitted: every step")] = None,
+    step: Annotated[
+        int | None, Query(ge=-INT64, le=INT64, description="omitted: every step")
+    ] = None,
 ) -> Response:
     """One media key's items (at one step, of one label), by step, label and index."""
     got = found(_store(request).media(project, run, key, label, step), project, run)
@@ -88,9 +91,11 @@ def tables(
     project: str,
     run: str,
     key: Annotated[str, KEY],
-    label: Annotated[str | None, Query(description="a stream label; omitted: the first")] = None,
-    step: Annotated[int | None, Query(description="omitted: the latest step")] = None,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    label: Annotated[str | None, Query(description="a stream label; omitted: the primary")] = None,
+    step: Annotated[
+        int | None, Query(ge=-INT64, le=INT64, description="omitted: the latest step")
+    ] = None,
+    offset: Annotated[int, Query(ge=0, le=INT64)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 100,
     sort: Annotated[str | None, Query(description="a column to sort by")] = None,
     desc: Annotated[bool, Query(description="sort descending")] = False,
