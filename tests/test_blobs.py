@@ -56,7 +56,8 @@ def put(srv: dict[str, Any], project: str, digest: str, data: Any, who: str = "i
 
 def get(srv: dict[str, Any], project: str, digest: str, who: str = "read_a", **kw: Any):  # type: ignore[no-untyped-def]
     url = f"{srv['url']}/api/v1/blobs/{project}/{digest}"
-    return httpx.get(url, headers=bearer(srv[who]), **kw)
+    headers = {**bearer(srv[who]), **kw.pop("headers", {})}
+    return httpx.get(url, headers=headers, **kw)
 
 
 def test_local_store_is_verified_atomic_and_idempotent(tmp_path: Path) -> None:
@@ -117,6 +118,23 @@ def test_put_is_idempotent_and_get_serves_the_bytes(server: dict[str, Any]) -> N
         headers=bearer(server["ingest_a"]),
     )
     assert ask.json() == {"missing": [sha(b"never")], "max_blob_bytes": LIMIT}
+
+
+def test_get_serves_one_byte_range_for_seeking(server: dict[str, Any]) -> None:
+    data = bytes(range(256)) * 900  # under the test cap (256 KiB)
+    assert put(server, "a", sha(data), data).status_code == 201
+    for header, want in (
+        ("bytes=0-9", data[:10]),
+        ("bytes=1000-", data[1000:]),
+        ("bytes=-5", data[-5:]),
+        ("bytes=5-99999999", data[5:]),
+    ):
+        r = get(server, "a", sha(data), headers={"Range": header})
+        assert r.status_code == 206 and r.content == want, header
+        assert r.headers["content-range"].endswith(f"/{len(data)}")
+    assert get(server, "a", sha(data), headers={"Range": "bytes=9999999-"}).status_code == 416
+    whole = get(server, "a", sha(data), headers={"Range": "bytes=0-1,5-6"})  # not understood
+    assert whole.status_code == 200 and whole.content == data
 
 
 def test_streamed_put_of_a_chunked_body(server: dict[str, Any]) -> None:

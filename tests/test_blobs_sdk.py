@@ -69,3 +69,51 @@ def test_remote_run_uploads_every_blob_before_its_record(
         assert r.status_code == 200 and sha(r.content) == digest
     again = sync(data_dir, server["url"], progress=False)
     assert not again.failed and again.blob_bytes == 0 and again.uploaded_bytes == 0
+
+
+@pytest.mark.torchrun
+def test_torchrun_shared_run_uploads_each_ranks_blobs_once(tmp_path: Path) -> None:
+    """Three ranks of one shared run, each uploading live, share the run's blob folder
+    (and some contents): the server ends with every blob once and every record."""
+    import subprocess
+    import sys
+
+    from .helpers.env import clean_env
+    from .helpers.servers import ServerProcess
+
+    script = Path(__file__).parent / "scripts" / "media_job.py"
+    blobs_dir = tmp_path / "server-blobs"
+    db = f"sqlite:///{tmp_path / 'server.db'}"
+    srv = ServerProcess.db(db, tmp_path / "server.log", "--blobs", str(blobs_dir))
+    data = tmp_path / "data"
+    with srv:
+        env = clean_env(
+            RANKWISE_DIR=str(data), RANKWISE_RUN_ID="mr", RANKWISE_SERVER=srv.url,
+            RANKWISE_TOKEN=srv.token or "", RANKWISE_FLUSH_INTERVAL="0.05",
+            RANKWISE_UPLOAD_INTERVAL="0.1", RANKWISE_SYSTEM="0", RANKWISE_CONSOLE="off",
+        )  # fmt: skip
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               "--nproc-per-node=3", str(script), "--torch", "--steps", "4"]  # fmt: skip
+        out = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True,
+                             timeout=240)  # fmt: skip
+        assert out.returncode == 0, out.stdout + out.stderr
+        assert "WARNING" not in out.stderr, out.stderr
+    local = sorted(p.name for p in (data / "media" / "mr" / "blobs").rglob("*")
+                   if p.is_file() and not p.name.startswith(".tmp-"))  # fmt: skip
+    files = stored_files(blobs_dir)
+    assert sorted(p.name for p in files) == local and len(local) > 3 * 4
+    for p in files:
+        assert sha(p.read_bytes()) == p.name
+    local_info = rankwise.Api(dir=data).run("mr", project="media")
+    with open_store(db) as store:
+        for s in local_info.streams:
+            mark = store.acked(StreamKey("media", "mr", s.label, s.incarnation))
+            assert mark >= 0 and mark == _last_seq(data, s.label, s.incarnation)
+
+
+def _last_seq(data: Path, label: str, incarnation: int) -> int:
+    from rankwise.stream.files import stream_filename, streams_dir
+    from rankwise.stream.frames import scan
+
+    path = streams_dir(data, "media", "mr") / stream_filename(label, incarnation)
+    return scan(path.read_bytes()).records[-1].seq

@@ -215,6 +215,10 @@ def test_s3_blob_store_against_motos_server(
             r = fetch(srv.url, "p", next(iter(run.blobs)), srv.token)
             assert r.headers["content-security-policy"].startswith("sandbox")
             assert fetch(srv.url, "p", sha(b"nothing"), srv.token).status_code == 404
+            digest, data = next(iter(run.blobs.items()))
+            r = httpx.get(f"{srv.url}/api/v1/blobs/p/{digest}",
+                          headers={**srv.headers, "Range": "bytes=100-199"})  # fmt: skip
+            assert r.status_code == 206 and r.content == data[100:200]
             again = sync(tmp_path / "data", srv.url, progress=False, token=srv.token)
             assert again.blob_bytes == 0
             # Tables on S3 are fetched once into a local content-addressed cache (DuckDB).

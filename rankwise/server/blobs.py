@@ -398,13 +398,17 @@ def fetch_local(store: BlobStore, project: str, digest: str, cache_dir: Path) ->
     return cached.local_path(project, digest)
 
 
-def iter_chunks(fileobj: BinaryIO, chunk: int = CHUNK) -> Iterator[bytes]:
-    """Read ``fileobj`` to the end in pieces, then close it (a streamed reply's body)."""
+def iter_chunks(fileobj: BinaryIO, chunk: int = CHUNK, limit: int | None = None) -> Iterator[bytes]:
+    """Read ``fileobj`` to the end (or ``limit`` bytes) in pieces, then close it (a
+    streamed reply's body)."""
+    left = limit
     try:
-        while True:
-            data = fileobj.read(chunk)
+        while left is None or left > 0:
+            data = fileobj.read(chunk if left is None else min(chunk, left))
             if not data:
                 return
+            if left is not None:
+                left -= len(data)
             yield data
     finally:
         fileobj.close()

@@ -244,6 +244,8 @@ def media_type(request: Request, project: str, digest: str) -> str:
                 for t in sorted({OCTET, *CONTENT_TYPES.values()})
             },
         },
+        206: {"description": "the bytes of the one range asked for with Range: bytes=a-b"},
+        416: {"description": "the range asked for lies outside the blob"},
         **answers(None, 404, 422, 503, e404="no such blob in this project"),
     },
 )
@@ -262,7 +264,7 @@ def get(
         raise ApiError(404, f"no blob of that digest in project {project!r}")
     ctype = media_type(request, project, digest)
     headers = {
-        "Content-Length": str(size),
+        "Accept-Ranges": "bytes",
         "Cache-Control": "private, max-age=31536000, immutable",  # content-addressed
         "ETag": f'"{digest}"',
     }
@@ -270,4 +272,40 @@ def get(
         headers["Content-Disposition"] = f'attachment; filename="{digest[:16]}.html"'
     elif ctype == OCTET or ctype.startswith("application/"):
         headers["Content-Disposition"] = f'attachment; filename="{digest[:16]}"'
-    return StreamingResponse(iter_chunks(fileobj), media_type=ctype, headers=headers)
+    span = byte_range(request.headers.get("range"), size)
+    if span is None:
+        headers["Content-Length"] = str(size)
+        return StreamingResponse(iter_chunks(fileobj), media_type=ctype, headers=headers)
+    if span == (-1, -1):
+        fileobj.close()
+        headers["Content-Range"] = f"bytes */{size}"
+        return Response(status_code=416, headers=headers)
+    start, stop = span
+    fileobj.seek(start)
+    headers["Content-Range"] = f"bytes {start}-{stop - 1}/{size}"
+    headers["Content-Length"] = str(stop - start)
+    body = iter_chunks(fileobj, limit=stop - start)
+    return StreamingResponse(body, status_code=206, media_type=ctype, headers=headers)
+
+
+def byte_range(header: str | None, size: int) -> tuple[int, int] | None:
+    """``Range: bytes=a-b`` (one range; what a video or audio element asks to seek) as
+    ``(start, stop)``; None to send the whole blob (no header, or one not understood);
+    ``(-1, -1)`` when it lies outside the blob (416)."""
+    if not header or not header.startswith("bytes=") or "," in header:
+        return None
+    first, dash, last = header[6:].strip().partition("-")
+    if not dash:
+        return None
+    if first == "":  # "-n": the last n bytes
+        if not last.isdigit():
+            return None
+        n = int(last)
+        return (max(0, size - n), size) if n > 0 and size > 0 else (-1, -1)
+    if not first.isdigit() or (last and not last.isdigit()):
+        return None
+    start = int(first)
+    stop = min(size, int(last) + 1) if last else size
+    if start >= size or stop <= start:
+        return (-1, -1)
+    return start, stop
