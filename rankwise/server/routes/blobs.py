@@ -260,7 +260,7 @@ def get(
     store = blob_store(request)
     size = store.size(project, digest)
     fileobj = store.open(project, digest) if size is not None else None
-    if fileobj is None:
+    if fileobj is None or size is None:
         raise ApiError(404, f"no blob of that digest in project {project!r}")
     ctype = media_type(request, project, digest)
     headers = {
