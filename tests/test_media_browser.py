@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -247,6 +249,63 @@ def test_compare_media(browser: Any, media_server: str) -> None:
     _all_decoded(page, ".compare-media-col img")
     p.check()
     p.close()
+
+
+BIG_TABLE = """
+import rankwise
+run = rankwise.init(project="big", id="big")
+t = rankwise.Table(columns=["id", "name", "score", "ok"])
+for i in range(100_000):
+    t.add_data(i, f"row-{i:06d}", (i * 7919 % 100_003) / 100_003, i % 3 == 0)
+run.log({"big": t}, step=0)
+run.finish()
+"""
+# Long tasks (main thread busy over 50 ms) since the page opened, as the browser counts them.
+LONG_TASKS = """() => {
+  window.__long = [];
+  new PerformanceObserver((l) => l.getEntries().forEach((e) => window.__long.push(e.duration)))
+    .observe({type: "longtask", buffered: true});
+}"""
+
+
+def test_table_of_100k_rows(browser: Any, tmp_path: Path) -> None:
+    """A 100,000-row table: the page asks for 50 rows at a time (sorted and filtered by
+    the server), so it shows, sorts and filters without the main thread stalling."""
+    need_browser()
+    root = tmp_path / "data"
+    out = subprocess.run(
+        [sys.executable, "-c", BIG_TABLE], env=_env(root), cwd=tmp_path, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    with ServerProcess.ui(root, tmp_path / "server.log") as srv:
+        p = Page(browser)
+        page = p.page
+        t0 = time.perf_counter()
+        page.goto(f"{srv.url}/#/p/big/r/big?tab=tables")
+        assert page.evaluate("PerformanceObserver.supportedEntryTypes.includes('longtask')")
+        page.evaluate(LONG_TASKS)
+        card = '[data-table-key="big"]'
+        page.locator(f"{card} .page-range", has_text="rows 1–50 of 100,000").wait_for()
+        first = time.perf_counter() - t0
+        rows = page.locator(f"{card} table.rich-table tbody tr")
+        assert rows.count() == 50
+        t1 = time.perf_counter()
+        page.get_by_role("button", name="Sort by score").click()
+        page.get_by_role("button", name="Sort by score").click()
+        wait_until(lambda: rows.first.locator("td").nth(2).inner_text() == "0.99999")
+        sort = time.perf_counter() - t1
+        page.locator(f"{card} select[aria-label='Filter column']").select_option("name")
+        page.locator(f"{card} input.table-filter").fill("row-012345")
+        page.locator(f"{card} .page-range", has_text="rows 1–1 of 1").wait_for()
+        page.get_by_role("button", name="Last page").wait_for()
+        longest = max(page.evaluate("window.__long"), default=0.0)
+        print(
+            f"100k rows: first page {first:.2f}s, sorted {sort:.2f}s, longest task {longest:.0f} ms"
+        )
+        assert longest < 500, f"the main thread was busy {longest:.0f} ms at once"
+        p.check()
+        p.close()
 
 
 # -- remote mode: the same job uploading to a real `rankwise server` ------------------------
