@@ -37,6 +37,7 @@ EXAMPLE = REPO / "examples" / "ddp_mnist_tutorial.py"
 PROJECT = "media"
 XSS_CAPTION = '<img src=x onerror="window.__xss=11">caption'
 XSS_CELL = "<script>window.__xss=12</script>cell"
+XSS_KEY = "debug/<img src=x onerror=window.__xss=14>"
 DOCS = REPO / "docs" / "img"
 
 # Every image the selector matches has loaded and decoded (at least one matches).
@@ -142,6 +143,10 @@ def test_media_tab(browser: Any, media_server: str) -> None:
     wait_until(lambda: any("inline=1" in f.url for f in page.frames), timeout=20)
     panel = next(f for f in page.frames if "inline=1" in f.url)
     assert panel.locator("h1").inner_text() == "panel"
+
+    # A media key carrying markup is a heading's text; its image is the blob's.
+    assert page.locator("h3.media-key", has_text=XSS_KEY).inner_text() == XSS_KEY
+    assert page.locator("h3.media-key img").count() == 0
 
     # A text panel is text.
     notes = page.locator('[data-media-key="notes"] pre')

@@ -27,6 +27,7 @@ import rankwise
 
 XSS_CAPTION = '<img src=x onerror="window.__xss=11">caption'
 XSS_CELL = "<script>window.__xss=12</script>cell"
+XSS_KEY = "debug/<img src=x onerror=window.__xss=14>"
 HTML_PANEL = "<h1>panel</h1><script>parent.window.__xss=13; window.__ran=1</script>"
 STEPS = (0, 10, 20)
 
@@ -92,6 +93,7 @@ def one_run(a: argparse.Namespace, run_id: str, rank: int, shade: int) -> None:
                 ),
                 "anim": rankwise.Video(frames, fps=4),
                 "report": rankwise.Html(HTML_PANEL),
+                XSS_KEY: rankwise.Image(picture(rank, step, 0), caption="a key of markup"),
                 "notes": rankwise.Text(f"rank {rank} at step {step}: <b>not bold</b>"),
             },
             step=step,
