@@ -88,7 +88,8 @@ def _digests(raw: bytes) -> list[str]:
     except msgspec.DecodeError:
         raise ApiError(422, 'body must be {"digests": ["<sha256 hex>", ...]}') from None
     if len(body.digests) > MAX_DIGESTS:
-        raise ApiError(413, f"at most {MAX_DIGESTS} digests per request: send several")
+        # 422, not 413: a body field over its documented maxItems, like any other field
+        raise ApiError(422, f"at most {MAX_DIGESTS} digests per request: send several")
     for d in body.digests:
         _digest(d)
     return body.digests
@@ -119,7 +120,7 @@ _DIGESTS_BODY = {
 @router.post(
     "/blobs/{project}/missing",
     response_model=None,
-    responses=answers(BlobsMissing, 413, 422, 503, e503="this server keeps no blobs"),
+    responses=answers(BlobsMissing, 422, 503, e503="this server keeps no blobs"),
     openapi_extra=_DIGESTS_BODY,
 )
 async def missing(request: Request, project: str) -> Response:
@@ -133,7 +134,7 @@ async def missing(request: Request, project: str) -> Response:
 @router.post(
     "/blobs/{project}/lost",
     response_model=None,
-    responses=answers(BlobsLost, 413, 422, 503, e503="this server keeps no blobs"),
+    responses=answers(BlobsLost, 422, 503, e503="this server keeps no blobs"),
     openapi_extra=_DIGESTS_BODY,
 )
 async def lost(request: Request, project: str) -> Response:
