@@ -102,6 +102,9 @@ def watch(
         raise ValueError(f"run.watch(ranks={ranks!r}): use 'primary' or 'all'")
     if not run or (ranks == "primary" and not run.is_primary):
         return
+    if run.state != "running":
+        _log.warn(f"run.watch(): run {run.id!r} is {run.state}; nothing watched")
+        return
     watcher = _watchers.get(run)
     if watcher is None:
         handle = run.handle()
@@ -487,7 +490,13 @@ def _row_device(x: torch.Tensor, hist: bool) -> torch.Tensor:
     edges[BINS] = hi
     slot = torch.bucketize(x, edges, right=True).sub_(1).clamp_(0, BINS - 1)
     slot = torch.where(finite, slot, BINS)  # non-finite values: one slot past the bins
-    counts = torch.histc(slot.to(x.dtype), bins=BINS + 1, min=0, max=BINS + 1)[:BINS]
+    if torch.are_deterministic_algorithms_enabled():
+        # CUDA's histc adds atomically and refuses deterministic mode: count by sorting
+        ordered = torch.sort(slot).values
+        ends = torch.searchsorted(ordered, torch.arange(1, BINS + 1, device=x.device))
+        counts = torch.diff(ends, prepend=ends.new_zeros(1)).to(x.dtype)
+    else:
+        counts = torch.histc(slot.to(x.dtype), bins=BINS + 1, min=0, max=BINS + 1)[:BINS]
     posinf = (x == inf).sum()
     neginf = (x == -inf).sum()
     nan = x.numel() - n_finite - posinf - neginf
