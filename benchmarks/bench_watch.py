@@ -6,7 +6,9 @@ alternate watch off / watch on (``run.watch`` before an "on" block, ``run.unwatc
 so each "on" block of k·log_freq steps holds exactly k recorded passes). Each block is
 timed by the process's CPU time (``time.process_time``: every thread, the stream writer's
 included), which a machine shared with other jobs disturbs far less than wall time, and
-also by wall time. The overhead is the median over pairs of (on − off) / off.
+also by wall time. The overhead is the median over pairs of (on − off) / off. Torch runs
+one intra-op thread unless ``--threads`` says otherwise: idle OpenMP threads spin, and
+their CPU time would follow the machine's load rather than the work.
 
     python benchmarks/bench_watch.py                       # log_freq 100 and 1, CPU
     python benchmarks/bench_watch.py --log-freq 100 --pairs 7 --log all
@@ -85,7 +87,13 @@ def main() -> None:
     p.add_argument("--block", type=int, default=0, help="steps a block (default 2*log_freq)")
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--device", default="cpu")
-    p.add_argument("--threads", type=int, default=0, help="torch intra-op threads")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch intra-op threads (default 1: OpenMP threads spin while they wait, so with "
+        "more, CPU time measures the machine's load as much as the work)",
+    )
     args = p.parse_args()
     args.log = None if args.log == "none" else args.log
     if args.threads:

@@ -302,3 +302,18 @@ def test_a_non_finite_gradient_is_counted_and_its_norm_says_so(run: Any) -> None
     (norms,) = [r.values for r in metrics(run.path) if "grad_norm/total" in r.values]
     assert math.isnan(norms["grad_norm/weight"]) and math.isnan(norms["grad_norm/total"])
     assert norms["grad_norm/bias"] == pytest.approx(math.sqrt(2))
+
+
+def test_a_model_dropped_without_unwatch_is_not_kept_alive(run: Any) -> None:
+    import gc
+    import weakref
+
+    m = model()
+    run.watch(m, log="all")
+    gone = weakref.ref(m)
+    weights = weakref.ref(m[0].weight)
+    del m
+    gc.collect()
+    assert gone() is None and weights() is None
+    run.watch(model())  # forgets the dead entry
+    assert len(W._watchers[run]._models) == 1
