@@ -103,6 +103,17 @@ def test_a_histogram_is_numpys_of_the_finite_values(case: str, path: str) -> Non
     assert W._row(t, True).numpy()[: W.BINS].tolist() == counts.tolist()
 
 
+def test_the_device_path_counts_alike_in_deterministic_mode() -> None:
+    x = torch.cat([torch.randn(5000), torch.tensor([math.nan, math.inf])])
+    plain = W._row_device(x, True)
+    torch.use_deterministic_algorithms(True)
+    try:
+        strict = W._row_device(x, True)
+        assert torch.allclose(strict, plain, rtol=0, atol=0, equal_nan=True)
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
 def test_the_device_path_never_reads_a_value_back() -> None:
     # meta tensors have shapes and no data: any host read of a value would raise here
     row = W._row_device(torch.empty(1000, device="meta"), True)
@@ -213,6 +224,10 @@ def test_bad_arguments_raise_at_the_call(run: Any) -> None:
         run.watch(model(), ranks="some")
     with pytest.raises(TypeError, match=r"torch\.nn\.Module"):
         run.unwatch(object())
+    run.finish()
+    m = model()
+    run.watch(m)  # after the run ended: a warning, no hooks
+    assert hooks_on(m) == [0, 0, 0, 0]
 
 
 def test_a_failure_inside_a_hook_never_reaches_training(
@@ -274,3 +289,31 @@ def test_a_ddp_model_keeps_wandbs_module_prefix(run: Any, tmp_path: Path) -> Non
     keys = {k for k, _ in histograms(run.path)}
     assert "gradients/module.0.weight" in keys and "parameters/module.2.bias" in keys
     assert all(".module." not in k and "graph_" not in k for k in keys)
+
+
+def test_a_non_finite_gradient_is_counted_and_its_norm_says_so(run: Any) -> None:
+    m = torch.nn.Linear(3, 2)
+    run.watch(m, log_freq=1)
+    x = torch.tensor([[1.0, math.nan, 2.0]])
+    m(x).sum().backward()  # weight's gradient row 0/1 column 1 is NaN, bias's is finite
+    run.finish()
+    h = histograms(run.path)["gradients/weight", 0]
+    assert (h.nan, h.posinf, h.neginf, sum(h.counts)) == (2, 0, 0, 4)
+    (norms,) = [r.values for r in metrics(run.path) if "grad_norm/total" in r.values]
+    assert math.isnan(norms["grad_norm/weight"]) and math.isnan(norms["grad_norm/total"])
+    assert norms["grad_norm/bias"] == pytest.approx(math.sqrt(2))
+
+
+def test_a_model_dropped_without_unwatch_is_not_kept_alive(run: Any) -> None:
+    import gc
+    import weakref
+
+    m = model()
+    run.watch(m, log="all")
+    gone = weakref.ref(m)
+    weights = weakref.ref(m[0].weight)
+    del m
+    gc.collect()
+    assert gone() is None and weights() is None
+    run.watch(model())  # forgets the dead entry
+    assert len(W._watchers[run]._models) == 1

@@ -22,6 +22,12 @@ from .helpers.jobs import SCRIPTS, job_env, torchrun
 pytest.importorskip("torch")
 
 
+def per_rank(run: rankwise.RunInfo, key: str) -> dict[str, Any]:
+    found = run.histograms(key)
+    assert isinstance(found, dict)
+    return found
+
+
 @pytest.mark.torchrun
 def test_every_rank_records_its_own_gradients_in_a_shared_run(tmp_path: Path) -> None:
     data = tmp_path / "data"
@@ -34,7 +40,7 @@ def test_every_rank_records_its_own_gradients_in_a_shared_run(tmp_path: Path) ->
     run = rankwise.Api(dir=data).run("ddp", project="watch")
     assert run.state == "finished"
 
-    grads = run.histograms("gradients/module.0.weight")
+    grads = per_rank(run, "gradients/module.0.weight")
     assert sorted(grads) == ["rank-0", "rank-1"]
     g0, g1 = grads["rank-0"], grads["rank-1"]
     assert g0.steps.tolist() == g1.steps.tolist() == [1, 3, 5]  # the same passes on both
@@ -43,7 +49,7 @@ def test_every_rank_records_its_own_gradients_in_a_shared_run(tmp_path: Path) ->
     # rank 1's local gradients are wider: ×10 inputs
     assert (g1.edges[:, -1] - g1.edges[:, 0] > 3 * (g0.edges[:, -1] - g0.edges[:, 0])).all()
 
-    params = run.histograms("parameters/module.0.weight")
+    params = per_rank(run, "parameters/module.0.weight")
     assert np.array_equal(params["rank-0"].edges, params["rank-1"].edges)
     assert np.array_equal(params["rank-0"].counts, params["rank-1"].counts)
 
@@ -64,7 +70,7 @@ def test_every_rank_records_its_own_gradients_in_a_shared_run(tmp_path: Path) ->
             assert row["grad_norm/total"] == pytest.approx(np.sqrt(np.sum(np.square(parts))))
     assert "grad_norm/total" not in rows["rank-0"][0]
 
-    probe = run.histograms("gradients/graph_1weight")
+    probe = per_rank(run, "gradients/graph_1weight")
     assert sorted(probe) == ["rank-0"]  # ranks="primary"
     assert "grad_norm/graph_1total" in rows["rank-0"][1]
     assert "grad_norm/graph_1total" not in rows["rank-1"][1]

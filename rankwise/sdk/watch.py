@@ -102,6 +102,9 @@ def watch(
         raise ValueError(f"run.watch(ranks={ranks!r}): use 'primary' or 'all'")
     if not run or (ranks == "primary" and not run.is_primary):
         return
+    if run.state != "running":
+        _log.warn(f"run.watch(): run {run.id!r} is {run.state}; nothing watched")
+        return
     watcher = _watchers.get(run)
     if watcher is None:
         handle = run.handle()
@@ -162,6 +165,10 @@ class Watcher:
         self._warned: set[str] = set()
 
     def watch(self, model: torch.nn.Module, log: str | None, log_freq: int) -> None:
+        for key, old in list(self._models.items()):
+            if old.module() is None:  # dropped without unwatch(): forget it
+                old.remove()
+                del self._models[key]
         inner = _unwrap(model)
         entry = self._models.get(id(inner))
         if entry is None or entry.module() is not inner:
@@ -232,7 +239,8 @@ class Watched:
         self._lock = threading.Lock()
         self._hooks: list[Any] = []
         self._names: list[str] = []
-        self._params: list[torch.nn.Parameter] = []
+        # Weak: a model dropped without unwatch() does not stay alive through its watch.
+        self._params: list[weakref.ref[torch.nn.Parameter]] = []
         # (parameter index, histogram row or None, norm) of this pass's gradients
         self._rows: list[tuple[int, torch.Tensor | None, torch.Tensor]] = []
 
@@ -241,8 +249,8 @@ class Watched:
         self.log, self.log_freq = log, log_freq
         named = list(model.named_parameters())
         self._names = [name for name, _ in named]
-        self._params = [p for _, p in named]
-        for i, p in enumerate(self._params):
+        self._params = [weakref.ref(p) for _, p in named]
+        for i, (_, p) in enumerate(named):
             if p.requires_grad:
                 hook = functools.partial(self._on_grad, i)
                 self._hooks.append(p.register_hook(hook))  # type: ignore[no-untyped-call]
@@ -299,7 +307,10 @@ class Watched:
                 if row is not None:
                     batch.add(f"gradients/{prefix}{names[i]}", row)
             if self.log in ("parameters", "all"):
-                for name, p in zip(names, self._params, strict=True):
+                for name, ref in zip(names, self._params, strict=True):
+                    p = ref()
+                    if p is None:
+                        continue
                     try:
                         batch.add(f"parameters/{prefix}{name}", _row(p, hist=True))
                     except Exception as exc:
@@ -487,7 +498,13 @@ def _row_device(x: torch.Tensor, hist: bool) -> torch.Tensor:
     edges[BINS] = hi
     slot = torch.bucketize(x, edges, right=True).sub_(1).clamp_(0, BINS - 1)
     slot = torch.where(finite, slot, BINS)  # non-finite values: one slot past the bins
-    counts = torch.histc(slot.to(x.dtype), bins=BINS + 1, min=0, max=BINS + 1)[:BINS]
+    if torch.are_deterministic_algorithms_enabled():
+        # CUDA's histc adds atomically and refuses deterministic mode: count by sorting
+        ordered = torch.sort(slot).values
+        ends = torch.searchsorted(ordered, torch.arange(1, BINS + 1, device=x.device))
+        counts = torch.diff(ends, prepend=ends.new_zeros(1)).to(x.dtype)
+    else:
+        counts = torch.histc(slot.to(x.dtype), bins=BINS + 1, min=0, max=BINS + 1)[:BINS]
     posinf = (x == inf).sum()
     neginf = (x == -inf).sum()
     nan = x.numel() - n_finite - posinf - neginf
