@@ -16,6 +16,7 @@ from .api import Api, RunInfo, StreamInfo
 from .errors import (
     BadNameError,
     ConfigError,
+    MediaError,
     RankwiseError,
     RunExistsError,
     RunNotFoundError,
@@ -26,15 +27,21 @@ from .errors import (
 )
 from .failures import Failure
 from .health import RankHealth
+from .media import Audio, Histogram, Html, Image, Table, Text, Video
 from .sdk.run import Run
 from .sdk.session import finish, init, log
 from .settings import Settings
 
 __all__ = [
     "Api",
+    "Audio",
     "BadNameError",
     "ConfigError",
     "Failure",
+    "Histogram",
+    "Html",
+    "Image",
+    "MediaError",
     "RankHealth",
     "RankwiseError",
     "Run",
@@ -46,7 +53,10 @@ __all__ = [
     "Settings",
     "StreamInfo",
     "SyncError",
+    "Table",
+    "Text",
     "UsageError",
+    "Video",
     "__version__",
     "finish",
     "init",

@@ -108,6 +108,11 @@ def post_msgpack(client: httpx.Client, path: str, body: Any) -> Any:
     return _checked(response)
 
 
+def check_reply(response: httpx.Response) -> Any:
+    """The decoded body of a read reply; raises the error a status means."""
+    return _checked(response)
+
+
 def _checked(response: httpx.Response) -> Any:
     if response.status_code in (401, 403):
         raise ServerError(

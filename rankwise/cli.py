@@ -276,6 +276,32 @@ def _server_commands(sub: Any) -> None:
         default=256,
         help="uploads handled at once per worker; past it: 429 with Retry-After (0: no limit)",
     )
+    p.add_argument(
+        "--blobs",
+        default=None,
+        metavar="PATH_OR_URL",
+        help="where logged files (images, tables, ...) are kept: a directory, or "
+        "s3://bucket/prefix (pip install 'rankwise[s3]'); default: blobs/ beside a SQLite "
+        "file, ./rankwise-blobs for PostgreSQL",
+    )
+    p.add_argument(
+        "--blobs-endpoint",
+        default=None,
+        metavar="URL",
+        help="the S3 endpoint of --blobs s3://... (AWS_ENDPOINT_URL; default: AWS)",
+    )
+    p.add_argument(
+        "--max-blob-mb",
+        type=float,
+        default=512,
+        help="largest logged file (blob) accepted (default 512)",
+    )
+    p.add_argument(
+        "--max-table-cells",
+        type=int,
+        default=100_000_000,  # ServerSettings.max_table_cells
+        help="largest logged table accepted, rows x columns (default 100000000)",
+    )
     _insecure(p)
     p.set_defaults(func=cmd_server)
     from .token_cli import add_token_commands
@@ -362,11 +388,26 @@ def cmd_server(args: argparse.Namespace) -> int:
         raise UsageError("--workers must be at least 1")
     if args.max_inflight < 0:
         raise UsageError("--max-inflight must be 0 (no limit) or more")
+    if args.max_blob_mb <= 0:
+        raise UsageError("--max-blob-mb must be above 0")
+    if args.max_table_cells < 1:
+        raise UsageError("--max-table-cells must be at least 1")
+    blobs = None
+    if args.blobs:
+        from .server.blobs import open_blob_store
+
+        try:
+            blobs = open_blob_store(args.blobs, args.blobs_endpoint)
+        except ImportError as exc:
+            raise UsageError(str(exc)) from None
     settings = ServerSettings(
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
         max_inflight=args.max_inflight,
         allowed_hosts=_allowed_hosts(args),
         auth=not args.insecure_no_auth,
+        blobs=blobs,
+        max_blob_bytes=int(args.max_blob_mb * 1024 * 1024),
+        max_table_cells=args.max_table_cells,
     )
     serve.serve_db(
         args.db,
@@ -411,7 +452,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     )
     print(
         f"rankwise: synced {report.streams} stream(s) from {path} to {server}: "
-        f"{report.uploaded_bytes} new bytes"
+        f"{report.uploaded_bytes} new bytes, {report.blob_bytes} blob bytes"
     )
     for where, why in sorted(report.failed.items()):
         print(f"rankwise: error: {where}: {why}", file=sys.stderr)

@@ -5,7 +5,8 @@
     RankwiseError
     ├── UsageError            (also a ValueError) bad arguments to init() and friends
     │   ├── ConfigError       (also a TypeError) init(config=) that is not a mapping
-    │   └── BadNameError      an id, key or file name that breaks rankwise.names' rules
+    │   ├── BadNameError      an id, key or file name that breaks rankwise.names' rules
+    │   └── MediaError        rankwise.Image/Table/Histogram/... given data it cannot record
     ├── RunNotFoundError      (also a KeyError) Api.run() with an unknown id
     ├── RunExistsError        init(resume="never") for a run that already has data
     ├── SchemaTooNewError     a database migrated by a newer rankwise than this one
@@ -41,6 +42,14 @@ class BadNameError(UsageError):
         self.rule = rule
         where = f"{what} {shown}" if shown is not None else what
         super().__init__(f"{where} cannot be used: {rule}")
+
+
+class MediaError(UsageError):
+    """A rich value (``rankwise.Image``, ``Table``, ``Histogram``, ``Audio``, ``Video``,
+    ``Text``, ``Html``) was given data it cannot record; the message names the fix.
+
+    Raised by the constructors only. Inside ``run.log()`` nothing raises: a value that
+    cannot be encoded is skipped with one warning, and the rest of the call is kept."""
 
 
 class RunNotFoundError(RankwiseError, KeyError):

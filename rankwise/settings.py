@@ -40,6 +40,15 @@ class Settings:
     # writer is behind by more than this, log() waits for it: values are kept and memory
     # stays bounded by it.
     max_queue_bytes: int = 64 * 1024 * 1024
+    # Rich values (rankwise.Image, Table, Histogram, Audio, Video...): one value may hold
+    # at most max_media_bytes (an array's bytes, a file's size; checked from the shape
+    # before any copy), and at most max_media_queue_bytes of copies wait for the encoder
+    # thread: over it, log() waits for it like for the writer (and drops only when it
+    # made no progress for writer_stall_timeout). A gallery (a list of images under one
+    # key) keeps its first max_gallery_items (108, as W&B).
+    max_media_bytes: int = 256 * 1024 * 1024
+    max_media_queue_bytes: int = 256 * 1024 * 1024
+    max_gallery_items: int = 108
     # log() waits at most this long for a writer that makes no progress at all (a hung
     # or failing disk); past it, values are dropped and counted rather than hanging
     # training, until the writer moves again (s).
@@ -103,6 +112,9 @@ class Settings:
                 raise UsageError(f"setting {name} must be a positive number of seconds")
         if int(self.max_queue_bytes) < 1024:
             raise UsageError("setting max_queue_bytes must be at least 1024 (bytes)")
+        for name in ("max_media_bytes", "max_media_queue_bytes", "max_gallery_items"):
+            if int(getattr(self, name)) < 1:
+                raise UsageError(f"setting {name} must be a positive integer")
         if not float(self.writer_stall_timeout) >= 0:
             raise UsageError("setting writer_stall_timeout must be >= 0 seconds")
         if self.console not in CONSOLE_MODES:

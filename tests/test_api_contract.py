@@ -9,6 +9,7 @@ reply: a read-model struct (``rankwise.server.replies.STRUCTS``) or a pydantic m
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from collections.abc import Iterator
@@ -21,17 +22,21 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
 from rankwise.server import ServerSettings, create_app
+from rankwise.server.blobs import LocalBlobStore
 from rankwise.server.replies import STRUCTS
 from rankwise.store import open_store
 from rankwise.store.base import StreamKey
 from rankwise.stream import records as R
 
+from .helpers.rich import predictions, rich_stream, table_record
 from .helpers.servers import admin_token, call
 from .helpers.streams import body, records
-from .helpers.telemetry import T0, console_stream, steps_stream, system_stream
+from .helpers.telemetry import T0, console_stream, start, steps_stream, system_stream
 
 RUN = "/api/v1/projects/p/runs/r"
 STREAM = {"project": "p", "run": "r", "label": "rank-9", "incarnation": 0}
+BLOB = b"\x89PNG not really"
+DIGEST = hashlib.sha256(BLOB).hexdigest()
 
 # (method, path template as routed, concrete path, query, JSON body)
 CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
@@ -68,10 +73,40 @@ CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
         {"name": "crashed", "filters": {"state": ["crashed"]}, "columns": ["loss"]},
     ),
     ("GET", "/api/v1/projects/{project}/views", "/api/v1/projects/p/views", {}, None),
+    ("GET", "/api/v1/projects/{project}/runs/{run}/media/keys", RUN + "/media/keys", {}, None),
+    (
+        "GET",
+        "/api/v1/projects/{project}/runs/{run}/media",
+        RUN + "/media",
+        {"key": "examples", "step": 2},
+        None,
+    ),
+    (
+        "GET",
+        "/api/v1/projects/{project}/runs/{run}/histograms",
+        RUN + "/histograms",
+        {"key": "w"},
+        None,
+    ),
+    (
+        "GET",
+        "/api/v1/projects/{project}/runs/{run}/tables",
+        RUN + "/tables",
+        {"key": "predictions", "sort": "score", "desc": "true", "limit": 20},
+        None,
+    ),
     ("GET", "/api/v1/ack", "/api/v1/ack", STREAM, None),
     ("GET", "/api/v1/tokens", "/api/v1/tokens", {}, None),
     ("POST", "/api/v1/tokens", "/api/v1/tokens", {}, {"role": "read", "name": "contract"}),
     ("GET", "/api/v1/session", "/api/v1/session", {}, None),
+    (
+        "POST",
+        "/api/v1/blobs/{project}/missing",
+        "/api/v1/blobs/p/missing",
+        {},
+        {"digests": [DIGEST, "0" * 64]},
+    ),
+    ("POST", "/api/v1/blobs/{project}/lost", "/api/v1/blobs/p/lost", {}, {"digests": ["1" * 64]}),
 ]
 # Routes whose success reply has no JSON body (204), or whose body is not JSON.
 NO_JSON = {
@@ -80,6 +115,8 @@ NO_JSON = {
     ("DELETE", "/api/v1/session"),
     ("POST", "/api/v1/session"),  # its body needs a live token: tested below
     ("POST", "/api/v1/ingest"),  # its body is a stream: tested below
+    ("PUT", "/api/v1/blobs/{project}/{digest}"),  # its body is raw bytes: tested below
+    ("GET", "/api/v1/blobs/{project}/{digest}"),  # the blob's own bytes: tested below
 }
 
 
@@ -97,7 +134,13 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     store.ingest([(con_key, console_stream(con_key, 1, 0, 50, rng))])
     sys_key = StreamKey("p", "r", "rank-2", 0)
     store.ingest([(sys_key, system_stream(sys_key, 2, 1, 10, node_sampler=True))])
-    yield create_app(store, ServerSettings(static_dir=tmp / "no-static"))
+    rich_key = StreamKey("p", "r", "rank-3", 0)  # media and histograms
+    store.ingest([(rich_key, rich_stream(rich_key, 3, 4, tables=False))])
+    blobs = LocalBlobStore(tmp / "blobs")
+    table_key = StreamKey("p", "r", "rank-4", 0)
+    table = table_record(blobs, "p", 1, 0, "predictions", predictions(300))
+    store.ingest([(table_key, [start(table_key, 4, 1), table])])
+    yield create_app(store, ServerSettings(static_dir=tmp / "no-static", blobs=blobs))
     store.close()
 
 
@@ -181,6 +224,18 @@ def test_login_reply_is_its_declared_model(app: Any) -> None:
     assert r.status_code == 200, r.text
     model = _declared(app, "POST", "/api/v1/session")
     assert strict_roundtrip(model, r.content) == json.loads(r.content)
+
+
+def test_blob_put_reply_is_its_declared_model(app: Any) -> None:
+    url = f"/api/v1/blobs/p/{DIGEST}"
+    for status in (201, 200):  # stored, then held already
+        r = call(app, "PUT", url, content=BLOB)
+        assert r.status_code == status, r.text
+        model = _declared(app, "PUT", "/api/v1/blobs/{project}/{digest}")
+        assert strict_roundtrip(model, r.content) == json.loads(r.content)
+    r = call(app, "GET", url)
+    assert r.status_code == 200 and r.content == BLOB
+    assert r.headers["content-type"] == "application/octet-stream"
 
 
 def test_a_reply_with_an_unknown_field_is_refused() -> None:

@@ -312,7 +312,7 @@ def test_a_version_5_database_upgrades_and_reads(
         assert st.schema_version() == 5
         before = st._read(lambda tx: tx.all(blocks))
         st.migrate()
-        assert st.schema_version() == M.LATEST == 6
+        assert st.schema_version() == M.LATEST >= 6  # 6 rewrote the blocks; later ones add tables
         after = st._read(lambda tx: tx.all(blocks))
         # Every block was rewritten to the new form, which reads as the old one did.
         assert [r[:3] for r in before] == [r[:3] for r in after] and len(after) == 4

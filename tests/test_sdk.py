@@ -333,7 +333,7 @@ def test_log_never_raises_on_odd_input(data_dir: Path, fast: dict) -> None:
 # What ``import rankwise`` must not load: a training script pays for none of it until it
 # uses the part that needs it (a server to upload to, a store, the dashboard).
 HEAVY = [
-    *("torch", "numpy", "pandas", "tqdm"),
+    *("torch", "numpy", "pandas", "tqdm", "PIL", "pyarrow"),
     *("httpx", "zstandard"),
     *("fastapi", "starlette", "uvicorn"),
     *("sqlite3", "psycopg"),
@@ -361,9 +361,14 @@ def test_public_api_is_pinned() -> None:
     assert sorted(rankwise.__all__) == sorted(
         [
             "Api",
+            "Audio",
             "BadNameError",
             "ConfigError",
             "Failure",
+            "Histogram",
+            "Html",
+            "Image",
+            "MediaError",
             "RankHealth",
             "RankwiseError",
             "Run",
@@ -375,7 +380,10 @@ def test_public_api_is_pinned() -> None:
             "Settings",
             "StreamInfo",
             "SyncError",
+            "Table",
+            "Text",
             "UsageError",
+            "Video",
             "__version__",
             "finish",
             "init",

@@ -25,8 +25,10 @@ from .fold import StreamFacts, fold_run
 from .model import CrossRankValue, RunInfo, StreamInfo, numpy_available
 
 if TYPE_CHECKING:
+    from ..media.table import Table
     from ..stream.columns import MetricColumns
     from ..stream.history import StreamColumns
+    from .media import HistogramSeries, MediaFile, MediaKey, Streams
 
 
 def _read(path: Path) -> tuple[list[R.AnyRecord], str | None]:
@@ -153,6 +155,34 @@ class LocalRun:
                 kept = read_columns(Path(info.path), list(keys) if keys is not None else None)
             out[info.path] = kept
         return out
+
+    # -- rich data (rankwise.read.media) -------------------------------------------
+    def _streams(self, run: RunInfo, label: str | None = None) -> Streams:
+        for info in run.streams:
+            if label is None or info.label == label:
+                path = Path(info.path)
+                yield info.label, path, _read(path)[0]
+
+    def media_keys(self, run: RunInfo) -> list[MediaKey]:
+        from .media import local_media_keys
+
+        return local_media_keys(self._streams(run))
+
+    def media(self, run: RunInfo, key: str, label: str | None) -> list[MediaFile]:
+        from .media import local_media
+
+        return local_media(self._streams(run, label), key)
+
+    def table(self, run: RunInfo, key: str, step: int | None, label: str | None) -> Table:
+        from .media import local_table
+
+        primary = next((s.label for s in run.streams if s.is_primary), None)
+        return local_table(self._streams(run, label), key, step, label, primary)
+
+    def histograms(self, run: RunInfo, key: str) -> dict[str, HistogramSeries]:
+        from .media import local_histograms
+
+        return local_histograms(self._streams(run), key)
 
     def health(
         self, run: RunInfo, window: float, factor: float, now: float | None

@@ -30,7 +30,9 @@ from ..failures import Failure
 
 if TYPE_CHECKING:
     from ..health import RankHealth
+    from ..media.table import Table
     from ..stream.history import StreamColumns
+    from .media import HistogramSeries, MediaFile, MediaKey
 
 
 @functools.cache
@@ -162,6 +164,16 @@ class RunSource(Protocol):
         label: str | None,
         step_range: tuple[int, int] | None,
     ) -> dict[str, StreamColumns]: ...
+
+    # Rich data (rankwise.read.media): every item of ``key`` (all labels when None),
+    # sorted by step, label, index; the table (KeyError when none); each label's series.
+    def media_keys(self, run: RunInfo) -> list[MediaKey]: ...
+
+    def media(self, run: RunInfo, key: str, label: str | None) -> list[MediaFile]: ...
+
+    def table(self, run: RunInfo, key: str, step: int | None, label: str | None) -> Table: ...
+
+    def histograms(self, run: RunInfo, key: str) -> dict[str, HistogramSeries]: ...
 
 
 class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
@@ -306,6 +318,38 @@ class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
         ``window`` seconds, lag behind the median rank, ``slow`` (slower than the median
         by ``factor``) and the open stall, if any. Latest incarnation of each stream."""
         return self._source().health(self, window, factor, now)
+
+    # -- rich data: see rankwise.read.media --------------------------------------------
+    def media_keys(self) -> list[MediaKey]:
+        """The keys holding images, audio, video, html, text, tables or histograms, each
+        with its ``kind``, ``steps`` and stream ``labels``."""
+        return self._source().media_keys(self)
+
+    def media(self, key: str, label: str | None = None) -> list[MediaFile]:
+        """Every image/audio/video/html/text item logged under ``key`` (one per gallery
+        image), by step, then label: ``step``, ``label``, ``kind``, ``caption``,
+        ``format``, ``width``/``height``..., ``digest``; ``read()`` gives the bytes,
+        ``path`` the file (``Api(dir=)``)."""
+        return self._source().media(self, key, label)
+
+    def table(self, key: str, step: int | None = None, label: str | None = None) -> Table:
+        """The ``rankwise.Table`` logged under ``key`` at ``step`` (None: the latest) by
+        stream ``label`` (None: the primary's, else the lowest label's). KeyError when
+        there is none."""
+        return self._source().table(self, key, step, label)
+
+    def histograms(
+        self, key: str, label: str | None = None
+    ) -> HistogramSeries | dict[str, HistogramSeries]:
+        """The histograms logged under ``key`` over steps: for one ``label`` its
+        ``HistogramSeries`` (``steps``, ``edges``, ``counts`` numpy arrays; KeyError when
+        it logged none); for ``label=None`` a dict label → series of every stream."""
+        series = self._source().histograms(self, key)
+        if label is None:
+            return series
+        if label not in series:
+            raise KeyError(f"stream {label!r} logged no histogram {key!r}")
+        return series[label]
 
     def __repr__(self) -> str:
         return f"<rankwise.RunInfo {self.project}/{self.id} {self.state}>"

@@ -10,7 +10,12 @@ Imported lazily (it imports httpx through ``rankwise._http``).
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import os
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -18,16 +23,30 @@ import msgspec
 
 from .. import _http
 from .._http import normalize_url
-from ..errors import RunNotFoundError, UsageError
+from ..errors import RunNotFoundError, ServerError, UsageError
 from ..health import HealthReply, RankHealth
+from .media_model import HistogramsReply, MediaKeysReply, MediaReply, TableReply
 from .model import CrossRankValue, ProjectsReply, RunInfo, RunsReply
 
 if TYPE_CHECKING:
     import httpx
 
+    from ..media.table import Table
     from ..stream.history import StreamColumns
+    from .media import HistogramSeries, MediaFile, MediaKey
 
 _PAGE = 500
+
+
+@functools.cache
+def _blob_cache() -> Path:
+    return Path(tempfile.mkdtemp(prefix="rankwise-blobs-"))
+
+
+def httpx_error() -> type[Exception]:
+    import httpx
+
+    return httpx.HTTPError
 
 
 def _q(part: str) -> str:
@@ -84,6 +103,64 @@ class RemoteRun:
 
         return columns_from_rows(self.history(run, keys, label), keys, step_range)
 
+    # Rich data: the server's media, tables and histograms routes (media_model's replies)
+    # turned into the local reader's objects (rankwise.read.media); bytes from the blobs.
+    def media_keys(self, run: RunInfo) -> list[MediaKey]:
+        got = self._reader.get(self._path(run, "/media/keys"))
+        return msgspec.convert(got, MediaKeysReply).keys
+
+    def media(self, run: RunInfo, key: str, label: str | None) -> list[MediaFile]:
+        from .media import MediaFile
+
+        params = {"key": key} if label is None else {"key": key, "label": label}
+        got = msgspec.convert(self._reader.get(self._path(run, "/media"), params), MediaReply)
+        fetch = functools.partial(self._reader.blob, run.project)
+        return [
+            MediaFile(key=key, **msgspec.structs.asdict(row)).attach(fetch) for row in got.items
+        ]
+
+    def table(self, run: RunInfo, key: str, step: int | None, label: str | None) -> Table:
+        """The table's Parquet blob, read as ``Api(dir=)`` reads it; image cells are
+        ``Image``s of their blobs (fetched into a content-addressed temp folder)."""
+        from ..media.image import Image
+        from ..media.table import table_from_parquet
+
+        params: dict[str, Any] = {"key": key, "limit": 1}
+        if step is not None:
+            params["step"] = step
+        if label is not None:
+            params["label"] = label
+        try:
+            got = msgspec.convert(self._reader.get(self._path(run, "/tables"), params), TableReply)
+        except RunNotFoundError as exc:
+            raise KeyError(str(exc)) from None
+
+        def image(digest: str) -> Image:
+            return Image(self._reader.blob_file(run.project, digest))
+
+        data = self._reader.blob(run.project, got.digest)
+        table = table_from_parquet(data, image, types=list(got.types))
+        table.step, table.label = got.step, got.label
+        return table
+
+    def histograms(self, run: RunInfo, key: str) -> dict[str, HistogramSeries]:
+        from ..stream import records as R
+        from .media import histogram_series
+
+        got = msgspec.convert(
+            self._reader.get(self._path(run, "/histograms"), {"key": key}), HistogramsReply
+        )
+        out = {}
+        for s in got.series:
+            recs = [
+                R.HistogramRec(i, float(i), step, key, counts, edges, nan, pos, neg)
+                for i, (step, counts, edges, nan, pos, neg) in enumerate(
+                    zip(s.steps, s.counts, s.edges, s.nan, s.posinf, s.neginf)
+                )
+            ]
+            out[s.label] = histogram_series(key, s.label, recs)
+        return out
+
     def health(
         self, run: RunInfo, window: float, factor: float, now: float | None
     ) -> list[RankHealth]:
@@ -114,6 +191,34 @@ class RemoteReader:
     def get(self, path: str, params: Any = None) -> Any:
         with _http.make_client(self.server, transport=self._transport, token=self._token) as client:
             return _http.get_msgpack(client, path, params)
+
+    def blob(self, project: str, digest: str) -> bytes:
+        """A blob's bytes (``GET /api/v1/blobs/{project}/{digest}``), checked against
+        its digest."""
+        path = f"/api/v1/blobs/{_q(project)}/{_q(digest)}"
+        with _http.make_client(self.server, transport=self._transport, token=self._token) as client:
+            try:
+                response = client.get(path)
+            except httpx_error() as exc:
+                raise ServerError(
+                    f"cannot reach the rankwise server at {self.server}: {exc}"
+                ) from exc
+            if response.status_code != 200:
+                _http.check_reply(response)
+            data = response.content
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise ServerError(f"blob {digest} came back from {self.server} with other content")
+        return data
+
+    def blob_file(self, project: str, digest: str) -> Path:
+        """The blob in a local content-addressed folder (fetched once per process)."""
+        path = _blob_cache() / digest[:2] / digest
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{digest}.{os.getpid()}.part")
+            tmp.write_bytes(self.blob(project, digest))
+            os.replace(tmp, path)
+        return path
 
     def projects(self) -> list[str]:
         data = msgspec.convert(self.get("/api/v1/projects"), ProjectsReply)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 import traceback as tb_module
 from collections.abc import Callable, Mapping
@@ -23,6 +24,7 @@ from typing import Any
 
 from .. import _log
 from ..errors import UsageError
+from ..media import base as media_base
 from ..settings import Settings
 from ..stream import records as R
 from .handle import Component, RunHandle
@@ -32,6 +34,11 @@ from .writer import CALL_UNITS, UNIT, StreamWriter
 
 _now = time.time
 _CLOSED = -(2**62)  # Run._room of a run that takes no more values
+# Taken from Run._room when a rich value (rankwise.Image, ...) is made, so that the next
+# log() takes the slow path and looks for rich values: a log() of numbers alone pays
+# nothing for them. A room below -_ARMED (and above _CLOSED) means "armed".
+_RICH = 2**50
+_ARMED = 2**49
 END_STATES = ("finished", "failed", "killed")
 
 
@@ -87,6 +94,16 @@ class Run:
         self._components: list[tuple[Component, bool]] = []
         self.config = Config(start.config, self._record_config)
         self.summary = Summary(self._last_values, self._record_summary)
+        # Rich values: the encoder thread (rankwise.media.encoder), made on the first one.
+        self._media: Any = None
+        self._media_done = False  # set by end(): no encoder is made after this
+        self._media_lock = threading.Lock()
+        if writer is not None:
+            media_base.set_max_media_bytes(settings.max_media_bytes)
+            media_base.ARMS.add(self._arm_rich)
+            writer.on_rich = self._rich_from_writer
+            if media_base.made():  # values made before init() may be in the first log()
+                self._arm_rich()
 
     # -- identity -----------------------------------------------------------------
     id = property(lambda self: self._start.run_id, doc="The run id (after the run mode).")
@@ -142,7 +159,8 @@ class Run:
         self._queue.append((_now(), step, weight, values))  # type: ignore[union-attr]
 
     def _log_slow(self, values: dict[str, Any], step: Any, weight: Any, room: int) -> None:
-        """log() of a closed run, or one that used up its room: look at the writer."""
+        """log() of a closed run, one that used up its room, or one armed by a rich
+        value: look for rich values, then at the writer."""
         if self._closed:
             return self._log_closed()
         if step is None:
@@ -150,6 +168,17 @@ class Run:
         elif step.__class__ is not int or step < self._step:
             step = self._odd_step(step)
         self._step = step  # a dropped call still takes its step
+        if self._room < -_ARMED:
+            while self._room < -_ARMED:
+                self._room += _RICH
+            values = self._log_rich(values, step)
+            if not values:
+                return
+            room = self._room - (CALL_UNITS + len(values))
+            if room >= 0:
+                self._room = room
+                self._queue.append((_now(), step, weight, values))  # type: ignore[union-attr]
+                return
         if (room := self._refill(room, CALL_UNITS + len(values))) < 0:
             return self._drop(values)
         self._room = room
@@ -160,7 +189,58 @@ class Run:
         writer = self._writer
         if writer is None or self._closed:
             return 0  # log() adds nothing more: what a closing run flushes is let in
-        return self._limit - self._room - writer.taken_units
+        room = self._room
+        while room < -_ARMED:
+            room += _RICH
+        return self._limit - room - writer.taken_units
+
+    # -- rich values (rankwise.media) ----------------------------------------------------
+    def _arm_rich(self) -> None:
+        """A rich value was made (on any thread): the next log() looks for rich values.
+        Lost to a race with a log() on another thread, a value is still recorded, by the
+        writer's fallback (``_rich_from_writer``), only outside the byte bound."""
+        if self._room >= -_ARMED and not self._closed:
+            self._room -= _RICH
+
+    def _log_rich(self, values: dict[str, Any], step: int) -> dict[str, Any]:
+        """Hand the call's rich values to the encoder thread (waiting while it holds more
+        than ``max_media_queue_bytes``); returns the rest of the call."""
+        from ..media.encoder import split_rich
+
+        rest, found = split_rich(values)
+        if not found:
+            return values
+        encoder = self._media_encoder()
+        if encoder is None:
+            return values
+        t = _now()
+        for key, value in found:
+            if not encoder.log(t, step, key, value):
+                self._writer.dropped += 1  # type: ignore[union-attr]
+        return rest
+
+    def _rich_from_writer(self, t: float, step: int, found: list[tuple[str, Any]]) -> None:
+        """The writer thread found rich values that log() did not (a race with another
+        thread's constructor): queued without waiting, outside the byte bound."""
+        encoder = self._media_encoder()
+        if encoder is None:
+            _log.warn(f"{len(found)} rich value(s) reached the writer after finish(): skipped")
+            return
+        for key, value in found:
+            encoder.submit(t, step, key, value, 0)
+
+    def _media_encoder(self) -> Any:
+        encoder = self._media
+        if encoder is None:
+            with self._media_lock:
+                handle = self.handle()
+                if self._media is None and not self._media_done and handle is not None:
+                    from ..media.encoder import MediaEncoder
+
+                    self._media = MediaEncoder(handle)
+                    self.add_component(self._media, after_writer=False)
+                encoder = self._media
+        return encoder
 
     def _refill(self, room: int, cost: int) -> int:
         """The room left once this call (``cost``, already taken from ``room``) is
@@ -275,6 +355,29 @@ class Run:
             writer.sync(timeout=2.0)
         return writer.last_values
 
+    # -- watching a model ---------------------------------------------------------------
+    def watch(
+        self,
+        models: Any,
+        log: str | None = "gradients",
+        log_freq: int = 100,
+        ranks: str = "primary",
+    ) -> None:
+        """Record 64-bin histograms of ``models``' gradients (``log="gradients"``),
+        parameters (``"parameters"``) or both (``"all"``), and each parameter's and the
+        total gradient norm, every ``log_freq``-th backward pass, on the primary rank
+        (``ranks="primary"``) or on every recording rank (``"all"``). A second call on
+        the same model updates it instead of adding hooks. See ``rankwise.sdk.watch``."""
+        from .watch import watch
+
+        watch(self, models, log=log, log_freq=log_freq, ranks=ranks)
+
+    def unwatch(self, models: Any = None) -> None:
+        """Remove ``watch``'s hooks from ``models`` (a module or a list), or from all."""
+        from .watch import unwatch
+
+        unwatch(self, models)
+
     # -- ending -------------------------------------------------------------------
     def finish(self, exit_code: int = 0) -> None:
         """End this process's stream: ``finished`` for 0, ``failed`` otherwise.
@@ -303,6 +406,8 @@ class Run:
             return
         self._closed = True
         self._room = _CLOSED
+        media_base.ARMS.discard(self._arm_rich)
+        media_base.set_max_media_bytes(media_base.DEFAULT_MAX_BYTES)
         self._state = state
         writer = self._writer
         assert writer is not None
@@ -314,6 +419,10 @@ class Run:
         with self._ending(self):  # a SIGTERM meanwhile waits for the Finish record
             limit = self._settings.finish_timeout if timeout is None else timeout
             deadline = time.monotonic() + limit
+            if self._media is not None or media_base.made():
+                # rich values the writer finds late reach the encoder before it stops
+                writer.sync(timeout=max(0.0, deadline - time.monotonic()))
+            self._media_done = True
             self._stop_components(after_writer=False, deadline=deadline)
             if not writer.close(record, max(0.0, deadline - time.monotonic())):
                 left = len(writer.queue)
@@ -376,6 +485,7 @@ class Run:
         its parent's stream, so this run stops recording without touching it."""
         self._closed = True
         self._room = _CLOSED
+        media_base.ARMS.discard(self._arm_rich)
         self._recording = False
         self._writer = None
         self._queue = None

@@ -1,7 +1,8 @@
 """``rankwise sync``: upload runs written offline, or left behind by an outage.
 
 Every stream goes through ``StreamUpload``, the live uploader's own path: resume from the
-server's mark, send whole frames, advance on acknowledgement. So running it twice (or
+server's mark, send the blobs the next frames name (those the server lacks), send whole
+frames, advance on acknowledgement. So running it twice (or
 while the live uploader is still at work) sends what the server already holds at most
 once more, and its store ignores that: nothing is doubled.
 
@@ -35,6 +36,8 @@ T = TypeVar("T")
 class SyncReport:
     streams: int = 0
     uploaded_bytes: int = 0
+    blob_bytes: int = 0  # blob bytes PUT (0 when the server held every blob already)
+    blobs_lost: int = 0  # blobs named by records whose files were gone (warned once)
     failed: dict[str, str] = field(default_factory=dict)  # path -> why
 
 
@@ -111,6 +114,8 @@ def sync(
             time.sleep(poll)
     report.streams = len(uploads)
     report.uploaded_bytes = sum(u.sent_bytes for u in uploads.values())
+    report.blob_bytes = sum(u.blobs.sent_bytes for u in uploads.values())
+    report.blobs_lost = len(set().union(*(u.blobs.lost for u in uploads.values())))
     return report
 
 

@@ -13,6 +13,9 @@ Why nothing is lost and nothing is doubled:
 * A retry may resend records the server already applied; its store applies only records
   above each stream's high-water mark, in the same transaction as the data, so a replay
   changes nothing. Delivery here is at-least-once; exactly-once is the store's property.
+* Blobs first (``rankwise.sdk.blobsend``): before a batch is posted, the blobs its
+  records name are PUT (those the server lacks); a 409 ``missing_blobs`` from ingest
+  sends them and resends the batch. A record is never applied before its blob is stored.
 * The network is touched only on the uploader's daemon thread: ``log()`` never waits.
   ``finish()`` waits at most ``upload_timeout`` for the upload to drain; what is left is
   named in a warning and stays in the file for ``rankwise sync``.
@@ -30,6 +33,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+import msgspec
 
 from .. import _log
 from ..settings import Settings
@@ -204,6 +209,10 @@ class StreamUpload:
         self.acked = -1
         self.sent_bytes = 0
         self.finished = False  # a Finish record was acknowledged (watch_finish only)
+        from .blobsend import BlobSender
+
+        # Streams live in <run dir>/streams/, blobs in <run dir>/blobs/.
+        self.blobs = BlobSender(client, ref.project, path.parent.parent)
 
     def resume(self) -> None:
         """Ask the server for its mark and skip the frames it holds already."""
@@ -227,8 +236,12 @@ class StreamUpload:
             if damage:
                 raise GiveUp(f"{self.path} is damaged at offset {self.offset} ({damage})")
             return False
+        self.blobs.send_for(_records_above(frames, self.acked))
         try:
             reply = self._request("POST", INGEST, MAGIC + frames)
+        except _MissingBlobs as missing:
+            self.blobs.send_missing(missing.digests)
+            return True
         except _Rewind as rewind:
             self.acked = rewind.mark
             self.offset = offset_after(self.path, rewind.mark)
@@ -271,7 +284,10 @@ class StreamUpload:
             return _http.decode(response)  # type: ignore[no-any-return]
         message = _http.error_message(response)
         if status == 409:
-            raise _Rewind(int(_http.error_body(response).get("acked_seq", -1)))
+            error = _http.error_body(response)
+            if error.get("missing_blobs"):
+                raise _MissingBlobs([str(d) for d in error["missing_blobs"]])
+            raise _Rewind(int(error.get("acked_seq", -1)))
         if status == 413:
             raise _TooLarge(message)
         if status == 415 and self.encoding != "identity":
@@ -302,6 +318,48 @@ class _Rewind(Exception):
 
 class _TooLarge(Exception):
     pass
+
+
+class _MissingBlobs(Exception):
+    def __init__(self, digests: list[str]) -> None:
+        super().__init__(digests)
+        self.digests = digests
+
+
+def _records_above(frames: bytes, acked: int) -> list[R.AnyRecord]:
+    """The records of ``frames`` that may name blobs and that the server does not hold
+    yet. Only records of a type that names blobs are decoded (``_NAMING_TAGS``): a
+    stream of scalars costs a shallow scan, not a full decode of every batch."""
+    out: list[R.AnyRecord] = []
+    view = memoryview(frames)
+    for body, stop in iter_frames(frames):
+        _version, raws = _raw_payload.decode(view[body:stop])
+        for raw in raws:
+            if _tag(raw) in _NAMING_TAGS:
+                rec = _one_record.decode(raw)
+                if rec.seq > acked:
+                    out.append(rec)
+    return out
+
+
+# The tags of the record types that override ``blob_digests`` (Media, TableRec, ...).
+_NAMING_TAGS = frozenset(
+    cls.__struct_config__.tag
+    for cls in R.AnyRecord.__args__  # type: ignore[attr-defined]
+    if cls.blob_digests is not R.Record.blob_digests
+)
+_raw_payload = msgspec.msgpack.Decoder(tuple[int, list[msgspec.Raw]])
+_one_record = msgspec.msgpack.Decoder(R.AnyRecord)
+
+
+def _tag(raw: msgspec.Raw) -> int:
+    """A record's tag: the first element of its MessagePack array, a positive fixint."""
+    data = memoryview(raw)
+    head = data[0] if len(data) else 0
+    skip = 1 if 0x90 <= head <= 0x9F else 3 if head == 0xDC else 5 if head == 0xDD else -1
+    if skip < 0 or len(data) <= skip:
+        return -1
+    return int(data[skip])
 
 
 def _has_finish(frames: bytes) -> bool:

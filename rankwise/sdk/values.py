@@ -21,6 +21,7 @@ import numbers
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..media.encoder import rich_value
 from ..names import KEY_RULE, is_key
 
 Number = bool | int | float
@@ -108,11 +109,14 @@ def coerce(
     warn_once: Callable[[str, str], None],
     prefix: str = "",
     out: dict[str, Number] | None = None,
+    rich: list[tuple[str, Any]] | None = None,
 ) -> dict[str, Number]:
     """Metric values of one ``log()`` call as ``{str: number}``; warns about the rest.
 
     ``data`` is the private copy ``log()`` made: when every key is a ``str`` and every
-    value a ``float`` or ``bool`` (the usual call) it is returned as it is.
+    value a ``float`` or ``bool`` (the usual call) it is returned as it is. Rich values
+    (``rankwise.Image``...) that ``log()`` did not take itself go to ``rich`` as ``(key,
+    value)`` when it is given.
     """
     if out is None:
         if (
@@ -147,17 +151,21 @@ def coerce(
                 out[name] = value
             continue
         if isinstance(value, Mapping):
-            coerce(value, warn_once, name + "/", out)
+            coerce(value, warn_once, name + "/", out, rich)
             continue
         if not _key_ok(name, warn_once):
             continue
         number = to_number(value)
+        if number is None and rich is not None and rich_value(value):
+            rich.append((name, value))
+            continue
         if number is None:
             warn_once(
                 f"value:{name}",
                 f"log() value for key {name!r} is {_describe(value)}, not a number: skipped "
                 "(this warning is shown once per key). Log int, float, bool, a numpy scalar "
-                "or a one-element tensor.",
+                "or a one-element tensor; an array as rankwise.Image(x) or "
+                "rankwise.Histogram(x).",
             )
             continue
         out[name] = number

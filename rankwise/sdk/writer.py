@@ -89,6 +89,10 @@ class StreamWriter:
         self._flush_interval = flush_interval
         self._heartbeat_interval = heartbeat_interval
         self._fsync = fsync
+        # Rich values coerce() found in a call (log() hands them to the media encoder
+        # itself; these raced past it) go to on_rich(time, step, [(key, value)]).
+        self.on_rich: Callable[[float, int, list[tuple[str, Any]]], None] | None = None
+        self._rich: list[tuple[str, Any]] = []
         # Called on the writer thread after each append (the uploader listens).
         self.flush_listeners: list[Callable[[], None]] = []
         # (frame, last seq in it, metric values in it)
@@ -190,7 +194,9 @@ class StreamWriter:
                     units = CALL_UNITS + len(data)
                     self.taken_units += units
                     frame_units += units
-                    values = coerce(data, self.warn_once)
+                    values = coerce(data, self.warn_once, rich=self._rich)
+                    if self._rich:
+                        self._hand_rich(t, step)
                     if not values:
                         continue
                     self.last_values.update(values)
@@ -213,6 +219,14 @@ class StreamWriter:
             self.progress.set()
             for event in events:
                 event.set()
+
+    def _hand_rich(self, t: float, step: int) -> None:
+        found, self._rich = self._rich, []
+        if self.on_rich is not None:
+            try:
+                self.on_rich(t, step, found)
+            except Exception as exc:
+                self.warn_once("rich", f"could not queue a rich value: {exc!r}")
 
     def _emit(self, batch: list[R.AnyRecord], fsync: bool = False) -> None:
         frame = encode_frame(batch)

@@ -21,11 +21,12 @@ from .._version import __version__
 from ..names import is_id
 from ..store.base import Store
 from . import auth
+from .blobs import store_blobs
 from .config import ServerSettings
 from .encoding import ApiError, error_reply
 from .hardening import install_hardening
 from .openapi import document_replies
-from .routes import health, ingest, login, runs, saved_views
+from .routes import blobs, health, ingest, login, media, runs, saved_views
 from .static import mount_dashboard
 
 API = "/api/v1"
@@ -44,6 +45,7 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
     )
     app.state.store = store
     app.state.settings = settings
+    app.state.blobs = settings.blobs or store_blobs(store)
     auth.redact_access_log()
     app.state.verifier = auth.Verifier(
         store, settings.token_cache_ttl, settings.token_touch_interval
@@ -53,9 +55,12 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
     # Every route has one policy (rankwise.server.auth); a test walks app.routes for it.
     app.include_router(ingest.router, prefix=API, dependencies=[Depends(auth.ingest)])
+    app.include_router(blobs.router, prefix=API, dependencies=[Depends(auth.ingest)])
+    app.include_router(blobs.read_router, prefix=API, dependencies=[Depends(auth.read)])
     app.include_router(runs.router, prefix=API, dependencies=[Depends(auth.read)])
     app.include_router(saved_views.router, prefix=API, dependencies=[Depends(auth.read)])
     app.include_router(health.router, prefix=API, dependencies=[Depends(auth.read)])
+    app.include_router(media.router, prefix=API, dependencies=[Depends(auth.read)])
     app.include_router(login.router, prefix=API)
 
     @app.api_route(

@@ -4,7 +4,8 @@ Deny by default. Every route carries exactly one policy dependency, and a test w
 ``app.routes`` to keep it so:
 
 * ``public``: the dashboard shell and static assets, the OpenAPI document, login/logout.
-* ``ingest``: upload streams (``/ingest``, ``/ack``) into the token's projects. No reads:
+* ``ingest``: upload streams (``/ingest``, ``/ack``) and blobs (``/blobs/{project}/...``
+  but GET) into the token's projects. No reads:
   a token leaked from a cluster node exposes nothing.
 * ``read``: the read API of the token's projects (saved views included: they are
   per-project dashboard state, so a reader may save them from the dashboard).
@@ -292,7 +293,9 @@ def _check_project(who: Principal, project: str | None) -> None:
 def ingest(request: Request, who: Who) -> Principal:
     if who.role not in ("ingest", "admin"):
         raise _forbidden(f"this {who.role} token cannot upload: use an ingest token")
+    # /ingest names the project in its query, the blob routes in their path.
     _check_project(who, request.query_params.get("project"))
+    _check_project(who, request.path_params.get("project"))
     return who
 
 

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .blobs import BlobStore
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
@@ -45,3 +49,13 @@ class ServerSettings:
     tails_dir: Path | None = None
     # Distinct metric keys one run may hold across uploads (an upload past it is 413).
     max_keys_per_run: int = 100_000
+    # Cells (rows x columns) of one logged table; an upload holding a bigger one is 413.
+    max_table_cells: int = 100_000_000
+
+    # -- blobs (rankwise.server.blobs) --
+    # Where blobs are kept. None: ``blobs/`` beside a SQLite store's file; for any other
+    # store no blob routes (503) and uploads naming blobs wait (409). `rankwise server`
+    # always passes one (``--blobs``, ``blobs.default_root``).
+    blobs: BlobStore | None = None
+    # Largest blob one PUT may store (bytes): 413 above it (`--max-blob-mb`).
+    max_blob_bytes: int = 512 * 1024 * 1024

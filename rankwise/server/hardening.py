@@ -11,12 +11,15 @@ routes or the static files do can skip it. Per request, in this order:
    after percent-decoding; a bad one gets 400 before any route runs.
 3. **Body caps**: ``Content-Length`` over the cap is refused (413) before a byte is read;
    a chunked body is counted as it streams and cut off at the cap (413). Ingest bodies
-   have ``max_body_bytes``; every other route ``max_json_bytes``.
+   have ``max_body_bytes``, a blob's PUT ``max_blob_bytes``; every other route
+   ``max_json_bytes``.
 4. **Errors**: an exception no route handled becomes a 500 whose body is fixed text and
    a request id; the traceback goes to the server's log under that id, never to the client.
 5. **Headers** on every response: the dashboard's CSP (no inline script, no framing),
    ``nosniff``, ``Referrer-Policy: no-referrer``, ``Cross-Origin-Opener-Policy``, and
    ``X-Request-Id``. No CORS headers are ever sent: a foreign origin gets no access.
+   Under ``/api/v1/blobs/`` (uploaded files) the CSP is ``BLOB_CSP`` instead (``sandbox;
+   default-src 'none'``) and framing is allowed to the dashboard's own origin only.
 
 Every refusal has a fixed message: nothing from the request (headers, body, the bad
 name) is echoed, so a response can never carry an attacker's markup back.
@@ -62,6 +65,16 @@ SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
     (b"x-frame-options", b"DENY"),
 ]
 INGEST_PATH = "/api/v1/ingest"
+# Uploaded files are served from here: never as active content in the dashboard's origin.
+# ``sandbox`` gives a document no script, no forms, no same-origin access even when opened
+# directly; ``frame-ancestors 'self'`` (with X-Frame-Options SAMEORIGIN) lets only the
+# dashboard frame one (an HTML panel in a sandboxed iframe).
+BLOBS_PREFIX = "/api/v1/blobs/"
+BLOB_CSP = "sandbox; default-src 'none'; frame-ancestors 'self'"
+BLOB_TOO_LARGE = (
+    "blob over this server's limit: log a smaller file, or start the server with a larger "
+    "--max-blob-mb"
+)
 # Query parameters that carry names, and the rule each follows.
 _ID_PARAMS = frozenset(("project", "run", "label", "group", "token_id"))
 _KEY_PARAMS = frozenset(("key", "name"))
@@ -88,6 +101,7 @@ def install_hardening(app: FastAPI, settings: ServerSettings) -> None:
         allowed_hosts=settings.allowed_hosts,
         max_body_bytes=settings.max_body_bytes,
         max_json_bytes=settings.max_json_bytes,
+        max_blob_bytes=settings.max_blob_bytes,
     )
     _document_refusals(app)
 
@@ -225,11 +239,13 @@ class HardeningMiddleware:
         allowed_hosts: Iterable[str] = LOOPBACK_HOSTS,
         max_body_bytes: int = 96 * 1024 * 1024,
         max_json_bytes: int = 1024 * 1024,
+        max_blob_bytes: int = 512 * 1024 * 1024,
     ) -> None:
         self.app = app
         self.hosts = HostAllowList(allowed_hosts)
         self.max_body_bytes = max_body_bytes
         self.max_json_bytes = max_json_bytes
+        self.max_blob_bytes = max_blob_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -238,8 +254,13 @@ class HardeningMiddleware:
         request_id = secrets.token_hex(8)
         scope.setdefault("state", {})["request_id"] = request_id
         extra = [*SECURITY_HEADERS, (b"x-request-id", request_id.encode())]
-        if scope.get("path") == DOCS_PATH:
+        path = scope.get("path", "")
+        if path == DOCS_PATH:
             extra[0] = (b"content-security-policy", DOCS_CSP.encode())
+        blob = path.startswith(BLOBS_PREFIX)
+        if blob:
+            extra[0] = (b"content-security-policy", BLOB_CSP.encode())
+            extra[4] = (b"x-frame-options", b"SAMEORIGIN")
         started = False
 
         async def send_hardened(message: Message) -> None:
@@ -265,14 +286,17 @@ class HardeningMiddleware:
         if problem is not None:
             await refuse(400, problem)
             return
-        path = scope.get("path", "")
-        limit = self.max_body_bytes if path == INGEST_PATH else self.max_json_bytes
+        limit, too_large = self.max_json_bytes, TOO_LARGE
+        if path == INGEST_PATH:
+            limit = self.max_body_bytes
+        elif blob and scope.get("method") == "PUT":
+            limit, too_large = self.max_blob_bytes, BLOB_TOO_LARGE
         declared = headers.get("content-length")
         if declared is not None and not declared.isdigit():
             await refuse(400, BAD_LENGTH)
             return
         if declared is not None and int(declared) > limit:
-            await refuse(413, TOO_LARGE)
+            await refuse(413, too_large)
             return
         seen = 0
 
@@ -289,7 +313,7 @@ class HardeningMiddleware:
             await self.app(scope, receive_capped, send_hardened)
         except _TooLarge:
             if not started:
-                await refuse(413, TOO_LARGE)
+                await refuse(413, too_large)
         except Exception:
             log.exception("rankwise server: request %s failed", request_id)
             if not started:

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from ..health import HealthReply
+from ..read.media_model import HistogramsReply, MediaKeysReply, MediaReply, TableReply
 from ..read.model import ProjectsReply, RunInfo, RunsReply
 from ..store.types import Band, ConsolePage, SavedView, Series, StallEvent, SystemSeries
 from .schemas import XAxis
@@ -24,6 +25,8 @@ class ErrorDetail(msgspec.Struct, kw_only=True, omit_defaults=True):
     status: int
     message: str
     acked_seq: int | None = None  # 409 only: the stream's mark
+    # 409 of an ingest naming blobs the server lacks: upload them, then resend
+    missing_blobs: list[str] | None = None
     request_id: str | None = None  # names this request in the server's log
 
 
@@ -78,6 +81,23 @@ class SystemSeriesReply(msgspec.Struct, kw_only=True):
     series: list[SystemSeries]
 
 
+class BlobsMissing(msgspec.Struct, kw_only=True):
+    missing: list[str]  # the digests asked about that the server does not hold
+    # the largest blob a PUT may store: a client skips (declares lost) a bigger file
+    # instead of sending bytes that would be cut off with 413
+    max_blob_bytes: int
+
+
+class BlobsLost(msgspec.Struct, kw_only=True):
+    lost: list[str]  # the digests now declared lost (those the server did not hold)
+
+
+class BlobPut(msgspec.Struct, kw_only=True):
+    digest: str
+    size: int  # bytes received
+    stored: bool  # False: the server held this blob already (HTTP 200 instead of 201)
+
+
 class ViewsReply(msgspec.Struct, kw_only=True):
     views: list[SavedView]
 
@@ -99,4 +119,11 @@ STRUCTS: tuple[type, ...] = (
     SystemSeriesReply,
     ViewsReply,
     SavedView,
+    MediaKeysReply,
+    MediaReply,
+    HistogramsReply,
+    TableReply,
+    BlobsMissing,
+    BlobsLost,
+    BlobPut,
 )

@@ -22,6 +22,7 @@ import uvicorn
 from ..errors import RankwiseError, UsageError
 from ..store.base import Store
 from .app import create_app
+from .blobs import BlobStore, FsspecBlobStore, LocalBlobStore, default_root, open_blob_store
 from .config import ServerSettings
 from .indexer import DirectoryTailer
 
@@ -34,6 +35,9 @@ _CRASH_ENV = "RANKWISE_SERVER_CRASH_TIMEOUT"
 _INFLIGHT_ENV = "RANKWISE_SERVER_MAX_INFLIGHT"
 _NO_AUTH_ENV = "RANKWISE_SERVER_NO_AUTH"
 _HOSTS_ENV = "RANKWISE_SERVER_ALLOWED_HOSTS"
+_BLOBS_ENV = "RANKWISE_SERVER_BLOBS"
+_BLOBS_ENDPOINT_ENV = "RANKWISE_SERVER_BLOBS_ENDPOINT"
+_MAX_BLOB_ENV = "RANKWISE_SERVER_MAX_BLOB"
 
 
 def open_db(url: str, crash_timeout: float = 60.0) -> Store:
@@ -151,7 +155,10 @@ def serve_ui(
         root.mkdir(parents=True, exist_ok=True)  # runs may start writing there later
     except OSError as exc:
         raise UsageError(f"cannot create the data directory {root}: {exc.strerror}") from None
-    settings = dataclasses.replace(settings, tails_dir=root)
+    from .blobs import RunDirBlobStore
+
+    # Blobs are served from the run folders that wrote them: nothing is copied.
+    settings = dataclasses.replace(settings, tails_dir=root, blobs=RunDirBlobStore(root))
     store = open_db(index_url(root), crash_timeout)
     tailer = DirectoryTailer(root, store)
     tailer.poll()  # the first pass before serving: the dashboard opens on full data
@@ -192,6 +199,8 @@ def serve_db(
     """Serve the store at ``url``; several worker processes when ``workers > 1``."""
     settings = settings or ServerSettings()
     say = announce or (lambda where: print(f"rankwise: server at {where}", flush=True))
+    if settings.blobs is None:
+        settings = dataclasses.replace(settings, blobs=default_blobs(url))
     store = open_db(url, crash_timeout)
     try:
         bootstrap_auth(store, host, settings.auth)
@@ -211,6 +220,9 @@ def serve_db(
     os.environ[_INFLIGHT_ENV] = str(settings.max_inflight)
     os.environ[_NO_AUTH_ENV] = "" if settings.auth else "1"
     os.environ[_HOSTS_ENV] = ",".join(settings.allowed_hosts)
+    os.environ[_BLOBS_ENV] = blobs_spec(settings.blobs)
+    os.environ[_BLOBS_ENDPOINT_ENV] = getattr(settings.blobs, "endpoint", None) or ""
+    os.environ[_MAX_BLOB_ENV] = str(settings.max_blob_bytes)
     say(f"http://{_url_host(host)}:{port} ({workers} workers)")
     uvicorn.run(
         "rankwise.server.serve:worker_app",
@@ -237,11 +249,37 @@ def worker_app() -> Any:
         max_inflight=int(os.environ.get(_INFLIGHT_ENV) or ServerSettings.max_inflight),
         auth=not os.environ.get(_NO_AUTH_ENV),
         allowed_hosts=tuple(hosts.split(",")) if hosts else ServerSettings.allowed_hosts,
+        max_blob_bytes=int(os.environ.get(_MAX_BLOB_ENV) or ServerSettings.max_blob_bytes),
+        blobs=open_blob_store(
+            os.environ.get(_BLOBS_ENV) or str(default_root(url)),
+            os.environ.get(_BLOBS_ENDPOINT_ENV) or None,
+        ),
     )
     from ..store import open_store
 
     crash_timeout = float(os.environ.get(_CRASH_ENV) or 60.0)
     return create_app(open_store(url, crash_timeout=crash_timeout), settings)
+
+
+def default_blobs(url: str) -> BlobStore:
+    """``rankwise server`` without ``--blobs``: a directory (``blobs.default_root``)."""
+    root = default_root(url)
+    if not url.startswith("sqlite:"):
+        print(
+            f"rankwise: keeping blobs in {root} (no --blobs given); with several server "
+            "hosts pass --blobs s3://bucket/prefix or a shared directory",
+            flush=True,
+        )
+    return LocalBlobStore(root)
+
+
+def blobs_spec(blobs: BlobStore | None) -> str:
+    """What ``open_blob_store`` reopens ``blobs`` from in a worker process."""
+    if isinstance(blobs, LocalBlobStore):
+        return str(blobs.root)
+    if isinstance(blobs, FsspecBlobStore):
+        return blobs.url
+    return ""
 
 
 def is_loopback(host: str) -> bool:

@@ -18,9 +18,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from ..read.media_model import HistogramSeries, MediaKey, MediaReply
 from ..read.model import CrossRankValue, RunInfo
 from ..stream import records as R
-from .types import Band, ConsolePage, ConsoleQuery, SavedView, Series, StallEvent, SystemSeries
+from .types import (
+    Band,
+    ConsolePage,
+    ConsoleQuery,
+    SavedView,
+    Series,
+    StallEvent,
+    SystemSeries,
+    TableRow,
+)
 
 if TYPE_CHECKING:
     from ..health import StreamSteps
@@ -157,6 +167,34 @@ class Store(Protocol):
         self, project: str, run_id: str, labels: Sequence[str] = (), limit: int = 100
     ) -> list[StallEvent] | None:
         """The watchdog's stall reports, newest first."""
+
+    # Rich data (``rankwise.store.media_reads``); each answers None for an unknown run.
+
+    def media_keys(self, project: str, run_id: str) -> list[MediaKey] | None:
+        """Every media, table and histogram key of the run, with its steps and labels."""
+
+    def media(
+        self, project: str, run_id: str, key: str, label: str | None = None, step: int | None = None
+    ) -> MediaReply | None:
+        """The items of one media key (at ``step``, of ``label``; None: all)."""
+
+    def histograms(
+        self, project: str, run_id: str, key: str, label: str | None = None
+    ) -> list[HistogramSeries] | None:
+        """One series per label of one histogram key, in step order."""
+
+    def table_row(
+        self,
+        project: str,
+        run_id: str,
+        key: str,
+        label: str | None = None,
+        step: int | None = None,
+    ) -> TableRow | None:
+        """The table of ``key`` at ``step`` (None: the latest) by ``label``."""
+
+    def blob_kind(self, project: str, digest: str) -> tuple[str, str] | None:
+        """(kind, format) of a blob a record of the project names, None if none does."""
 
     # API tokens and dashboard sessions (``rankwise.store.tokens``)
     def create_token(

@@ -8,6 +8,7 @@
 3. fold them (``rankwise.stream.fold.StreamFold``, the local reader's rules), cut their
    metric values into per-metric numpy columns, and append those as chunks; store their
    console lines, stalls, system samples and step progress (``rankwise.store.health``);
+   media items, tables and histograms (``rankwise.store.media``);
 4. merge their per-step aggregates into the run's aggregate blocks, locking blocks in
    (metric, block) order so that ingesters of different ranks never deadlock;
 5. move the mark.
@@ -31,6 +32,7 @@ import numpy.typing as npt
 from ..stream import records as R
 from ..stream.fold import StreamFold
 from . import health as rank_health
+from . import media as rich
 from .blocks import merge_blocks
 from .chunks import MERGE_BELOW, Points, decode, encode_many, split
 from .tx import Tx, marks
@@ -238,6 +240,7 @@ def _apply_one(
     points = {metric_ids[k]: p for k, p in extract(fresh).items()}
     # Console lines, stalls, system samples and step progress; only metrics aggregate.
     health = rank_health.apply(tx, stream, run, fresh, top, system_ids)
+    rich.apply(tx, stream, run, fresh)
     if points or health:
         _append_series(tx, stream, {**points, **health} if health else points)
     start = fold.start

@@ -4,7 +4,7 @@ Each migration is applied in its own transaction together with the row that reco
 so a crash mid-upgrade leaves the schema at the last whole version. Migrations are only
 ever appended: a released one is never edited (the database may already hold it).
 
-Tables (version 6)::
+Tables (version 7)::
 
     runs      one row per (project, run_id); the integer ``id`` keys the rest
     streams   one row per stream: the mark (``acked_seq``), the folded state (``fold``,
@@ -26,6 +26,15 @@ Tables (version 6)::
               created, last_used, revoked (see ``rankwise.store.tokens``)
     sessions  dashboard sessions: sha256 of the cookie's 256-bit id, token, created,
               last_seen, revoked
+    media_items  one row per item of a logged image/audio/video/html/text value (a
+              gallery is several, ``idx`` in order): step, key, kind, format, digest,
+              size, caption, the kind's own fields (width, height, ...) as JSON
+    media_tables one row per logged table: step, key, the Parquet blob's digest and
+              size, its shape, column names and types (JSON)
+    histograms  one row per logged histogram: step, key, counts and edges as float64
+              little-endian bytes, the NaN/+Inf/-Inf counts
+    blob_kinds  what each blob a run's records name is (kind, format), so the server
+              picks a served blob's content type from what it stored, never the client
 """
 
 from __future__ import annotations
@@ -342,6 +351,122 @@ def _v6_count_nonfinite(tx: Tx) -> None:
         last = (int(rows[-1][0]), int(rows[-1][1]), int(rows[-1][2]))
 
 
+# Rich data (``rankwise.store.media``): rows keyed by (stream, seq[, idx]) like stalls,
+# so a record's rows are one primary-key range; ``run`` is kept on each row so that
+# "keys of a run" and "items of a key at a step" are one index range without a join.
+_V7_SQLITE = """
+CREATE TABLE media_items (
+    stream INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    idx INTEGER NOT NULL,
+    run INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    time REAL NOT NULL,
+    key TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    format TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    caption TEXT,
+    meta TEXT NOT NULL,
+    PRIMARY KEY (stream, seq, idx)
+);
+CREATE INDEX media_by_key ON media_items (run, key, step);
+CREATE TABLE media_tables (
+    stream INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    run INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    nrows INTEGER NOT NULL,
+    ncols INTEGER NOT NULL,
+    columns TEXT NOT NULL,
+    types TEXT NOT NULL,
+    PRIMARY KEY (stream, seq)
+);
+CREATE INDEX media_tables_by_key ON media_tables (run, key, step);
+CREATE TABLE histograms (
+    stream INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    run INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    bins INTEGER NOT NULL,
+    nan INTEGER NOT NULL,
+    posinf INTEGER NOT NULL,
+    neginf INTEGER NOT NULL,
+    counts BLOB NOT NULL,
+    edges BLOB NOT NULL,
+    PRIMARY KEY (stream, seq)
+);
+CREATE INDEX histograms_by_key ON histograms (run, key, step);
+CREATE TABLE blob_kinds (
+    digest TEXT NOT NULL,
+    run INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    format TEXT NOT NULL,
+    PRIMARY KEY (digest, run)
+);
+"""
+_V7_POSTGRES = """
+CREATE TABLE media_items (
+    stream BIGINT NOT NULL,
+    seq BIGINT NOT NULL,
+    idx INTEGER NOT NULL,
+    run BIGINT NOT NULL,
+    step BIGINT NOT NULL,
+    time DOUBLE PRECISION NOT NULL,
+    key TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    format TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    size BIGINT NOT NULL,
+    caption TEXT,
+    meta TEXT NOT NULL,
+    PRIMARY KEY (stream, seq, idx)
+);
+CREATE INDEX media_by_key ON media_items (run, key, step);
+CREATE TABLE media_tables (
+    stream BIGINT NOT NULL,
+    seq BIGINT NOT NULL,
+    run BIGINT NOT NULL,
+    step BIGINT NOT NULL,
+    key TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    size BIGINT NOT NULL,
+    nrows BIGINT NOT NULL,
+    ncols BIGINT NOT NULL,
+    columns TEXT NOT NULL,
+    types TEXT NOT NULL,
+    PRIMARY KEY (stream, seq)
+);
+CREATE INDEX media_tables_by_key ON media_tables (run, key, step);
+CREATE TABLE histograms (
+    stream BIGINT NOT NULL,
+    seq BIGINT NOT NULL,
+    run BIGINT NOT NULL,
+    step BIGINT NOT NULL,
+    key TEXT NOT NULL,
+    bins INTEGER NOT NULL,
+    nan BIGINT NOT NULL,
+    posinf BIGINT NOT NULL,
+    neginf BIGINT NOT NULL,
+    counts BYTEA NOT NULL,
+    edges BYTEA NOT NULL,
+    PRIMARY KEY (stream, seq)
+);
+CREATE INDEX histograms_by_key ON histograms (run, key, step);
+CREATE TABLE blob_kinds (
+    digest TEXT NOT NULL,
+    run BIGINT NOT NULL,
+    kind TEXT NOT NULL,
+    format TEXT NOT NULL,
+    PRIMARY KEY (digest, run)
+);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, streams, columnar chunks, aggregates", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "index chunks by time", _V2, _V2),
@@ -349,6 +474,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "console lines, stalls, system key names", _V4_SQLITE, _V4_POSTGRES),
     Migration(5, "API tokens and dashboard sessions", _V5_SQLITE, _V5_POSTGRES),
     Migration(6, "non-finite counts in the aggregates", "", "", _v6_count_nonfinite),
+    Migration(7, "media items, tables, histograms, blob kinds", _V7_SQLITE, _V7_POSTGRES),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -31,6 +31,7 @@ from . import query, runs
 from .base import RunQuery, StreamKey, XAxis
 from .health_reads import HealthReads
 from .ingest import apply_stream, decode_fold, metric_names
+from .media_reads import MediaReads
 from .saved_views import SavedViews
 from .tokens import TokenStore
 from .tx import Tx, marks
@@ -48,7 +49,7 @@ def _check_axis(x: str, max_points: int) -> None:
         raise UsageError(f"max_points={max_points} must be at least 1")
 
 
-class SQLStore(SavedViews, HealthReads, TokenStore):
+class SQLStore(SavedViews, HealthReads, MediaReads, TokenStore):
     """Everything of ``Store`` but how transactions run (see the module docstring)."""
 
     dialect: str = ""

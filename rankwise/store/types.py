@@ -10,6 +10,7 @@ store protocol (``base``) imports these, and no implementation module.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -176,3 +177,19 @@ class SavedView(msgspec.Struct, kw_only=True):
     filters: dict[str, Any] = msgspec.field(default_factory=dict)
     columns: list[str] = msgspec.field(default_factory=list)  # summary keys shown as columns
     updated: float = 0.0  # when it was last saved (Unix seconds)
+
+
+@dataclass(frozen=True)
+class TableRow:
+    """One logged table as the store holds it (the cells are in the Parquet blob)."""
+
+    key: str
+    label: str
+    step: int
+    digest: str
+    size: int
+    nrows: int
+    columns: list[str]
+    types: list[str]
+    steps: list[int]  # every step the key was logged at (any label)
+    labels: list[str]  # every label that logged it

@@ -7,6 +7,13 @@ with a default, so an old reader skips what it does not know and a new reader fi
 the default for an old file; ``SCHEMA_VERSION`` (carried by every frame) says which
 generation of this module wrote a frame.
 
+Schema 2 added the rich records (``Media``, ``TableRec``, ``HistogramRec``, tags 11-13).
+Their large payloads are not in the stream: they are content-addressed blob files
+(``rankwise.stream.blobs``) named by sha256 digest, and a record's ``blob_digests()``
+lists the blobs it names (the uploader sends those before the record; the server's
+ingest refuses a record whose blobs it lacks). A blob is always written before the
+record naming it, so a record never points at a missing file.
+
 Values that travel in ``Metrics.values`` have already been coerced to ``float`` / ``int``
 / ``bool`` by the writer thread (see ``rankwise.sdk.values``); NaN and ±Inf are kept.
 """
@@ -17,7 +24,7 @@ from typing import Any
 
 import msgspec
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 Number = bool | int | float
 Json = Any  # config and summary values: str, number, bool, None, list, dict
@@ -28,6 +35,10 @@ class Record(msgspec.Struct, array_like=True, tag_field="t", omit_defaults=False
 
     seq: int
     time: float
+
+    def blob_digests(self) -> list[str]:
+        """The sha256 digests of the blob files this record names (none for most)."""
+        return []
 
 
 class StreamStart(Record, tag=1):
@@ -143,6 +154,78 @@ class Dropped(Record, tag=10):
     count: int
 
 
+class MediaItem(msgspec.Struct, omit_defaults=True):
+    """One image / audio clip / video / html or text panel of a ``Media`` record.
+
+    Encoded as a map (not an array) so fields can be added in any order later.
+    ``kind``: image | audio | video | html | text. ``format``: png | jpeg | gif | mp4 |
+    wav | html | txt. ``digest`` is the sha256 hex of the blob, ``size`` its bytes.
+    The kind-specific fields are None where they do not apply: ``width``/``height``
+    (image, video), ``frames``/``fps`` (video), ``sample_rate``/``channels`` and
+    ``duration`` seconds (audio; ``duration`` also video).
+    """
+
+    kind: str
+    digest: str
+    size: int
+    format: str
+    caption: str | None = None
+    width: int | None = None
+    height: int | None = None
+    frames: int | None = None
+    fps: float | None = None
+    sample_rate: int | None = None
+    duration: float | None = None
+    channels: int | None = None
+
+
+class Media(Record, tag=11):
+    """One logged rich value at ``step`` under ``key``: an image, a gallery (a list of
+    images logged under one key: one record, many items), audio, video, html or text."""
+
+    step: int
+    key: str
+    items: list[MediaItem]
+
+    def blob_digests(self) -> list[str]:
+        return [item.digest for item in self.items]
+
+
+class TableRec(Record, tag=12):
+    """One logged ``Table``: a Parquet blob (``digest``, ``size`` bytes).
+
+    ``types[i]`` is column ``columns[i]``'s type: str | int | float | bool | image |
+    list | null (only None seen). An image cell holds the image's digest (a string) in
+    the Parquet file; each image is its own PNG blob, listed once in ``blobs``.
+    """
+
+    step: int
+    key: str
+    digest: str
+    size: int
+    nrows: int
+    ncols: int
+    columns: list[str]
+    types: list[str]
+    blobs: list[str] = []
+
+    def blob_digests(self) -> list[str]:
+        return [self.digest, *self.blobs]
+
+
+class HistogramRec(Record, tag=13):
+    """One logged ``Histogram``, inline (at most 512 bins): ``len(edges) == len(counts)
+    + 1``. NaN, +Inf and -Inf values are left out of ``counts`` and counted here."""
+
+    step: int
+    key: str
+    counts: list[float]
+    edges: list[float]
+    nan: int = 0
+    posinf: int = 0
+    neginf: int = 0
+
+
 AnyRecord = (
     StreamStart
     | Metrics
@@ -154,6 +237,9 @@ AnyRecord = (
     | System
     | Stall
     | Dropped
+    | Media
+    | TableRec
+    | HistogramRec
 )
 
 RECORD_TYPES: tuple[type[Record], ...] = (
@@ -167,6 +253,9 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     System,
     Stall,
     Dropped,
+    Media,
+    TableRec,
+    HistogramRec,
 )
 
 # The payload of one frame: [schema version, [record, record, ...]].

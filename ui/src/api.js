@@ -117,8 +117,29 @@ export const runPath = (project, run, tail = "") => `/projects/${p(project)}/run
  * @typedef {{key: string, name: string, label: string, rank: number, node: number,
  *   host: string, gpu?: number, x: number[], y: (number|null)[],
  *   downsampled: boolean}} SystemLine
+ * @typedef {{key: string, kind: "image"|"audio"|"video"|"html"|"text"|"table"|"histogram",
+ *   steps: number[], labels: string[]}} MediaKey
+ * @typedef {{step: number, label: string, kind: string, index: number, digest: string,
+ *   format: string, caption: string|null, width?: number|null, height?: number|null,
+ *   frames?: number|null, fps?: number|null, sample_rate?: number|null,
+ *   duration?: number|null, size?: number}} MediaItem
+ * @typedef {{items: MediaItem[], steps: number[]}} MediaReply
+ * @typedef {{columns: string[], types: string[], rows: unknown[][], total: number,
+ *   step: number, label: string, steps: number[]}} TableReply
+ * @typedef {{label: string, steps: number[], edges: number[][],
+ *   counts: number[][], nan?: number[], posinf?: number[], neginf?: number[]}} HistogramSeries
+ * @typedef {{series: HistogramSeries[]}} HistogramsReply
  * @typedef {{signal?: AbortSignal}} Opts
  */
+
+/**
+ * The URL of a stored blob (an image, a clip, a table's image cell), for `src`
+ * attributes: the server picks its content type from the media row naming it.
+ * `inline` asks for an html panel to be shown (in a sandboxed frame) rather than saved.
+ */
+export function blobUrl(project, digest, { inline = false } = {}) {
+  return `${BASE}/blobs/${p(project)}/${p(digest)}${inline ? "?inline=1" : ""}`;
+}
 
 /**
  * Ask for a reply before the page that shows it is on screen, and hand it over once:
@@ -177,6 +198,23 @@ export const api = {
     request("POST", `/projects/${p(project)}/views`, { ...opts, body: view }),
   deleteView: (project, name, opts) =>
     request("DELETE", `/projects/${p(project)}/views`, { ...opts, params: { name } }),
+  /** @type {(project: string, run: string, opts?: Opts) => Promise<{keys: MediaKey[]}>} */
+  mediaKeys: (project, run, opts) => request("GET", runPath(project, run, "/media/keys"), opts),
+  /** @type {(project: string, run: string, params: {key: string, label?: string, step?: number}, opts?: Opts) => Promise<MediaReply>} */
+  media: (project, run, params, opts) =>
+    request("GET", runPath(project, run, "/media"), { ...opts, params }),
+  /** @type {(project: string, run: string, params: object, opts?: Opts) => Promise<TableReply>} */
+  table: (project, run, params, opts) =>
+    request("GET", runPath(project, run, "/tables"), { ...opts, params }),
+  /** @type {(project: string, run: string, params: {key: string, label?: string}, opts?: Opts) => Promise<HistogramsReply>} */
+  histograms: (project, run, params, opts) =>
+    request("GET", runPath(project, run, "/histograms"), { ...opts, params }),
+  /** A text panel's words (a blob of format txt), as text: shown with Preact, never as HTML. */
+  blobText: async (project, digest, opts) => {
+    const res = await fetch(blobUrl(project, digest), { signal: opts?.signal, credentials: "same-origin" });
+    if (!res.ok) throw new ApiError(res.status, `this text panel could not be read (HTTP ${res.status})`);
+    return res.text();
+  },
   whoami: (opts) => request("GET", "/session", opts),
   login: (token) => request("POST", "/session", { body: { token } }),
   logout: () => request("DELETE", "/session"),

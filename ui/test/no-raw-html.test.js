@@ -15,6 +15,8 @@ const FORBIDDEN = [
   /createContextualFragment/,
   /\bnew Function\b/,
   /\beval\s*\(/,
+  // an html panel is shown only from the blob route in a sandboxed frame, never inline
+  /\bsrcdoc\b/i,
 ];
 
 function sources(dir) {

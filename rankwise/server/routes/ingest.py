@@ -12,6 +12,10 @@ same bytes as the file), optionally compressed. Invariants:
 * Records at or below the mark are dropped here and again by the store, in the same
   transaction as the data: retries, replays and two servers on one database double
   nothing.
+* Blobs first: an upload whose new records name a blob (``record.blob_digests()``) the
+  blob store lacks is refused whole with 409 and ``missing_blobs``; the uploader PUTs
+  them and resends. So a record is never applied before its blob is stored. A digest its
+  uploader declared lost (``POST /blobs/{project}/lost``) does not hold a record back.
 * Overload is answered, not queued: past ``max_inflight`` requests at once a process
   answers 429, and a store that cannot write (disk full, database down) 503, both with
   ``Retry-After``. Nothing of such a request was applied; the uploader keeps the frames
@@ -31,9 +35,11 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from ... import names
+from ...store import media as rich
 from ...store.base import Store, StreamKey
 from ...stream import records as R
 from ...stream.frames import scan
+from ..blobs import BlobStore, is_digest
 from ..config import ServerSettings
 from ..encoding import ApiError, error_reply, reply
 from ..group_commit import GroupCommit
@@ -71,7 +77,10 @@ def ack(request: Request, key: Key) -> Response:
 
 
 _ERRORS: Responses = {
-    409: refusal("gap: resend from the mark (error.acked_seq)"),
+    409: refusal(
+        "gap: resend from the mark (error.acked_seq); or blobs the records name are not "
+        "stored: PUT error.missing_blobs, then resend"
+    ),
     413: refusal("body over the server's limit"),
     415: refusal("unknown Content-Encoding"),
     422: refusal("bad parameters or not whole frames"),
@@ -114,7 +123,14 @@ async def ingest(request: Request, key: Key) -> Response:
         try:
             commit = _group_commit(request)
             acked = await run_in_threadpool(
-                apply_upload, _store(request), key, data, commit, settings.max_keys_per_run
+                apply_upload,
+                _store(request),
+                key,
+                data,
+                commit,
+                settings.max_keys_per_run,
+                settings.max_table_cells,
+                request.app.state.blobs,
             )
         except Exception as exc:
             if not _store_unavailable(exc):
@@ -277,6 +293,8 @@ def apply_upload(
     data: bytes,
     commit: GroupCommit | None = None,
     max_keys_per_run: int = MAX_KEYS_PER_RUN,
+    max_table_cells: int = rich.MAX_TABLE_CELLS,
+    blobs: BlobStore | None = None,
 ) -> int:
     """Check ``data`` whole, then hand the records above the mark to the store (through
     ``commit``, which applies it with the uploads that arrived with it)."""
@@ -312,6 +330,10 @@ def apply_upload(
                 "and incarnation it was posted as: post each stream under its own identity",
             )
     keys = check_records(records)
+    try:  # tables over the size cap, malformed digests, unknown kinds: refused whole
+        rich.check_records(records, max_table_cells)
+    except rich.RichRecordError as exc:
+        raise ApiError(exc.status, str(exc)) from None
     run_keys(store).check(store, key.project, key.run_id, keys, max_keys_per_run)
     mark = store.acked(key)
     if first > mark + 1:
@@ -324,6 +346,36 @@ def apply_upload(
     fresh = records[mark + 1 - first :] if mark >= first else records
     if not fresh:
         return mark
+    check_blobs(blobs, key.project, fresh)
     if commit is not None:
         return commit.ingest(key, fresh)
     return store.ingest([(key, fresh)]).get(key, mark)
+
+
+def blob_digests(records: list[R.AnyRecord]) -> list[str]:
+    """The blobs ``records`` name, in order, without repeats."""
+    out: dict[str, None] = {}
+    for rec in records:
+        out.update(dict.fromkeys(rec.blob_digests()))
+    return list(out)
+
+
+def check_blobs(blobs: BlobStore | None, project: str, records: list[R.AnyRecord]) -> None:
+    """409 with ``missing_blobs`` unless every blob ``records`` name is stored (or was
+    declared lost by its uploader). Nothing is applied before its blobs are there."""
+    digests = blob_digests(records)
+    if not digests:
+        return
+    if not all(is_digest(d) for d in digests):
+        raise ApiError(422, "a record names a blob digest that is not 64 lower-case hex digits")
+    absent = blobs.missing(project, digests) if blobs is not None else digests
+    if absent and blobs is not None:
+        declared = blobs.lost(project, absent)
+        absent = [d for d in absent if d not in declared]
+    if absent:
+        raise ApiError(
+            409,
+            f"{len(absent)} blob(s) named by this upload's records are not stored yet: PUT "
+            "them to /api/v1/blobs/{project}/{digest}, then resend the upload",
+            missing_blobs=absent,
+        )

@@ -1,26 +1,30 @@
 // Compare (chosen runs) and Group (the runs of one group, e.g. the per-rank runs of
 // run_mode="new"): every metric any of the runs logged, one chart each, one line per run
-// (its cross-rank mean) in the colour of the legend.
+// (its cross-rank mean) in the colour of the legend. When the runs logged media, a Media
+// view shows one media key side by side across them at a chosen step.
 
-import { useMemo } from "preact/hooks";
+import { useMemo, useState } from "preact/hooks";
 import { api } from "../api.js";
 import { useChartSettings, useLoad } from "../hooks.js";
 import { href, listParam, navigate } from "../router.js";
 import { runColor } from "../lib/colors.js";
 import { createFirstDraw } from "../lib/firstDraw.js";
-import { Empty, ErrorBox, Spinner, StateBadge } from "../components/common.jsx";
+import { Empty, ErrorBox, Spinner, StateBadge, Tabs } from "../components/common.jsx";
+import { CompareMedia } from "../components/CompareMedia.jsx";
 import { ChartToolbar, MetricSections, useMetricSearch } from "../components/MetricGrid.jsx";
 import { OverlayChartCard } from "../components/ChartCards.jsx";
 
 const MAX_RUNS = 64; // the compare endpoint's limit per request
 
 async function withKeys(runs, signal) {
-  const keys = await Promise.all(
-    runs.map((r) => api.metrics(r.project, r.id, { signal }).then((m) => m.keys, () => [])),
-  );
+  const [keys, mediaKeys] = await Promise.all([
+    Promise.all(runs.map((r) => api.metrics(r.project, r.id, { signal }).then((m) => m.keys, () => []))),
+    // Each run's media keys (none from a server without the media routes).
+    Promise.all(runs.map((r) => api.mediaKeys(r.project, r.id, { signal }).then((m) => m.keys, () => []))),
+  ]);
   const union = new Set();
   keys.forEach((ks) => ks.forEach((k) => union.add(k)));
-  return { runs, keys: [...union].sort() };
+  return { runs, keys: [...union].sort(), mediaKeys };
 }
 
 export function ComparePage({ params }) {
@@ -89,6 +93,8 @@ function OverlayBody({ title, kicker, subtitle, back, loaded, onRemove }) {
   const live = runs.some((r) => r.state === "running");
   const tracker = useMemo(() => createFirstDraw(), [loaded.data]); // eslint-disable-line react-hooks/exhaustive-deps -- a fresh first-draw count per loaded set of runs
   const { search, setSearch, filtered, grouped } = useMetricSearch(loaded.data?.keys);
+  const [view, setView] = useState("charts");
+  const hasMedia = (loaded.data?.mediaKeys ?? []).some((ks) => ks.some((k) => k.kind !== "table" && k.kind !== "histogram"));
 
   return (
     <main class="main overlay-page">
@@ -119,10 +125,21 @@ function OverlayBody({ title, kicker, subtitle, back, loaded, onRemove }) {
       {loaded.error ? <ErrorBox error={loaded.error} onRetry={loaded.reload} /> : null}
       {!loaded.data && !loaded.error ? <Spinner /> : null}
       {loaded.data && !runs.length ? <Empty title="No runs in this group">Runs join a group with <code>rankwise.init(group=...)</code>, or by themselves under <code>run_mode="new"</code>.</Empty> : null}
-      {loaded.data && runs.length && !loaded.data.keys.length ? (
+      {hasMedia ? (
+        <Tabs
+          current={view}
+          onSelect={setView}
+          tabs={[
+            { id: "charts", label: "Charts" },
+            { id: "media", label: "Media" },
+          ]}
+        />
+      ) : null}
+      {hasMedia && view === "media" ? <CompareMedia runs={runs} keys={loaded.data.mediaKeys} /> : null}
+      {view === "media" && hasMedia ? null : loaded.data && runs.length && !loaded.data.keys.length ? (
         <Empty title="No metrics logged yet" icon="∿">These runs have not logged any values with <code>run.log()</code>{live ? " yet; charts appear as soon as they do" : ""}.</Empty>
       ) : null}
-      {loaded.data && loaded.data.keys.length ? (
+      {loaded.data && loaded.data.keys.length && !(hasMedia && view === "media") ? (
         <>
           <ChartToolbar
             settings={settings}

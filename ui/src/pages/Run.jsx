@@ -1,8 +1,9 @@
 // The Run page: header (state, ranks, nodes, duration, group), rank health (strip and
 // stall banner), then tabs: Charts (one per metric, cross-rank band, per-rank lines on
-// demand), Logs, System, Config & summary, Streams.
+// demand), Media, Tables and Histograms (shown once the run logged any), Logs, System,
+// Config & summary, Streams.
 
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useMemo, useState } from "preact/hooks";
 import { api, askAhead } from "../api.js";
 import { LIVE_MS, useLoad, useNow } from "../hooks.js";
 import { href, navigate } from "../router.js";
@@ -16,6 +17,13 @@ import { FailureBanner } from "../components/FailureBanner.jsx";
 import { ChartsTab } from "./run/ChartsTab.jsx";
 import { LogsTab } from "./run/LogsTab.jsx";
 import { SystemTab } from "./run/SystemTab.jsx";
+import { MediaTab } from "./run/MediaTab.jsx";
+import { TablesTab } from "./run/TablesTab.jsx";
+import { HistogramsTab } from "./run/HistogramsTab.jsx";
+import { splitKeys } from "../lib/media.js";
+
+/** How often a running run's rich-data keys are asked for again (ms): they change slowly. */
+const MEDIA_KEYS_MS = 5000;
 
 export function RunPage({ project, runId, params }) {
   // A running run is re-read every LIVE_MS; polling stops with the reply that says it ended.
@@ -34,6 +42,15 @@ export function RunPage({ project, runId, params }) {
   const data = run.data;
   const isRunning = data?.state === "running" || (!data && run.error?.status === 404);
   useEffect(() => setRunning(isRunning), [isRunning]);
+  // The rich-data keys decide which of Media / Tables / Histograms show. A server without
+  // the routes (older) answers 404: the tabs stay hidden and nothing else changes.
+  const mediaKeys = useLoad(
+    (signal) => api.mediaKeys(project, runId, { signal }).catch((e) => (e.status === 404 ? { keys: [] } : Promise.reject(e))),
+    [project, runId],
+    { interval: running ? MEDIA_KEYS_MS : 0, keepOnError: true, finalRead: true },
+  );
+  const rich = useMemo(() => splitKeys(mediaKeys.data?.keys), [mediaKeys.data]);
+  const primary = useMemo(() => (data?.streams ?? []).find((s) => s.is_primary)?.label ?? null, [data]);
   const tab = params.get("tab") || "charts";
   // A rank picked in the health strip (or the Logs filter) stays picked across tabs: its
   // lines in Charts, its lines in Logs.
@@ -63,6 +80,11 @@ export function RunPage({ project, runId, params }) {
         onSelect={setTab}
         tabs={[
           { id: "charts", label: "Charts" },
+          ...(rich.media.length || tab === "media" ? [{ id: "media", label: "Media", count: rich.media.length }] : []),
+          ...(rich.tables.length || tab === "tables" ? [{ id: "tables", label: "Tables", count: rich.tables.length }] : []),
+          ...(rich.histograms.length || tab === "histograms"
+            ? [{ id: "histograms", label: "Histograms", count: rich.histograms.length }]
+            : []),
           { id: "logs", label: "Logs" },
           { id: "system", label: "System" },
           { id: "config", label: "Config & summary" },
@@ -71,6 +93,9 @@ export function RunPage({ project, runId, params }) {
       />
       <div class="tab-body" role="tabpanel" aria-labelledby={`tab-${tab}`}>
         {tab === "charts" ? <ChartsTab run={data} live={data.state === "running"} focus={focus} keysAhead={keysAhead} /> : null}
+        {tab === "media" ? <MediaTab run={data} keys={rich.media} primary={primary} live={data.state === "running"} /> : null}
+        {tab === "tables" ? <TablesTab run={data} keys={rich.tables} primary={primary} /> : null}
+        {tab === "histograms" ? <HistogramsTab run={data} keys={rich.histograms} primary={primary} live={data.state === "running"} /> : null}
         {tab === "logs" ? <LogsTab run={data} params={params} /> : null}
         {tab === "system" ? <SystemTab run={data} /> : null}
         {tab === "config" ? <ConfigTab run={data} /> : null}

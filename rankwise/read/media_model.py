@@ -1,0 +1,112 @@
+"""The HTTP replies of a run's rich data (media, tables, histograms): declared once, here.
+
+The store returns these structs, the server encodes them as they are (JSON or
+MessagePack), ``Api(server=)`` decodes them as they are, and the OpenAPI document's
+schemas are derived from them (``rankwise.server.replies.STRUCTS``). Routes and shapes:
+``docs/http-api.md``, "Media, tables and histograms".
+
+A label is a stream label (``rank-3``, ``primary``): in a shared run every rank's items
+are its own, and a reply says whose each is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from .media import KINDS, MediaKey
+
+__all__ = [
+    "KINDS",
+    "HistogramSeries",
+    "HistogramsReply",
+    "MediaKey",
+    "MediaKeysReply",
+    "MediaReply",
+    "MediaRow",
+    "TableReply",
+]
+
+
+class MediaKeysReply(msgspec.Struct, kw_only=True):
+    """Every key of a run holding rich values (``MediaKey``: the local reader's
+    ``RunInfo.media_keys()`` items, the same struct)."""
+
+    keys: list[MediaKey]  # by key, then kind
+
+
+class MediaRow(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One item of a logged media value (a gallery has several, ``index`` 0, 1, ...).
+
+    The bytes are the blob ``GET /api/v1/blobs/{project}/{digest}``; the server serves it
+    with the content type of ``kind``/``format``. Kind-specific fields are absent when
+    the item has none.
+    """
+
+    step: int
+    label: str
+    kind: str  # image | audio | video | html | text
+    index: int
+    digest: str  # sha256 hex of the blob
+    format: str  # png | jpeg | gif | mp4 | wav | html | txt
+    size: int  # bytes of the blob
+    caption: str | None = None
+    width: int | None = None
+    height: int | None = None
+    frames: int | None = None
+    fps: float | None = None
+    sample_rate: int | None = None
+    duration: float | None = None
+    channels: int | None = None
+    time: float | None = None  # when the value was logged (Unix seconds)
+
+
+class MediaReply(msgspec.Struct, kw_only=True):
+    key: str
+    items: list[MediaRow]  # by step, label, then index
+    steps: list[int]  # every step the key was logged at (whatever ``step`` asked for)
+
+
+class HistogramSeries(msgspec.Struct, kw_only=True):
+    """One label's histograms of one key over steps (in step order, then seq order).
+
+    ``edges[i]`` has one more value than ``counts[i]``; bins may differ between steps.
+    ``nan``/``posinf``/``neginf`` count the values left out of each histogram.
+    """
+
+    label: str
+    steps: list[int]
+    edges: list[list[float]]
+    counts: list[list[float]]
+    nan: list[int]
+    posinf: list[int]
+    neginf: list[int]
+
+
+class HistogramsReply(msgspec.Struct, kw_only=True):
+    key: str
+    series: list[HistogramSeries]  # by label
+
+
+class TableReply(msgspec.Struct, kw_only=True):
+    """One page of one logged table (one key, label and step).
+
+    ``rows`` are lists in ``columns`` order; an image cell is the image blob's digest
+    (the dashboard builds the blob's URL). ``total`` counts the rows that pass the
+    filter (``nrows`` all of them); ``steps`` and ``labels`` are where the key was
+    logged, for a step slider and a rank picker.
+    """
+
+    key: str
+    label: str
+    step: int
+    digest: str  # the Parquet blob: download it to open the table elsewhere
+    columns: list[str]
+    types: list[str]  # per column: str | int | float | bool | image | list | null
+    rows: list[list[Any]]
+    offset: int
+    total: int
+    nrows: int
+    steps: list[int]
+    labels: list[str]

@@ -1,0 +1,92 @@
+"""``examples/ddp_mnist_tutorial.py`` under torchrun (2 gloo CPU ranks, 2 epochs), read
+back with ``Api(dir=)``: one shared run of both ranks, ``test_loss`` and ``accuracy`` per
+epoch from each rank, and each rank's predictions table ``(id, image, guess, truth,
+score_0 ... score_9)`` per epoch with its images."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+
+import pytest
+
+import rankwise
+from tests.helpers.env import REPO, clean_env
+from tests.helpers.jobs import torchrun
+
+pytestmark = pytest.mark.torchrun
+
+EXAMPLE = REPO / "examples" / "ddp_mnist_tutorial.py"
+EPOCHS = 2
+LABELS = ["rank-0", "rank-1"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> rankwise.RunInfo:
+    root = tmp_path_factory.mktemp("mnist") / "data"
+    cmd = [*torchrun(), "--standalone", "--nproc-per-node=2", str(EXAMPLE),
+           "--epochs", str(EPOCHS), "--run-id", "tutorial", "--watch-freq", "5",
+           "--batch-size", "16"]  # fmt: skip
+    env = clean_env(RANKWISE_DIR=str(root), RANKWISE_FLUSH_INTERVAL="0.05")
+    out = subprocess.run(cmd, env=env, cwd=root.parent, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "run mnist-tutorial/tutorial:" in out.stdout
+    return rankwise.Api(dir=root).run("tutorial", project="mnist-tutorial")
+
+
+def test_one_shared_run_with_test_metrics_per_epoch(run: rankwise.RunInfo) -> None:
+    assert run.state == "finished"
+    assert run.run_ranks == 2
+    rows = run.history(["test_loss", "accuracy"])
+    for label in LABELS:
+        mine = [r for r in rows if r["label"] == label]
+        assert len(mine) == EPOCHS, mine
+        for r in mine:
+            assert 0.0 <= r["accuracy"] <= 1.0
+            assert math.isfinite(r["test_loss"]) and r["test_loss"] > 0
+    # Two epochs of Adadelta on the digits: better than chance by far.
+    assert max(r["accuracy"] for r in rows) > 0.5
+    assert any(r["label"] == "rank-1" for r in run.history(["train/loss"]))
+
+
+def test_predictions_table_per_rank(run: rankwise.RunInfo) -> None:
+    cols = ["id", "image", "guess", "truth", *[f"score_{i}" for i in range(10)]]
+    steps = sorted({r["step"] for r in run.history(["accuracy"])})
+    ids: dict[str, set[int]] = {}
+    for label in LABELS:
+        table = run.table("predictions", label=label)
+        assert table.columns == cols
+        assert len(table.data) == 64  # --table-batches 2 of --test-batch-size 32
+        df = table.get_dataframe()
+        assert df["guess"].between(0, 9).all() and df["truth"].between(0, 9).all()
+        scores = df[[f"score_{i}" for i in range(10)]].sum(axis=1)
+        assert scores.between(0.999, 1.001).all()  # softmax rows
+        ids[label] = set(df["id"])
+        first = run.table("predictions", step=steps[0], label=label)
+        assert len(first.data) == 64
+    # DistributedSampler: each rank its own shard of the test set.
+    assert not ids["rank-0"] & ids["rank-1"]
+
+
+def test_gallery_images_read_back(run: rankwise.RunInfo) -> None:
+    items = run.media("examples", label="rank-0")
+    assert len(items) == 16 * EPOCHS
+    first = items[0]
+    assert first.kind == "image" and first.format == "png"
+    assert first.caption is not None and first.caption.startswith("id ")
+    assert first.read()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_watch_gradients_on_every_rank(run: rankwise.RunInfo) -> None:
+    # run.watch(model, ranks="all", log_freq=5): each rank's own gradient histograms and
+    # the gradient norms as plain metrics.
+    keys = [k.key for k in run.media_keys() if k.kind == "histogram"]
+    fc1 = [k for k in keys if k.startswith("gradients/") and k.endswith("fc1.weight")]
+    assert len(fc1) == 1, keys
+    series = run.histograms(fc1[0])
+    assert sorted(series) == LABELS
+    for s in series.values():
+        assert len(s.steps) >= 2
+        assert s.counts.shape == (len(s.steps), 64)
+    norms = run.history(["grad_norm/total"])
+    assert {r["label"] for r in norms} == set(LABELS)
