@@ -345,7 +345,7 @@ def _records_above(frames: bytes, acked: int) -> list[R.AnyRecord]:
 # The tags of the record types that override ``blob_digests`` (Media, TableRec, ...).
 _NAMING_TAGS = frozenset(
     cls.__struct_config__.tag
-    for cls in R.AnyRecord.__args__  # type: ignore[attr-defined]
+    for cls in R.AnyRecord.__args__
     if cls.blob_digests is not R.Record.blob_digests
 )
 _raw_payload = msgspec.msgpack.Decoder(tuple[int, list[msgspec.Raw]])

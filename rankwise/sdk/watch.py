@@ -368,7 +368,7 @@ class Batch:
             event = None
             if device.type == "cuda":
                 event = torch.cuda.Event()  # type: ignore[no-untyped-call]
-                event.record(torch.cuda.current_stream(device))  # type: ignore[no-untyped-call]
+                event.record(torch.cuda.current_stream(device))
             self._groups.append((stacked, event))
 
     def _rows(self) -> Any:
@@ -537,4 +537,4 @@ _graph_task: Callable[[], int] = _LazyTask()
 def _queue_callback(fn: Callable[[], None]) -> None:
     from torch.autograd import Variable
 
-    Variable._execution_engine.queue_callback(fn)  # type: ignore[attr-defined]
+    Variable._execution_engine.queue_callback(fn)

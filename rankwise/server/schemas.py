@@ -7,9 +7,9 @@ Every reply is a msgspec struct (``rankwise.read.model``, ``rankwise.store.types
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, Field, Strict, StringConstraints
 
 from .. import names
 
@@ -17,21 +17,31 @@ XAxis = Literal["step", "time"]
 RunState = Literal["running", "finished", "failed", "killed", "crashed"]
 
 
+def _a_number(value: Any) -> Any:
+    """JSON as the schema says: ``true`` or ``"5"`` is not a number (pydantic's lax mode
+    would take them), while ``5.0`` is still the integer 5, as JSON Schema counts it."""
+    if isinstance(value, (bool, str)):
+        raise ValueError("expected a JSON number")
+    return value
+
+
+JsonInt = Annotated[int, BeforeValidator(_a_number)]
+JsonFloat = Annotated[float, BeforeValidator(_a_number)]
+JsonBool = Annotated[bool, Strict()]
+
 _ID = names.ID_CHARS_PATTERN[1:-1]
 RunRef = Annotated[str, StringConstraints(pattern=f"^{_ID}/{_ID}$")]
 STREAMS_PATTERN = f"^(?:all|none|{_ID}(?:,{_ID})*)$"
 
 
 class CompareRequest(BaseModel):
-    model_config = ConfigDict(strict=True)  # JSON as written: no true for a number
-
     runs: list[RunRef] = Field(min_length=1, description='"project/run" ids')
     key: str = Field(min_length=1, max_length=names.KEY_MAX, pattern=names.KEY_PATTERN)
     x: XAxis = "step"
-    from_: float | None = Field(None, alias="from")
-    to: float | None = None
-    max_points: int = Field(2000, ge=2, le=100_000)
+    from_: JsonFloat | None = Field(None, alias="from")
+    to: JsonFloat | None = None
+    max_points: JsonInt = Field(2000, ge=2, le=100_000)
     streams: str = Field(
         "all", description="all, none, or comma-separated labels", pattern=STREAMS_PATTERN
     )
-    band: bool = True
+    band: JsonBool = True

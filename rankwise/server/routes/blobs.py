@@ -202,7 +202,7 @@ async def put(request: Request, project: str, digest: Digest) -> Response:
             )
         spool.seek(0)
         try:
-            new = await run_in_threadpool(store.put, project, digest, spool)  # type: ignore[arg-type]
+            new = await run_in_threadpool(store.put, project, digest, spool)
         except DigestMismatch:  # the spool was changed under us: never store it
             raise ApiError(400, "the bytes do not hash to the digest: nothing stored") from None
         except ReadOnly:

@@ -31,8 +31,6 @@ router = APIRouter(tags=["auth"])
 
 
 class Login(BaseModel):
-    model_config = ConfigDict(strict=True)
-
     token: str = Field(max_length=200, description="a read or admin token (rk_r_… or rk_a_…)")
 
 
@@ -62,7 +60,7 @@ class TokensReply(BaseModel):
 
 
 class NewScopedToken(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid")
 
     role: Literal["ingest", "read"]
     projects: list[ProjectName] | None = Field(
@@ -75,7 +73,7 @@ class NewAdminToken(BaseModel):
     """An admin token always covers every project, so it names none (the schema says so,
     rather than a 422 after the fact)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid")
 
     role: Literal["admin"]
     projects: None = Field(None, description="an admin token covers every project")

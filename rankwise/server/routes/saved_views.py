@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 from starlette.responses import Response
 
 from ... import names
@@ -20,6 +20,7 @@ from ...store.saved_views import MAX_NAME, check_view
 from ...store.types import SavedView
 from ..encoding import ApiError, reply
 from ..replies import ViewsReply
+from ..schemas import JsonFloat
 from .deps import answers
 from .deps import store as _store
 
@@ -27,10 +28,7 @@ router = APIRouter(tags=["views"])
 
 
 class View(BaseModel):
-    """A view as the dashboard saves it (the request body; the reply is ``SavedView``).
-    Strict: JSON is taken as written (``true`` is not a number, ``"1"`` not an int)."""
-
-    model_config = ConfigDict(strict=True)
+    """A view as the dashboard saves it (the request body; the reply is ``SavedView``)."""
 
     name: str = Field(max_length=MAX_NAME, description="unique per project")
     filters: dict[str, Any] = Field(
@@ -38,7 +36,7 @@ class View(BaseModel):
         description='the runs table\'s filters, e.g. {"state": ["crashed"], "tag": ["ddp"]}',
     )
     columns: list[str] = Field(default_factory=list, description="summary keys shown as columns")
-    updated: float | None = Field(None, description="when it was last saved (Unix seconds)")
+    updated: JsonFloat | None = Field(None, description="when it was last saved (Unix seconds)")
 
 
 @router.get("/projects/{project}/views", response_model=None, responses=answers(ViewsReply))
