@@ -40,9 +40,10 @@ class Table(Rich):
     ``t.add_data(0, rankwise.Image(x), 7)``, ``run.log({"predictions": t})``.
 
     ``data`` is a list of rows (lists); ``dataframe`` a pandas DataFrame (it wins over
-    ``data``, as in W&B). ``columns`` default to ``["Input", "Output", "Expected"]`` when
-    neither gives them. A logged table is encoded from the rows as they are when the
-    encoder thread gets to it: build a new table per log rather than changing one.
+    ``data``, as in W&B). ``columns`` default to ``["Input", "Output", "Expected"]`` (W&B's)
+    for an empty table, and to ``c0, c1, ...`` for rows given without names. ``log()``
+    keeps the rows the table has then (rows added later go to a later log); a row
+    changed in place afterwards may still be encoded with its change.
     """
 
     kind = "table"
