@@ -22,6 +22,7 @@ json_like = st.recursive(
 )
 seqs = st.integers(0, 2**40)
 times = st.floats(0, 4e9)
+digests = st.text("0123456789abcdef", min_size=64, max_size=64)
 
 record_strategies = [
     st.builds(
@@ -81,6 +82,50 @@ record_strategies = [
         stacks=st.dictionaries(names, st.text()),
     ),
     st.builds(R.Dropped, seq=seqs, time=times, count=st.integers(0, 10**9)),
+    st.builds(
+        R.Media,
+        seq=seqs,
+        time=times,
+        step=st.integers(-1, 2**40),
+        key=names,
+        items=st.lists(
+            st.builds(
+                R.MediaItem,
+                kind=st.sampled_from(["image", "audio", "video", "html", "text"]),
+                digest=digests,
+                size=st.integers(0, 2**40),
+                format=st.sampled_from(["png", "jpeg", "gif", "mp4", "wav", "html", "txt"]),
+                caption=st.none() | st.text(),
+                width=st.none() | st.integers(1, 65_500),
+                fps=st.none() | finite,
+            ),
+            max_size=3,
+        ),
+    ),
+    st.builds(
+        R.TableRec,
+        seq=seqs,
+        time=times,
+        step=st.integers(-1, 2**40),
+        key=names,
+        digest=digests,
+        size=st.integers(0, 2**40),
+        nrows=st.integers(0, 10**6),
+        ncols=st.integers(0, 1000),
+        columns=st.lists(names, max_size=4),
+        types=st.lists(st.sampled_from(["str", "int", "float", "image", "list"]), max_size=4),
+        blobs=st.lists(digests, max_size=3),
+    ),
+    st.builds(
+        R.HistogramRec,
+        seq=seqs,
+        time=times,
+        step=st.integers(-1, 2**40),
+        key=names,
+        counts=st.lists(finite, max_size=8),
+        edges=st.lists(finite, max_size=9),
+        nan=st.integers(0, 10**9),
+    ),
 ]
 any_record = st.one_of(*record_strategies)
 

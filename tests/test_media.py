@@ -397,3 +397,25 @@ def test_a_value_made_long_before_its_log_is_recorded(tmp_path: Path) -> None:
     info = read_back(tmp_path, run)
     assert [(m.key, m.step) for m in info.media("late")] == [("late", 1)]
     assert [r["loss"] for r in info.history()] == [1.0, 2.0]
+
+
+def test_cuda_tensors_are_copied_without_a_sync_and_encoded(tmp_path: Path) -> None:
+    """A CUDA image and a histogram of device counts (what run.watch passes): the copy
+    to pinned host memory is started non-blocking; the encoder thread waits for it."""
+    torch = need("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    img = torch.rand(3, 16, 16, device="cuda")
+    values = torch.randn(10_000, device="cuda")
+    counts = torch.histc(values, bins=64)
+    lo, hi = values.min(), values.max()
+    edges = torch.linspace(0, 1, 65, device="cuda") * (hi - lo) + lo
+    run = start(tmp_path)
+    run.log({"img": rankwise.Image(img), "h": rankwise.Histogram(np_histogram=(counts, edges))})
+    run.finish()
+    info = read_back(tmp_path, run)
+    expect = np.rint(img.cpu().numpy().transpose(1, 2, 0) * 255).astype(np.uint8)
+    np.testing.assert_array_equal(png_pixels(info.media("img")[0].read()), expect)
+    series = info.histograms("h", label=run.label)
+    np.testing.assert_array_equal(series.counts[0], counts.cpu().numpy())
+    assert series.counts[0].sum() == 10_000

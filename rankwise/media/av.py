@@ -23,6 +23,8 @@ from .base import (
     MediaValue,
     PutBlob,
     check_caption,
+    dtype_kind,
+    dtype_name,
     is_array_like,
     is_torch_tensor,
     max_media_bytes,
@@ -84,9 +86,10 @@ class Audio(MediaValue):
             raise MediaError(
                 f"Audio of shape {tuple(data.shape)}: give (samples,) or (samples, 1 or 2 channels)"
             )
-        dtype = str(data.dtype).replace("torch.", "")
-        if not dtype.startswith(("float", "int", "uint", "bfloat")):
-            raise MediaError(f"Audio of dtype {dtype}: give float samples in [-1, 1] or int16")
+        if dtype_kind(data) not in "uif":
+            raise MediaError(
+                f"Audio of dtype {dtype_name(data)}: give float samples in [-1, 1] or int16"
+            )
         self.channels = 1 if len(shape) == 1 else shape[1]
         self.duration = shape[0] / sample_rate
         size = _nbytes(data)
@@ -171,10 +174,10 @@ class Video(MediaValue):
             t, h, w, c = shape
         else:
             raise MediaError(f"Video of shape {tuple(data.shape)}: frames need 1, 3 or 4 channels")
-        dtype = str(data.dtype).replace("torch.", "")
-        if dtype != "uint8":
+        if dtype_name(data) != "uint8":
             raise MediaError(
-                f"Video of dtype {dtype}: give uint8 frames (x.clip(0, 1) * 255).astype(uint8)"
+                f"Video of dtype {dtype_name(data)}: give uint8 frames "
+                "(x.clip(0, 1) * 255).astype(uint8)"
             )
         if not (1 <= t <= MAX_FRAMES and 1 <= h <= MAX_DIMENSION and 1 <= w <= MAX_DIMENSION):
             raise MediaError(
@@ -222,6 +225,4 @@ class Video(MediaValue):
 
 
 def _nbytes(data: Any) -> int:
-    if is_torch_tensor(data):
-        return int(data.numel()) * int(data.element_size())
     return int(data.nbytes)

@@ -5,8 +5,9 @@ One per recording run, made on the first rich value and attached through
 the run's Finish record is written). Invariants:
 
 * The training thread only calls ``submit`` (a deque append after ``reserve`` admitted the
-  value's bytes). Encoding (PNG, WAV, GIF, Parquet), hashing (sha256) and writing the
-  blob all happen on this thread.
+  value's bytes); the thread looks at the queue every ``flush_interval``, like the writer,
+  and at once when ``reserve`` waits or the run ends. Encoding (PNG, WAV, GIF, Parquet),
+  hashing (sha256) and writing the blob all happen on this thread.
 * A blob is written whole (temp + fsync + ``os.replace``, ``rankwise.stream.blobs``)
   BEFORE the record naming it is handed to the stream writer (``put_control``), so a
   crash at any moment never leaves a record naming a missing blob.
@@ -92,6 +93,7 @@ class MediaEncoder:
         self._max_queue = int(settings.max_media_queue_bytes)
         self._max_gallery = int(settings.max_gallery_items)
         self._stall_timeout = float(settings.writer_stall_timeout)
+        self._interval = float(settings.flush_interval)
         self.queue: deque[Item] = deque()
         self.put_bytes = 0  # training thread only
         self.done_bytes = 0  # encoder thread only
@@ -101,6 +103,7 @@ class MediaEncoder:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._warned: set[str] = set()
+        self._keys: set[str] = set()  # keys found valid (names.is_key), checked once
         self._thread = threading.Thread(target=self._run, name="rankwise-media", daemon=True)
         self._thread.start()
 
@@ -132,17 +135,13 @@ class MediaEncoder:
     def submit(self, t: float, step: int, key: str, value: Any, nbytes: int) -> None:
         """Queue a value ``reserve`` admitted (``nbytes`` of it), logged at ``step``."""
         self.queue.append((t, step, key, value, nbytes))
-        self._wake.set()
+        # No wake-up here (an Event.set() is a syscall, ~10 us): the thread looks every
+        # flush_interval, as the writer does, and at once when reserve() must wait.
 
     def log(self, t: float, step: int, key: str, value: Any) -> bool:
         """``reserve`` + ``submit``; False when the value was dropped (the caller counts
         it). A key that breaks ``rankwise.names``' rule is skipped with a warning."""
-        if not is_key(key):
-            self.warn_once(
-                f"name:{key!r}",
-                f"log() key {key[:80]!r} cannot be stored, skipped (shown once per key): "
-                f"{KEY_RULE}.",
-            )
+        if key not in self._keys and not self._new_key(key):
             return True
         nbytes = nbytes_of(value)
         if not self.reserve(nbytes):
@@ -156,6 +155,17 @@ class MediaEncoder:
             return False
         self.submit(t, step, key, value, nbytes)
         return True
+
+    def _new_key(self, key: str) -> bool:
+        if is_key(key):
+            if len(self._keys) < 10_000:
+                self._keys.add(key)
+            return True
+        self.warn_once(
+            f"name:{key!r}",
+            f"log() key {key[:80]!r} cannot be stored, skipped (shown once per key): {KEY_RULE}.",
+        )
+        return False
 
     def pending_bytes(self) -> int:
         return self.put_bytes - self.done_bytes
@@ -181,7 +191,7 @@ class MediaEncoder:
     def _run(self) -> None:
         try:
             while True:
-                self._wake.wait(1.0)
+                self._wake.wait(self._interval)
                 self._wake.clear()
                 while self.queue:
                     item = self.queue.popleft()

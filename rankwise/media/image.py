@@ -31,6 +31,8 @@ from .base import (
     MediaValue,
     PutBlob,
     check_caption,
+    dtype_kind,
+    dtype_name,
     is_array_like,
     is_torch_tensor,
     max_media_bytes,
@@ -63,7 +65,9 @@ class Image(MediaValue):
         self._file: bytes | None = None
         self._format = "png"
         self.width = self.height = 0
-        if isinstance(data, Image):
+        if type(data).__module__ == "numpy" or is_torch_tensor(data):
+            self._from_array(data)  # the usual case first: isinstance(PathLike) is slow
+        elif isinstance(data, Image):
             self._array, self._chw, self._pil = data._array, data._chw, data._pil
             self._file, self._format = data._file, data._format
             self.width, self.height, self._nbytes = data.width, data.height, data._nbytes
@@ -129,16 +133,12 @@ class Image(MediaValue):
             )
         height, width = (shape[1], shape[2]) if chw else (shape[0], shape[1])
         _check_sides(height, width)
-        dtype = str(data.dtype).replace("torch.", "")
-        if not (dtype == "bool" or dtype.startswith(("uint", "int", "float", "bfloat"))):
+        if dtype_kind(data) not in "buif":
             raise MediaError(
-                f"Image of dtype {dtype}: give uint8 (0-255), float (0-1), or bool pixels"
+                f"Image of dtype {dtype_name(data)}: give uint8 (0-255), float (0-1), or bool "
+                "pixels"
             )
-        size = (
-            int(data.nbytes)
-            if hasattr(data, "nbytes")
-            else int(data.numel()) * int(data.element_size())
-        )
+        size = int(data.nbytes)
         if size > max_media_bytes():
             raise too_big(f"Image of shape {tuple(data.shape)}", size, "downscale it")
         self.height, self.width, self._chw = height, width, chw

@@ -29,6 +29,7 @@ MAX_ROWS = 200_000
 MAX_LIST = 1_024
 TYPES = ("str", "int", "float", "bool", "image", "list", "null")
 _META_TYPES = b"rankwise.types"
+_PLAIN = {str: "str", int: "int", float: "float", bool: "bool", type(None): "null"}
 
 # (digest, size, nrows, ncols, columns, types, image blobs): what TableRec needs.
 EncodedTable = tuple[str, int, int, int, list[str], list[str], list[str]]
@@ -100,9 +101,24 @@ class Table(Rich):
             raise MediaError(
                 f"Table is at its cap of {MAX_ROWS} rows: log a new table (or a sample)"
             )
-        cells = [self._cell(i, v) for i, v in enumerate(row)]
+        cells = list(row)
+        types = self._types
+        nbytes = 16 * len(cells)
+        saved = None
+        for i, value in enumerate(cells):
+            kind = _PLAIN.get(value.__class__)
+            if kind is not None and (kind == types[i] or kind == "null"):
+                continue  # the usual cell: a plain value of its column's type
+            if saved is None:
+                saved = list(types)
+            try:
+                cells[i] = value = self._cell(i, value)
+            except MediaError:
+                self._types[:] = saved  # a refused row changes no column's type
+                raise
+            nbytes += getattr(value, "_nbytes", 0)
         self.data.append(cells)
-        self._nbytes += sum(c._nbytes for c in cells if isinstance(c, Image)) + 16 * len(cells)
+        self._nbytes += nbytes
 
     def _cell(self, i: int, value: Any) -> Any:
         kind, value = cell_type(value, self.columns[i])
