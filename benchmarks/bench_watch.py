@@ -6,7 +6,10 @@ alternate watch off / watch on (``run.watch`` before an "on" block, ``run.unwatc
 so each "on" block of k·log_freq steps holds exactly k recorded passes). Each block is
 timed by the process's CPU time (``time.process_time``: every thread, the stream writer's
 included), which a machine shared with other jobs disturbs far less than wall time, and
-also by wall time. The overhead is the median over pairs of (on − off) / off. Torch runs
+also by wall time. The overhead is the median over pairs of (on − off) / off. Because
+that difference is small beside a shared machine's noise, the work of one recorded pass
+(every gradient's row, as the hooks make it) is also timed alone and spread over
+``log_freq`` steps. Torch runs
 one intra-op thread unless ``--threads`` says otherwise: idle OpenMP threads spin, and
 their CPU time would follow the machine's load rather than the work.
 
@@ -54,6 +57,26 @@ def block(run: Any, model: Any, opt: Any, batches: list[Any], device: str) -> tu
         run.log({"loss": loss.detach()})  # the writer thread reads the tensor
     sync()
     return time.process_time() - cpu, time.perf_counter() - wall
+
+
+def direct_ms(args: argparse.Namespace) -> float:
+    """CPU ms of one recorded pass's own work, timed alone: the rows of every gradient
+    (and parameter, by ``--log``) as the hooks make them. Median of 7."""
+    from rankwise.sdk import watch as W
+
+    model, _ = build(args.device)
+    model(torch.randn(args.batch, 1024, device=args.device)).pow(2).mean().backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    tensors = [] if args.log == "parameters" else grads
+    tensors += list(model.parameters()) if args.log in ("parameters", "all") else []
+    times = []
+    for _ in range(7):
+        cpu = time.process_time()
+        rows = [W._row(t, hist=args.log is not None) for t in tensors]
+        if args.device == "cuda":
+            torch.stack(rows).cpu()
+        times.append(time.process_time() - cpu)
+    return statistics.median(times) * 1e3
 
 
 def measure(args: argparse.Namespace, log_freq: int, root: str) -> dict[str, float]:
@@ -108,6 +131,8 @@ def main() -> None:
         "log_freq  steps/block  CPU ms/step off → on   overhead (CPU)   "
         "wall ms/step off → on   overhead (wall)"
     )
+    one = direct_ms(args)
+    print(f"one recorded pass's own work, timed alone: {one:.1f} ms CPU")
     with tempfile.TemporaryDirectory() as root:
         for log_freq in args.log_freq:
             r = measure(args, log_freq, root)
@@ -115,6 +140,10 @@ def main() -> None:
                 f"{log_freq:>8}  {r['steps']:>11.0f}  {r['cpu_off_ms']:>8.1f} → "
                 f"{r['cpu_on_ms']:<8.1f}   {r['cpu_pct']:>+13.2f}%   "
                 f"{r['wall_off_ms']:>8.1f} → {r['wall_on_ms']:<8.1f}   {r['wall_pct']:>+13.2f}%"
+            )
+            print(
+                f"{'':>8}  that pass's work alone, per step: {one / log_freq:.2f} ms = "
+                f"{one / log_freq / r['cpu_off_ms'] * 100:.2f}% of the CPU step"
             )
 
 

@@ -456,15 +456,18 @@ def _row_host(x: torch.Tensor, hist: bool) -> torch.Tensor:
     out[_NORM] = float(torch.linalg.vector_norm(x))
     if not hist:
         return torch.from_numpy(out)
+    span = None  # numpy's own range, found once: min and max in one pass
     if a.size:
-        lo, hi = torch.aminmax(x)
-        if not (math.isfinite(lo) and math.isfinite(hi)):
+        lo, hi = (float(v) for v in torch.aminmax(x))
+        if math.isfinite(lo) and math.isfinite(hi):
+            span = (a.dtype.type(lo), a.dtype.type(hi))  # what np.histogram would take
+        else:
             finite = np.isfinite(a)
             nan = int(np.isnan(a).sum())
             posinf = int(np.isposinf(a).sum())
             out[_NAN : _NAN + 3] = (nan, posinf, a.size - int(finite.sum()) - nan - posinf)
             a = a[finite]
-    counts, edges = np.histogram(a, BINS)
+    counts, edges = np.histogram(a, BINS, range=span)
     out[:BINS] = counts
     out[_EDGES : _EDGES + BINS + 1] = edges
     return torch.from_numpy(out)
