@@ -62,7 +62,7 @@ def block(run: Any, model: Any, opt: Any, batches: list[Any], device: str) -> tu
 def direct_ms(args: argparse.Namespace) -> float:
     """CPU ms of one recorded pass's own work, timed alone: the rows of every gradient
     (and parameter, by ``--log``) as the hooks make them. Median of 7."""
-    from rankwise.sdk import watch as W
+    from rankwise.sdk import tensor_stats
 
     model, _ = build(args.device)
     model(torch.randn(args.batch, 1024, device=args.device)).pow(2).mean().backward()
@@ -72,7 +72,7 @@ def direct_ms(args: argparse.Namespace) -> float:
     times = []
     for _ in range(7):
         cpu = time.process_time()
-        rows = [W._row(t, hist=args.log is not None) for t in tensors]
+        rows = [tensor_stats.row(t, hist=args.log is not None) for t in tensors]
         if args.device == "cuda":
             torch.stack(rows).cpu()
         times.append(time.process_time() - cpu)

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 import rankwise
+from rankwise.sdk import tensor_stats as S
 from rankwise.sdk import watch as W
 from rankwise.stream import records as R
 from rankwise.stream.files import read_whole_frames
@@ -85,30 +86,30 @@ CASES = {
 def test_a_histogram_is_numpys_of_the_finite_values(case: str, path: str) -> None:
     torch.manual_seed(1)
     t = CASES[case]()
-    fn = W._row_host if path == "host" else W._row_device
+    fn = S.row_host if path == "host" else S.row_device
     x = t.reshape(-1) if t.dtype in (torch.float32, torch.float64) else t.reshape(-1).float()
     row = fn(x, True).numpy()
     counts, edges = numpy_says(x.numpy())
-    assert row[: W.BINS].tolist() == counts.tolist()
-    assert row[W._EDGES : W._EDGES + W.BINS + 1].tolist() == edges.tolist()
+    assert row[: S.BINS].tolist() == counts.tolist()
+    assert row[S.EDGES : S.EDGES + S.BINS + 1].tolist() == edges.tolist()
     a = x.numpy()
-    assert row[W._NAN : W._NAN + 3].tolist() == [
+    assert row[S.NAN : S.NAN + 3].tolist() == [
         np.isnan(a).sum(),
         np.isposinf(a).sum(),
         np.isneginf(a).sum(),
     ]
     norm = float(np.sqrt(np.sum(a.astype(np.float64) ** 2))) if a.size else 0.0
-    assert row[W._NORM] == pytest.approx(norm, rel=1e-5, nan_ok=True)
+    assert row[S.NORM] == pytest.approx(norm, rel=1e-5, nan_ok=True)
     # _row picks the path by device and upcasts half precision itself
-    assert W._row(t, True).numpy()[: W.BINS].tolist() == counts.tolist()
+    assert S.row(t, True).numpy()[: S.BINS].tolist() == counts.tolist()
 
 
 def test_the_device_path_counts_alike_in_deterministic_mode() -> None:
     x = torch.cat([torch.randn(5000), torch.tensor([math.nan, math.inf])])
-    plain = W._row_device(x, True)
+    plain = S.row_device(x, True)
     torch.use_deterministic_algorithms(True)
     try:
-        strict = W._row_device(x, True)
+        strict = S.row_device(x, True)
         assert torch.allclose(strict, plain, rtol=0, atol=0, equal_nan=True)
     finally:
         torch.use_deterministic_algorithms(False)
@@ -116,9 +117,9 @@ def test_the_device_path_counts_alike_in_deterministic_mode() -> None:
 
 def test_the_device_path_never_reads_a_value_back() -> None:
     # meta tensors have shapes and no data: any host read of a value would raise here
-    row = W._row_device(torch.empty(1000, device="meta"), True)
-    assert row.shape == (W.ROW,) and row.device.type == "meta"
-    assert W._row_device(torch.empty(10, device="meta"), False).shape == (W.ROW,)
+    row = S.row_device(torch.empty(1000, device="meta"), True)
+    assert row.shape == (S.ROW,) and row.device.type == "meta"
+    assert S.row_device(torch.empty(10, device="meta"), False).shape == (S.ROW,)
 
 
 def test_hooks_keys_and_cadence(run: Any) -> None:
@@ -238,7 +239,7 @@ def test_a_failure_inside_a_hook_never_reaches_training(
 
     m = model()
     run.watch(m, log="all", log_freq=1)
-    monkeypatch.setattr(W, "_row", broken)
+    monkeypatch.setattr(S, "row", broken)
     for _ in range(3):
         step(m)  # no exception
     monkeypatch.undo()

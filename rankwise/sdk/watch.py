@@ -18,16 +18,13 @@ Names are ``named_parameters()``'s, as W&B gives them: a DDP-wrapped model's are
 W&B's ``graph_<n>`` with no separator (``gradients/graph_1fc.weight``,
 ``grad_norm/graph_1total``).
 
-Histograms are those of ``np.histogram(finite_values, bins=64)``: the same edges and
-counts (an empty or all-non-finite tensor: 64 empty bins over [0, 1]; a constant one:
-[v - 0.5, v + 0.5], as numpy does; W&B would write one bin [v, v]), with NaN, +Inf and
--Inf counted apart (``HistogramRec.nan``/``posinf``/``neginf``). They are computed on the
-tensor's own device. On CUDA no step waits for the device: min/max of the finite values,
-the edges, the bucketing (``torch.bucketize`` against numpy's edges) and the counts
-(``torch.histc`` over bucket indices, a fixed range) are device ops, stacked into one
-tensor per device at the end of the pass, with a CUDA event recorded; the stream
+Histograms are exactly ``np.histogram(finite_values, bins=64)``'s, edges and counts, with
+NaN, +Inf and -Inf counted apart (``HistogramRec.nan``/``posinf``/``neginf``), computed on
+the tensor's own device (``rankwise.sdk.tensor_stats``). Nothing on the training thread
+waits for a GPU: the hooks only queue device kernels, and at the end of the pass the
+rows are stacked into one tensor per device with a CUDA event recorded; the stream
 writer's thread waits for that event and copies the rows to the host when it builds the
-records. On the CPU, where there is no device to wait for, numpy bins the values directly.
+records. On the CPU, where there is no device to wait for, numpy bins the values.
 
 Counting: one counter per watched model counts its backward passes (a pass is one
 autograd graph task in which any of its parameters got a gradient). DDP runs the same
@@ -62,6 +59,8 @@ from typing import TYPE_CHECKING, Any
 from .. import _log
 from ..names import is_key
 from ..stream import records as R
+from . import tensor_stats as stats
+from .tensor_stats import BINS, EDGES, NAN, NORM, ROW
 
 if TYPE_CHECKING:
     import torch
@@ -69,13 +68,6 @@ if TYPE_CHECKING:
     from .handle import RunHandle
     from .run import Run
 
-BINS = 64
-# One row of float64 per histogram, made where the tensor lives: counts, edges, then
-# NaN, +Inf and -Inf counts, then the L2 norm.
-_EDGES = BINS
-_NAN = 2 * BINS + 1
-_NORM = _NAN + 3
-ROW = _NORM + 1
 LOG_CHOICES = ("gradients", "parameters", "all", None)
 RANKS_CHOICES = ("primary", "all")
 
@@ -275,8 +267,8 @@ class Watched:
                 self._start_pass(task)
             if self._logging and self.log != "parameters":
                 hist = self.log is not None
-                row = _row(grad, hist)
-                self._rows.append((i, row if hist else None, row[_NORM]))
+                row = stats.row(grad, hist)
+                self._rows.append((i, row if hist else None, row[NORM]))
         except Exception as exc:
             self.watcher.failed(exc)
 
@@ -312,7 +304,7 @@ class Watched:
                     if p is None:
                         continue
                     try:
-                        batch.add(f"parameters/{prefix}{name}", _row(p, hist=True))
+                        batch.add(f"parameters/{prefix}{name}", stats.row(p, hist=True))
                     except Exception as exc:
                         self.watcher.failed(exc)
             batch.seal()
@@ -405,10 +397,10 @@ class Batch:
             self.step,
             self.hist_keys[i],
             row[:BINS].tolist(),
-            row[_EDGES : _EDGES + BINS + 1].tolist(),
-            int(row[_NAN]),
-            int(row[_NAN + 1]),
-            int(row[_NAN + 2]),
+            row[EDGES : EDGES + BINS + 1].tolist(),
+            int(row[NAN]),
+            int(row[NAN + 1]),
+            int(row[NAN + 2]),
         )
 
 
@@ -425,94 +417,6 @@ def histogram_record(
 ) -> R.Record:
     """The one place a watch histogram becomes a record (media-sdk's ``HistogramRec``)."""
     return R.HistogramRec(seq, t, step, key, counts, edges, nan, posinf, neginf)
-
-
-# -- the numbers, on the tensor's device ------------------------------------------------
-def _row(t: torch.Tensor, hist: bool) -> torch.Tensor:
-    """``ROW`` float64 numbers for ``t``: histogram counts and edges as
-    ``np.histogram(finite values, 64)`` gives them, NaN/+Inf/-Inf counts, L2 norm."""
-    import torch
-
-    x = t.detach()
-    if x.is_sparse:
-        x = x.to_dense()
-    if x.is_complex():
-        raise TypeError(f"a complex tensor ({x.dtype}) has no histogram")
-    x = x.reshape(-1)
-    if x.dtype not in (torch.float32, torch.float64):
-        x = x.float()  # half precision is binned in float32, as W&B does
-    if x.device.type == "cpu":
-        return _row_host(x, hist)
-    return _row_device(x, hist)
-
-
-def _row_host(x: torch.Tensor, hist: bool) -> torch.Tensor:
-    """On the CPU nothing waits for a device: numpy bins the values (the reference)."""
-    import numpy as np
-    import torch
-
-    out = np.zeros(ROW)
-    a = x.numpy()
-    out[_NORM] = float(torch.linalg.vector_norm(x))
-    if not hist:
-        return torch.from_numpy(out)
-    span = None  # numpy's own range, found once: min and max in one pass
-    if a.size:
-        lo, hi = (float(v) for v in torch.aminmax(x))
-        if math.isfinite(lo) and math.isfinite(hi):
-            span = (a.dtype.type(lo), a.dtype.type(hi))  # what np.histogram would take
-        else:
-            finite = np.isfinite(a)
-            nan = int(np.isnan(a).sum())
-            posinf = int(np.isposinf(a).sum())
-            out[_NAN : _NAN + 3] = (nan, posinf, a.size - int(finite.sum()) - nan - posinf)
-            a = a[finite]
-    counts, edges = np.histogram(a, BINS, range=span)
-    out[:BINS] = counts
-    out[_EDGES : _EDGES + BINS + 1] = edges
-    return torch.from_numpy(out)
-
-
-def _row_device(x: torch.Tensor, hist: bool) -> torch.Tensor:
-    """The same numbers as ``_row_host`` with device ops only: nothing reads a value back,
-    so the training thread never waits for the device. Edges follow ``np.linspace`` op
-    for op in ``x``'s dtype, so bucketing against them gives numpy's bins."""
-    import torch
-
-    inf = math.inf
-    norm = torch.linalg.vector_norm(x).double().reshape(1)
-    if not hist:
-        return torch.cat([x.new_zeros(ROW - 1, dtype=torch.float64), norm])
-    finite = torch.isfinite(x)
-    n_finite = finite.sum()
-    if x.numel():
-        lo = torch.where(finite, x, inf).amin()
-        hi = torch.where(finite, x, -inf).amax()
-    else:
-        lo = hi = x.new_zeros(())
-    empty = n_finite == 0
-    lo = torch.where(empty, 0.0, lo)
-    hi = torch.where(empty, 1.0, hi)
-    same = lo == hi
-    lo = torch.where(same, lo - 0.5, lo)
-    hi = torch.where(same, hi + 0.5, hi)
-    step = (hi - lo) / BINS
-    edges = torch.arange(BINS + 1, dtype=x.dtype, device=x.device) * step + lo
-    edges[BINS] = hi
-    slot = torch.bucketize(x, edges, right=True).sub_(1).clamp_(0, BINS - 1)
-    slot = torch.where(finite, slot, BINS)  # non-finite values: one slot past the bins
-    if torch.are_deterministic_algorithms_enabled():
-        # CUDA's histc adds atomically and refuses deterministic mode: count by sorting
-        ordered = torch.sort(slot).values
-        ends = torch.searchsorted(ordered, torch.arange(1, BINS + 1, device=x.device))
-        counts = torch.diff(ends, prepend=ends.new_zeros(1)).to(x.dtype)
-    else:
-        counts = torch.histc(slot.to(x.dtype), bins=BINS + 1, min=0, max=BINS + 1)[:BINS]
-    posinf = (x == inf).sum()
-    neginf = (x == -inf).sum()
-    nan = x.numel() - n_finite - posinf - neginf
-    odd = torch.stack([nan, posinf, neginf]).double()
-    return torch.cat([counts.double(), edges.double(), odd, norm])
 
 
 # -- backward passes ------------------------------------------------------------------------
