@@ -39,9 +39,10 @@ if TYPE_CHECKING:
 KINDS = ("image", "audio", "video", "html", "text", "table", "histogram")
 
 
+# The record's ``MediaItem`` fields (and its omit_defaults) are inherited, so they are
+# declared once; a MediaFile adds where the item was logged and its blob file.
 class MediaFile(R.MediaItem, kw_only=True, dict=True):
-    """One logged media item as read back (see the module docstring): the record's
-    ``MediaItem`` fields (inherited, so they are declared once) and where it was logged."""
+    """One logged media item as read back (see the module docstring)."""
 
     step: int
     label: str

@@ -37,14 +37,14 @@ class MediaKeysReply(msgspec.Struct, kw_only=True):
     keys: list[MediaKey]  # by key, then kind
 
 
+# The record's ``MediaItem`` fields (kind, digest, size, format, caption and the
+# kind-specific ones, with its omit_defaults) are inherited, so they are declared once.
 class MediaRow(R.MediaItem, kw_only=True):
     """One item of a logged media value (a gallery has several, ``index`` 0, 1, ...).
 
-    The record's ``MediaItem`` fields (inherited, so they are declared once: ``kind``,
-    ``digest``, ``size``, ``format``, ``caption`` and the kind-specific ones) and where
-    it was logged. The bytes are the blob ``GET /api/v1/blobs/{project}/{digest}``; the
-    server serves it with the content type of ``kind``/``format``. Kind-specific fields
-    are absent when the item has none (``omit_defaults``, also inherited).
+    The bytes are the blob ``GET /api/v1/blobs/{project}/{digest}``; the server serves it
+    with the content type of ``kind``/``format``. Kind-specific fields are absent when
+    the item has none.
     """
 
     step: int
