@@ -27,8 +27,7 @@ from rankwise.settings import Settings
 from rankwise.store import open_store
 from rankwise.store.base import StreamKey
 
-from .helpers.blobs import BlobRun, blob_run, sha, stored_files
-from .helpers.env import free_port
+from .helpers.blobs import BlobRun, blob_run, moto_s3, sha, stored_files
 from .helpers.servers import (
     REPO,
     ServerProcess,
@@ -186,22 +185,9 @@ def test_server_sigkilled_mid_upload_loses_and_doubles_nothing(tmp_path: Path) -
 def test_s3_blob_store_against_motos_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    pytest.importorskip("s3fs")
-    moto_server = pytest.importorskip("moto.server")
-    import boto3  # type: ignore[import-untyped]
+    with moto_s3(monkeypatch) as endpoint:
+        import boto3  # type: ignore[import-untyped]
 
-    for name, value in (
-        ("AWS_ACCESS_KEY_ID", "testing"),
-        ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ("AWS_DEFAULT_REGION", "us-east-1"),
-    ):
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    port = free_port()
-    moto = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    moto.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
         s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
         s3.create_bucket(Bucket="rankwise-test")
         run = blob_run(tmp_path / "data", "p", "r")
@@ -237,8 +223,6 @@ def test_s3_blob_store_against_motos_server(
             assert got["Body"].read() == data
         with open_store(db) as store:
             assert store.acked(key(run)) == run.last_seq
-    finally:
-        moto.stop()
 
 
 def test_postgres_server_with_a_local_blob_dir(tmp_path: Path) -> None:

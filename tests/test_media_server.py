@@ -245,62 +245,49 @@ def test_a_table_on_s3_is_paged_from_a_local_cache(
     server's content-addressed cache (verified by digest) and paged from there."""
     import pyarrow.parquet as pq
 
-    pytest.importorskip("s3fs")
-    moto_server = pytest.importorskip("moto.server")
-    import boto3  # type: ignore[import-untyped]
-
     from rankwise.server.blobs import FsspecBlobStore
 
-    from .helpers.env import free_port
+    from .helpers.blobs import moto_s3
 
-    for name, value in (
-        ("AWS_ACCESS_KEY_ID", "testing"),
-        ("AWS_SECRET_ACCESS_KEY", "testing"),
-        ("AWS_DEFAULT_REGION", "us-east-1"),
-    ):
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
-    port = free_port()
-    moto = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    moto.start()
-    store = open_store(tmp_path / "db.sqlite")
-    try:
-        endpoint = f"http://127.0.0.1:{port}"
-        boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="rw-tables")
-        blobs = FsspecBlobStore("s3://rw-tables/blobs", endpoint=endpoint)
-        table = predictions(5000, seed=9)
-        buf = io.BytesIO()
-        pq.write_table(table, buf)
-        data = buf.getvalue()
-        digest = hashlib.sha256(data).hexdigest()
-        assert blobs.put("p", digest, io.BytesIO(data))
-        assert blobs.local_path("p", digest) is None  # S3: no file to hand DuckDB
-        store.migrate()
-        rec = R.TableRec(
-            seq=1, time=T0, step=0, key="predictions", digest=digest, size=len(data),
-            nrows=5000, ncols=table.num_columns, columns=table.column_names,
-            types=["int", "image", "int", "int", "bool", "str", "float"],
-        )  # fmt: skip
-        store.ingest([(KEY, [start(KEY, 0, 0), rec])])
-        app = create_app(store, ServerSettings(static_dir=tmp_path / "none", blobs=blobs))
-        from rankwise.server.tables import TablePager
+    with moto_s3(monkeypatch) as endpoint:
+        import boto3  # type: ignore[import-untyped]
 
-        app.state.table_pager = TablePager(cache_dir=tmp_path / "cache")
-        with serve_in_thread(app) as url:
-            srv = Server(url, store.create_token("read", ["p"], "t").value)
-            try:
-                got = srv.table(sort="id", desc="true", limit=3)
-                assert [r[0] for r in got["rows"]] == [4999, 4998, 4997]
-                assert got["total"] == 5000
-                cached = tmp_path / "cache" / digest[:2] / digest
-                assert cached.read_bytes() == data
-                got = srv.table(filter_col="note", filter="4321 odd")
-                assert got["total"] == 1 and got["rows"][0][0] == 4321
-            finally:
-                srv.client.close()
-    finally:
-        store.close()
-        moto.stop()
+        store = open_store(tmp_path / "db.sqlite")
+        try:
+            boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket="rw-tables")
+            blobs = FsspecBlobStore("s3://rw-tables/blobs", endpoint=endpoint)
+            table = predictions(5000, seed=9)
+            buf = io.BytesIO()
+            pq.write_table(table, buf)
+            data = buf.getvalue()
+            digest = hashlib.sha256(data).hexdigest()
+            assert blobs.put("p", digest, io.BytesIO(data))
+            assert blobs.local_path("p", digest) is None  # S3: no file to hand DuckDB
+            store.migrate()
+            rec = R.TableRec(
+                seq=1, time=T0, step=0, key="predictions", digest=digest, size=len(data),
+                nrows=5000, ncols=table.num_columns, columns=table.column_names,
+                types=["int", "image", "int", "int", "bool", "str", "float"],
+            )  # fmt: skip
+            store.ingest([(KEY, [start(KEY, 0, 0), rec])])
+            app = create_app(store, ServerSettings(static_dir=tmp_path / "none", blobs=blobs))
+            from rankwise.server.tables import TablePager
+
+            app.state.table_pager = TablePager(cache_dir=tmp_path / "cache")
+            with serve_in_thread(app) as url:
+                srv = Server(url, store.create_token("read", ["p"], "t").value)
+                try:
+                    got = srv.table(sort="id", desc="true", limit=3)
+                    assert [r[0] for r in got["rows"]] == [4999, 4998, 4997]
+                    assert got["total"] == 5000
+                    cached = tmp_path / "cache" / digest[:2] / digest
+                    assert cached.read_bytes() == data
+                    got = srv.table(filter_col="note", filter="4321 odd")
+                    assert got["total"] == 1 and got["rows"][0][0] == 4321
+                finally:
+                    srv.client.close()
+        finally:
+            store.close()
 
 
 def test_a_token_of_another_project_reads_nothing(served: tuple[Server, Any, list[Any]]) -> None:

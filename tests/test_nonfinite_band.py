@@ -12,7 +12,6 @@ import gzip
 import math
 import random
 import sqlite3
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,8 @@ from .data.make_v5_store import RANKS as V5_RANKS
 from .data.make_v5_store import STEPS as V5_STEPS
 from .data.make_v5_store import T0 as V5_T0
 from .data.make_v5_store import v5_values
-from .test_store import _open, make_stream
+from .helpers.stores import open_sql_store, race
+from .test_store import make_stream
 
 V5_DB = Path(__file__).parent / "data" / "v5_store.sqlite.gz"
 
@@ -47,7 +47,7 @@ def kind(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[SQLStore]:
-    st = _open(kind, tmp_path, request)
+    st = open_sql_store(kind, tmp_path, request)
     st.migrate()
     yield st
     st.close()
@@ -182,38 +182,26 @@ def test_counts_at_every_step_equal_numpy_with_replays(store: SQLStore) -> None:
 def test_two_ingesters_never_double_the_counts(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    first = _open(kind, tmp_path, request)
-    second = _open(kind, tmp_path, request)
+    first = open_sql_store(kind, tmp_path, request)
+    second = open_sql_store(kind, tmp_path, request)
     try:
         first.migrate()
         second.migrate()
         vals = _values(4, 3000, seed=9)
         streams = _streams(vals, "race")
         keys = list(streams)
-        errors: list[BaseException] = []
 
         def ingester(st: SQLStore, seed: int) -> None:
             rng = random.Random(seed)
-            try:
-                for _ in range(15):
-                    k = rng.choice(keys)
-                    recs = streams[k]
-                    b = rng.randrange(0, len(recs) + 1)
-                    st.ingest([(k, recs[max(0, st.acked(k) - 50) : b])])
-                for k in keys:
-                    st.ingest([(k, streams[k])])
-            except BaseException as exc:  # pragma: no cover - reported below
-                errors.append(exc)
+            for _ in range(15):
+                k = rng.choice(keys)
+                recs = streams[k]
+                b = rng.randrange(0, len(recs) + 1)
+                st.ingest([(k, recs[max(0, st.acked(k) - 50) : b])])
+            for k in keys:
+                st.ingest([(k, streams[k])])
 
-        threads = [
-            threading.Thread(target=ingester, args=(st, n))
-            for n, st in enumerate([first, second, first, second])
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert not errors, errors
+        race(ingester, [first, second, first, second])
         _assert_band_counts(second.band("p", "race", "loss", max_points=10**6), vals)
     finally:
         first.close()
@@ -271,7 +259,7 @@ def _v5_database(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> S
     migrated to version 5."""
     path = tmp_path / "store.db"  # where ``_open`` puts a SQLite store
     path.write_bytes(gzip.decompress(V5_DB.read_bytes()))
-    st = _open(kind, tmp_path, request)
+    st = open_sql_store(kind, tmp_path, request)
     if kind == "postgres":
         st.migrate(target=5)
         src = sqlite3.connect(path)

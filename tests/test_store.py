@@ -12,7 +12,6 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,19 +30,10 @@ from rankwise.store.sql import SQLStore
 from rankwise.stream import records as R
 
 from .helpers.env import REPO, clean_env
+from .helpers.stores import open_sql_store, race
 
 HOST = socket.gethostname()
 T0 = 1_700_000_000.0
-
-
-def _open(kind: str, tmp_path: Path, request: pytest.FixtureRequest, **kw: Any) -> SQLStore:
-    if kind == "sqlite":
-        from rankwise.store.sqlite import SQLiteStore
-
-        return SQLiteStore(tmp_path / "store.db", **kw)
-    from rankwise.store.postgres import PostgresStore
-
-    return PostgresStore(request.getfixturevalue("pg_dsn"), **kw)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -54,7 +44,7 @@ def kind(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def raw_store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[SQLStore]:
     """A store on an empty database, not migrated."""
-    st = _open(kind, tmp_path, request)
+    st = open_sql_store(kind, tmp_path, request)
     yield st
     st.close()
 
@@ -195,8 +185,8 @@ def test_two_ingesters_never_double(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """Two stores on one database (own connections, own caches) race over the same streams."""
-    first = _open(kind, tmp_path, request)
-    second = _open(kind, tmp_path, request)
+    first = open_sql_store(kind, tmp_path, request)
+    second = open_sql_store(kind, tmp_path, request)
     try:
         first.migrate()
         second.migrate()
@@ -207,32 +197,20 @@ def test_two_ingesters_never_double(
             )
             for i, k in enumerate(keys)
         }
-        errors: list[BaseException] = []
 
         def ingester(st: SQLStore, seed: int) -> None:
             rng = random.Random(seed)
-            try:
-                for _ in range(25):
-                    k, k2 = rng.choice(keys), rng.choice(keys)
-                    recs = streams[k]
-                    a = rng.randrange(0, len(recs))
-                    b = rng.randrange(a, len(recs) + 1)
-                    resend = recs[max(0, st.acked(k) - 3) : b]
-                    st.ingest([(k, resend), (k2, streams[k2][:a])])
-                for k in keys:
-                    st.ingest([(k, streams[k])])
-            except BaseException as exc:  # pragma: no cover - reported below
-                errors.append(exc)
+            for _ in range(25):
+                k, k2 = rng.choice(keys), rng.choice(keys)
+                recs = streams[k]
+                a = rng.randrange(0, len(recs))
+                b = rng.randrange(a, len(recs) + 1)
+                resend = recs[max(0, st.acked(k) - 3) : b]
+                st.ingest([(k, resend), (k2, streams[k2][:a])])
+            for k in keys:
+                st.ingest([(k, streams[k])])
 
-        threads = [
-            threading.Thread(target=ingester, args=(st, n))
-            for n, st in enumerate([first, second, first, second])
-        ]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert not errors, errors
+        race(ingester, [first, second, first, second])
         for k, recs in streams.items():
             assert first.acked(k) == second.acked(k) == len(recs) - 1
         run = first.get_run("p", "race")
@@ -439,7 +417,7 @@ def test_get_run_and_metric_keys(store: SQLStore) -> None:
 def test_states_and_crash_timeout(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    st = _open(kind, tmp_path, request, crash_timeout=5.0)
+    st = open_sql_store(kind, tmp_path, request, crash_timeout=5.0)
     try:
         st.migrate()
         now = time.time()

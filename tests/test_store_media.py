@@ -7,7 +7,6 @@ under ``CI=true``). Expected values are computed from the records themselves
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,19 +19,10 @@ from rankwise.store.sql import SQLStore
 from rankwise.stream import records as R
 
 from .helpers.rich import digest, expected_histograms, expected_media, rich_stream
+from .helpers.stores import open_sql_store, race
 
 KEYS = [StreamKey("p", "r", f"rank-{i}", 0) for i in range(4)]
 STEPS = 12
-
-
-def _open(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> SQLStore:
-    if kind == "sqlite":
-        from rankwise.store.sqlite import SQLiteStore
-
-        return SQLiteStore(tmp_path / "store.db")
-    from rankwise.store.postgres import PostgresStore
-
-    return PostgresStore(request.getfixturevalue("pg_dsn"))
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -42,7 +32,7 @@ def kind(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[SQLStore]:
-    st = _open(kind, tmp_path, request)
+    st = open_sql_store(kind, tmp_path, request)
     st.migrate()
     yield st
     st.close()
@@ -129,31 +119,22 @@ def test_table_rows_and_blob_kinds(store: SQLStore) -> None:
 def test_two_ingesters_apply_each_record_once(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    first = _open(kind, tmp_path, request)
+    first = open_sql_store(kind, tmp_path, request)
     first.migrate()
-    second = _open(kind, tmp_path, request) if kind == "sqlite" else None
+    second = open_sql_store(kind, tmp_path, request) if kind == "sqlite" else None
     if second is None:  # PostgreSQL: a second store on the same schema
         from rankwise.store.postgres import PostgresStore
 
         second = PostgresStore(first.dsn)  # type: ignore[attr-defined]
     recs = streams()
-    errors: list[BaseException] = []
 
-    def run(st: SQLStore) -> None:
-        try:
-            for k, r in recs.items():
-                for a in range(0, len(r), 7):
-                    st.ingest([(k, r[: a + 7])])
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
+    def run(st: SQLStore, _n: int) -> None:
+        for k, r in recs.items():
+            for a in range(0, len(r), 7):
+                st.ingest([(k, r[: a + 7])])
 
     try:
-        threads = [threading.Thread(target=run, args=(st,)) for st in (first, second)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert not errors
+        race(run, [first, second])
         assert got_media(first) == expected_media(recs)
         count = first._read(lambda tx: tx.one("SELECT COUNT(*) FROM histograms"))
         assert count is not None and int(count[0]) == 4 * STEPS
@@ -167,7 +148,7 @@ def test_two_ingesters_apply_each_record_once(
 def test_a_version_6_database_upgrades_to_7(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    st = _open(kind, tmp_path, request)
+    st = open_sql_store(kind, tmp_path, request)
     try:
         st.migrate(target=6)
         assert st.schema_version() == 6

@@ -39,25 +39,15 @@ if TYPE_CHECKING:
 KINDS = ("image", "audio", "video", "html", "text", "table", "histogram")
 
 
-class MediaFile(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
+# The record's ``MediaItem`` fields (and its omit_defaults) are inherited, so they are
+# declared once; a MediaFile adds where the item was logged and its blob file.
+class MediaFile(R.MediaItem, kw_only=True, dict=True):
     """One logged media item as read back (see the module docstring)."""
 
     step: int
     label: str
     key: str
     index: int  # its place in its gallery (0 for a single item)
-    kind: str  # image | audio | video | html | text
-    format: str  # png | jpeg | gif | mp4 | wav | html | txt
-    digest: str  # sha256 hex of the bytes
-    size: int
-    caption: str | None = None
-    width: int | None = None
-    height: int | None = None
-    frames: int | None = None
-    fps: float | None = None
-    sample_rate: int | None = None
-    duration: float | None = None
-    channels: int | None = None
     time: float | None = None
     path: str = ""  # the blob file, from Api(dir=); "" from a server
 

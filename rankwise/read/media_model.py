@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from ..stream import records as R
 from .media import KINDS, MediaKey
 
 __all__ = [
@@ -36,7 +37,9 @@ class MediaKeysReply(msgspec.Struct, kw_only=True):
     keys: list[MediaKey]  # by key, then kind
 
 
-class MediaRow(msgspec.Struct, kw_only=True, omit_defaults=True):
+# The record's ``MediaItem`` fields (kind, digest, size, format, caption and the
+# kind-specific ones, with its omit_defaults) are inherited, so they are declared once.
+class MediaRow(R.MediaItem, kw_only=True):
     """One item of a logged media value (a gallery has several, ``index`` 0, 1, ...).
 
     The bytes are the blob ``GET /api/v1/blobs/{project}/{digest}``; the server serves it
@@ -46,19 +49,7 @@ class MediaRow(msgspec.Struct, kw_only=True, omit_defaults=True):
 
     step: int
     label: str
-    kind: str  # image | audio | video | html | text
     index: int
-    digest: str  # sha256 hex of the blob
-    format: str  # png | jpeg | gif | mp4 | wav | html | txt
-    size: int  # bytes of the blob
-    caption: str | None = None
-    width: int | None = None
-    height: int | None = None
-    frames: int | None = None
-    fps: float | None = None
-    sample_rate: int | None = None
-    duration: float | None = None
-    channels: int | None = None
     time: float | None = None  # when the value was logged (Unix seconds)
 
 

@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, BinaryIO, Protocol
 
-from ..stream.blobs import blob_path, is_digest
+from ..stream.blobs import blob_path, fsync_dir, is_digest
 
 __all__ = ["BlobStore", "FsspecBlobStore", "LocalBlobStore", "RunDirBlobStore", "is_digest"]
 
@@ -148,7 +148,7 @@ class LocalBlobStore:
             os.replace(tmp, final)  # atomic; a concurrent writer of the digest wrote the same
         finally:
             tmp.unlink(missing_ok=True)
-        _fsync_dir(final.parent)
+        fsync_dir(final.parent)
         return True
 
     def open(self, project: str, digest: str) -> BinaryIO | None:
@@ -186,19 +186,6 @@ class LocalBlobStore:
         for d in digests:
             _check(project, d)
         return {d for d in digests if (self.root / project / _LOST / d).is_file()}
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 class FsspecBlobStore:

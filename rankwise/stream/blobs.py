@@ -72,7 +72,7 @@ def write_blob(run_dir: Path | str, data: bytes | bytearray | memoryview) -> tup
         except OSError:
             pass
         raise
-    _fsync_dir(folder)
+    fsync_dir(folder)
     return digest, size
 
 
@@ -81,7 +81,7 @@ def read_blob(run_dir: Path | str, digest: str) -> bytes:
     return blob_path(run_dir, digest).read_bytes()
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
     """Make the rename itself durable; not every OS/filesystem lets a folder be opened."""
     try:
         fd = os.open(folder, os.O_RDONLY)

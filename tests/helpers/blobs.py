@@ -10,14 +10,19 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from rankwise.store.base import StreamKey
 from rankwise.stream import records as R
 from rankwise.stream.blobs import blob_path, write_blob
 
+from .env import free_port
 from .streams import start
 from .telemetry import write_stream_file
 
@@ -104,3 +109,26 @@ def stored_files(root: Path) -> list[Path]:
         for f in files
         if not f.startswith(".tmp-") and Path(d).name != "lost"
     ]
+
+
+@contextmanager
+def moto_s3(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """moto's real S3 server on a free local port, with throwaway AWS credentials in the
+    environment (and no ``AWS_ENDPOINT_URL``): yields its endpoint URL, stops it after.
+    Skips the test where s3fs or moto is not installed."""
+    pytest.importorskip("s3fs")
+    moto_server = pytest.importorskip("moto.server")
+    for name, value in (
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_DEFAULT_REGION", "us-east-1"),
+    ):
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    port = free_port()
+    moto = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    moto.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        moto.stop()

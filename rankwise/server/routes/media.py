@@ -29,6 +29,7 @@ from .deps import store as _store
 router = APIRouter(tags=["media"])
 RUN = "/projects/{project}/runs/{run}"
 KEY = Query(min_length=1, max_length=1024, description="a key from /media/keys")
+LABEL = Query(description="a stream label (rank-3)")
 INT64 = 2**63 - 1  # steps and offsets the stores and DuckDB hold
 
 
@@ -62,7 +63,7 @@ def media(
     project: str,
     run: str,
     key: Annotated[str, KEY],
-    label: Annotated[str | None, Query(description="a stream label (rank-3)")] = None,
+    label: Annotated[str | None, LABEL] = None,
     step: Annotated[
         int | None, Query(ge=-INT64, le=INT64, description="omitted: every step")
     ] = None,
@@ -78,7 +79,7 @@ def histograms(
     project: str,
     run: str,
     key: Annotated[str, KEY],
-    label: Annotated[str | None, Query(description="a stream label (rank-3)")] = None,
+    label: Annotated[str | None, LABEL] = None,
 ) -> Response:
     """One histogram key over steps: a series per label (steps, edges, counts)."""
     got = found(_store(request).histograms(project, run, key, label), project, run)
