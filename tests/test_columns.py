@@ -271,3 +271,48 @@ def test_records_off_the_common_layout(tmp_path: Path) -> None:
         items.append((i, float(i), values, 2.0 if i % 5 == 0 else None))
     data = _write(path, _stream(items), 13)
     _check(path, data)
+
+
+BOUNDS = [0, 127, 128, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**53]
+alike = st.builds(
+    lambda step, values, weight: (step, values, weight),
+    st.one_of(
+        st.sampled_from([b + d for b in BOUNDS for d in (-1, 0, 1)] + [-1, -32, -33, -129]),
+        st.integers(-(2**40), 2**40),
+    ),
+    st.one_of(
+        st.just({"loss": 0.5}),  # the usual call, repeated: runs of one layout
+        st.dictionaries(st.sampled_from(KEYS), numbers, max_size=4),
+    ),
+    st.sampled_from([None, None, 2.0, -0.5]),
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(alike, min_size=1, max_size=60),
+    st.sampled_from(sorted({max(1, b + d) for b in BOUNDS for d in (-3, 0)})),  # seq 0: StreamStart
+    st.integers(1, 30),
+    st.integers(0, 12),
+)
+def test_frames_of_metrics_only(
+    tmp_path: Path,
+    items: list[tuple[int, dict[str, Any], float | None]],
+    seq0: int,
+    per_frame: int,
+    tear: int,
+) -> None:
+    """Frames holding only ``Metrics`` records (the fast split): seq and step crossing
+    MessagePack integer widths, negative steps, layouts mixed within a frame."""
+    path = tmp_path / "rank-0.0.rwlog"
+    records: list[R.AnyRecord] = [
+        R.Metrics(seq0 + i, float(i), step, values, weight)
+        for i, (step, values, weight) in enumerate(items)
+    ]
+    data = _write(path, records, per_frame)
+    _check(path, data)
+    if tear and len(data) > len(MAGIC) + tear:
+        path.write_bytes(data[:-tear])
+        _check(path, data[:-tear])

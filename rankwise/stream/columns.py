@@ -178,7 +178,14 @@ def _split_records(data: memoryview) -> tuple[np.ndarray, np.ndarray, int, str]:
     starts: list[np.ndarray] = []
     lens: list[np.ndarray] = []
     end, reason = len(MAGIC), ""
+    u8 = np.frombuffer(data, np.uint8)
     for body, stop in iter_frames(data, len(MAGIC)):
+        fast = _split_alike(u8, body, stop)
+        if fast is not None:
+            starts.append(fast[0])
+            lens.append(fast[1])
+            end = stop
+            continue
         try:
             raws = _split.decode(data[body:stop])[1]
         except (msgspec.DecodeError, ValueError) as exc:
@@ -196,6 +203,133 @@ def _split_records(data: memoryview) -> tuple[np.ndarray, np.ndarray, int, str]:
     if not starts:
         return np.empty(0, np.int64), np.empty(0, np.int64), end, reason
     return np.concatenate(starts), np.concatenate(lens), end, reason
+
+
+# The size in bytes of a MessagePack integer by its first byte (0: not an integer).
+_INT_SIZE = np.zeros(256, np.int64)
+_INT_SIZE[:0x80] = _INT_SIZE[0xE0:] = 1
+for _tag, _size in ((0xCC, 2), (0xCD, 3), (0xCE, 5), (0xCF, 9)):
+    _INT_SIZE[_tag] = _INT_SIZE[_tag + 4] = _size  # unsigned 0xCC.., signed 0xD0..
+_MAX_LAYOUTS = 16  # layout changes in one frame before msgspec splits it instead
+
+
+def _split_alike(u8: np.ndarray, body: int, stop: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The records of the frame payload ``u8[body:stop]`` as (offsets, lengths) when
+    they are ``Metrics`` records in runs of one layout (one ``log()`` call repeated: the
+    same key bytes, float64 values, seq and step of one integer width), found with numpy
+    instead of a ``msgspec.Raw`` each; None otherwise (msgspec splits the frame).
+
+    Each run's records are guessed at a fixed stride from its first record's length and
+    every guessed record is checked byte by byte for that layout's structure (the
+    headers, key bytes and value tags that fix its length), so a record is only taken
+    where the walk msgspec does would find it; the first record that fails the check
+    starts the next run. The payload must end exactly after the last record."""
+    if stop - body < 3 or u8[body] != 0x92 or not _INT_SIZE[u8[body + 1]]:
+        return None
+    p = body + 1 + int(_INT_SIZE[u8[body + 1]])
+    h = int(u8[p])
+    if 0x90 <= h <= 0x9F:
+        count, p = h & 0x0F, p + 1
+    elif h == 0xDC and p + 3 <= stop:
+        count, p = int(u8[p + 1]) << 8 | int(u8[p + 2]), p + 3
+    elif h == 0xDD and p + 5 <= stop:
+        count, p = int.from_bytes(u8[p + 1 : p + 5].tobytes(), "big"), p + 5
+    else:
+        return None
+    starts: list[np.ndarray] = []
+    lens: list[np.ndarray] = []
+    done = 0
+    while done < count:
+        if len(starts) >= _MAX_LAYOUTS:
+            return None
+        layout = _layout_at(u8, p, stop)
+        if layout is None:
+            return None
+        checks, length = layout
+        k = min(count - done, (stop - p) // length)
+        if k < 1:
+            return None
+        cand = p + length * np.arange(k, dtype=np.int64)
+        good = np.ones(k, bool)
+        for off, what, want in checks:
+            if what == "int":
+                good &= _INT_SIZE[u8[cand + off]] == want
+            else:
+                good &= u8[cand + off] == want
+        run = k if good.all() else int(np.argmin(good))
+        if run < 1:
+            return None  # cannot happen: the layout was read from this record
+        starts.append(cand[:run])
+        lens.append(np.full(run, length, np.int64))
+        done += run
+        p += run * length
+    if p != stop:
+        return None
+    if not starts:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    return np.concatenate(starts), np.concatenate(lens)
+
+
+def _layout_at(u8: np.ndarray, p: int, stop: int) -> tuple[list[tuple[int, str, int]], int] | None:
+    """The structure of the ``Metrics`` record at ``p``: every (offset, "int" or "byte",
+    expected size or byte) that fixes its length, and its length; None when it is not a
+    record the fast split knows (a non-float value, a map over 15 entries, ...)."""
+    if p + 2 > stop:
+        return None
+    head = int(u8[p])
+    if head not in (0x95, 0x96) or u8[p + 1] != 2:
+        return None
+    checks: list[tuple[int, str, int]] = [(0, "byte", head), (1, "byte", 2)]
+    off = 2
+    for slot in ("seq", "time", "step"):
+        if p + off >= stop:
+            return None
+        if slot == "time":
+            if u8[p + off] != 0xCB:
+                return None
+            checks.append((off, "byte", 0xCB))
+            off += 9
+            continue
+        size = int(_INT_SIZE[u8[p + off]])
+        if not size:
+            return None
+        checks.append((off, "int", size))
+        off += size
+    if p + off >= stop:
+        return None
+    mh = int(u8[p + off])
+    if not 0x80 <= mh <= 0x8F:
+        return None
+    checks.append((off, "byte", mh))
+    off += 1
+    for _ in range(mh & 0x0F):
+        if p + off + 1 >= stop:
+            return None
+        kb = int(u8[p + off])
+        if 0xA0 <= kb <= 0xBF:
+            klen, hdr = kb & 0x1F, 1
+        elif kb == 0xD9:
+            klen, hdr = int(u8[p + off + 1]), 2
+        else:
+            return None
+        # The key's header fixes the entry's size; its bytes are read by the gathers.
+        checks.extend((off + i, "byte", int(u8[p + off + i])) for i in range(hdr))
+        off += hdr + klen
+        if p + off >= stop or u8[p + off] != 0xCB:
+            return None
+        checks.append((off, "byte", 0xCB))
+        off += 9
+    if head == 0x96:
+        if p + off >= stop:
+            return None
+        wb = int(u8[p + off])
+        if wb not in (0xC0, 0xCB):
+            return None
+        checks.append((off, "byte", wb))
+        off += 1 if wb == 0xC0 else 9
+    if p + off > stop:
+        return None
+    return checks, off
 
 
 def _gather(
