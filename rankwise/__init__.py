@@ -9,7 +9,7 @@ exception is a ``RankwiseError`` (``rankwise.errors`` draws the tree).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
 from .api import Api, RunInfo, StreamInfo
@@ -27,10 +27,21 @@ from .errors import (
 )
 from .failures import Failure
 from .health import RankHealth
-from .media import Audio, Histogram, Html, Image, Table, Text, Video
-from .sdk.run import Run
-from .sdk.session import finish, init, log
-from .settings import Settings
+
+if TYPE_CHECKING:
+    from .media import Audio, Histogram, Html, Image, Table, Text, Video
+    from .sdk.run import Run
+    from .sdk.session import finish, init, log
+    from .settings import Settings
+
+# Imported on first use, so that a process that only reads runs back (``Api``) does not
+# pay for the writer, the media encoders and the settings at ``import rankwise``.
+_LAZY = {
+    **dict.fromkeys(("Audio", "Histogram", "Html", "Image", "Table", "Text", "Video"), "media"),
+    "Run": "sdk.run",
+    **dict.fromkeys(("finish", "init", "log"), "sdk.session"),
+    "Settings": "settings",
+}
 
 __all__ = [
     "Api",
@@ -70,4 +81,10 @@ def __getattr__(name: str) -> Any:
         from .sdk import session
 
         return session.current
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'rankwise' has no attribute {name!r}")
