@@ -5,8 +5,10 @@ file order, numpy arrays of ``seq``, ``step``, ``time`` and ``weight`` and one f
 array per metric key (NaN where a record lacks the key), plus every other record decoded
 as usual. It is what ``RunInfo.scan()``/``history_df()`` and the local reader's fold use.
 
-How: msgspec splits each frame's payload into its records as ``msgspec.Raw`` (no
-decoding), which gives every record's offset in the file. The fields of the ``Metrics``
+How: each frame's payload is split into its records' offsets in the file, without
+decoding them: with numpy where the frame holds only ``Metrics`` records in runs of one
+layout (``_split_alike``: one ``log()`` call repeated, the common case), else by msgspec
+as ``msgspec.Raw``. The fields of the ``Metrics``
 records are then read with numpy gathers at those offsets, one field (or one map entry)
 for all records at a time, through byte-strided views that read a big-endian float or
 integer at any offset (MessagePack is big-endian). Keys are told apart by their length
