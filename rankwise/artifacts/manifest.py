@@ -1,0 +1,242 @@
+"""What an artifact version holds: its manifest, the digests, and the rules on names.
+
+A manifest lists entries sorted by path. A file entry carries the sha256 of the whole
+file, its size and its *chunks*: consecutive ``CHUNK_BYTES`` pieces, each named by its own
+sha256. Chunks are what the blob store keeps, so an upload is resumable (only the chunks
+the server lacks are sent again) and a download streams. A file of at most
+``CHUNK_BYTES`` has one chunk whose digest is the file's. A reference entry carries only
+its URI, a string rankwise never fetches.
+
+The manifest digest names the content of a version: the sha256 of a fixed header and one
+line per entry (path, file digest or ``ref:<uri>``, size), in path order. Two artifacts
+with the same files under the same paths have the same digest, whatever their order of
+adding, their metadata or their name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+import msgspec
+
+from ..errors import BadNameError, UsageError
+from ..names import ID_RULE, check_file_name, check_id, is_id
+
+CHUNK_BYTES = 32 * 1024 * 1024
+READ_BYTES = 4 * 1024 * 1024
+MANIFEST_HEADER = b"rankwise-artifact-manifest-v1\n"
+_HEX = frozenset("0123456789abcdef")
+_VERSION = re.compile(r"v(0|[1-9][0-9]{0,17})")
+EMPTY_DIGEST = hashlib.sha256(b"").hexdigest()
+# Reference schemes recorded as they are (never dereferenced by rankwise or its server).
+REFERENCE_SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "abfss", "http", "https", "file", "hf")
+REFERENCE_MAX = 4096
+
+
+class Chunk(msgspec.Struct, array_like=True, frozen=True):
+    """One piece of a file in the blob store: its sha256 and its size."""
+
+    digest: str
+    size: int
+
+
+class Entry(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One path of an artifact: a stored file (digest, size, chunks) or a reference."""
+
+    path: str
+    digest: str = ""
+    size: int = 0
+    chunks: list[Chunk] = msgspec.field(default_factory=list)
+    ref: str | None = None
+
+    @property
+    def is_reference(self) -> bool:
+        return self.ref is not None
+
+
+class Manifest(msgspec.Struct, kw_only=True):
+    """The entries of one artifact version, sorted by path."""
+
+    entries: list[Entry] = msgspec.field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return sum(e.size for e in self.entries if e.ref is None)
+
+    def chunk_digests(self) -> list[str]:
+        """Every chunk digest the blob store must hold for this manifest (unique, in order)."""
+        seen: dict[str, None] = {}
+        for e in self.entries:
+            for c in e.chunks:
+                seen.setdefault(c.digest, None)
+        return list(seen)
+
+
+def is_digest(value: object) -> bool:
+    return isinstance(value, str) and len(value) == 64 and _HEX.issuperset(value)
+
+
+def is_version(value: str) -> bool:
+    """``v0``, ``v1``, ... (what a version ref looks like, and an alias may not)."""
+    return _VERSION.fullmatch(value) is not None
+
+
+def manifest_digest(manifest: Manifest) -> str:
+    """The sha256 hex that names a manifest's content (see the module docstring)."""
+    h = hashlib.sha256(MANIFEST_HEADER)
+    for e in sorted(manifest.entries, key=lambda e: e.path):
+        what = e.digest if e.ref is None else "ref:" + e.ref
+        h.update(f"{e.path}\t{what}\t{e.size}\n".encode())
+    return h.hexdigest()
+
+
+def encode(manifest: Manifest) -> bytes:
+    return msgspec.json.encode(manifest)
+
+
+def decode(data: bytes | str) -> Manifest:
+    """A manifest from JSON, validated (``UsageError`` naming the bad entry)."""
+    try:
+        manifest = msgspec.json.decode(data, type=Manifest)
+    except msgspec.DecodeError as exc:
+        raise UsageError(f"not an artifact manifest: {exc}") from None
+    validate_manifest(manifest)
+    return manifest
+
+
+def hash_file(path: str | os.PathLike[str], chunk_bytes: int = CHUNK_BYTES) -> Entry:
+    """``Entry`` (path left empty) for the file at ``path``: whole and chunk digests in one
+    pass, reading ``READ_BYTES`` at a time, so memory stays bounded for any file size."""
+    whole = hashlib.sha256()
+    chunks: list[Chunk] = []
+    piece = hashlib.sha256()
+    in_piece = 0
+    size = 0
+    with open(path, "rb") as f:
+        while True:
+            want = min(READ_BYTES, chunk_bytes - in_piece)
+            buf = f.read(want)
+            if not buf:
+                break
+            whole.update(buf)
+            piece.update(buf)
+            in_piece += len(buf)
+            size += len(buf)
+            if in_piece == chunk_bytes:
+                chunks.append(Chunk(piece.hexdigest(), in_piece))
+                piece = hashlib.sha256()
+                in_piece = 0
+    if in_piece or not chunks:
+        chunks.append(Chunk(piece.hexdigest(), in_piece))
+    return Entry(path="", digest=whole.hexdigest(), size=size, chunks=chunks)
+
+
+def check_name(value: object, what: str = "artifact name") -> str:
+    """An artifact name, type or alias: the id rule (``rankwise.names``)."""
+    return check_id(value, what)
+
+
+def check_alias(value: object) -> str:
+    """An alias: the id rule, and not a version (``v3`` names a version, not an alias)."""
+    alias = check_id(value, "artifact alias")
+    if is_version(alias):
+        raise BadNameError(
+            "artifact alias", f"{alias!r} looks like a version: choose another word", None
+        )
+    return alias
+
+
+def check_reference(uri: object) -> str:
+    """A reference URI: kept as a string, so only its shape is checked (a known scheme,
+    printable, at most 4096 characters); it is never opened or fetched."""
+    if not isinstance(uri, str) or not 0 < len(uri) <= REFERENCE_MAX or not uri.isprintable():
+        raise UsageError(
+            f"reference {uri!r:.80} cannot be used: give a printable URI of at most "
+            f"{REFERENCE_MAX} characters"
+        )
+    scheme, sep, _ = uri.partition("://")
+    if not sep or scheme.lower() not in REFERENCE_SCHEMES:
+        raise UsageError(
+            f"reference {uri!r:.80} cannot be used: give a URI with one of the schemes "
+            + ", ".join(REFERENCE_SCHEMES)
+        )
+    return uri
+
+
+def validate_manifest(manifest: Manifest) -> None:
+    """Refuse a manifest a reader could be tricked by: unsafe or duplicate paths, a file
+    and a directory at one path, malformed digests or chunks. Messages name the file."""
+    paths: set[str] = set()
+    for e in manifest.entries:
+        check_file_name(e.path, "artifact file name")
+        if e.path in paths:
+            raise UsageError(f"artifact file {e.path!r} appears twice: give each file its own name")
+        paths.add(e.path)
+        if e.ref is not None:
+            check_reference(e.ref)
+            if e.chunks or e.digest:
+                raise UsageError(f"artifact file {e.path!r}: a reference has no digest or chunks")
+            continue
+        if not is_digest(e.digest):
+            raise UsageError(f"artifact file {e.path!r}: digest must be 64 lower-case hex digits")
+        if e.size < 0 or not e.chunks:
+            raise UsageError(f"artifact file {e.path!r}: needs a size and at least one chunk")
+        if any(not is_digest(c.digest) or c.size < 0 for c in e.chunks):
+            raise UsageError(f"artifact file {e.path!r}: a chunk digest or size is malformed")
+        if sum(c.size for c in e.chunks) != e.size:
+            raise UsageError(f"artifact file {e.path!r}: its chunks do not add up to its size")
+    for p in paths:
+        parts = p.split("/")
+        for i in range(1, len(parts)):
+            if "/".join(parts[:i]) in paths:
+                raise UsageError(
+                    f"artifact file {p!r} lies under {'/'.join(parts[:i])!r}, which is a "
+                    "file: one path cannot be both a file and a directory"
+                )
+
+
+def sorted_entries(entries: Iterable[Entry]) -> list[Entry]:
+    return sorted(entries, key=lambda e: e.path)
+
+
+def local_target(root: Path, path: str) -> Path:
+    """Where file ``path`` of a manifest goes under ``root`` for a download; refuses a
+    path that would leave ``root`` (whatever the manifest says) or pass a symlink."""
+    check_file_name(path, "artifact file name")
+    base = Path(root).resolve()
+    target = base.joinpath(*path.split("/"))
+    probe = base
+    for part in path.split("/")[:-1]:
+        probe = probe / part
+        if probe.is_symlink():
+            raise UsageError(f"artifact file {path!r}: {probe} is a symlink; download elsewhere")
+    if target.is_symlink() or not target.resolve().is_relative_to(base):
+        raise UsageError(f"artifact file {path!r} would be written outside {base}")
+    return target
+
+
+__all__ = [
+    "CHUNK_BYTES",
+    "EMPTY_DIGEST",
+    "ID_RULE",
+    "Chunk",
+    "Entry",
+    "Manifest",
+    "check_alias",
+    "check_name",
+    "check_reference",
+    "decode",
+    "encode",
+    "hash_file",
+    "is_digest",
+    "is_id",
+    "is_version",
+    "local_target",
+    "manifest_digest",
+    "sorted_entries",
+    "validate_manifest",
+]
