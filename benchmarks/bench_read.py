@@ -25,6 +25,7 @@ a DataFrame for (c) and (d), also in fresh processes.
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import shutil
@@ -241,6 +242,10 @@ def main() -> None:
     else:
         print("trackio: skipped (pass --trackio-python PATH to measure its reader beside)")
 
+    # A fresh process imports rankwise as an installed package would: from its bytecode
+    # (pip compiles a wheel at install; an editable checkout run with
+    # PYTHONDONTWRITEBYTECODE=1 would otherwise compile every module in every child).
+    compileall.compile_dir(REPO / "rankwise", quiet=1)
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(f"{'read':52} {'rankwise s':>10} {'MB':>6} | {'trackio s':>10} {'MB':>6}")
     for key, name in NAMES.items():

@@ -316,3 +316,16 @@ def test_frames_of_metrics_only(
     if tear and len(data) > len(MAGIC) + tear:
         path.write_bytes(data[:-tear])
         _check(path, data[:-tear])
+
+
+def test_keys_of_one_length_in_one_frame(tmp_path: Path) -> None:
+    """Runs of records whose keys differ only in their bytes (same lengths, same
+    structure): each record's values land under its own keys."""
+    path = tmp_path / "rank-0.0.rwlog"
+    names = ["ab", "cd", "k" * 12 + "X" + "k" * 7, "k" * 20, "k" * 19 + "j", "j" + "k" * 19]
+    records: list[R.AnyRecord] = []
+    for i in range(300):
+        key = names[(i // 7) % len(names)]  # runs of 7 records, then the next key
+        records.append(R.Metrics(1 + i, float(i), i, {key: i * 0.5, "b": -1.0 * i}, None))
+    data = _write(path, records, 60)
+    _check(path, data)

@@ -8,10 +8,12 @@ as usual. It is what ``RunInfo.scan()``/``history_df()`` and the local reader's 
 How: each frame's payload is split into its records' offsets in the file, without
 decoding them: with numpy where the frame holds only ``Metrics`` records in runs of one
 layout (``_split_alike``: one ``log()`` call repeated, the common case), else by msgspec
-as ``msgspec.Raw``. The fields of the ``Metrics``
-records are then read with numpy gathers at those offsets, one field (or one map entry)
-for all records at a time, through byte-strided views that read a big-endian float or
-integer at any offset (MessagePack is big-endian). Keys are told apart by their length
+as ``msgspec.Raw``. A record found by the numpy split has been checked byte for byte
+against its layout (structure, integer widths, key bytes), so its fields are read at the
+layout's fixed offsets (``_gather_layout``: one gather per field for a whole run of
+records). The other ``Metrics`` records are read with numpy gathers at their offsets,
+one field (or one map entry) for all records at a time. Both go through byte-strided
+views that read a big-endian float or integer at any offset (MessagePack is big-endian). Keys are told apart by their length
 and first and last 8 bytes, which is exact for keys up to 16 bytes and checked byte by
 byte for longer ones. A record the gathers cannot read (an encoding this writer never
 produces, a key that needs that check and fails it) is decoded by msgspec instead, so
@@ -25,6 +27,7 @@ the read there and is reported in ``damage``, as ``scan()`` does.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -152,18 +155,19 @@ def read_columns(path: Path, keys: list[str] | None = None) -> MetricColumns:
     data = memoryview(buf)[:n]
     if bytes(data[: len(MAGIC)]) != MAGIC[: min(n, len(MAGIC))]:
         return _empty(Damage(0, n, "not a rankwise stream"))
-    starts, lens, end, reason = _split_records(data)
+    layouts: list[_Layout] = []
+    starts, lens, lid, end, reason = _split_records(buf, n, layouts)
     damage = None
     if end < n:
         damage = Damage(end, n - end, reason) if reason else damage_at(data, end)
     try:
-        cols = _gather(buf, n, starts, lens, keys)
+        cols = _gather(buf, n, starts, lens, lid, layouts, keys)
     except (msgspec.DecodeError, ValueError):
         # A record that does not decode in a frame with a valid checksum: stop at that
         # frame and report it, as scan() does for every other reader.
         found = scan(data)
         cut = starts < found.end
-        cols = _gather(buf, n, starts[cut], lens[cut], keys)
+        cols = _gather(buf, n, starts[cut], lens[cut], lid[cut], layouts, keys)
         damage = found.damage
     cols.damage = damage
     return cols
@@ -174,18 +178,25 @@ def _empty(damage: Damage | None) -> MetricColumns:
     return MetricColumns(i, i, f, f, {}, {}, damage=damage)
 
 
-def _split_records(data: memoryview) -> tuple[np.ndarray, np.ndarray, int, str]:
-    """Each record's offset and length in the file, the end of the last good frame, and
-    why the frames stopped before the end ("" when not for a decode failure)."""
+def _split_records(
+    buf: bytearray, n: int, layouts: list[_Layout]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, str]:
+    """Each record's offset and length in the file, the layout it was found to have (an
+    index into ``layouts``, which this fills; -1: not known), the end of the last good
+    frame, and why the frames stopped before the end ("" when not for a decode failure)."""
+    data = memoryview(buf)[:n]
     starts: list[np.ndarray] = []
     lens: list[np.ndarray] = []
+    lids: list[np.ndarray] = []
     end, reason = len(MAGIC), ""
-    u8 = np.frombuffer(data, np.uint8)
+    v = _Views(buf, n)
+    known: dict[tuple[Any, ...], int] = {}
     for body, stop in iter_frames(data, len(MAGIC)):
-        fast = _split_alike(u8, body, stop)
+        fast = _split_alike(v, body, stop, layouts, known)
         if fast is not None:
             starts.append(fast[0])
             lens.append(fast[1])
+            lids.append(fast[2])
             end = stop
             continue
         try:
@@ -201,10 +212,47 @@ def _split_records(data: memoryview) -> tuple[np.ndarray, np.ndarray, int, str]:
             offsets += stop - int(size.sum())  # the records end the payload
         starts.append(offsets)
         lens.append(size)
+        lids.append(np.full(len(size), -1, np.int64))
         end = stop
     if not starts:
-        return np.empty(0, np.int64), np.empty(0, np.int64), end, reason
-    return np.concatenate(starts), np.concatenate(lens), end, reason
+        none = np.empty(0, np.int64)
+        return none, none, none, end, reason
+    return np.concatenate(starts), np.concatenate(lens), np.concatenate(lids), end, reason
+
+
+@dataclass
+class _Layout:
+    """Where the fields of one ``Metrics`` record layout lie (offsets from its start).
+
+    ``checks`` fix its length and structure; ``words`` are its key bytes (8 at a time:
+    offset, little-endian word, mask), so a record that passes both holds exactly these
+    keys, each a float64 at ``values[i][1] + 1``."""
+
+    checks: list[tuple[int, str, int]]
+    words: list[tuple[int, int, int]]
+    length: int
+    seq: int
+    time: int
+    step: int
+    values: list[tuple[str, int]]  # (key, offset of its value's tag byte)
+    weight: int | None  # offset of the weight's tag byte (0xCB or nil), or None
+
+    def sig(self) -> tuple[Any, ...]:
+        return (self.length, tuple(self.checks), tuple(self.words))
+
+    def holds(self, v: _Views, cand: np.ndarray) -> np.ndarray:
+        """Which records at ``cand`` have this layout (one gather per check: measured
+        faster than one 2-D gather of them all)."""
+        u8 = v.u8
+        good = np.ones(len(cand), bool)
+        for off, what, want in self.checks:
+            if what == "int":
+                good &= _INT_SIZE[u8[cand + off]] == want
+            else:
+                good &= u8[cand + off] == want
+        for off, word, mask in self.words:
+            good &= (v.le64[cand + off] & np.uint64(mask)) == np.uint64(word)
+        return good
 
 
 # The size in bytes of a MessagePack integer by its first byte (0: not an integer).
@@ -213,9 +261,12 @@ _INT_SIZE[:0x80] = _INT_SIZE[0xE0:] = 1
 for _tag, _size in ((0xCC, 2), (0xCD, 3), (0xCE, 5), (0xCF, 9)):
     _INT_SIZE[_tag] = _INT_SIZE[_tag + 4] = _size  # unsigned 0xCC.., signed 0xD0..
 _MAX_LAYOUTS = 16  # layout changes in one frame before msgspec splits it instead
+_MAX_RUNS = 4096  # runs of one layout read run by run; past that, layout by layout
 
 
-def _split_alike(u8: np.ndarray, body: int, stop: int) -> tuple[np.ndarray, np.ndarray] | None:
+def _split_alike(
+    v: _Views, body: int, stop: int, layouts: list[_Layout], known: dict[tuple[Any, ...], int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """The records of the frame payload ``u8[body:stop]`` as (offsets, lengths) when
     they are ``Metrics`` records in runs of one layout (one ``log()`` call repeated: the
     same key bytes, float64 values, seq and step of one integer width), found with numpy
@@ -225,7 +276,11 @@ def _split_alike(u8: np.ndarray, body: int, stop: int) -> tuple[np.ndarray, np.n
     every guessed record is checked byte by byte for that layout's structure (the
     headers, key bytes and value tags that fix its length), so a record is only taken
     where the walk msgspec does would find it; the first record that fails the check
-    starts the next run. The payload must end exactly after the last record."""
+    starts the next run. The payload must end exactly after the last record. The key
+    bytes are checked too (8 at a time), so each run's records are known to hold its
+    layout's keys: the gathers then read every field at a fixed offset. Returns the
+    offsets, the lengths and each record's index in ``layouts`` (which this extends)."""
+    u8 = v.u8
     if stop - body < 3 or u8[body] != 0x92 or not _INT_SIZE[u8[body + 1]]:
         return None
     p = body + 1 + int(_INT_SIZE[u8[body + 1]])
@@ -240,6 +295,7 @@ def _split_alike(u8: np.ndarray, body: int, stop: int) -> tuple[np.ndarray, np.n
         return None
     starts: list[np.ndarray] = []
     lens: list[np.ndarray] = []
+    lids: list[np.ndarray] = []
     done = 0
     while done < count:
         if len(starts) >= _MAX_LAYOUTS:
@@ -247,32 +303,33 @@ def _split_alike(u8: np.ndarray, body: int, stop: int) -> tuple[np.ndarray, np.n
         layout = _layout_at(u8, p, stop)
         if layout is None:
             return None
-        checks, length = layout
+        length = layout.length
         k = min(count - done, (stop - p) // length)
         if k < 1:
             return None
         cand = p + length * np.arange(k, dtype=np.int64)
-        good = np.ones(k, bool)
-        for off, what, want in checks:
-            if what == "int":
-                good &= _INT_SIZE[u8[cand + off]] == want
-            else:
-                good &= u8[cand + off] == want
+        good = layout.holds(v, cand)
         run = k if good.all() else int(np.argmin(good))
         if run < 1:
             return None  # cannot happen: the layout was read from this record
+        lid = known.get(layout.sig())
+        if lid is None:
+            lid = known[layout.sig()] = len(layouts)
+            layouts.append(layout)
         starts.append(cand[:run])
         lens.append(np.full(run, length, np.int64))
+        lids.append(np.full(run, lid, np.int64))
         done += run
         p += run * length
     if p != stop:
         return None
     if not starts:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    return np.concatenate(starts), np.concatenate(lens)
+        none = np.empty(0, np.int64)
+        return none, none, none
+    return np.concatenate(starts), np.concatenate(lens), np.concatenate(lids)
 
 
-def _layout_at(u8: np.ndarray, p: int, stop: int) -> tuple[list[tuple[int, str, int]], int] | None:
+def _layout_at(u8: np.ndarray, p: int, stop: int) -> _Layout | None:
     """The structure of the ``Metrics`` record at ``p``: every (offset, "int" or "byte",
     expected size or byte) that fixes its length, and its length; None when it is not a
     record the fast split knows (a non-float value, a map over 15 entries, ...)."""
@@ -282,20 +339,27 @@ def _layout_at(u8: np.ndarray, p: int, stop: int) -> tuple[list[tuple[int, str, 
     if head not in (0x95, 0x96) or u8[p + 1] != 2:
         return None
     checks: list[tuple[int, str, int]] = [(0, "byte", head), (1, "byte", 2)]
+    words: list[tuple[int, int, int]] = []
+    values: list[tuple[str, int]] = []
+    at: dict[str, int] = {}
     off = 2
     for slot in ("seq", "time", "step"):
         if p + off >= stop:
             return None
+        at[slot] = off
         if slot == "time":
             if u8[p + off] != 0xCB:
                 return None
             checks.append((off, "byte", 0xCB))
             off += 9
             continue
-        size = int(_INT_SIZE[u8[p + off]])
-        if not size:
+        tag = int(u8[p + off])
+        size = int(_INT_SIZE[tag])
+        if not size or tag == 0xCF:  # a uint64 (past int64 perhaps): msgspec reads it
             return None
-        checks.append((off, "int", size))
+        # A one-byte integer may be a positive or a negative fixint; a wider one keeps
+        # its tag, so the gathers read it with one typed view.
+        checks.append((off, "int", 1) if size == 1 else (off, "byte", tag))
         off += size
     if p + off >= stop:
         return None
@@ -314,13 +378,28 @@ def _layout_at(u8: np.ndarray, p: int, stop: int) -> tuple[list[tuple[int, str, 
             klen, hdr = int(u8[p + off + 1]), 2
         else:
             return None
-        # The key's header fixes the entry's size; its bytes are read by the gathers.
+        # The key's header fixes the entry's size; its bytes name the value's column.
         checks.extend((off + i, "byte", int(u8[p + off + i])) for i in range(hdr))
-        off += hdr + klen
+        kstart = off + hdr
+        if p + kstart + klen > stop:
+            return None
+        key = u8[p + kstart : p + kstart + klen].tobytes()
+        try:
+            name = key.decode()
+        except UnicodeDecodeError:
+            return None
+        for c in range(0, klen, 8):
+            piece = key[c : c + 8]
+            words.append((kstart + c, int.from_bytes(piece, "little"), (1 << 8 * len(piece)) - 1))
+        off = kstart + klen
         if p + off >= stop or u8[p + off] != 0xCB:
             return None
         checks.append((off, "byte", 0xCB))
+        values.append((name, off))
         off += 9
+    if len({name for name, _ in values}) != len(values):
+        return None  # a key twice in one map: msgspec decides which value counts
+    weight = None
     if head == 0x96:
         if p + off >= stop:
             return None
@@ -328,21 +407,28 @@ def _layout_at(u8: np.ndarray, p: int, stop: int) -> tuple[list[tuple[int, str, 
         if wb not in (0xC0, 0xCB):
             return None
         checks.append((off, "byte", wb))
+        weight = off
         off += 1 if wb == 0xC0 else 9
     if p + off > stop:
         return None
-    return checks, off
+    return _Layout(checks, words, off, at["seq"], at["time"], at["step"], values, weight)
 
 
 def _gather(
-    buf: bytearray, n: int, starts: np.ndarray, lens: np.ndarray, keys: list[str] | None
+    buf: bytearray,
+    n: int,
+    starts: np.ndarray,
+    lens: np.ndarray,
+    lid: np.ndarray,
+    layouts: list[_Layout],
+    keys: list[str] | None,
 ) -> MetricColumns:
     v = _Views(buf, n)
     head = v.u8[starts]
     metric = (head >= 0x95) & (head <= 0x9F) & (v.u8[starts + 1] == 2)
     other = np.flatnonzero(~metric)
     others = [_record.decode(buf[starts[i] : starts[i] + lens[i]]) for i in other.tolist()]
-    m_start, m_len = starts[metric], lens[metric]
+    m_start, m_len, m_lid = starts[metric], lens[metric], lid[metric]
     del starts, lens, head
     count = len(m_start)
     cols = MetricColumns(
@@ -357,10 +443,25 @@ def _gather(
     cols._records = (memoryview(buf), m_start, m_len)
     want = set(keys) if keys is not None else None
     ok = np.ones(count, bool)
+    # Records of a known layout come in runs (one log() call repeated): read each run
+    # with contiguous slices, or, when the runs are many and short, each layout at once.
+    cut = np.flatnonzero(m_lid[1:] != m_lid[:-1]) + 1
+    bounds = np.concatenate(([0], cut, [count])).tolist() if count else []
+    if len(bounds) <= _MAX_RUNS:
+        for a, b in itertools.pairwise(bounds):
+            i = int(m_lid[a])
+            if i >= 0:
+                _gather_layout(v, layouts[i], m_start[a:b], slice(a, b), cols, want)
+    else:
+        for i, layout in enumerate(layouts):
+            rows = np.flatnonzero(m_lid == i)
+            if len(rows):
+                _gather_layout(v, layout, m_start[rows], rows, cols, want)
+    rest = np.flatnonzero(m_lid < 0)
     # In batches, so the temporaries of a million-record file stay a few MB.
-    for lo in range(0, count, _BATCH):
-        hi = min(lo + _BATCH, count)
-        ok[lo:hi] = _gather_batch(v, n, m_start[lo:hi], m_len[lo:hi], cols, lo, want)
+    for lo in range(0, len(rest), _BATCH):
+        at = rest[lo : lo + _BATCH]
+        ok[at] = _gather_batch(v, n, m_start[at], m_len[at], cols, at, want)
     slow = np.flatnonzero(~ok)
     if len(slow):
         _decode_slowly(cols, buf, slow, want)
@@ -371,29 +472,82 @@ def _gather(
     return cols
 
 
+def _gather_layout(
+    v: _Views,
+    layout: _Layout,
+    base: np.ndarray,
+    at: np.ndarray | slice,
+    cols: MetricColumns,
+    want: set[str] | None,
+) -> None:
+    """Read the records at ``base`` (rows ``at`` of ``cols``), all of ``layout`` (checked
+    while splitting), each field at its fixed offset."""
+    first_row = at.start if isinstance(at, slice) else int(at[0])
+    cols.seq[at] = _int_at(v, base + layout.seq)
+    cols.time[at] = v.f64[base + (layout.time + 1)]
+    cols.step[at] = _int_at(v, base + layout.step)
+    if layout.weight is not None:
+        w = v.u8[base + layout.weight] == 0xCB
+        if w.any():
+            cols.weight[at] = np.where(w, v.f64[base + (layout.weight + 1)], np.nan)
+    count = len(cols)
+    for j, (name, off) in enumerate(layout.values):
+        mask = cols.present.get(name)
+        if mask is None:
+            mask = cols.present[name] = np.zeros(count, bool)
+        mask[at] = True
+        cols.kinds.setdefault(name, set()).add("float")
+        seen = (first_row, j)
+        if name not in cols.first or seen < cols.first[name]:
+            cols.first[name] = seen
+        if want is None or name in want:
+            col = cols.values.get(name)
+            if col is None:
+                col = cols.values[name] = np.full(count, np.nan)
+            col[at] = v.f64[base + (off + 1)]
+
+
+def _int_at(v: _Views, pos: np.ndarray) -> np.ndarray:
+    """The MessagePack integers at ``pos``, which all share the first one's tag (or are
+    all one-byte fixints): one typed gather."""
+    if not len(pos):
+        return np.empty(0, np.int64)
+    tag = int(v.u8[pos[0]])
+    if tag < 0x80 or tag >= 0xE0:
+        out: np.ndarray = v.u8[pos].astype(np.int64)
+        out[out >= 0xE0] -= 256
+        return out
+    view: np.ndarray = getattr(v, _TAG_VIEW[tag])
+    out = view[pos + 1].astype(np.int64)
+    return out
+
+
+_TAG_VIEW = {0xCC: "u8", 0xCD: "u16", 0xCE: "u32", 0xD0: "i8", 0xD1: "i16", 0xD2: "i32"}
+_TAG_VIEW[0xD3] = "i64"
+
+
 def _gather_batch(
     v: _Views,
     n: int,
     m_start: np.ndarray,
     m_len: np.ndarray,
     cols: MetricColumns,
-    lo: int,
+    at: np.ndarray,
     want: set[str] | None,
 ) -> np.ndarray:
-    """Read ``Metrics`` records at ``m_start`` into rows ``lo..`` of ``cols``; returns
-    which of them were read (the others are left to msgspec)."""
-    hi = lo + len(m_start)
+    """Read ``Metrics`` records at ``m_start`` into rows ``at`` of ``cols`` (ascending);
+    returns which of them were read (the others are left to msgspec)."""
     fields = v.u8[m_start].astype(np.int64) - 0x90
     # A record read wrong points past its end; clipping keeps its gathers in the buffer
     # (it is then found out, by its end or a field, and decoded by msgspec).
     last = max(n - 1, 0)
     pos = m_start + 2
-    cols.seq[lo:hi], size, ok = v.ints(pos)
+    cols.seq[at], size, ok = v.ints(pos)
     pos = np.minimum(pos + size, last)
     ok &= v.u8[pos] == 0xCB
-    cols.time[lo:hi] = v.f64[pos + 1]
+    cols.time[at] = v.f64[pos + 1]
     pos = np.minimum(pos + 9, last)
-    cols.step[lo:hi], size, ok_step = v.ints(pos)
+    cols.step[at], size, ok_step = v.ints(pos)
     ok &= ok_step
     pos = np.minimum(pos + size, last)
     mh = v.u8[pos]
@@ -406,7 +560,7 @@ def _gather_batch(
     del size, ok_step, mh, fixmap, map16
 
     count = len(cols)
-    done = _same_layout(v, pos, ok, entries, cols, lo, want)
+    done = _same_layout(v, pos, ok, entries, cols, at, want)
     rest = ok.copy()
     rest[done] = False
     most = int(entries[rest].max()) if rest.any() else 0
@@ -426,7 +580,7 @@ def _gather_batch(
         good &= fix | (kb == 0xD9) | s16
         pos[rows] = np.minimum(vpos + vsize, last)
         for name, sel in _key_groups(v, kstart, klen, good):
-            r = rows[sel] + lo
+            r = at[rows[sel]]
             mask = cols.present.get(name)
             if mask is None:
                 mask = cols.present[name] = np.zeros(count, bool)
@@ -454,7 +608,7 @@ def _gather_batch(
     weighted = fields >= 6
     wb = v.u8[pos]
     wf = weighted & (wb == 0xCB)
-    cols.weight[lo:hi][wf] = v.f64[pos[wf] + 1]
+    cols.weight[at[wf]] = v.f64[pos[wf] + 1]
     ok &= (fields >= 5) & (~weighted | (wb == 0xC0) | wf)
     stop = pos + np.where(weighted, np.where(wf, 9, 1), 0)
     ok &= (stop == m_start + m_len) | (fields > 6)  # later fields: not read here
@@ -467,7 +621,7 @@ def _same_layout(
     ok: np.ndarray,
     entries: np.ndarray,
     cols: MetricColumns,
-    lo: int,
+    at: np.ndarray,
     want: set[str] | None,
 ) -> np.ndarray:
     """Read the records whose values map has the first one's layout (the same keys in
@@ -511,7 +665,7 @@ def _same_layout(
     if not len(rows):
         return idx[:0]
     count = len(cols)
-    r = rows + lo
+    r = at[rows]
     for j, (enc, name, off) in enumerate(layout):
         if name not in cols.present:
             cols.present[name] = np.zeros(count, bool)
