@@ -133,3 +133,20 @@ def test_documented_run_states_are_the_stores() -> None:
     from rankwise.stream.records import STATES
 
     assert get_args(RunState) == STATES
+
+
+def test_fields_always_sent_are_required() -> None:
+    """A reply struct that does not omit its defaults sends every field: the document
+    marks each one required (and an omitting struct leaves its defaults optional)."""
+    from rankwise.read.model import RunInfo
+    from rankwise.server.openapi import struct_components
+    from rankwise.store.types import Band
+
+    components = struct_components()
+    band = components["Band"]
+    assert set(band["required"]) == {f for f in Band.__struct_fields__}
+    assert "nan" in band["required"] and "complete_step" in band["required"]
+    run = components["RunInfo"]
+    optional = set(run["properties"]) - set(run.get("required", []))
+    assert {"streams", "unsynced"} <= optional  # defaults left out of a reply
+    assert len(run["properties"]) == len(RunInfo.__struct_fields__)

@@ -11,17 +11,42 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
+import msgspec.inspect
 from fastapi import FastAPI
 
 from .replies import STRUCTS
 
 REF = "#/components/schemas/{name}"
+Found = dict[type[msgspec.Struct], msgspec.inspect.StructType]
 
 
 def struct_components() -> dict[str, Any]:
-    """JSON Schema of every reply struct (and what they contain), by name."""
+    """JSON Schema of every reply struct (and what they contain), by name.
+
+    msgspec lists a field with a default as optional; a struct that does not omit its
+    defaults sends every field, so there every field is marked required: a client
+    generated from the document may rely on them."""
     _, components = msgspec.json.schema_components(STRUCTS, ref_template=REF)
+    for cls, info in _structs(msgspec.inspect.multi_type_info(STRUCTS)).items():
+        schema = components.get(cls.__name__)
+        if schema is not None and not cls.__struct_config__.omit_defaults:
+            schema["required"] = [f.encode_name for f in info.fields]
     return components
+
+
+def _structs(types: Any, seen: Found | None = None) -> Found:
+    """Every struct type reachable from ``types`` (msgspec.inspect infos), by class."""
+    seen = {} if seen is None else seen
+    for t in types:
+        if isinstance(t, msgspec.inspect.StructType):
+            if t.cls in seen:
+                continue
+            seen[t.cls] = t
+            _structs([f.type for f in t.fields], seen)
+        inner = [getattr(t, a) for a in ("item_type", "key_type", "value_type") if hasattr(t, a)]
+        inner += list(getattr(t, "types", ())) + list(getattr(t, "item_types", ()))
+        _structs(inner, seen)
+    return seen
 
 
 def document_replies(app: FastAPI) -> None:
