@@ -148,5 +148,5 @@ def test_fields_always_sent_are_required() -> None:
     assert "nan" in band["required"] and "complete_step" in band["required"]
     run = components["RunInfo"]
     optional = set(run["properties"]) - set(run.get("required", []))
-    assert {"streams", "unsynced"} <= optional  # defaults left out of a reply
+    assert {"streams", "summary_ranks"} <= optional  # defaults left out of a reply
     assert len(run["properties"]) == len(RunInfo.__struct_fields__)
