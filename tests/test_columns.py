@@ -329,3 +329,19 @@ def test_keys_of_one_length_in_one_frame(tmp_path: Path) -> None:
         records.append(R.Metrics(1 + i, float(i), i, {key: i * 0.5, "b": -1.0 * i}, None))
     data = _write(path, records, 60)
     _check(path, data)
+
+
+@pytest.mark.parametrize("where", [0, 3, 6])
+def test_another_record_out_of_order_among_metrics(tmp_path: Path, where: int) -> None:
+    """A record that is not ``Metrics`` with a seq out of order against the ``Metrics``
+    records around it (a replayed heartbeat): the fold goes record by record, as the
+    frames say, wherever it sits."""
+    path = tmp_path / "rank-0.0.rwlog"
+    mets: list[R.AnyRecord] = [
+        R.Metrics(10 + i, float(i), i, {"loss": 0.5 * i}, None) for i in range(6)
+    ]
+    replayed = R.Heartbeat(12, 3.0, last_step=99)  # seq 12 was a Metrics record already
+    records = [R.StreamStart(0, 1.0, "p", "r", "rank-0", 0), *mets]
+    records.insert(1 + where, replayed)
+    data = _write(path, records, 2)
+    _check(path, data)

@@ -13,11 +13,12 @@ against its layout (structure, integer widths, key bytes), so its fields are rea
 layout's fixed offsets (``_gather_layout``: one gather per field for a whole run of
 records). The other ``Metrics`` records are read with numpy gathers at their offsets,
 one field (or one map entry) for all records at a time. Both go through byte-strided
-views that read a big-endian float or integer at any offset (MessagePack is big-endian). Keys are told apart by their length
-and first and last 8 bytes, which is exact for keys up to 16 bytes and checked byte by
-byte for longer ones. A record the gathers cannot read (an encoding this writer never
-produces, a key that needs that check and fails it) is decoded by msgspec instead, so
-the result is always what the record holds; the columns are float64, which holds every
+views that read a big-endian float or integer at any offset (MessagePack is
+big-endian). Keys are told apart by their length and first and last 8 bytes, which is
+exact for keys up to 16 bytes and checked byte by byte for longer ones. A record the
+gathers cannot read (an encoding this writer never produces, a key that needs that check
+and fails it) is decoded by msgspec instead, so the result is always what the record
+holds; the columns are float64, which holds every
 logged float exactly (NaN and ±Inf included), bools as 0/1, and integers exactly up to
 2**53.
 
@@ -156,18 +157,17 @@ def read_columns(path: Path, keys: list[str] | None = None) -> MetricColumns:
     if bytes(data[: len(MAGIC)]) != MAGIC[: min(n, len(MAGIC))]:
         return _empty(Damage(0, n, "not a rankwise stream"))
     layouts: list[_Layout] = []
-    starts, lens, lid, end, reason = _split_records(buf, n, layouts)
+    parts, end, reason = _split_records(buf, n, layouts)
     damage = None
     if end < n:
         damage = Damage(end, n - end, reason) if reason else damage_at(data, end)
     try:
-        cols = _gather(buf, n, starts, lens, lid, layouts, keys)
+        cols = _gather(buf, n, parts, layouts, keys)
     except (msgspec.DecodeError, ValueError):
         # A record that does not decode in a frame with a valid checksum: stop at that
         # frame and report it, as scan() does for every other reader.
         found = scan(data)
-        cut = starts < found.end
-        cols = _gather(buf, n, starts[cut], lens[cut], lid[cut], layouts, keys)
+        cols = _gather(buf, n, parts.before(found.end), layouts, keys)
         damage = found.damage
     cols.damage = damage
     return cols
@@ -178,25 +178,41 @@ def _empty(damage: Damage | None) -> MetricColumns:
     return MetricColumns(i, i, f, f, {}, {}, damage=damage)
 
 
-def _split_records(
-    buf: bytearray, n: int, layouts: list[_Layout]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, str]:
-    """Each record's offset and length in the file, the layout it was found to have (an
-    index into ``layouts``, which this fills; -1: not known), the end of the last good
+@dataclass
+class _Parts:
+    """A file's records, split: the ``Metrics`` records' offsets, lengths and layouts
+    (an index into the layouts found; -1: not known), and the other records' offsets
+    and lengths, each in file order."""
+
+    m_start: np.ndarray
+    m_len: np.ndarray
+    m_lid: np.ndarray
+    o_start: np.ndarray
+    o_len: np.ndarray
+
+    def before(self, offset: int) -> _Parts:
+        m, o = self.m_start < offset, self.o_start < offset
+        return _Parts(self.m_start[m], self.m_len[m], self.m_lid[m], self.o_start[o], self.o_len[o])
+
+
+def _split_records(buf: bytearray, n: int, layouts: list[_Layout]) -> tuple[_Parts, int, str]:
+    """The file's records (``_Parts``; ``layouts`` is filled), the end of the last good
     frame, and why the frames stopped before the end ("" when not for a decode failure)."""
     data = memoryview(buf)[:n]
-    starts: list[np.ndarray] = []
-    lens: list[np.ndarray] = []
-    lids: list[np.ndarray] = []
+    m_start: list[np.ndarray] = []
+    m_len: list[np.ndarray] = []
+    m_lid: list[np.ndarray] = []
+    o_start: list[np.ndarray] = []
+    o_len: list[np.ndarray] = []
     end, reason = len(MAGIC), ""
     v = _Views(buf, n)
     known: dict[tuple[Any, ...], int] = {}
     for body, stop in iter_frames(data, len(MAGIC)):
         fast = _split_alike(v, body, stop, layouts, known)
         if fast is not None:
-            starts.append(fast[0])
-            lens.append(fast[1])
-            lids.append(fast[2])
+            m_start.append(fast[0])
+            m_len.append(fast[1])
+            m_lid.append(fast[2])
             end = stop
             continue
         try:
@@ -210,14 +226,26 @@ def _split_records(
             offsets[0] = 0
             np.cumsum(size[:-1], out=offsets[1:])
             offsets += stop - int(size.sum())  # the records end the payload
-        starts.append(offsets)
-        lens.append(size)
-        lids.append(np.full(len(size), -1, np.int64))
+        head = v.u8[offsets]
+        metric = (head >= 0x95) & (head <= 0x9F) & (v.u8[offsets + 1] == 2)
+        m_start.append(offsets[metric])
+        m_len.append(size[metric].astype(np.int32))  # a record is far below 2 GiB
+        m_lid.append(np.full(int(metric.sum()), -1, np.int32))
+        o_start.append(offsets[~metric])
+        o_len.append(size[~metric])
         end = stop
-    if not starts:
-        none = np.empty(0, np.int64)
-        return none, none, none, end, reason
-    return np.concatenate(starts), np.concatenate(lens), np.concatenate(lids), end, reason
+
+    def joined(pieces: list[np.ndarray], dtype: type) -> np.ndarray:
+        return np.concatenate(pieces) if pieces else np.empty(0, dtype)
+
+    parts = _Parts(
+        joined(m_start, np.int64),
+        joined(m_len, np.int32),
+        joined(m_lid, np.int32),
+        joined(o_start, np.int64),
+        joined(o_len, np.int64),
+    )
+    return parts, end, reason
 
 
 @dataclass
@@ -317,8 +345,8 @@ def _split_alike(
             lid = known[layout.sig()] = len(layouts)
             layouts.append(layout)
         starts.append(cand[:run])
-        lens.append(np.full(run, length, np.int64))
-        lids.append(np.full(run, lid, np.int64))
+        lens.append(np.full(run, length, np.int32))
+        lids.append(np.full(run, lid, np.int32))
         done += run
         p += run * length
     if p != stop:
@@ -417,19 +445,14 @@ def _layout_at(u8: np.ndarray, p: int, stop: int) -> _Layout | None:
 def _gather(
     buf: bytearray,
     n: int,
-    starts: np.ndarray,
-    lens: np.ndarray,
-    lid: np.ndarray,
+    parts: _Parts,
     layouts: list[_Layout],
     keys: list[str] | None,
 ) -> MetricColumns:
     v = _Views(buf, n)
-    head = v.u8[starts]
-    metric = (head >= 0x95) & (head <= 0x9F) & (v.u8[starts + 1] == 2)
-    other = np.flatnonzero(~metric)
-    others = [_record.decode(buf[starts[i] : starts[i] + lens[i]]) for i in other.tolist()]
-    m_start, m_len, m_lid = starts[metric], lens[metric], lid[metric]
-    del starts, lens, head
+    o_start, o_len = parts.o_start, parts.o_len
+    others = [_record.decode(buf[a : a + b]) for a, b in zip(o_start.tolist(), o_len.tolist())]
+    m_start, m_len, m_lid = parts.m_start, parts.m_len, parts.m_lid
     count = len(m_start)
     cols = MetricColumns(
         seq=np.empty(count, np.int64),
@@ -465,11 +488,28 @@ def _gather(
     slow = np.flatnonzero(~ok)
     if len(slow):
         _decode_slowly(cols, buf, slow, want)
-    seqs = np.empty(len(metric), np.int64)
-    seqs[metric] = cols.seq
-    seqs[other] = [rec.seq for rec in others]
-    cols.ascending = bool(np.all(seqs[1:] > seqs[:-1]))
+    cols.ascending = _ascending(cols.seq, m_start, others, o_start)
     return cols
+
+
+def _ascending(
+    seq: np.ndarray, m_start: np.ndarray, others: list[R.AnyRecord], o_start: np.ndarray
+) -> bool:
+    """Every record's seq above the one before it in the file: the ``Metrics`` records'
+    and the others' each ascending, and each other record's seq between those of the
+    ``Metrics`` records around it."""
+    if not bool(np.all(seq[1:] > seq[:-1])):
+        return False
+    if not others:
+        return True
+    o_seq = np.array([rec.seq for rec in others], np.int64)
+    if not bool(np.all(o_seq[1:] > o_seq[:-1])):
+        return False
+    k = np.searchsorted(m_start, o_start)  # the Metrics records before each other one
+    has_before, has_after = k > 0, k < len(seq)
+    if not bool(np.all(seq[k[has_before] - 1] < o_seq[has_before])):
+        return False
+    return bool(np.all(seq[k[has_after]] > o_seq[has_after]))
 
 
 def _gather_layout(
@@ -654,13 +694,16 @@ def _same_layout(
     rows = idx[entries[idx] == len(layout)]
     base = pos[rows]
     match = np.ones(len(rows), bool)
+    # A shorter record near the end of the file would be read past the buffer: clip (a
+    # clipped read is found out here, or by the record's end in ``_gather_batch``).
+    top = len(v.le64) - 1
     for enc, _name, off in layout:
         for c in range(0, len(enc), 8):
             chunk = enc[c : c + 8]
             mask = np.uint64((1 << (8 * len(chunk))) - 1)
             word = np.uint64(int.from_bytes(chunk, "little"))
-            match &= (v.le64[base + (off + c)] & mask) == word
-        match &= v.u8[base + (off + len(enc))] == 0xCB
+            match &= (v.le64[np.minimum(base + (off + c), top)] & mask) == word
+        match &= v.u8[np.minimum(base + (off + len(enc)), top)] == 0xCB
     rows, base = rows[match], base[match]
     if not len(rows):
         return idx[:0]
