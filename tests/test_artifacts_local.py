@@ -209,7 +209,10 @@ def test_identical_content_makes_no_version_and_copies_nothing(tmp_path: Path, f
     run.finish()
 
 
-def test_log_model_and_use_model(tmp_path: Path, files: Path) -> None:
+def test_log_model_and_use_model(
+    tmp_path: Path, files: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # use_model downloads under ./artifacts/<name>:<version>
     run = _run(tmp_path)
     m = run.log_model(files / "a.txt", name="net", aliases=["prod"])
     m.wait(30)
@@ -221,7 +224,22 @@ def test_log_model_and_use_model(tmp_path: Path, files: Path) -> None:
     assert sorted(os.listdir(run.use_model(f"{d.name}"))) == ["a.txt", "sub"]
     with pytest.raises(UsageError, match="type 'model', not 'dataset'"):
         run.use_artifact("net", type="dataset")
+    assert Path(path) == tmp_path / "artifacts" / "net:v0" / "a.txt"
     run.finish()
+
+    api = rankwise.Api(tmp_path / "data")
+    info = api.run(run.id, project="p")
+    assert sorted(a.qualified_name for a in info.logged_artifacts()) == sorted(
+        [f"p/{d.name}:v0", "p/net:v0"]
+    )
+    used = info.used_artifacts()
+    assert sorted(a.name for a in used) == sorted(["net", d.name])
+    assert all(a.files() for a in used)
+    names = api.artifacts("p", type="model")
+    assert sorted(s.name for s in names) == sorted(["net", d.name])
+    assert api.artifacts("p", type="dataset") == []
+    versions = api.artifact_versions("p/net")
+    assert [v.version for v in versions] == ["v0"] and versions[0].aliases == ["latest", "prod"]
 
 
 def test_log_artifact_of_a_path_and_module_functions(tmp_path: Path, files: Path) -> None:
@@ -385,3 +403,19 @@ def test_manifest_digest_is_independent_of_adding_order(files: Path) -> None:
     b.add_file(files / "sub" / "b.bin")
     b.add_file(files / "a.txt")
     assert manifest_digest(m1) == manifest_digest(stage(b.pending()))
+
+
+def test_a_file_changed_after_log_artifact_is_refused(tmp_path: Path) -> None:
+    big = tmp_path / "big.bin"
+    with open(big, "wb") as f:
+        f.truncate(300 * 1024 * 1024)  # keeps the worker busy for a while
+    ckpt = tmp_path / "ckpt.pt"
+    ckpt.write_bytes(b"epoch 1")
+    run = _run(tmp_path)
+    run.log_artifact(big, name="big", type="t")
+    art = run.log_artifact(ckpt, name="ckpt", type="model")
+    ckpt.write_bytes(b"epoch 2, longer")  # overwritten before the worker got to it
+    with pytest.raises(ArtifactError, match="changed or vanished after log_artifact"):
+        art.wait(60)
+    run.finish()
+    assert LocalArtifacts(tmp_path / "data", "p").version_numbers("ckpt") == []

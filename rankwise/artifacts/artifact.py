@@ -5,7 +5,8 @@ so ``..``, absolute paths, drive letters, backslashes, control characters, empty
 two files at one path and a file that is also a directory are refused with an error
 naming the file, and nothing is added). The bytes are read later, by the run's artifact
 worker (``rankwise.artifacts.worker``), which hashes and stores them off the training
-thread: do not change a file between ``log_artifact`` and ``wait()``.
+thread: do not change a file between ``log_artifact`` and ``wait()`` (a file whose size or
+modification time changed meanwhile is refused, and ``wait()`` says so).
 
 ``add_dir`` walks a directory without leaving it: a symlink that points outside it is
 refused; one that stays inside is followed (its target's content is stored under the

@@ -22,6 +22,7 @@ the deadline, then writes what is left to the outbox (file paths not yet hashed)
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .. import _log
+from ..errors import UsageError
 from .artifact import Artifact
 from .local import LocalArtifacts, OutboxEntry
 from .manifest import Entry, Manifest, hash_file, manifest_digest, validate_manifest
@@ -89,7 +91,7 @@ def commit_local(
 
 
 class _Job:
-    __slots__ = ("aliases", "artifact", "client_id", "created_at", "files")
+    __slots__ = ("aliases", "artifact", "client_id", "created_at", "files", "stats")
 
     def __init__(self, artifact: Artifact, aliases: list[str]) -> None:
         self.artifact = artifact
@@ -97,6 +99,27 @@ class _Job:
         self.client_id = uuid.uuid4().hex
         self.created_at = time.time()
         self.files = artifact.pending()
+        # Each file's (size, mtime) when logged: one changed before it is stored is
+        # refused rather than stored with content the caller did not log.
+        self.stats = {name: _stat(src) for name, src, _ in self.files if src is not None}
+
+
+def _stat(path: str) -> tuple[int, int]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (-1, -1)
+    return (st.st_size, st.st_mtime_ns)
+
+
+def check_unchanged(job_stats: dict[str, tuple[int, int]], files: Files) -> None:
+    for name, src, _ in files:
+        if src is not None and name in job_stats and _stat(src) != job_stats[name]:
+            raise UsageError(
+                f"file {name!r} ({src}) changed or vanished after log_artifact(): log a file "
+                "that stays as it is until artifact.wait() returns (a new path per "
+                "checkpoint, or wait() before overwriting it)"
+            )
 
 
 _STOP = object()
@@ -173,15 +196,18 @@ class ArtifactWorker:
 
     def _process(self, job: _Job) -> None:
         art = job.artifact
+        check_unchanged(job.stats, job.files)
         request = self._request(job, stage(job.files))
         if self._make_publisher is None:
             info, copied = commit_local(self.store, art.name, request, job.files)
+            check_unchanged(job.stats, job.files)
             if self._stopped:  # stop() may have left it in the outbox meanwhile
                 self.store.outbox_done(job.client_id)
             art._bytes_copied = copied
             art._stored(info, request.manifest, self.store)
             return
         art._bytes_copied = copy_files(self.store, request.manifest, job.files)
+        check_unchanged(job.stats, job.files)
         self.store.outbox_put(OutboxEntry(name=art.name, request=request))
         publisher = self._get_publisher()
         if publisher is None:
