@@ -121,7 +121,7 @@ def cmd_put(args: argparse.Namespace) -> int:
     from .artifacts.local import LocalArtifacts, OutboxEntry
     from .artifacts.model import CommitRequest
     from .artifacts.runs import remote_artifacts
-    from .artifacts.worker import commit_local, copy_files, stage
+    from .artifacts.worker import commit_local, latest_sizes, stage
 
     project = _project(args)
     path = Path(args.path)
@@ -133,22 +133,23 @@ def cmd_put(args: argparse.Namespace) -> int:
     else:
         raise UsageError(f"{path} is not a file or a directory")
     files = art.pending()
+    root = Path(args.dir or os.environ.get("RANKWISE_DIR") or "rankwise")
+    store = LocalArtifacts(root, project)
+    server = args.server or os.environ.get("RANKWISE_SERVER") or None
+    likely = latest_sizes(store, art.name) if server is None else {}
+    manifest, _ = stage(files, store, likely)  # remote: a failed upload resumes from files/
     request = CommitRequest(
         type=art.type,
-        manifest=stage(files),
+        manifest=manifest,
         client_id=uuid.uuid4().hex,
         description=art.description,
         aliases=[a for a in args.alias if a != "latest"],
         created_at=time.time(),
     )
-    root = Path(args.dir or os.environ.get("RANKWISE_DIR") or "rankwise")
-    store = LocalArtifacts(root, project)
-    server = args.server or os.environ.get("RANKWISE_SERVER") or None
     if server is None:
-        info, copied = commit_local(store, art.name, request, files)
-        print(f"rankwise: {info.qualified_name} ({copied} bytes stored) in {store.base}")
+        info, _ = commit_local(store, art.name, request, files)
+        print(f"rankwise: {info.qualified_name} in {store.base}")
         return 0
-    copy_files(store, request.manifest, files)  # a failed upload resumes from here
     store.outbox_put(OutboxEntry(name=art.name, request=request))
     try:
         client = remote_artifacts(server, args.token, project)

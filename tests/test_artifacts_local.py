@@ -287,7 +287,7 @@ def test_versions_are_distinct_across_processes(tmp_path: Path) -> None:
         open(path, "w").write(f"content {i}")
         store = LocalArtifacts(data, "p")
         files = [("f.txt", path, None)]
-        req = CommitRequest(type="t", manifest=stage(files), client_id=f"c{i}")
+        req = CommitRequest(type="t", manifest=stage(files)[0], client_id=f"c{i}")
         while time.time() < start:
             pass
         info, _ = commit_local(store, "same", req, files)
@@ -398,17 +398,17 @@ def test_manifest_digest_is_independent_of_adding_order(files: Path) -> None:
     a.add_file(files / "sub" / "b.bin")
     from rankwise.artifacts.worker import stage
 
-    m1 = stage(a.pending())
+    m1, _ = stage(a.pending())
     b = rankwise.Artifact("y", "t")
     b.add_file(files / "sub" / "b.bin")
     b.add_file(files / "a.txt")
-    assert manifest_digest(m1) == manifest_digest(stage(b.pending()))
+    assert manifest_digest(m1) == manifest_digest(stage(b.pending())[0])
 
 
 def test_a_file_changed_after_log_artifact_is_refused(tmp_path: Path) -> None:
     big = tmp_path / "big.bin"
     with open(big, "wb") as f:
-        f.truncate(300 * 1024 * 1024)  # keeps the worker busy for a while
+        f.truncate(160 * 1024 * 1024)  # keeps the worker busy for a while
     ckpt = tmp_path / "ckpt.pt"
     ckpt.write_bytes(b"epoch 1")
     run = _run(tmp_path)

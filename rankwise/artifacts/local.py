@@ -13,7 +13,8 @@ Layout, under ``<root>/<project>/artifacts/``::
 Invariants, safe between processes on a shared filesystem (no lock is ever taken):
 
 * Every file appears whole or not at all: written to a temporary name, then renamed
-  (``os.replace``) or hard-linked into place.
+  (``os.replace``) or hard-linked into place; a stored file is fsynced first, so no
+  digest ever names bytes a crash lost.
 * A version number is owned by the one process that *creates* ``v<N>.json``: created
   with ``os.link`` of a complete temporary file (atomic and exclusive, like
   ``O_CREAT|O_EXCL``, even over NFS), or with ``O_CREAT|O_EXCL`` where hard links are not
@@ -37,6 +38,7 @@ import os
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO
 
@@ -44,8 +46,10 @@ import msgspec
 
 from ..errors import ArtifactNotFoundError, UsageError
 from .manifest import (
+    CHUNK_BYTES,
     READ_BYTES,
     Entry,
+    FileHasher,
     Manifest,
     check_alias,
     check_name,
@@ -174,6 +178,8 @@ class LocalArtifacts:
                     h.update(buf)
                     size += len(buf)
                     out.write(buf)
+                out.flush()
+                os.fsync(out.fileno())
             if h.hexdigest() != entry.digest or size != entry.size:
                 raise UsageError(
                     f"file {entry.path!r} ({source}) changed while it was being logged: keep "
@@ -185,6 +191,41 @@ class LocalArtifacts:
                 os.unlink(tmp)
             raise
         return size
+
+    def stage_file(self, source: str | os.PathLike[str]) -> tuple[Entry, int]:
+        """Hash ``source`` and copy it into ``files/`` in one pass (bounded memory);
+        returns its entry (path left empty) and the bytes stored (0: it was there)."""
+        self.files_root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".staging-", dir=self.files_root)
+        try:
+            with open(source, "rb") as src, os.fdopen(fd, "wb") as out:
+                size = os.fstat(src.fileno()).st_size
+                hasher = FileHasher(parallel=size > CHUNK_BYTES)
+                # Each piece is written on a helper thread while the next is hashed:
+                # at most two pieces in memory.
+                with ThreadPoolExecutor(1, thread_name_prefix="rankwise-copy") as pool:
+                    writing: Future[int] | None = None
+                    while buf := src.read(hasher.want()):
+                        hasher.feed(buf)
+                        if writing is not None:
+                            writing.result()
+                        writing = pool.submit(out.write, buf)
+                    if writing is not None:
+                        writing.result()
+                out.flush()
+                os.fsync(out.fileno())  # never a digest's name on bytes a crash lost
+            entry = hasher.entry()
+            if self.has_file(entry):
+                os.unlink(tmp)
+                return entry, 0
+            target = self.file_path(entry.digest)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, target)
+            return entry, entry.size
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     def open_file(self, digest: str) -> IO[bytes]:
         return open(self.file_path(digest), "rb")
