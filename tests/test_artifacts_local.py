@@ -370,7 +370,8 @@ def test_parse_ref() -> None:
     assert parse_ref("m") == (None, "m", "latest")
     assert parse_ref("p/m:v3") == ("p", "m", "v3")
     assert parse_ref("p/m:best") == ("p", "m", "best")
-    for bad in ("../m", "p/../m", "m:../x", "m:a/b", "p/q/m"):
+    assert parse_ref("team/p/m:v1") == ("p", "m", "v1")  # W&B's entity is left out
+    for bad in ("../m", "p/../m", "m:../x", "m:a/b", "a/p/q/m", "../p/m", "m:v1:v2", "m:"):
         with pytest.raises(UsageError):
             parse_ref(bad)
 

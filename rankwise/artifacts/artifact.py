@@ -143,7 +143,7 @@ class Artifact:
         """Bytes of its stored files (references count 0)."""
         if self._manifest is not None:
             return self._manifest.size
-        return sum(os.path.getsize(f.source) for f in self._files.values() if f.source)
+        return sum(_size(f.source) for f in self._files.values() if f.source)
 
     @property
     def project(self) -> str | None:
@@ -330,7 +330,7 @@ class Artifact:
         if self._manifest is not None:
             return list(self._manifest.entries)
         return [
-            Entry(path=n, size=os.path.getsize(f.source) if f.source else 0, ref=f.ref)
+            Entry(path=n, size=_size(f.source) if f.source else 0, ref=f.ref)
             for n, f in sorted(self._files.items())
         ]
 
@@ -449,6 +449,13 @@ class _HashingWriter:
         return self.out.write(data)
 
 
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
 def _sha_of(path: str) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -469,8 +476,11 @@ def _walk(top: str, artifact: str) -> Iterator[tuple[str, str]]:
     stack = [("", top)]
     while stack:
         rel_dir, path = stack.pop()
-        with os.scandir(path) as it:
-            items = sorted(it, key=lambda e: e.name)
+        try:
+            with os.scandir(path) as it:
+                items = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            raise UsageError(f"artifact {artifact!r}: cannot list {path}: {exc}") from None
         for item in items:
             rel = f"{rel_dir}/{item.name}" if rel_dir else item.name
             check_file_name(rel, f"artifact {artifact!r}: file name")

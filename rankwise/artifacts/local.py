@@ -81,13 +81,21 @@ class OutboxEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 def parse_ref(text: str) -> tuple[str | None, str, str]:
     """``"project/name:ref"`` (project and ``:ref`` optional) -> (project, name, ref);
-    ref defaults to ``latest``. Checks each part."""
+    ref defaults to ``latest``. Checks each part. W&B's ``entity/project/name:ref`` is
+    taken too: rankwise has no entities, so the first part is checked and left out."""
     project: str | None = None
+    if not isinstance(text, str):
+        raise UsageError(f"an artifact is named by a string, not {type(text).__name__}")
+    if text.count("/") == 2:
+        check_name(text.split("/", 1)[0], "entity")
+        text = text.split("/", 1)[1]
     if "/" in text:
         project, text = text.split("/", 1)
         check_name(project, "project")
-    name, _, ref = text.partition(":")
+    name, colon, ref = text.partition(":")
     check_name(name, "artifact name")
+    if colon and not ref:
+        raise UsageError(f"{text!r}: give a version, an alias or 'latest' after ':'")
     ref = ref or "latest"
     if ref != "latest" and not is_version(ref):
         check_alias(ref)
