@@ -120,7 +120,7 @@ def cmd_put(args: argparse.Namespace) -> int:
     from .artifacts.artifact import Artifact
     from .artifacts.local import LocalArtifacts, OutboxEntry
     from .artifacts.model import CommitRequest
-    from .artifacts.runs import remote_artifacts
+    from .artifacts.runs import close_client, remote_artifacts
     from .artifacts.worker import commit_local, latest_sizes, stage
 
     project = _project(args)
@@ -155,7 +155,10 @@ def cmd_put(args: argparse.Namespace) -> int:
         client = remote_artifacts(server, args.token, project)
     except ImportError as exc:
         raise ServerError(f"this rankwise has no artifact client for servers: {exc}") from exc
-    info = client.publish(art.name, request, store.files_root)
+    try:
+        info = client.publish(art.name, request, store.files_root)
+    finally:
+        close_client(client)
     store.outbox_done(request.client_id)
     print(f"rankwise: {info.qualified_name} on {server}")
     return 0
@@ -163,7 +166,7 @@ def cmd_put(args: argparse.Namespace) -> int:
 
 def cmd_sync_artifacts(path: Path, server: str, token: str | None) -> int:
     """The artifact part of ``rankwise sync``; returns the number of failures."""
-    from .artifacts.runs import remote_artifacts
+    from .artifacts.runs import close_client, remote_artifacts
     from .artifacts.sync import artifact_projects, sync_artifacts
 
     root, projects = artifact_projects(path)
@@ -175,7 +178,10 @@ def cmd_sync_artifacts(path: Path, server: str, token: str | None) -> int:
             print(f"rankwise: artifacts of {project!r} not synced: {exc}")
             failures += 1
             continue
-        report = sync_artifacts(root, project, client)
+        try:
+            report = sync_artifacts(root, project, client)
+        finally:
+            close_client(client)
         print(
             f"rankwise: artifacts of {project!r}: {len(report.published)} version(s), "
             f"{report.uses} use(s) synced"

@@ -25,6 +25,7 @@ the deadline, then writes what is left to the outbox (file paths not yet hashed)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
@@ -295,6 +296,10 @@ class ArtifactWorker:
         self._queue.put(_STOP)
         thread.join(max(0.0, deadline - time.monotonic()))
         if not thread.is_alive():
+            close = getattr(self._publisher, "close", None)
+            if callable(close):
+                with contextlib.suppress(Exception):
+                    close()
             return
         left: list[_Job] = []
         current = self._current
