@@ -466,6 +466,9 @@ class LocalArtifacts:
                     out.append(msgspec.json.decode(p.read_bytes(), type=OutboxEntry))
         return out
 
+    def in_outbox(self, client_id: str) -> bool:
+        return (self.base / "outbox" / f"{client_id}.json").exists()
+
     def outbox_done(self, client_id: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             (self.base / "outbox" / f"{client_id}.json").unlink()

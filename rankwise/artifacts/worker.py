@@ -268,6 +268,9 @@ class ArtifactWorker:
         """Write unstored jobs to the outbox (paths only) for ``rankwise sync``."""
         for job in jobs:
             art = job.artifact
+            art._failed(RuntimeError(f"{why}: kept in the outbox for `rankwise sync`"))
+            if self.store.in_outbox(job.client_id):
+                continue  # staged already (remote mode): that entry needs no source file
             request = self._request(job, Manifest())
             entry = OutboxEntry(
                 name=art.name,
@@ -280,7 +283,6 @@ class ArtifactWorker:
                 self.store.outbox_put(entry)
             except OSError as exc:
                 _log.warn(f"artifact {art.name!r} was lost: cannot write the outbox: {exc}")
-            art._failed(RuntimeError(f"{why}: kept in the outbox for `rankwise sync`"))
         if jobs:
             _log.warn(
                 f"{len(jobs)} artifact(s) not stored before the run ended ({why}): "
