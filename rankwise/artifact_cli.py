@@ -2,7 +2,8 @@
 
 Local mode reads and writes the artifact store of a data directory (``--dir``); with
 ``--server`` (or ``RANKWISE_SERVER``) the same commands go to a server. ``put`` outside a
-run records no run: the version has no ``run_id``.
+run records no run: the version has no ``run_id``; to a server it stages the files in the
+data directory's store first (an upload cut short is finished by ``rankwise sync``).
 """
 
 from __future__ import annotations

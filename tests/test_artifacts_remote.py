@@ -99,6 +99,7 @@ def test_sync_uploads_local_versions_and_the_cli_reads_them(
     where = ["--project", "p", "--server", server]
     assert main(["artifact", "get", "ds:best", "--root", str(tmp_path / "got"), *where]) == 0
     assert (tmp_path / "got" / "data.txt").read_text() == "version 1"
-    assert main(["artifact", "put", str(src), "--name", "put", "--type", "t", *where]) == 0
+    staged = ["--dir", data]  # put stages the files in a data directory first
+    assert main(["artifact", "put", str(src), "--name", "put", "--type", "t", *where, *staged]) == 0
     assert main(["artifact", "ls", *where]) == 0
     assert "put" in capsys.readouterr().out
