@@ -32,7 +32,6 @@ Invariants, safe between processes on a shared filesystem (no lock is ever taken
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import os
 import tempfile
@@ -45,6 +44,7 @@ from typing import IO
 import msgspec
 
 from ..errors import ArtifactNotFoundError, UsageError
+from .fsutil import create_exclusive, write_atomic
 from .manifest import (
     CHUNK_BYTES,
     READ_BYTES,
@@ -100,48 +100,6 @@ def parse_ref(text: str) -> tuple[str | None, str, str]:
     if ref != "latest" and not is_version(ref):
         check_alias(ref)
     return project, name, ref
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _create_exclusive(path: Path, data: bytes) -> bool:
-    """Create ``path`` holding ``data`` unless it exists; True when this call made it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.link(tmp, path)
-            return True
-        except FileExistsError:
-            return False
-        except OSError as exc:  # a filesystem without hard links
-            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
-                raise
-        try:
-            fd2 = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            return False
-        with os.fdopen(fd2, "wb") as f:
-            f.write(data)
-        return True
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
 
 
 def _vnum(file_name: str) -> int | None:
@@ -253,7 +211,7 @@ class LocalArtifacts:
         digest = manifest_digest(manifest)
         path = self.base / "manifests" / f"{digest}.json"
         if not path.exists():
-            _write_atomic(path, encode(manifest))
+            write_atomic(path, encode(manifest))
         return digest
 
     def manifest(self, digest: str) -> Manifest:
@@ -378,14 +336,14 @@ class LocalArtifacts:
                     )
             n = numbers[-1] + 1 if numbers else 0
             info.version = f"v{n}"
-            if _create_exclusive(folder / f"v{n}.json", msgspec.json.encode(info)):
+            if create_exclusive(folder / f"v{n}.json", msgspec.json.encode(info)):
                 break
         self.move_aliases(name, n, aliases)
         return self.version(name, n), True
 
     def move_aliases(self, name: str, n: int, aliases: list[str]) -> None:
         for alias in aliases:
-            _write_atomic(self._name_dir(name) / "aliases" / check_alias(alias), f"v{n}".encode())
+            write_atomic(self._name_dir(name) / "aliases" / check_alias(alias), f"v{n}".encode())
 
     # -- lineage ------------------------------------------------------------------------
     def record_use(self, name: str, version: str, run_id: str, label: str | None) -> None:
@@ -393,7 +351,7 @@ class LocalArtifacts:
         lab = check_name(label, "label") if label is not None else "_"
         path = self._name_dir(name) / "used" / f"{run_id}.{lab}.{version}.json"
         if not path.exists():
-            _write_atomic(path, msgspec.json.encode(use))
+            write_atomic(path, msgspec.json.encode(use))
 
     def _use_files(self, name: str) -> Iterator[tuple[str, Path]]:
         with contextlib.suppress(FileNotFoundError):
@@ -448,14 +406,14 @@ class LocalArtifacts:
 
     # -- sync bookkeeping -------------------------------------------------------------------
     def mark_synced(self, name: str, version: str) -> None:
-        _write_atomic(self._name_dir(name) / "synced" / version, b"")
+        write_atomic(self._name_dir(name) / "synced" / version, b"")
 
     def is_synced(self, name: str, version: str) -> bool:
         return (self._name_dir(name) / "synced" / version).exists()
 
     def outbox_put(self, entry: OutboxEntry) -> Path:
         path = self.base / "outbox" / f"{entry.request.client_id}.json"
-        _write_atomic(path, msgspec.json.encode(entry))
+        write_atomic(path, msgspec.json.encode(entry))
         return path
 
     def outbox(self) -> list[OutboxEntry]:
