@@ -168,6 +168,10 @@ def test_log_use_download_round_trip(tmp_path: Path, files: Path) -> None:
     where = Path(back.download(tmp_path / "out"))
     assert (where / "src" / "a.txt").read_text() == "alpha"
     assert (where / "notes" / "readme.txt").read_text() == "notes"
+    part = Path(back.download(tmp_path / "part", path_prefix="src/sub/"))
+    assert [p.relative_to(part).as_posix() for p in part.rglob("*") if p.is_file()] == [
+        "src/sub/b.bin"
+    ]
     with pytest.raises(UsageError, match="type 'dataset', not 'model'"):
         run.use_artifact("data", type="model")
     with pytest.raises(ArtifactNotFoundError, match="no alias 'nope'"):

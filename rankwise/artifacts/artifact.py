@@ -354,11 +354,18 @@ class Artifact:
             raise ArtifactError(f"artifact {self._name!r} was not stored: {self._error}")
         return self
 
-    def download(self, root: str | os.PathLike[str] | None = None) -> str:
+    def download(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        path_prefix: str | None = None,
+        **_ignored: Any,
+    ) -> str:
         """Write its files under ``root`` (default ``./artifacts/<name>:<version>``) and
-        return that directory. Each file is checked against its digest before it takes
-        its place; nothing is written outside ``root`` or through a symlink, whatever the
-        manifest says. References are not fetched (they are only strings)."""
+        return that directory; ``path_prefix`` keeps the files whose path starts with it.
+        Each file is checked against its digest before it takes its place; nothing is
+        written outside ``root`` or through a symlink, whatever the manifest says; a
+        file already there with the right digest is kept. References are not fetched
+        (they are only strings). W&B's other keywords are accepted and ignored."""
         info, manifest, source = self._info, self._manifest, self._source
         if info is None or manifest is None or source is None:
             if self._logged:
@@ -376,7 +383,12 @@ class Artifact:
         base = Path(root).absolute()
         base.mkdir(parents=True, exist_ok=True)
         # Every target checked before any byte is written: a bad one writes nothing.
-        targets = [(e, local_target(base, e.path)) for e in manifest.entries if e.ref is None]
+        wanted = [
+            e
+            for e in manifest.entries
+            if e.ref is None and (path_prefix is None or e.path.startswith(path_prefix))
+        ]
+        targets = [(e, local_target(base, e.path)) for e in wanted]
         for entry, target in targets:
             fetch(source, info, entry, target)
         return str(base)
