@@ -197,6 +197,7 @@ class Metrics:
     globs: list[Definition] = field(default_factory=list)
     last: dict[str, Any] = field(default_factory=dict)
     aggs: dict[str, Aggregate] = field(default_factory=dict)
+    order: list[Definition] = field(default_factory=list)  # as defined, for as_config
 
     def define(
         self,
@@ -228,6 +229,7 @@ class Metrics:
             raise Error(f"define_metric(goal={goal!r}): use 'minimize' or 'maximize'")
         sync = bool(step_metric) if step_sync is None else bool(step_sync)
         d = Definition(name, step_metric, sync, aggs, goal, bool(hidden))
+        self.order = [o for o in self.order if o.name != name] + [d]
         if star == -1:
             self.exact[name] = d
         else:
@@ -281,7 +283,7 @@ class Metrics:
     def as_config(self) -> list[dict[str, Any]]:
         """The definitions, as W&B stores them in config ``_wandb.m``."""
         out = []
-        for d in [*self.exact.values(), *self.globs]:
+        for d in self.order:
             item: dict[str, Any] = {"name": d.name}
             if d.step_metric:
                 item["step_metric"] = d.step_metric

@@ -121,8 +121,10 @@ def init(
         raise UsageError(f"Run ID {run_id!r} cannot contain: / \\ # ? % :")
 
     # A run made by another process (pickled here, or inherited through fork) is joined.
-    inherited = adopted if adopted is not None else current
-    if inherited is not None and inherited._pid != os.getpid() and how != "create_new":
+    inherited = adopted
+    if inherited is None and current is not None and current._pid != os.getpid():
+        inherited = current
+    if inherited is not None and how != "create_new":
         if run_id in (None, inherited.id) and not inherited._finished:
             label = s.x_label if "x_label" in s.given() else None
             inherited._attach = {**inherited._attach, "child_label": label}
