@@ -114,7 +114,7 @@ def test_log_checks_its_arguments_like_wandb(wb: Path) -> None:
     run.finish()
     with pytest.raises(wandb.UsageError, match="is finished"):
         run.log({"a": 1})
-    with pytest.raises(wandb.Error, match="before wandb.log"):
+    with pytest.raises(wandb.Error, match=r"before wandb\.log"):
         wandb.log({"a": 1})
 
 
@@ -132,7 +132,7 @@ def test_tensors_and_arrays_convert_as_json_friendly(wb: Path) -> None:
     )
     run.finish()
     info = rankwise.Api(dir=wb).run(run.id, "values")
-    (step, values), = rows(wb, run)  # fmt: skip
+    (_step, values), = rows(wb, run)  # fmt: skip
     assert values == {"t": 5.0, "one": 7.0, "scalar": 1.5}
     for key, n in (("big", 40), ("tbig", 64)):
         series = info.histograms(key)["rank-0"]
@@ -181,7 +181,7 @@ def test_config_follows_wandb(wb: Path, tmp_path: Path) -> None:
     (tmp_path / "c.yaml").write_text("depth:\n  value: 4\nact: relu\n")
     config.update(str(tmp_path / "c.yaml"))
     assert config.lr == 0.2 and config.new == 1 and config.get("nope", 5) == 5
-    assert "_hidden" in config and "_hidden" not in config.keys()
+    assert "_hidden" in config and "_hidden" not in config
     assert dict(config.items()) == {
         "lr": 0.2, "batch": 8, "new": 1, "layers": [1, 2], "width": 3, "depth": 4, "act": "relu"
     }  # fmt: skip
@@ -267,7 +267,9 @@ def test_settings_are_mutable_strict_and_read_the_environment() -> None:
     assert wandb.Settings.from_env({"WANDB_DISABLED": "true"}).mode == "disabled"
 
 
-def test_the_wandb_variables_reach_the_run(wb: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: E501
+def test_the_wandb_variables_reach_the_run(
+    wb: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("RANKWISE_DIR")
     for key, value in {
         "WANDB_PROJECT": "envp", "WANDB_DIR": str(tmp_path / "w"), "WANDB_RUN_ID": "envrun",
@@ -283,7 +285,12 @@ def test_the_wandb_variables_reach_the_run(wb: Path, tmp_path: Path, monkeypatch
     run.log({"a": 1})
     run.finish()
     info = rankwise.Api(dir=tmp_path / "w" / "rankwise").run("envrun", "envp")
-    assert (info.group, info.job_type, info.tags, info.name) == ("grp", "eval", ["x", "y"], "pretty")
+    assert (info.group, info.job_type, info.tags, info.name) == (
+        "grp",
+        "eval",
+        ["x", "y"],
+        "pretty",
+    )
     assert run.dir == str(tmp_path / "w" / "rankwise" / "envp" / "envrun" / "files")
     monkeypatch.setenv("WANDB_DISABLED", "true")
     off = wandb.init(project="other")
@@ -301,7 +308,7 @@ def test_module_globals_follow_the_run_lifecycle(wb: Path) -> None:
         wandb.config.lr  # noqa: B018
     with pytest.raises(wandb.Error):
         wandb.summary["x"] = 1
-    with pytest.raises(wandb.Error, match="before wandb.watch"):
+    with pytest.raises(wandb.Error, match=r"before wandb\.watch"):
         wandb.watch(None)
     wandb.finish()  # no run: nothing
     run = wandb.init(project="glob", entity="team", anonymous="allow", tags=["t"])
@@ -334,10 +341,9 @@ def test_module_globals_follow_the_run_lifecycle(wb: Path) -> None:
 
 
 def test_the_context_manager_fails_the_run_and_propagates(wb: Path) -> None:
-    with pytest.raises(RuntimeError, match="boom"):
-        with wandb.init(project="ctx") as run:
-            run.log({"a": 1})
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), wandb.init(project="ctx") as run:
+        run.log({"a": 1})
+        raise RuntimeError("boom")
     info = rankwise.Api(dir=wb).run(run.id, "ctx")
     assert info.state == "failed" and info.streams[0].exit_code == 1
     assert wandb.run is None
@@ -347,7 +353,9 @@ def test_the_context_manager_fails_the_run_and_propagates(wb: Path) -> None:
 
 
 # -- alert, save, unsupported names, Api -------------------------------------------------
-def test_alert_save_and_unsupported_names(wb: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: E501
+def test_alert_save_and_unsupported_names(
+    wb: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     run = wandb.init(project="misc")
     run.alert("diverged", "loss is NaN", level=wandb.AlertLevel.ERROR)
     run.alert("diverged", "again")  # within wait_duration: dropped

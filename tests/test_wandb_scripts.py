@@ -165,7 +165,10 @@ def test_a_run_passed_to_a_child_process_gets_its_stream(tmp_path: Path, method:
     assert all(re.fullmatch(r"rank-0-child-\d+", lab) for lab in labels[1:])
     assert all(s.state == "finished" for s in run.streams)
     assert [s.is_primary for s in run.streams if s.label == "rank-0"] == [True]
-    assert values(run, "rank-0") == [{"step": 0, "parent_metric": 0}, {"step": 1, "parent_metric": 1}]  # noqa: E501
+    assert values(run, "rank-0") == [
+        {"step": 0, "parent_metric": 0},
+        {"step": 1, "parent_metric": 1},
+    ]
     children = [values(run, lab) for lab in labels[1:]]
     assert sorted(children, key=str) == sorted(
         [

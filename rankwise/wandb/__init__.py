@@ -231,7 +231,9 @@ def require(requirement: str | Sequence[str] | None = None, experiment: Any = No
     """W&B's feature switches: nothing to switch here."""
 
 
-def _attach(attach_id: str | None = None, run_id: str | None = None, *, run: Run | None = None) -> Run | None:  # noqa: E501
+def _attach(
+    attach_id: str | None = None, run_id: str | None = None, *, run: Run | None = None
+) -> Run | None:
     """Lightning's ``wandb._attach``: the run of ``attach_id`` in this process."""
     r = _init.attach_id(attach_id, run_id, run)
     if r is not None and run is None and _init.current is None:
@@ -259,13 +261,15 @@ restore = _unsupported("restore")
 log_code = _unsupported("log_code")
 
 
-def Artifact(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 - W&B's class name
+def Artifact(*args: Any, **kwargs: Any) -> Any:
     """``wandb.Artifact(name, type, description=None, metadata=None, ...)``: rankwise's."""
     import rankwise
 
     cls = getattr(rankwise, "Artifact", None)
     if cls is None:
-        raise errors.UnsupportedError("wandb.Artifact needs rankwise's artifacts (not in this version)")  # noqa: E501
+        raise errors.UnsupportedError(
+            "wandb.Artifact needs rankwise's artifacts (not in this version)"
+        )
     return cls(*args, **kwargs)
 
 

@@ -22,7 +22,10 @@ from .errors import CommError
 
 class Api:
     def __init__(
-        self, overrides: dict[str, Any] | None = None, timeout: int | None = None, api_key: str | None = None  # noqa: E501
+        self,
+        overrides: dict[str, Any] | None = None,
+        timeout: int | None = None,
+        api_key: str | None = None,
     ) -> None:
         from ..api import Api as RankwiseApi
 
@@ -101,7 +104,9 @@ class ApiRun:
             return pd.DataFrame(rows)
         return rows
 
-    def scan_history(self, keys: list[str] | None = None, page_size: int = 1000) -> list[dict[str, Any]]:  # noqa: E501
+    def scan_history(
+        self, keys: list[str] | None = None, page_size: int = 1000
+    ) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = self.history(keys=keys, pandas=False)
         return rows
 
@@ -124,4 +129,4 @@ class ApiFile:
             raise ValueError(f"{dest} already exists: pass replace=True")
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(self._path, dest)
-        return open(dest, "rb")  # noqa: SIM115 - W&B returns the open file
+        return open(dest, "rb")

@@ -147,8 +147,10 @@ def convert(value: Any) -> Any:
             from .data_types import Histogram
 
             return Histogram(value.reshape(-1), num_bins=32)
-    if isinstance(value, (list, tuple)) and value and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
+    if (
+        isinstance(value, (list, tuple))
+        and value
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
     ):
         from .data_types import Histogram
 
@@ -213,8 +215,7 @@ class Metrics:
         star = name.find("*")
         if star != -1 and star != len(name) - 1:
             raise Error(
-                f"define_metric({name!r}): only a trailing '*' glob is supported "
-                "(e.g. 'train/*')"
+                f"define_metric({name!r}): only a trailing '*' glob is supported (e.g. 'train/*')"
             )
         aggs: tuple[str, ...] = ()
         if summary:
@@ -249,9 +250,9 @@ class Metrics:
         if self.exact or self.globs:
             for key in list(row):
                 d = self.find(key)
-                if d is not None and d.step_metric and d.step_sync and d.step_metric not in row:
-                    if d.step_metric in self.last:
-                        row[d.step_metric] = self.last[d.step_metric]
+                step_key = d.step_metric if d is not None and d.step_sync else None
+                if step_key and step_key not in row and step_key in self.last:
+                    row[step_key] = self.last[step_key]
         for key, value in row.items():
             self.last[key] = value
             agg = self.aggs.get(key)

@@ -72,7 +72,9 @@ def resolve(settings: Settings | Mapping[str, Any] | None, **explicit: Any) -> S
         out.update(setup_settings)
     if settings is not None:
         if not isinstance(settings, (Settings, Mapping)):
-            raise UsageError(f"settings must be a wandb.Settings or a dict, not {type(settings).__name__}")  # noqa: E501
+            raise UsageError(
+                f"settings must be a wandb.Settings or a dict, not {type(settings).__name__}"
+            )
         out.update(settings)
     out.update({k: v for k, v in explicit.items() if v is not None})
     return out
@@ -115,7 +117,9 @@ def init(
         raise UsageError(f"resume={s.resume!r} is not one of allow, must, never, auto")
     how = REINIT.get(s.reinit)
     if how is None:
-        raise UsageError(f"reinit={s.reinit!r} is not one of return_previous, finish_previous, create_new")  # noqa: E501
+        raise UsageError(
+            f"reinit={s.reinit!r} is not one of return_previous, finish_previous, create_new"
+        )
     run_id = s.run_id
     if run_id is not None and _BAD_ID.search(str(run_id)):
         raise UsageError(f"Run ID {run_id!r} cannot contain: / \\ # ? % :")
@@ -124,13 +128,13 @@ def init(
     inherited = adopted
     if inherited is None and current is not None and current._pid != os.getpid():
         inherited = current
-    if inherited is not None and how != "create_new":
-        if run_id in (None, inherited.id) and not inherited._finished:
-            label = s.x_label if "x_label" in s.given() else None
-            inherited._attach = {**inherited._attach, "child_label": label}
-            inherited._ensure()
-            current = inherited
-            return inherited
+    joins = inherited is not None and how != "create_new" and not inherited._finished
+    if inherited is not None and joins and run_id in (None, inherited.id):
+        label = s.x_label if "x_label" in s.given() else None
+        inherited._attach = {**inherited._attach, "child_label": label}
+        inherited._ensure()
+        current = inherited
+        return inherited
     if current is not None and current._pid == os.getpid() and not current._finished:
         if how == "return_previous":
             if run_id is not None and run_id != current.id:
@@ -205,7 +209,14 @@ def _new_run(s: Settings, config: Any, keep_current: bool) -> Run:
     primary = bool(s.x_primary and s.x_update_finish_state) if shared else True
     record_config = bool(s.x_primary) if shared else True
     inner = _open(
-        s, root, project, run_id, label, primary, items if record_config else {}, mode,
+        s,
+        root,
+        project,
+        run_id,
+        label,
+        primary,
+        items if record_config else {},
+        mode,
         keep_current,
     )
     attach = {"root": str(root), "project": project, "run_id": run_id, "label": label,
@@ -262,7 +273,7 @@ def _open(
 def attached(spec: Mapping[str, Any], into: Run | None = None) -> Run:
     """This process's stream of the run ``spec`` describes (a run made elsewhere), made
     in ``into`` (a run object from another process) when given."""
-    label = spec.get("child_label") or _as_id(f"{spec.get('label', 'rank-0')}-child-{os.getpid()}")  # noqa: E501
+    label = spec.get("child_label") or _as_id(f"{spec.get('label', 'rank-0')}-child-{os.getpid()}")
     s = Settings(mode="offline" if spec.get("mode") == "offline" else "online")
     inner = _open(
         s, Path(spec["root"]), spec["project"], spec["run_id"], label, False, {},
@@ -319,7 +330,9 @@ def _end_all() -> None:
                 run.finish()
 
 
-def attach_id(attach_id: str | None = None, run_id: str | None = None, run: Run | None = None) -> Run | None:  # noqa: E501
+def attach_id(
+    attach_id: str | None = None, run_id: str | None = None, run: Run | None = None
+) -> Run | None:
     """``wandb._attach``: the run an ``_attach_id`` names, attached to this process."""
     if run is not None:
         run._ensure()

@@ -29,17 +29,14 @@ Record = Callable[[dict[str, Any]], None]
 
 
 def _clean_key(key: Any) -> str:
-    key = str(key)
-    stripped = key.strip("-")
-    return stripped or key
+    text = str(key)
+    return text.strip("-") or text
 
 
 def friendly(value: Any) -> Any:
     """W&B's ``json_friendly`` for config values."""
     if isinstance(value, Rich):
-        raise TypeError(
-            f"a {type(value).__name__} cannot be a config value: log it with wandb.log"
-        )
+        raise TypeError(f"a {type(value).__name__} cannot be a config value: log it with wandb.log")
     if isinstance(value, (str, int, float, bool)) or value is None:
         return value
     if isinstance(value, Mapping):
@@ -100,6 +97,10 @@ def _yaml(path: str) -> dict[str, Any]:
 class Config:
     """``wandb.config`` / ``run.config``."""
 
+    _items: dict[str, Any]
+    _record: Record | None
+    _locked: dict[str, Any]
+
     def __init__(self, record: Record | None = None) -> None:
         object.__setattr__(self, "_items", {})
         object.__setattr__(self, "_record", record)
@@ -131,7 +132,9 @@ class Config:
         items = as_items(d)
         self._set({k: v for k, v in items.items() if _clean_key(k) not in self._items}, True)
 
-    def update_locked(self, d: Any, user: str | None = None, _allow_val_change: bool = False) -> None:
+    def update_locked(
+        self, d: Any, user: str | None = None, _allow_val_change: bool = False
+    ) -> None:
         items = {_clean_key(k): v for k, v in as_items(d).items()}
         self._set(items, True)
         self._locked.update(dict.fromkeys(items, user))
@@ -193,6 +196,11 @@ class Config:
 
 class Summary:
     """``wandb.summary`` / ``run.summary``."""
+
+    _metrics: Metrics
+    _pinned: dict[str, Any]
+    _deleted: set[str]
+    _record: Record | None
 
     def __init__(self, metrics: Metrics, record: Record | None = None) -> None:
         object.__setattr__(self, "_metrics", metrics)

@@ -18,7 +18,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ._history import History, Metrics
 from ._mappings import Config, Summary
@@ -301,8 +301,18 @@ class Run:
         self.config._items["_wandb"] = dict(self._wandb_meta)
         self._config_changed({"_wandb": dict(self._wandb_meta)})
 
-    def _label(self, code: str | None = None, repo: str | None = None, code_version: str | None = None, **kw: Any) -> None:  # noqa: E501
-        labels = {k: v for k, v in {"code": code, "repo": repo, "code_version": code_version, **kw}.items() if v}  # noqa: E501
+    def _label(
+        self,
+        code: str | None = None,
+        repo: str | None = None,
+        code_version: str | None = None,
+        **kw: Any,
+    ) -> None:
+        labels = {
+            k: v
+            for k, v in {"code": code, "repo": repo, "code_version": code_version, **kw}.items()
+            if v
+        }
         if labels:
             self._meta("label", labels)
 
@@ -407,15 +417,30 @@ class Run:
             raise UnsupportedError(f"run.{name}() needs rankwise's artifacts (not in this version)")
         return method
 
-    def log_artifact(self, artifact_or_path: Any, name: str | None = None, type: str | None = None, aliases: Sequence[str] | None = None, tags: Sequence[str] | None = None) -> Any:  # noqa: E501
+    def log_artifact(
+        self,
+        artifact_or_path: Any,
+        name: str | None = None,
+        type: str | None = None,
+        aliases: Sequence[str] | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> Any:
         method = self._native("log_artifact")
         return method and method(artifact_or_path, name=name, type=type, aliases=aliases, tags=tags)
 
-    def use_artifact(self, artifact_or_name: Any, type: str | None = None, aliases: Sequence[str] | None = None, use_as: str | None = None) -> Any:  # noqa: E501
+    def use_artifact(
+        self,
+        artifact_or_name: Any,
+        type: str | None = None,
+        aliases: Sequence[str] | None = None,
+        use_as: str | None = None,
+    ) -> Any:
         method = self._native("use_artifact")
         return method and method(artifact_or_name, type=type, aliases=aliases, use_as=use_as)
 
-    def log_model(self, path: Any, name: str | None = None, aliases: Sequence[str] | None = None) -> Any:  # noqa: E501
+    def log_model(
+        self, path: Any, name: str | None = None, aliases: Sequence[str] | None = None
+    ) -> Any:
         method = self._native("log_model")
         return method and method(path, name=name, aliases=aliases)
 
@@ -423,11 +448,19 @@ class Run:
         method = self._native("use_model")
         return method and method(name)
 
-    def link_model(self, path: Any, registered_model_name: str, name: str | None = None, aliases: Sequence[str] | None = None) -> Any:  # noqa: E501
+    def link_model(
+        self,
+        path: Any,
+        registered_model_name: str,
+        name: str | None = None,
+        aliases: Sequence[str] | None = None,
+    ) -> Any:
         warn_once("link-model", "link_model(): rankwise has no model registry; logged as a model")
         return self.log_model(path, name=name or registered_model_name, aliases=aliases)
 
-    def link_artifact(self, artifact: Any, target_path: str, aliases: Sequence[str] | None = None) -> None:  # noqa: E501
+    def link_artifact(
+        self, artifact: Any, target_path: str, aliases: Sequence[str] | None = None
+    ) -> None:
         warn_once("link-artifact", "link_artifact(): rankwise has no registry: ignored")
 
     # -- ending ---------------------------------------------------------------------------
@@ -463,7 +496,7 @@ class Run:
     def __enter__(self) -> Run:
         return self
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         if exc is not None:
             traceback.print_exception(exc_type, exc, tb)
             self._end(1, exc)

@@ -201,11 +201,8 @@ def _from_text(name: str, raw: str) -> Any:
 
 
 def _checked(name: str, value: Any) -> Any:
-    if name == "mode" and value is not None:
-        if value not in MODES:
-            raise ValidationError(
-                f"Settings mode={value!r} is not one of {', '.join(MODES)}"
-            )
+    if name == "mode" and value is not None and value not in MODES:
+        raise ValidationError(f"Settings mode={value!r} is not one of {', '.join(MODES)}")
     if name == "x_stats_gpu_device_ids" and value is not None:
         if isinstance(value, str):
             value = [v for v in value.replace(" ", "").split(",") if v]

@@ -33,7 +33,9 @@ def _write(prefix: str, string: str, newline: bool) -> None:
         pass
 
 
-def termlog(string: str = "", newline: bool = True, repeat: bool = True, prefix: bool = True) -> None:
+def termlog(
+    string: str = "", newline: bool = True, repeat: bool = True, prefix: bool = True
+) -> None:
     if silent() or (not repeat and not _first(f"log:{string}")):
         return
     _write("wandb: " if prefix else "", string, newline)

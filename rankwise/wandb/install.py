@@ -70,9 +70,9 @@ class _Finder(importlib.abc.MetaPathFinder):
         return None
 
     def find_distributions(
-        self, context: DistributionFinder.Context = DistributionFinder.Context()
+        self, context: DistributionFinder.Context | None = None
     ) -> Iterable[Distribution]:
-        name = context.name
+        name = context.name if context is not None else None
         if name is None or name.lower().replace("-", "_") == "wandb":
             return [_Metadata()]
         return []

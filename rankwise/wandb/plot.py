@@ -11,11 +11,15 @@ from ._term import warn_once
 
 
 def _table(name: str, table: Any) -> Any:
-    warn_once(f"plot-{name}", f"wandb.plot.{name}(): rankwise records the chart's table, not the chart")  # noqa: E501
+    warn_once(
+        f"plot-{name}", f"wandb.plot.{name}(): rankwise records the chart's table, not the chart"
+    )
     return table
 
 
-def line(table: Any, x: str, y: str, stroke: Any = None, title: str = "", split_table: bool = False) -> Any:  # noqa: E501
+def line(
+    table: Any, x: str, y: str, stroke: Any = None, title: str = "", split_table: bool = False
+) -> Any:
     return _table("line", table)
 
 

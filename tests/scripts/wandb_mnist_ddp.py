@@ -52,11 +52,11 @@ def log_test_predictions(images, labels, outputs, predicted, my_table, log_count
     log_images = images.cpu().numpy()
     log_labels = labels.cpu().numpy()
     log_preds = predicted.cpu().numpy()
-    _id = 0
-    for i, l, p, s in zip(log_images, log_labels, log_preds, log_scores):
+    _id = 0  # the tutorial's code, as it is
+    for i, l, p, s in zip(log_images, log_labels, log_preds, log_scores):  # noqa: E741
         img_id = str(_id) + "_" + str(log_counter)
         my_table.add_data(img_id, wandb.Image(i), p, l, *s)
-        _id += 1
+        _id += 1  # noqa: SIM113
         if _id == BATCH_SIZE:
             break
 
@@ -78,7 +78,9 @@ def test(model, device, test_loader):
             pred = output.argmax(dim=1, keepdim=True)
             correct += pred.eq(targets.view_as(pred)).sum().item()
             if log_counter < NUM_BATCHES_TO_LOG:
-                log_test_predictions(images, targets, output, pred.squeeze(1), my_table, log_counter)
+                log_test_predictions(
+                    images, targets, output, pred.squeeze(1), my_table, log_counter
+                )
                 log_counter += 1
     test_loss /= len(test_loader.dataset)
     accuracy = float(correct) / len(test_loader.dataset)
