@@ -182,7 +182,7 @@ def test_config_follows_wandb(wb: Path, tmp_path: Path) -> None:
     (tmp_path / "c.yaml").write_text("depth:\n  value: 4\nact: relu\n")
     config.update(str(tmp_path / "c.yaml"))
     assert config.lr == 0.2 and config.new == 1 and config.get("nope", 5) == 5
-    assert "_hidden" in config and "_hidden" not in config
+    assert "_hidden" in config and "_hidden" not in list(config.keys())
     assert dict(config.items()) == {
         "lr": 0.2, "batch": 8, "new": 1, "layers": [1, 2], "width": 3, "depth": 4, "act": "relu"
     }  # fmt: skip
