@@ -407,6 +407,26 @@ def test_media_types_take_wandb_arguments(wb: Path) -> None:
     assert sorted(k.key for k in info.media_keys()) == ["h", "imgs", "page", "preds"]
 
 
+def test_artifacts_through_rankwise(wb: Path, tmp_path: Path) -> None:
+    (tmp_path / "m.ckpt").write_text("weights")
+    run = wandb.init(project="art")
+    art = wandb.Artifact(name=f"model-{run.id}", type="model", metadata={"score": 1})
+    art.add_file(str(tmp_path / "m.ckpt"), name="model.ckpt", policy="immutable")
+    with art.new_file("notes.txt", mode="w") as f:
+        f.write("hi")
+    wandb.log_artifact(art, aliases=["best"])
+    art.wait()
+    used = run.use_artifact(f"model-{run.id}:best", type="model")
+    root = Path(used.download(root=str(tmp_path / "dl")))
+    assert (root / "model.ckpt").read_text() == "weights" and (root / "notes.txt").exists()
+    run.log_model(str(tmp_path / "m.ckpt"), name="plain").wait()
+    assert Path(run.use_model("plain:latest")).read_text() == "weights"
+    run.finish()
+    back = wandb.Api().artifact(f"team/art/model-{run.id}:latest", type="model")
+    assert back.version == "v0" and sorted(back.aliases) == ["best", "latest"]
+    assert back.metadata == {"score": 1}
+
+
 def test_import_is_light_and_the_shim_is_off_unless_asked(tmp_path: Path) -> None:
     code = (
         "import sys, importlib.util, importlib.metadata as md\n"

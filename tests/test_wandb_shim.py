@@ -51,12 +51,19 @@ def test_lightning_wandb_logger_unchanged(tmp_path: Path) -> None:
     assert [r["trainer/global_step"] for r in train] == [1, 3, 5, 7]
     assert [r["trainer/global_step"] for r in val] == [3, 7] and [r["epoch"] for r in val] == [0, 1]
     assert [r["step"] for r in rows] == list(range(len(rows)))
+    # log_model=True: the checkpoint as W&B's artifact model-<run id>, aliases latest+best
+    api = rankwise.Api(dir=tmp_path / "logs" / "rankwise")
+    model = api.artifact(f"lightning/model-{run.id}:best")
+    assert model.type == "model" and "latest" in model.aliases
+    assert [f.path for f in model.files()] == ["model.ckpt"]
+    assert [a.name for a in run.logged_artifacts()] == [f"model-{run.id}"]
 
 
 def test_transformers_wandb_callback_unchanged(tmp_path: Path) -> None:
     need("transformers")
     out = shimmed("wandb_transformers.py", tmp_path, str(tmp_path / "out"),
-                  RANKWISE_DIR=str(tmp_path / "data"), WANDB_PROJECT="hf")  # fmt: skip
+                  RANKWISE_DIR=str(tmp_path / "data"), WANDB_PROJECT="hf",
+                  WANDB_LOG_MODEL="end")  # fmt: skip
     run_id = re.search(r"RUN (\S+)", out).group(1)  # type: ignore[union-attr]
     run = rankwise.Api(dir=tmp_path / "data").run(run_id, "hf")
     assert run.state == "finished" and run.name == "tiny"
@@ -68,6 +75,13 @@ def test_transformers_wandb_callback_unchanged(tmp_path: Path) -> None:
     assert all(r["train/loss"] > 0 for r in train)
     for key in ("train_runtime", "train_loss", "total_flos"):  # summary[k] = v of on_log
         assert run.summary[key] > 0
+    # WANDB_LOG_MODEL=end: the base model, then the final one (new_file + add_dir)
+    api = rankwise.Api(dir=tmp_path / "data")
+    final = api.artifact("hf/model-tiny:final_model")
+    assert final.version == "v1" and "latest" in final.aliases and final.type == "model"
+    assert {"config.json", "model.safetensors"} <= {f.path for f in final.files()}
+    assert final.metadata["train/global_step"] == 4
+    assert api.artifact("hf/model-tiny:base_model").version == "v0"
 
 
 def test_without_the_shim_integrations_see_no_wandb(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from ._term import termerror, termlog, termwarn, warn_once
 from .errors import CommError, Error, UsageError
 
 if TYPE_CHECKING:
+    from ..artifacts.artifact import Artifact
     from ._api import Api
     from .data_types import Audio, Histogram, Html, Image, Table, Video
 
@@ -36,6 +37,7 @@ __version__ = "0.31.0"  # the W&B API this module follows (integrations check it
 _LAZY = {
     **dict.fromkeys(("Audio", "Histogram", "Html", "Image", "Table", "Video"), "data_types"),
     "Api": "_api",
+    "Artifact": "..artifacts.artifact",
     "plot": "plot",
     "sdk": "sdk",
     "wandb_run": "wandb_run",
@@ -261,18 +263,6 @@ restore = _unsupported("restore")
 log_code = _unsupported("log_code")
 
 
-def Artifact(*args: Any, **kwargs: Any) -> Any:
-    """``wandb.Artifact(name, type, description=None, metadata=None, ...)``: rankwise's."""
-    import rankwise
-
-    cls = getattr(rankwise, "Artifact", None)
-    if cls is None:
-        raise errors.UnsupportedError(
-            "wandb.Artifact needs rankwise's artifacts (not in this version)"
-        )
-    return cls(*args, **kwargs)
-
-
 def install() -> None:
     """Make this module importable as ``wandb`` (opt-in; see ``rankwise.wandb.install``)."""
     from .install import install as _install
@@ -284,8 +274,9 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         import importlib
 
-        module = importlib.import_module(f".{_LAZY[name]}", __name__)
-        value = module if name == _LAZY[name] else getattr(module, name)
+        where = _LAZY[name]
+        module = importlib.import_module(where if where.startswith(".") else f".{where}", __name__)
+        value = module if name == where else getattr(module, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'rankwise.wandb' has no attribute {name!r}")

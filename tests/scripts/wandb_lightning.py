@@ -32,11 +32,11 @@ class Model(pl.LightningModule):
 if __name__ == "__main__":
     torch.manual_seed(0)
     data = TensorDataset(torch.randn(32, 3), torch.randn(32, 1))
-    logger = WandbLogger(project="lightning", save_dir=sys.argv[1], tags=["lit"])
+    logger = WandbLogger(project="lightning", save_dir=sys.argv[1], tags=["lit"], log_model=True)
     logger.log_hyperparams({"batch_size": 8})
     trainer = pl.Trainer(
         max_epochs=2, logger=logger, log_every_n_steps=2, accelerator="cpu", devices=1,
-        enable_progress_bar=False, enable_checkpointing=False, enable_model_summary=False,
+        enable_progress_bar=False, enable_model_summary=False, default_root_dir=sys.argv[1],
     )  # fmt: skip
     trainer.fit(Model(), DataLoader(data, batch_size=8), DataLoader(data, batch_size=8))
     import wandb
