@@ -279,7 +279,9 @@ class Run:
             }
             try:
                 native(name, **{k: v for k, v in kwargs.items() if v is not None})
-            except Exception as exc:  # W&B-only arguments never stop training
+            except Exception as exc:
+                if reduce is not None:
+                    raise  # rankwise's own argument: a bad one is the caller's to fix
                 warn_once(f"define-metric:{name}", f"rankwise define_metric({name!r}): {exc}")
         elif reduce is not None:
             warn_once("reduce", "define_metric(reduce=...) needs a newer rankwise: ignored")
