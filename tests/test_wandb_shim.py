@@ -14,17 +14,17 @@ import pytest
 import rankwise
 
 from .helpers.env import clean_env, need
-from .helpers.jobs import FAST, SCRIPTS
+from .helpers.jobs import FAST, SCRIPTS, torchrun
 
 pytest.importorskip("torch")
 
 
-def shimmed(script: str, cwd: Path, *args: str, **env: str) -> str:
+def shimmed(script: str, cwd: Path, *args: str, launch: list[str] | None = None, **env: str) -> str:
     full = {k: v for k, v in clean_env(**FAST).items() if not k.startswith("WANDB_")}
     full.update(env)
     full["TRANSFORMERS_OFFLINE"] = full["HF_HUB_OFFLINE"] = "1"
     out = subprocess.run(
-        [sys.executable, "-m", "rankwise.wandb", str(SCRIPTS / script), *args],
+        [*(launch or [sys.executable]), "-m", "rankwise.wandb", str(SCRIPTS / script), *args],
         env=full, cwd=cwd, capture_output=True, text=True, timeout=240,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
@@ -82,6 +82,19 @@ def test_transformers_wandb_callback_unchanged(tmp_path: Path) -> None:
     assert {"config.json", "model.safetensors"} <= {f.path for f in final.files()}
     assert final.metadata["train/global_step"] == 4
     assert api.artifact("hf/model-tiny:base_model").version == "v0"
+
+
+@pytest.mark.torchrun
+def test_accelerate_wandb_tracker_under_torchrun(tmp_path: Path) -> None:
+    need("accelerate")
+    launch = [*torchrun(), "--standalone", "--nproc-per-node=2"]
+    out = shimmed("wandb_accelerate.py", tmp_path, launch=launch, RANKWISE_DIR=str(tmp_path / "d"))
+    run_id = re.search(r"RUN ([0-9a-z]{8})", out).group(1)  # type: ignore[union-attr]
+    (run,) = rankwise.Api(dir=tmp_path / "d").runs("accel")
+    assert run.id == run_id and run.state == "finished"
+    assert (run.group, run.tags, run.config) == ("acc", ["a"], {"lr": 0.1})
+    rows = run.history()
+    assert [(r["step"], r["rank_seen"]) for r in rows] == [(s, 0) for s in range(4)]
 
 
 def test_without_the_shim_integrations_see_no_wandb(tmp_path: Path) -> None:
