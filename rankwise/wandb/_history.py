@@ -36,6 +36,7 @@ from .errors import Error
 Emit = Callable[[int, dict[str, Any]], None]
 SUMMARY_AGGS = ("min", "max", "mean", "last", "first", "none")
 _TORCH_MODULES = ("torch",)
+_PLAIN = frozenset((int, float, bool, str))
 
 
 class History:
@@ -51,9 +52,10 @@ class History:
         if not isinstance(data, Mapping):
             raise TypeError("wandb.log must be passed a dictionary")
         for key in data:
-            if not isinstance(key, str):
+            if key.__class__ is not str and not isinstance(key, str):
                 raise TypeError(f"Key values passed to `wandb.log` must be strings, not {key!r}")
-        data = {k: v for k, v in data.items() if k != "_step"}
+        if "_step" in data:
+            data = {k: v for k, v in data.items() if k != "_step"}
         if step is not None:
             try:
                 step = _int_step(step)
@@ -84,9 +86,11 @@ class History:
             self.emit(self.step, row)
 
     def emit(self, step: int, row: dict[str, Any]) -> None:
-        flat: dict[str, Any] = {}
-        _flatten(row, "", flat)
-        values = {k: convert(v) for k, v in flat.items()}
+        values: dict[str, Any] = {}
+        _flatten(row, "", values)
+        for key, value in values.items():
+            if value.__class__ not in _PLAIN:
+                values[key] = convert(value)
         values = self.metrics.on_row(values)
         if values:
             self._emit(step, values)
@@ -103,7 +107,9 @@ def _int_step(step: Any) -> int:
 
 def _merge(into: dict[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
     for k, v in data.items():
-        if isinstance(v, Mapping):
+        if v.__class__ in _PLAIN:
+            into[k] = v
+        elif isinstance(v, Mapping):
             sub = into.get(k)
             if not isinstance(sub, dict):
                 sub = into[k] = {}
@@ -115,8 +121,8 @@ def _merge(into: dict[str, Any], data: Mapping[str, Any]) -> dict[str, Any]:
 
 def _flatten(row: Mapping[str, Any], prefix: str, out: dict[str, Any]) -> None:
     for k, v in row.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
+        key = prefix + k if prefix else k
+        if v.__class__ is dict:
             _flatten(v, key + ".", out)
         else:
             out[key] = v
@@ -250,15 +256,17 @@ class Metrics:
         if self.exact or self.globs:
             for key in list(row):
                 d = self.find(key)
-                step_key = d.step_metric if d is not None and d.step_sync else None
+                if d is None:
+                    continue
+                step_key = d.step_metric if d.step_sync else None
                 if step_key and step_key not in row and step_key in self.last:
                     row[step_key] = self.last[step_key]
-        for key, value in row.items():
-            self.last[key] = value
-            agg = self.aggs.get(key)
-            if agg is None:
-                agg = self.aggs[key] = Aggregate()
-            agg.add(value)
+                if d.summary:  # aggregates only where a definition asks for them
+                    agg = self.aggs.get(key)
+                    if agg is None:
+                        agg = self.aggs[key] = Aggregate()
+                    agg.add(row[key])
+        self.last.update(row)
         return row
 
     def summary_value(self, key: str) -> tuple[bool, Any]:
@@ -270,7 +278,7 @@ class Metrics:
             return True, _plain(self.last[key])
         if "none" in d.summary:
             return False, None
-        agg = self.aggs[key]
+        agg = self.aggs.get(key) or Aggregate()
         out: dict[str, Any] = {}
         for name in d.summary:
             if name == "mean":

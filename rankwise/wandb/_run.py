@@ -246,7 +246,8 @@ class Run:
 
     def _emit(self, step: int, values: dict[str, Any]) -> None:
         if self._inner is not None:
-            values = {k: v for k, v in values.items() if v is not None}
+            if None in values.values():
+                values = {k: v for k, v in values.items() if v is not None}
             if values:
                 self._inner.log(values, step=step)
 
