@@ -133,6 +133,7 @@ def _set_globals(r: Run) -> None:
 
 _reset_globals()
 _init.on_current_finished.append(_reset_globals)
+_init.on_current_attached.append(_set_globals)
 
 
 def init(

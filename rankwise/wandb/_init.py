@@ -48,6 +48,7 @@ adopted: Run | None = None  # a run unpickled in this process (W&B's attach)
 opened: list[Run] = []  # runs this process records, ended at a multiprocessing child's exit
 setup_settings: Settings | None = None
 on_current_finished: list[Any] = []  # the module's globals reset (rankwise.wandb)
+on_current_attached: list[Any] = []  # ... and set again for a forked child's run
 _finalizer = [False]
 _BAD_ID = re.compile(r"[/\\#?%:]")
 

@@ -226,6 +226,9 @@ class Run:
             from . import _init
 
             _init.attached(self._attach, into=self)
+            if _init.current is self:  # a forked child's wandb.run: its globals follow
+                for hook in _init.on_current_attached:
+                    hook(self)
 
     # -- logging ----------------------------------------------------------------------
     def log(
