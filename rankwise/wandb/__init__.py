@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from . import _init, errors
 from ._mappings import Config
-from ._run import AlertLevel, Run, RunDisabled
+from ._run import Run, RunDisabled
+from ._run_extras import AlertLevel
 from ._settings import Settings
 from ._term import termerror, termlog, termwarn, warn_once
 from .errors import CommError, Error, UsageError
