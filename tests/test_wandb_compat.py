@@ -427,6 +427,35 @@ def test_artifacts_through_rankwise(wb: Path, tmp_path: Path) -> None:
     assert back.metadata == {"score": 1}
 
 
+def test_online_uploads_to_a_rankwise_server_and_offline_does_not(
+    wb: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rankwise.errors import RunNotFoundError
+    from rankwise.server import create_app
+    from rankwise.store import open_store
+
+    from .helpers.servers import serve_in_thread
+
+    store = open_store(f"sqlite:///{tmp_path / 'server.db'}")
+    store.migrate()
+    with serve_in_thread(create_app(store)) as url:
+        monkeypatch.setenv("RANKWISE_SERVER", url)
+        monkeypatch.setenv("RANKWISE_UPLOAD_INTERVAL", "0.05")
+        online = wandb.init(project="remote")  # mode "online" is the default
+        online.log({"loss": 0.5})
+        assert online.url is not None and online.url.startswith(url)
+        online.finish()
+        offline = wandb.init(project="remote", mode="offline")
+        offline.log({"loss": 0.25})
+        offline.finish()
+        remote = rankwise.Api(server=url)
+        assert [r["loss"] for r in remote.run(online.id, "remote").history()] == [0.5]
+        with pytest.raises(RunNotFoundError):
+            remote.run(offline.id, "remote")
+    store.close()
+    assert rankwise.Api(dir=wb).run(offline.id, "remote").summary == {"loss": 0.25}
+
+
 def test_import_is_light_and_the_shim_is_off_unless_asked(tmp_path: Path) -> None:
     code = (
         "import sys, importlib.util, importlib.metadata as md\n"
