@@ -8,6 +8,7 @@ the hooks call ``_after_fork`` (registered below), which forgets the parent's ru
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import socket
@@ -70,6 +71,7 @@ def init(
     gpu_device_ids: Sequence[int] | None = None,
     stall_timeout: float | None = None,
     token: str | None = None,
+    primary: bool | None = None,
 ) -> Run:
     """Start (or continue) a run on this process; call it on every rank.
 
@@ -86,7 +88,9 @@ def init(
     ``"wrap"`` (default), ``"redirect"`` (file descriptors: C/NCCL output too) or
     ``"off"``; ``system`` metrics every ``system_interval`` seconds (10), of the GPUs
     ``gpu_device_ids`` (all); a stall is recorded after ``stall_timeout`` seconds (300)
-    without ``log()``, 0 turning that off.
+    without ``log()``, 0 turning that off. ``primary`` overrides whether this stream is
+    its run's primary (the one whose end decides the run's state; by default rank 0's):
+    ``rankwise.wandb`` sets it from W&B's ``x_primary``/``x_update_finish_state``.
     """
     global current
     env = os.environ
@@ -124,6 +128,8 @@ def init(
                 f"label={label!r}: only {{rank}}, {{local_rank}} and {{node}} can be filled in"
             ) from None
     where = place(base, ident, run_mode, rank_scope, group, label)
+    if primary is not None:
+        where = dataclasses.replace(where, is_primary=bool(primary))
 
     start = R.StreamStart(
         seq=0,

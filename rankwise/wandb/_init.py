@@ -1,0 +1,346 @@
+"""``wandb.init()`` on rankwise: modes, settings, run ids, labels and attaching.
+
+How W&B's choices map onto rankwise (every process that calls ``init`` records; the
+others record nothing, so a rank-0-only script stays rank-0-only):
+
+==================  ================================================================
+W&B                 rankwise
+==================  ================================================================
+``id=``             the run id (default: a fresh random id per ``init``, as W&B)
+one run a process   each ``init`` without ``id`` is its own run (``run_mode="shared"``
+                    over a fresh id), primary stream
+``mode="shared"``   a stream of run ``id`` labelled ``x_label`` (else ``rank-<rank>``
+                    under a launcher, else ``<host>-<pid>``); primary unless
+                    ``x_primary=False`` or ``x_update_finish_state=False``; config is
+                    recorded only by ``x_primary`` processes
+``online``          local files, uploaded when ``RANKWISE_SERVER`` names a rankwise
+                    server (W&B's ``WANDB_BASE_URL`` is not used: it names W&B's server)
+``offline``         local files only (``RANKWISE_SERVER`` ignored)
+``disabled``        a ``RunDisabled``: every call works, nothing is recorded
+``dir=``            the data directory is ``<dir>/rankwise`` (W&B: ``<dir>/wandb``);
+                    default ``RANKWISE_DIR`` or ``./rankwise``
+``x_stats_gpu_…``   ``gpu_device_ids``; ``x_disable_stats`` turns system metrics off
+==================  ================================================================
+
+A run object used in another process (pickled to an ``mp.Process`` child, or inherited
+by a forked one) attaches that process as a stream of its own (``attached``), never
+primary; such a stream is ended when the child process exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import socket
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ._run import Run, RunDisabled
+from ._settings import Settings
+from ._term import set_silent, termwarn, warn_once
+from .errors import UsageError
+
+current: Run | None = None  # wandb.run of this process
+adopted: Run | None = None  # a run unpickled in this process (W&B's attach)
+opened: list[Run] = []  # runs this process records, ended at a multiprocessing child's exit
+setup_settings: Settings | None = None
+on_current_finished: list[Any] = []  # the module's globals reset (rankwise.wandb)
+on_current_attached: list[Any] = []  # ... and set again for a forked child's run
+_finalizer = [False]
+_BAD_ID = re.compile(r"[/\\#?%:]")
+
+RESUME = {None: "allow", False: "allow", True: "allow", "allow": "allow", "auto": "allow",
+          "must": "must", "never": "never"}  # fmt: skip
+REINIT = {None: "return_previous", "default": "return_previous", False: "return_previous",
+          True: "finish_previous", "return_previous": "return_previous",
+          "finish_previous": "finish_previous", "create_new": "create_new"}  # fmt: skip
+
+
+def data_dir(root_dir: str | os.PathLike[str] | None) -> Path:
+    """Where runs are written: ``<dir>/rankwise``, else ``RANKWISE_DIR`` or ``./rankwise``."""
+    if root_dir:
+        return (Path(root_dir).expanduser() / "rankwise").absolute()
+    return Path(os.environ.get("RANKWISE_DIR") or "rankwise").expanduser().absolute()
+
+
+def resolve(settings: Settings | Mapping[str, Any] | None, **explicit: Any) -> Settings:
+    """Environment, then ``setup()``'s settings, then ``settings``, then the arguments."""
+    out = Settings.from_env()
+    if setup_settings is not None:
+        out.update(setup_settings)
+    if settings is not None:
+        if not isinstance(settings, (Settings, Mapping)):
+            raise UsageError(
+                f"settings must be a wandb.Settings or a dict, not {type(settings).__name__}"
+            )
+        out.update(settings)
+    out.update({k: v for k, v in explicit.items() if v is not None})
+    return out
+
+
+def init(
+    *,
+    entity: str | None,
+    project: str | None,
+    dir: Any,
+    id: str | None,
+    name: str | None,
+    notes: str | None,
+    tags: Sequence[str] | None,
+    config: Any,
+    group: str | None,
+    job_type: str | None,
+    mode: str | None,
+    reinit: Any,
+    resume: Any,
+    settings: Settings | Mapping[str, Any] | None,
+    sync_tensorboard: bool | None,
+    extra: dict[str, Any],
+) -> Run:
+    global current
+    for key, value in extra.items():
+        if value:
+            warn_once(f"init-{key}", f"wandb.init({key}=...) is not supported by rankwise: ignored")
+    if sync_tensorboard:
+        warn_once("tensorboard", "sync_tensorboard=True is not supported by rankwise: ignored "
+                  "(log the values with wandb.log)")  # fmt: skip
+    s = resolve(
+        settings, entity=entity, project=project, root_dir=dir, run_id=id, run_name=name,
+        run_notes=notes, run_tags=tags, run_group=group, run_job_type=job_type, mode=mode,
+        reinit=reinit, resume=resume,
+    )  # fmt: skip
+    if s.silent or s.quiet:
+        set_silent(True)
+    if s.resume not in RESUME:
+        raise UsageError(f"resume={s.resume!r} is not one of allow, must, never, auto")
+    how = REINIT.get(s.reinit)
+    if how is None:
+        raise UsageError(
+            f"reinit={s.reinit!r} is not one of return_previous, finish_previous, create_new"
+        )
+    run_id = s.run_id
+    if run_id is not None and _BAD_ID.search(str(run_id)):
+        raise UsageError(f"Run ID {run_id!r} cannot contain: / \\ # ? % :")
+
+    # A run made by another process (pickled here, or inherited through fork) is joined.
+    inherited = adopted
+    if inherited is None and current is not None and current._pid != os.getpid():
+        inherited = current
+    joins = inherited is not None and how != "create_new" and not inherited._finished
+    if inherited is not None and joins and run_id in (None, inherited.id):
+        label = s.x_label if "x_label" in s.given() else None
+        inherited._attach = {**inherited._attach, "child_label": label}
+        inherited._ensure()
+        current = inherited
+        return inherited
+    if current is not None and current._pid == os.getpid() and not current._finished:
+        if how == "return_previous":
+            if run_id is not None and run_id != current.id:
+                termwarn(f"wandb.init(id={run_id!r}) while run {current.id} is active: "
+                         "returning the active run (pass reinit='finish_previous')")  # fmt: skip
+            return current
+        if how == "finish_previous":
+            current.finish()
+
+    run = _new_run(s, config, how == "create_new")
+    if how != "create_new":
+        current = run
+    return run
+
+
+def _label_for(s: Settings, ident: Any, shared: bool) -> str:
+    if s.x_label:
+        return _as_id(str(s.x_label))
+    if ident.world_size > 1:
+        return f"rank-{ident.rank}"
+    if shared:
+        return _as_id(f"{socket.gethostname()}-{os.getpid()}")
+    return "rank-0"
+
+
+def _as_id(text: str) -> str:
+    """A stream label rankwise accepts (``[A-Za-z0-9][A-Za-z0-9._-]*``)."""
+    out = re.sub(r"[^A-Za-z0-9._-]", "-", text)[:128]
+    return out if out[:1].isalnum() else f"p{out}"[:128]
+
+
+@contextlib.contextmanager
+def _env(**values: str | None) -> Iterator[None]:
+    saved = {k: os.environ.get(k) for k in values}
+    try:
+        for k, v in values.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _new_run(s: Settings, config: Any, keep_current: bool) -> Run:
+    from ..sdk.dist import detect, random_id
+    from ._mappings import clean_items
+
+    mode = {"dryrun": "offline", "run": "online"}.get(s.mode, s.mode)
+    project = s.project or "uncategorized"
+    run_id = str(s.run_id) if s.run_id else random_id()
+    root = data_dir(s.root_dir)
+    items = clean_items(config)
+    common: dict[str, Any] = dict(
+        project=project, run_id=run_id, entity=s.entity, name=s.run_name, group=s.run_group,
+        job_type=s.run_job_type, tags=tuple(s.run_tags or ()), notes=s.run_notes, mode=mode,
+        settings=s, on_finish=_forget,
+    )  # fmt: skip
+    if mode == "disabled":
+        run: Run = RunDisabled(None, attach={"root": str(root), "project": project,
+                                             "run_id": run_id}, **common)  # fmt: skip
+        run.config.update(items)
+        return run
+    ident = detect()
+    shared = mode == "shared"
+    label = _label_for(s, ident, shared)
+    primary = bool(s.x_primary and s.x_update_finish_state) if shared else True
+    record_config = bool(s.x_primary) if shared else True
+    inner = _open(
+        s,
+        root,
+        project,
+        run_id,
+        label,
+        primary,
+        items if record_config else {},
+        mode,
+        keep_current,
+    )
+    attach = {"root": str(root), "project": project, "run_id": run_id, "label": label,
+              "mode": mode, "entity": s.entity}  # fmt: skip
+    run = Run(inner, attach=attach, record_config=record_config, **common)
+    run.config._items.update(items)
+    run.config._items["_wandb"] = dict(run._wandb_meta)
+    if not record_config:
+        run._record_config = False
+    _opened(run)
+    return run
+
+
+def _open(
+    s: Settings,
+    root: Path,
+    project: str,
+    run_id: str,
+    label: str,
+    primary: bool,
+    config: dict[str, Any],
+    mode: str,
+    keep_current: bool,
+    group_etc: dict[str, Any] | None = None,
+) -> Any:
+    from ..sdk import session
+
+    console = {"off": "off", "wrap": "wrap", "redirect": "redirect"}.get(str(s.console))
+    opts: dict[str, Any] = {}
+    if s.finish_timeout:
+        opts["finish_timeout"] = float(s.finish_timeout)
+    server = os.environ.get("RANKWISE_SERVER") if mode in ("online", "shared") else None
+    silent = "1" if (s.silent or s.quiet or os.environ.get("RANKWISE_SILENT")) else None
+    meta = group_etc if group_etc is not None else {
+        "name": s.run_name, "group": s.run_group, "job_type": s.run_job_type,
+        "tags": list(s.run_tags or ()), "notes": s.run_notes,
+    }  # fmt: skip
+    saved = session.current
+    if keep_current:
+        session.current = None  # reinit="create_new": the earlier run stays open
+    with _env(RANKWISE_SERVER=server, RANKWISE_SILENT=silent):
+        try:
+            return session.init(
+                project=project, id=run_id, run_mode="shared", rank_scope="global",
+                dir=root, resume=RESUME[s.resume], label=label, config=config,
+                settings=opts, console=console, system=not s.x_disable_stats,
+                gpu_device_ids=s.x_stats_gpu_device_ids, primary=primary, **meta,
+            )  # fmt: skip
+        finally:
+            if keep_current and session.current is None:
+                session.current = saved
+
+
+def attached(spec: Mapping[str, Any], into: Run | None = None) -> Run:
+    """This process's stream of the run ``spec`` describes (a run made elsewhere), made
+    in ``into`` (a run object from another process) when given."""
+    label = spec.get("child_label") or _as_id(f"{spec.get('label', 'rank-0')}-child-{os.getpid()}")
+    s = Settings(mode="offline" if spec.get("mode") == "offline" else "online")
+    inner = _open(
+        s, Path(spec["root"]), spec["project"], spec["run_id"], label, False, {},
+        str(spec.get("mode")), keep_current=False,
+        group_etc={"name": None, "group": None, "job_type": None, "tags": [], "notes": None},
+    )  # fmt: skip
+    run = into if into is not None else Run.__new__(Run)
+    Run.__init__(
+        run, inner, project=spec["project"], run_id=spec["run_id"], entity=spec.get("entity"),
+        name=None, group=None, job_type=None, tags=(), notes=None,
+        mode=str(spec.get("mode") or "online"), settings=s,
+        attach={k: v for k, v in spec.items() if k != "child_label"},
+        record_config=False, on_finish=_forget,
+    )  # fmt: skip
+    _opened(run)
+    return run
+
+
+def adopt(run: Run) -> None:
+    global adopted
+    adopted = run
+
+
+def _forget(run: Run) -> None:
+    global current, adopted
+    if current is run:
+        current = None
+        for hook in on_current_finished:
+            hook(run)
+    if adopted is run:
+        adopted = None
+
+
+def _opened(run: Run) -> None:
+    """A multiprocessing child leaves through ``os._exit`` (no atexit): end its runs in
+    multiprocessing's own exit hook instead."""
+    opened.append(run)
+    if _finalizer[0]:
+        return
+    import multiprocessing
+
+    if multiprocessing.parent_process() is None:
+        return
+    from multiprocessing import util
+
+    util.Finalize(None, _end_all, exitpriority=100)
+    _finalizer[0] = True
+
+
+def _end_all() -> None:
+    for run in list(opened):
+        if run._pid == os.getpid():
+            with contextlib.suppress(Exception):
+                run.finish()
+
+
+def attach_id(
+    attach_id: str | None = None, run_id: str | None = None, run: Run | None = None
+) -> Run | None:
+    """``wandb._attach``: the run an ``_attach_id`` names, attached to this process."""
+    if run is not None:
+        run._ensure()
+        return run
+    if attach_id is None:
+        return None
+    spec = json.loads(attach_id)
+    if current is not None and current.id == spec.get("run_id") and current._pid == os.getpid():
+        return current
+    return attached(spec)

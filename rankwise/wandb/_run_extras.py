@@ -1,0 +1,184 @@
+"""The parts of ``wandb.Run`` that hand work to rankwise as they are: ``watch``,
+``save``, ``alert`` and the artifact calls (``rankwise.artifacts``)."""
+
+from __future__ import annotations
+
+import glob as globlib
+import os
+import shutil
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from ._term import termlog, termwarn, warn_once
+
+LEVELS = ("INFO", "WARN", "ERROR")
+__all__ = ["AlertLevel", "RunExtras"]
+
+
+class AlertLevel:
+    INFO = "INFO"
+    WARN = "WARN"
+    ERROR = "ERROR"
+
+
+class RunExtras:
+    """Mixed into ``Run``, which provides what is declared here."""
+
+    _inner: Any
+    _alerts: dict[str, float]
+    _saved: list[tuple[str, str]]  # (source, destination) copied again at finish
+
+    def _ensure(self) -> None:
+        raise NotImplementedError
+
+    @property
+    def dir(self) -> str:
+        raise NotImplementedError
+
+    # -- models ---------------------------------------------------------------------------
+    def watch(
+        self,
+        models: Any,
+        criterion: Any = None,
+        log: str | None = "gradients",
+        log_freq: int = 1000,
+        idx: int | None = None,
+        log_graph: bool = False,
+    ) -> list[Any]:
+        """rankwise's ``run.watch`` under W&B's key names (``gradients/<name>``, 64 bins,
+        every ``log_freq``-th backward). A second call on the same model updates it
+        rather than adding a second set of hooks (a deliberate difference)."""
+        if log not in ("gradients", "parameters", "all", None):
+            raise ValueError('log must be one of "gradients", "parameters", "all", or None')
+        if log_graph:
+            warn_once("log-graph", "watch(log_graph=True): the graph is not recorded by rankwise")
+        if self._inner is None:
+            return []
+        self._ensure()
+        self._inner.watch(models, log=log, log_freq=log_freq, ranks="all")
+        return []
+
+    def unwatch(self, models: Any = None) -> None:
+        if self._inner is not None:
+            self._ensure()
+            self._inner.unwatch(models)
+
+    # -- files and alerts -------------------------------------------------------------
+    def save(
+        self,
+        glob_str: str | os.PathLike[str] | None = None,
+        base_path: str | os.PathLike[str] | None = None,
+        policy: str = "live",
+    ) -> list[str]:
+        """Copy the files matching ``glob_str`` into ``run.dir`` (relative to
+        ``base_path``, default the pattern's folder); ``live``/``end`` files are copied
+        again at ``finish()``. Returns the copies' paths."""
+        if policy not in ("live", "now", "end"):
+            raise ValueError('policy must be "live", "now", or "end"')
+        if glob_str is None:
+            return []
+        pattern = os.fspath(glob_str)
+        if pattern.startswith(("s3://", "gs://", "az://")):
+            termlog(f"{pattern} is a cloud storage url, can't save file to W&B.")
+            return []
+        if self._inner is None:
+            return []
+        base = os.fspath(base_path) if base_path is not None else os.path.dirname(pattern)
+        out = []
+        for source in sorted(globlib.glob(pattern)):
+            if not os.path.isfile(source):
+                continue
+            rel = os.path.relpath(source, base or ".")
+            if rel.startswith(".."):
+                rel = os.path.basename(source)
+            dest = os.path.join(self.dir, rel)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            shutil.copyfile(source, dest)
+            out.append(dest)
+            if policy != "now":
+                self._saved.append((source, dest))
+        return out
+
+    def alert(
+        self, title: str, text: str, level: str | Any = None, wait_duration: Any = None
+    ) -> None:
+        """Recorded as a console line of this process (``wandb: ALERT [LEVEL] title:
+        text``), at most once per ``wait_duration`` (default 60 s) per title."""
+        level = getattr(level, "value", level) or "INFO"
+        if level not in LEVELS:
+            raise ValueError("level must be one of 'INFO', 'WARN', or 'ERROR'")
+        wait = 60.0 if wait_duration is None else wait_duration
+        wait = wait.total_seconds() if hasattr(wait, "total_seconds") else float(wait)
+        now = time.monotonic()
+        last = self._alerts.get(title)
+        if last is not None and now - last < wait:
+            return
+        self._alerts[title] = now
+        if self._inner is not None:
+            self._ensure()
+            termwarn(f"ALERT [{level}] {title}: {text}", prefix=False)
+
+    def mark_preempting(self) -> None:
+        warn_once("preempting", "mark_preempting() is not recorded by rankwise")
+
+    def status(self) -> dict[str, Any]:
+        return {"state": getattr(self._inner, "state", "disabled")}
+
+    # -- artifacts (rankwise's artifact API) --------------------------------------------
+    def _native(self, name: str) -> Any:
+        self._ensure()
+        method = getattr(self._inner, name, None)
+        if method is None:
+            if self._inner is None:
+                return None
+            from .errors import UnsupportedError
+
+            raise UnsupportedError(f"run.{name}() needs rankwise's artifacts (not in this version)")
+        return method
+
+    def log_artifact(
+        self,
+        artifact_or_path: Any,
+        name: str | None = None,
+        type: str | None = None,
+        aliases: Sequence[str] | None = None,
+        tags: Sequence[str] | None = None,
+    ) -> Any:
+        method = self._native("log_artifact")
+        return method and method(artifact_or_path, name=name, type=type, aliases=aliases, tags=tags)
+
+    def use_artifact(
+        self,
+        artifact_or_name: Any,
+        type: str | None = None,
+        aliases: Sequence[str] | None = None,
+        use_as: str | None = None,
+    ) -> Any:
+        method = self._native("use_artifact")
+        return method and method(artifact_or_name, type=type, aliases=aliases, use_as=use_as)
+
+    def log_model(
+        self, path: Any, name: str | None = None, aliases: Sequence[str] | None = None
+    ) -> Any:
+        method = self._native("log_model")
+        return method and method(path, name=name, aliases=aliases)
+
+    def use_model(self, name: str) -> Any:
+        method = self._native("use_model")
+        return method and method(name)
+
+    def link_model(
+        self,
+        path: Any,
+        registered_model_name: str,
+        name: str | None = None,
+        aliases: Sequence[str] | None = None,
+    ) -> Any:
+        warn_once("link-model", "link_model(): rankwise has no model registry; logged as a model")
+        return self.log_model(path, name=name or registered_model_name, aliases=aliases)
+
+    def link_artifact(
+        self, artifact: Any, target_path: str, aliases: Sequence[str] | None = None
+    ) -> None:
+        warn_once("link-artifact", "link_artifact(): rankwise has no registry: ignored")

@@ -1,0 +1,31 @@
+"""The Transformers ``WandbCallback``, unchanged (``report_to="wandb"``), recording into
+rankwise: run with ``python -m rankwise.wandb wandb_transformers.py OUT`` (the shim).
+A tiny GPT-2 built from a config: nothing is downloaded."""
+
+import sys
+
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
+from transformers.integrations import WandbCallback
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    config = GPT2Config(
+        n_layer=1, n_head=2, n_embd=16, vocab_size=50, n_positions=16, bos_token_id=0,
+        eos_token_id=0,
+    )  # fmt: skip
+    model = GPT2LMHeadModel(config)
+    ids = [torch.tensor([(k + i) % 50 for i in range(8)]) for k in range(16)]
+    data = [{"input_ids": x, "labels": x} for x in ids]
+    args = TrainingArguments(
+        output_dir=sys.argv[1], report_to="wandb", max_steps=4, logging_steps=1,
+        per_device_train_batch_size=4, use_cpu=True, save_strategy="no", run_name="tiny",
+        disable_tqdm=True,
+    )  # fmt: skip
+    trainer = Trainer(model=model, args=args, train_dataset=data)
+    assert any(isinstance(c, WandbCallback) for c in trainer.callback_handler.callbacks)
+    trainer.train()
+    import wandb
+
+    print(f"RUN {wandb.run.id}", flush=True)
+    wandb.finish()
