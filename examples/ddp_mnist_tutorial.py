@@ -19,7 +19,11 @@ Every rank records into one shared run (``run_mode="shared"``):
   (weighted by the samples seen, so the cross-rank mean is the true one), a gallery of
   the first test images with their guesses, and the predictions table
   ``(id, image, guess, truth, score_0 ... score_9)`` for the first ``--table-batches``
-  test batches, with the images as table cells.
+  test batches, with the images as table cells;
+* at the end, on the primary rank, two artifacts: the trained weights
+  (``run.log_model``, artifact ``mnist-cnn``, alias ``final``) and the per-epoch
+  accuracies over the whole test set (``run.log_artifact``, ``mnist-accuracies``).
+  ``examples/ddp_mnist_eval.py`` then evaluates the model it gets with ``use_model``.
 
 gloo is used on CPU and nccl on GPU.
 """
@@ -27,7 +31,9 @@ gloo is used on CPU and nccl on GPU.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -57,6 +63,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--gallery", type=int, default=16, help="test images in the gallery")
     p.add_argument("--project", default="mnist-tutorial")
     p.add_argument("--run-id", default=None)
+    p.add_argument("--out", default="mnist-out", help="where the model and accuracies go")
     return p.parse_args()
 
 
@@ -128,6 +135,23 @@ def evaluate(
     return loss_sum, correct, total, table, gallery
 
 
+def save_artifacts(
+    run: rankwise.Run, model: nn.Module, accuracies: list[float], args: argparse.Namespace
+) -> None:
+    """The primary rank's files, logged as artifacts: they are hashed and stored in the
+    background; finish() waits for them."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.save(model.module.state_dict(), out / "model.pt")
+    (out / "accuracies.json").write_text(json.dumps({"epoch_accuracy": accuracies}))
+    run.log_model(out / "model.pt", name="mnist-cnn", aliases=["final"])
+    results = rankwise.Artifact(
+        "mnist-accuracies", type="results", metadata={"epochs": args.epochs}
+    )
+    results.add_file(out / "accuracies.json")
+    run.log_artifact(results)
+
+
 def main() -> None:
     args = parse_args()
     use_cuda = torch.cuda.is_available()
@@ -160,6 +184,7 @@ def main() -> None:
     run.watch(model, log="gradients", log_freq=args.watch_freq, ranks="all")
 
     step = 0
+    accuracies: list[float] = []  # over the whole test set, per epoch
     for epoch in range(args.epochs):
         model.train()
         train_sampler.set_epoch(epoch)
@@ -181,8 +206,13 @@ def main() -> None:
             weight=total,
         )
         run.log({"predictions": table, "examples": gallery}, step=step)
+        counts = torch.tensor([correct, total], dtype=torch.float64, device=device)
+        dist.all_reduce(counts)
+        accuracies.append(float(counts[0] / counts[1].clamp(min=1)))
 
     run.summary["final_step"] = step
+    if rank == 0:
+        save_artifacts(run, model, accuracies, args)
     run.finish()
     dist.destroy_process_group()
     if rank == 0:

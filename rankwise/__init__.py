@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 from .api import Api, RunInfo, StreamInfo
 from .errors import (
+    ArtifactError,
+    ArtifactNotFoundError,
     BadNameError,
     ConfigError,
     MediaError,
@@ -29,22 +31,27 @@ from .failures import Failure
 from .health import RankHealth
 
 if TYPE_CHECKING:
+    from .artifacts.artifact import Artifact
     from .media import Audio, Histogram, Html, Image, Table, Text, Video
     from .sdk.run import Run
-    from .sdk.session import finish, init, log
+    from .sdk.session import finish, init, log, log_artifact, use_artifact
     from .settings import Settings
 
 # Imported on first use, so that a process that only reads runs back (``Api``) does not
 # pay for the writer, the media encoders and the settings at ``import rankwise``.
 _LAZY = {
     **dict.fromkeys(("Audio", "Histogram", "Html", "Image", "Table", "Text", "Video"), "media"),
+    "Artifact": "artifacts.artifact",
     "Run": "sdk.run",
-    **dict.fromkeys(("finish", "init", "log"), "sdk.session"),
+    **dict.fromkeys(("finish", "init", "log", "log_artifact", "use_artifact"), "sdk.session"),
     "Settings": "settings",
 }
 
 __all__ = [
     "Api",
+    "Artifact",
+    "ArtifactError",
+    "ArtifactNotFoundError",
     "Audio",
     "BadNameError",
     "ConfigError",
@@ -72,7 +79,9 @@ __all__ = [
     "finish",
     "init",
     "log",
+    "log_artifact",
     "run",
+    "use_artifact",
 ]
 
 

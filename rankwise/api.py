@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
 from .read.local import LocalReader
@@ -19,6 +19,8 @@ from .read.model import RunInfo, StreamInfo
 from .stream import records as R
 
 if TYPE_CHECKING:
+    from .artifacts.artifact import Artifact
+    from .artifacts.model import ArtifactSummary
     from .read.remote import RemoteReader
 
 __all__ = ["Api", "RunInfo", "StreamInfo"]
@@ -80,3 +82,60 @@ class Api:
         if self._remote is not None:
             return self._remote.run(id, project)
         return self._local.run(id, project)
+
+    # -- artifacts (rankwise.artifacts) --------------------------------------------------
+    def artifact(self, name: str, type: str | None = None) -> Artifact:
+        """The artifact version ``"project/name:ref"`` names (ref: ``latest`` (default),
+        ``v3`` or an alias; project: ``RANKWISE_PROJECT`` or ``default`` when left out),
+        with its files listed; ``download()`` writes them. Records no lineage."""
+        from .artifacts.artifact import Artifact
+        from .artifacts.local import LocalArtifacts, parse_ref
+
+        project, art_name, ref = parse_ref(name)
+        project = project or os.environ.get("RANKWISE_PROJECT") or "default"
+        if self._remote is not None:
+            from .read.artifacts import ArtifactReader
+
+            reader = ArtifactReader(self._remote.server, self._remote._token)
+            info = reader.version(project, art_name, ref)
+            art = Artifact.from_version(info, reader)
+        else:
+            store = LocalArtifacts(self.dir, project)
+            art = Artifact.from_version(store.resolve(art_name, ref), store)
+        if type is not None and art.type != type:
+            raise UsageError(f"artifact {art.qualified_name} has type {art.type!r}, not {type!r}")
+        return art
+
+    def artifacts(
+        self, project: str | None = None, type: str | None = None
+    ) -> list[ArtifactSummary]:
+        """The artifact names of ``project`` (of ``type`` only, when given): name, type,
+        number of versions, latest version, its size and time."""
+        project = project or os.environ.get("RANKWISE_PROJECT") or "default"
+        if self._remote is not None:
+            from .read.artifacts import ArtifactReader
+
+            return ArtifactReader(self._remote.server, self._remote._token).names(project, type)
+        from .artifacts.local import LocalArtifacts
+
+        return LocalArtifacts(self.dir, project).summaries(type)
+
+    def artifact_versions(self, name: str, project: str | None = None) -> list[Artifact]:
+        """Every version of artifact ``name``, newest first (without their file lists)."""
+        from .artifacts.local import parse_ref
+
+        proj, art_name, _ = parse_ref(name)
+        project = proj or project or os.environ.get("RANKWISE_PROJECT") or "default"
+        return [
+            self.artifact(f"{project}/{art_name}:{v.version}")
+            for v in self._versions(project, art_name)
+        ]
+
+    def _versions(self, project: str, name: str) -> list[Any]:
+        if self._remote is not None:
+            from .read.artifacts import ArtifactReader
+
+            return ArtifactReader(self._remote.server, self._remote._token).versions(project, name)
+        from .artifacts.local import LocalArtifacts
+
+        return LocalArtifacts(self.dir, project).versions(name)

@@ -1,4 +1,5 @@
-"""The rankwise command line: list and show runs, serve the dashboard, sync offline runs."""
+"""The rankwise command line: list and show runs, serve the dashboard, sync offline runs,
+list, get and put artifacts."""
 
 from __future__ import annotations
 
@@ -307,6 +308,9 @@ def _server_commands(sub: Any) -> None:
     from .token_cli import add_token_commands
 
     add_token_commands(sub)
+    from .artifact_cli import add_artifact_commands
+
+    add_artifact_commands(sub)
     p = sub.add_parser("sync", help="upload offline runs to a server (safe to repeat)")
     p.add_argument(
         "path", nargs="?", default=None, help="data dir, project dir, run dir or stream file"
@@ -456,7 +460,10 @@ def cmd_sync(args: argparse.Namespace) -> int:
     )
     for where, why in sorted(report.failed.items()):
         print(f"rankwise: error: {where}: {why}", file=sys.stderr)
-    return 1 if report.failed else 0
+    from .artifact_cli import cmd_sync_artifacts
+
+    artifacts_failed = cmd_sync_artifacts(path, server, args.token) if path.is_dir() else 0
+    return 1 if report.failed or artifacts_failed else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

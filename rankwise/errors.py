@@ -6,12 +6,15 @@
     ├── UsageError            (also a ValueError) bad arguments to init() and friends
     │   ├── ConfigError       (also a TypeError) init(config=) that is not a mapping
     │   ├── BadNameError      an id, key or file name that breaks rankwise.names' rules
-    │   └── MediaError        rankwise.Image/Table/Histogram/... given data it cannot record
+    │   ├── MediaError        rankwise.Image/Table/Histogram/... given data it cannot record
+    │   └── ArtifactNotFoundError  (also a KeyError) no such artifact, version or alias
     ├── RunNotFoundError      (also a KeyError) Api.run() with an unknown id
     ├── RunExistsError        init(resume="never") for a run that already has data
     ├── SchemaTooNewError     a database migrated by a newer rankwise than this one
     ├── ServerError           Api(server=): the server answered an error or is unreachable
-    └── SyncError             rankwise sync: the server stayed unreachable for retry_for
+    ├── SyncError             rankwise sync: the server stayed unreachable for retry_for
+    └── ArtifactError         a logged artifact was not stored (Artifact.wait), or a
+                              file read back does not match its digest
 
 Problems with *logged data* never raise: they are warned about once and skipped, so a
 tracking problem cannot stop training. In remote mode the uploader never raises either:
@@ -73,3 +76,15 @@ class ServerError(RankwiseError):
 
 class SyncError(RankwiseError):
     """The server could not be reached for long enough that ``rankwise sync`` gave up."""
+
+
+class ArtifactNotFoundError(UsageError, KeyError):
+    """No artifact of that name in the project, or no such version or alias of it."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class ArtifactError(RankwiseError):
+    """A logged artifact could not be stored (``Artifact.wait()`` raises it, naming why),
+    or a file read back does not match its digest (a damaged or altered store)."""

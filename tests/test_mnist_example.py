@@ -1,12 +1,16 @@
 """``examples/ddp_mnist_tutorial.py`` under torchrun (2 gloo CPU ranks, 2 epochs), read
 back with ``Api(dir=)``: one shared run of both ranks, ``test_loss`` and ``accuracy`` per
 epoch from each rank, and each rank's predictions table ``(id, image, guess, truth,
-score_0 ... score_9)`` per epoch with its images."""
+score_0 ... score_9)`` per epoch with its images. Then the primary's artifacts (the
+model and the accuracies), evaluated by ``examples/ddp_mnist_eval.py`` with lineage."""
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -17,13 +21,18 @@ from tests.helpers.jobs import torchrun
 pytestmark = pytest.mark.torchrun
 
 EXAMPLE = REPO / "examples" / "ddp_mnist_tutorial.py"
+EVAL = REPO / "examples" / "ddp_mnist_eval.py"
 EPOCHS = 2
 LABELS = ["rank-0", "rank-1"]
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> rankwise.RunInfo:
-    root = tmp_path_factory.mktemp("mnist") / "data"
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("mnist") / "data"
+
+
+@pytest.fixture(scope="module")
+def run(root: Path) -> rankwise.RunInfo:
     cmd = [*torchrun(), "--standalone", "--nproc-per-node=2", str(EXAMPLE),
            "--epochs", str(EPOCHS), "--run-id", "tutorial", "--watch-freq", "5",
            "--batch-size", "16"]  # fmt: skip
@@ -90,3 +99,33 @@ def test_watch_gradients_on_every_rank(run: rankwise.RunInfo) -> None:
         assert s.counts.shape == (len(s.steps), 64)
     norms = run.history(["grad_norm/total"])
     assert {r["label"] for r in norms} == set(LABELS)
+
+
+def test_model_and_accuracies_artifacts_then_evaluated(root: Path, run: rankwise.RunInfo) -> None:
+    logged = {a.name: a for a in run.logged_artifacts()}
+    assert sorted(logged) == ["mnist-accuracies", "mnist-cnn"]  # the primary's only
+    model = logged["mnist-cnn"]
+    assert model.type == "model" and model.version == "v0"
+    assert model.aliases == ["final", "latest"]
+    assert [e.path for e in model.files()] == ["model.pt"] and model.size > 10_000
+    assert model.info is not None and model.info.label == "rank-0"
+    acc = logged["mnist-accuracies"]
+    got = json.loads(Path(acc.download(root.parent / "acc"), "accuracies.json").read_text())
+    assert len(got["epoch_accuracy"]) == EPOCHS and acc.metadata == {"epochs": EPOCHS}
+
+    env = clean_env(RANKWISE_DIR=str(root), RANKWISE_SYSTEM="0")
+    out = subprocess.run(
+        [sys.executable, str(EVAL)], env=env, cwd=root.parent, capture_output=True,
+        text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    api = rankwise.Api(dir=root)
+    [evaluation] = api.runs(project="mnist-tutorial", job_type="eval")
+    used = sorted(a.qualified_name for a in evaluation.used_artifacts())
+    assert used == ["mnist-tutorial/mnist-accuracies:v0", "mnist-tutorial/mnist-cnn:v0"]
+    # The same weights: the evaluation's accuracy over the whole test set is the one the
+    # ranks reported together after the last epoch.
+    assert evaluation.summary["eval/accuracy"] == pytest.approx(got["epoch_accuracy"][-1])
+    version = api.artifact("mnist-tutorial/mnist-cnn:final")
+    assert version.info is not None and version.info.run_id == "tutorial"
+    assert [u.run_id for u in version.info.used_by] == [evaluation.id]

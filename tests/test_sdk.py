@@ -361,6 +361,9 @@ def test_public_api_is_pinned() -> None:
     assert sorted(rankwise.__all__) == sorted(
         [
             "Api",
+            "Artifact",
+            "ArtifactError",
+            "ArtifactNotFoundError",
             "Audio",
             "BadNameError",
             "ConfigError",
@@ -388,7 +391,9 @@ def test_public_api_is_pinned() -> None:
             "finish",
             "init",
             "log",
+            "log_artifact",
             "run",
+            "use_artifact",
         ]
     )
     for name in rankwise.__all__:

@@ -25,6 +25,8 @@ from .fold import StreamFacts, fold_run
 from .model import CrossRankValue, RunInfo, StreamInfo, numpy_available
 
 if TYPE_CHECKING:
+    from ..artifacts.artifact import Artifact
+    from ..artifacts.model import VersionInfo
     from ..media.table import Table
     from ..stream.columns import MetricColumns
     from ..stream.history import StreamColumns
@@ -71,11 +73,13 @@ class LocalRun:
         self,
         folds: dict[tuple[str, int], StreamFold],
         columns: dict[str, MetricColumns] | None = None,
+        root: Path | None = None,
     ) -> None:
         self._folds = folds
         # Api.run() keeps what it read to fold the streams (every key, by path): the
         # first scan() uses it instead of reading the files again.
         self._kept_columns = columns or {}
+        self._root = root if root is not None else Path("rankwise")  # the data directory
 
     def _fold(self, info: StreamInfo) -> StreamFold:
         return self._folds[(info.label, info.incarnation)]
@@ -184,6 +188,21 @@ class LocalRun:
 
         return local_histograms(self._streams(run), key)
 
+    def artifacts(self, run: RunInfo) -> tuple[list[Artifact], list[Artifact]]:
+        """From the local artifact store of the run's data directory."""
+        from ..artifacts.artifact import Artifact
+        from ..artifacts.local import LocalArtifacts
+
+        store = LocalArtifacts(self._root, run.project)
+
+        def full(infos: list[VersionInfo]) -> list[Artifact]:
+            return [
+                Artifact.from_version(store.version(i.name, int(i.version[1:]), True), store)
+                for i in infos
+            ]
+
+        return full(store.logged_by(run.id)), full(store.used_by(run.id))
+
     def health(
         self, run: RunInfo, window: float, factor: float, now: float | None
     ) -> list[RankHealth]:
@@ -237,7 +256,7 @@ class LocalReader:
         run = fold_run(project, path.name, [f for f, _, _ in loaded], self.crash_timeout, now)
         folds = {(f.label, f.incarnation): fold for f, fold, _ in loaded}
         columns = {f.path: cols for f, _, cols in loaded if cols is not None}
-        return run.attach(LocalRun(folds, columns))
+        return run.attach(LocalRun(folds, columns, self.dir))
 
     def runs(
         self,

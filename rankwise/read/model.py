@@ -29,6 +29,7 @@ from ..errors import UsageError
 from ..failures import Failure
 
 if TYPE_CHECKING:
+    from ..artifacts.artifact import Artifact
     from ..health import RankHealth
     from ..media.table import Table
     from ..stream.history import StreamColumns
@@ -174,6 +175,9 @@ class RunSource(Protocol):
     def table(self, run: RunInfo, key: str, step: int | None, label: str | None) -> Table: ...
 
     def histograms(self, run: RunInfo, key: str) -> dict[str, HistogramSeries]: ...
+
+    # Artifacts (rankwise.artifacts): the versions the run logged, and those it used.
+    def artifacts(self, run: RunInfo) -> tuple[list[Artifact], list[Artifact]]: ...
 
 
 class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
@@ -350,6 +354,15 @@ class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
         if label not in series:
             raise KeyError(f"stream {label!r} logged no histogram {key!r}")
         return series[label]
+
+    # -- artifacts: see rankwise.artifacts ------------------------------------------------
+    def logged_artifacts(self) -> list[Artifact]:
+        """The artifact versions this run logged (``Artifact``s with their files)."""
+        return self._source().artifacts(self)[0]
+
+    def used_artifacts(self) -> list[Artifact]:
+        """The artifact versions this run used (``run.use_artifact``)."""
+        return self._source().artifacts(self)[1]
 
     def __repr__(self) -> str:
         return f"<rankwise.RunInfo {self.project}/{self.id} {self.state}>"

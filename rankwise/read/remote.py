@@ -31,6 +31,8 @@ from .model import CrossRankValue, ProjectsReply, RunInfo, RunsReply
 if TYPE_CHECKING:
     import httpx
 
+    from ..artifacts.artifact import Artifact
+    from ..artifacts.model import VersionInfo
     from ..media.table import Table
     from ..stream.history import StreamColumns
     from .media import HistogramSeries, MediaFile, MediaKey
@@ -170,6 +172,26 @@ class RemoteRun:
             params["now"] = now
         data = msgspec.convert(self._reader.get(self._path(run, "/health"), params), HealthReply)
         return data.ranks
+
+    def artifacts(self, run: RunInfo) -> tuple[list[Artifact], list[Artifact]]:
+        """``GET /api/v1/runs/{project}/{run}/artifacts``; each version's manifest asked
+        for on its own (the run's reply lists versions without them)."""
+        from ..artifacts.artifact import Artifact
+        from .artifacts import ArtifactReader
+
+        reader = ArtifactReader(self._reader.server, self._reader._token, self._reader._transport)
+        got = reader.run_artifacts(run.project, run.id)
+
+        def full(infos: list[VersionInfo]) -> list[Artifact]:
+            return [
+                Artifact.from_version(
+                    i if i.manifest is not None else reader.version(i.project, i.name, i.version),
+                    reader,
+                )
+                for i in infos
+            ]
+
+        return full(got.logged), full(got.used)
 
 
 class RemoteReader:

@@ -89,6 +89,9 @@ class Run:
         # The run's dashboard page, when a server or a `rankwise ui` of this directory
         # is known at init() (see rankwise.sdk.announce); None otherwise.
         self.url: str | None = None
+        # Remote mode: the server's URL (set by init()); artifacts go there.
+        self.server: str | None = None
+        self._artifacts: Any = None  # the artifact worker, made by the first log_artifact
         # Helpers that live as long as the stream (uploader, samplers, console capture):
         # each has stop(deadline) and is stopped by end(), before or after the writer.
         self._components: list[tuple[Component, bool]] = []
@@ -377,6 +380,48 @@ class Run:
         from .watch import unwatch
 
         unwatch(self, models)
+
+    # -- artifacts: see rankwise.artifacts ----------------------------------------------
+    def log_artifact(
+        self,
+        artifact_or_path: Any,
+        name: str | None = None,
+        type: str | None = None,
+        aliases: Any = None,
+        tags: Any = None,
+    ) -> Any:
+        """Log a ``rankwise.Artifact`` (or a file or directory path) as a new version;
+        returns at once (the files are hashed and stored in the background: the
+        artifact's ``wait()`` blocks until then). On a rank that does not record: a no-op
+        returning the artifact."""
+        from ..artifacts.runs import log_artifact
+
+        return log_artifact(self, artifact_or_path, name=name, type=type, aliases=aliases)
+
+    def use_artifact(
+        self,
+        artifact_or_name: Any,
+        type: str | None = None,
+        aliases: Any = None,
+        use_as: str | None = None,
+    ) -> Any:
+        """The artifact ``name``, ``name:latest``, ``name:v3``, ``name:alias`` or
+        ``project/name:alias``, recorded as used by this run; ``download()`` its files."""
+        from ..artifacts.runs import use_artifact
+
+        return use_artifact(self, artifact_or_name, type=type, aliases=aliases, use_as=use_as)
+
+    def log_model(self, path: Any, name: str | None = None, aliases: Any = None) -> Any:
+        """Log a model file or directory as an artifact of type ``model``."""
+        from ..artifacts.runs import log_model
+
+        return log_model(self, path, name=name, aliases=aliases)
+
+    def use_model(self, name: str) -> str:
+        """Download model artifact ``name`` (recorded as used); returns its local path."""
+        from ..artifacts.runs import use_model
+
+        return use_model(self, name)
 
     # -- ending -------------------------------------------------------------------
     def finish(self, exit_code: int = 0) -> None:

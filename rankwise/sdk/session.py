@@ -154,6 +154,7 @@ def init(
     )
     if env_flag("RANKWISE_DISABLED", env) or not where.records:
         run = Run(start=start, root=root, settings=opts, writer=None, path=None)
+        run.server = _server_url(server or env.get("RANKWISE_SERVER") or None)
         current = run
         return run
 
@@ -195,6 +196,7 @@ def init(
         ending=hooks.ending,
     )
     server_url = _attach_uploader(run, writer, server or env.get("RANKWISE_SERVER") or None, opts)
+    run.server = server_url
     base_url = server_url or announce.ui_address(root)
     run.url = announce.page_url(base_url, project, where.run_id) if base_url else None
     if where.is_primary and not env_flag("RANKWISE_SILENT", env):
@@ -225,6 +227,12 @@ def _attach_uploader(
     run.add_component(uploader, after_writer=True)
     uploader.start()
     return server
+
+
+def _server_url(server: str | None) -> str | None:
+    from .._http import normalize_url
+
+    return normalize_url(server) if server else None
 
 
 def _attach_health(run: Run, opts: Settings) -> None:
@@ -277,6 +285,34 @@ def log(data: Mapping[str, Any], step: int | None = None, weight: Any = None) ->
     if run is None:
         return _no_run("log")
     run.log(data, step=step, weight=weight)
+
+
+def log_artifact(
+    artifact_or_path: Any,
+    name: str | None = None,
+    type: str | None = None,
+    aliases: Any = None,
+    tags: Any = None,
+) -> Any:
+    """``run.log_artifact()`` on the current run of this process."""
+    run = current
+    if run is None:
+        raise UsageError("rankwise.log_artifact() needs a run: call rankwise.init() first")
+    return run.log_artifact(artifact_or_path, name=name, type=type, aliases=aliases, tags=tags)
+
+
+def use_artifact(
+    artifact_or_name: Any, type: str | None = None, aliases: Any = None, use_as: str | None = None
+) -> Any:
+    """``run.use_artifact()`` on the current run (``rankwise.Api().artifact()`` reads one
+    without a run)."""
+    run = current
+    if run is None:
+        raise UsageError(
+            "rankwise.use_artifact() needs a run: call rankwise.init() first, or read it "
+            "with rankwise.Api().artifact(name)"
+        )
+    return run.use_artifact(artifact_or_name, type=type, aliases=aliases, use_as=use_as)
 
 
 def finish(exit_code: int = 0) -> None:

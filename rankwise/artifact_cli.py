@@ -1,0 +1,185 @@
+"""``rankwise artifact ls|get|put``: list, download and store artifacts from the shell.
+
+Local mode reads and writes the artifact store of a data directory (``--dir``); with
+``--server`` (or ``RANKWISE_SERVER``) the same commands go to a server. ``put`` outside a
+run records no run: the version has no ``run_id``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from .errors import ServerError, UsageError
+
+
+def add_artifact_commands(sub: Any) -> None:
+    p = sub.add_parser("artifact", help="list, download and store artifacts")
+    asub = p.add_subparsers(dest="artifact_command", required=True)
+    ls = asub.add_parser("ls", help="artifact names of a project, or the versions of one")
+    ls.add_argument("name", nargs="?", default=None, help="list this artifact's versions")
+    ls.add_argument("--type", default=None, help="only artifacts of this type")
+    ls.add_argument("--json", action="store_true", help="JSON lines instead of a table")
+    _where(ls)
+    ls.set_defaults(func=cmd_ls)
+    get = asub.add_parser("get", help="download a version's files (verified)")
+    get.add_argument("ref", help="NAME, NAME:v3, NAME:ALIAS or PROJECT/NAME:ALIAS")
+    get.add_argument("--root", default=None, help="where to write (./artifacts/NAME:VERSION)")
+    _where(get)
+    get.set_defaults(func=cmd_get)
+    put = asub.add_parser("put", help="store a file or directory as a new version")
+    put.add_argument("path", help="a file or a directory")
+    put.add_argument("--name", required=True, help="artifact name")
+    put.add_argument("--type", required=True, help="artifact type (dataset, model, ...)")
+    put.add_argument("--alias", action="append", default=[], help="an alias (repeatable)")
+    put.add_argument("--description", default=None)
+    _where(put)
+    put.set_defaults(func=cmd_put)
+
+
+def _where(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dir", default=None, help="data directory (RANKWISE_DIR, ./rankwise)")
+    p.add_argument("--project", default=None, help="project (RANKWISE_PROJECT, default)")
+    p.add_argument("--server", default=None, help="a server instead (RANKWISE_SERVER)")
+    p.add_argument("--token", default=None, help="token for --server (RANKWISE_TOKEN)")
+
+
+def _api(args: argparse.Namespace) -> Any:
+    from .api import Api
+
+    server = args.server or os.environ.get("RANKWISE_SERVER") or None
+    return Api(args.dir, server=server, token=args.token)
+
+
+def _project(args: argparse.Namespace) -> str:
+    return str(args.project or os.environ.get("RANKWISE_PROJECT") or "default")
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000  # type: ignore[assignment]
+    return str(n)
+
+
+def _when(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "-"
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    from .cli import _table
+
+    api, project = _api(args), _project(args)
+    if args.name is None:
+        names = api.artifacts(project, type=args.type)
+        if args.json:
+            for s in names:
+                print(msgspec.json.encode(s).decode())
+            return 0
+        if not names:
+            print(f"no artifacts in project {project!r}")
+            return 0
+        rows = [
+            [s.name, s.type, str(s.versions), s.latest, _size(s.size), _when(s.updated_at)]
+            for s in names
+        ]
+        print(_table(rows, ["NAME", "TYPE", "VERSIONS", "LATEST", "SIZE", "UPDATED"]))
+        return 0
+    name = args.name if "/" in args.name else f"{project}/{args.name}"
+    versions = api.artifact_versions(name)
+    if args.json:
+        for a in versions:
+            print(msgspec.json.encode(a.info).decode())
+        return 0
+    rows = [
+        [a.version, ",".join(a.aliases), _size(a.size), str(len(a.files())), a.digest[:12],
+         a.info.run_id or "-", _when(a.created_at or 0.0)]
+        for a in versions
+    ]  # fmt: skip
+    print(_table(rows, ["VERSION", "ALIASES", "SIZE", "FILES", "DIGEST", "RUN", "CREATED"]))
+    return 0
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    ref = args.ref if "/" in args.ref else f"{_project(args)}/{args.ref}"
+    art = _api(args).artifact(ref)
+    where = art.download(args.root)
+    print(f"rankwise: {art.qualified_name} ({len(art.files())} files) -> {where}")
+    return 0
+
+
+def cmd_put(args: argparse.Namespace) -> int:
+    from .artifacts.artifact import Artifact
+    from .artifacts.local import LocalArtifacts, OutboxEntry
+    from .artifacts.model import CommitRequest
+    from .artifacts.runs import remote_artifacts
+    from .artifacts.worker import commit_local, copy_files, stage
+
+    project = _project(args)
+    path = Path(args.path)
+    art = Artifact(args.name, args.type, description=args.description)
+    if path.is_dir():
+        art.add_dir(path)
+    elif path.is_file():
+        art.add_file(path)
+    else:
+        raise UsageError(f"{path} is not a file or a directory")
+    files = art.pending()
+    request = CommitRequest(
+        type=art.type,
+        manifest=stage(files),
+        client_id=uuid.uuid4().hex,
+        description=art.description,
+        aliases=[a for a in args.alias if a != "latest"],
+        created_at=time.time(),
+    )
+    root = Path(args.dir or os.environ.get("RANKWISE_DIR") or "rankwise")
+    store = LocalArtifacts(root, project)
+    server = args.server or os.environ.get("RANKWISE_SERVER") or None
+    if server is None:
+        info, copied = commit_local(store, art.name, request, files)
+        print(f"rankwise: {info.qualified_name} ({copied} bytes stored) in {store.base}")
+        return 0
+    copy_files(store, request.manifest, files)  # a failed upload resumes from here
+    store.outbox_put(OutboxEntry(name=art.name, request=request))
+    try:
+        client = remote_artifacts(server, args.token, project)
+    except ImportError as exc:
+        raise ServerError(f"this rankwise has no artifact client for servers: {exc}") from exc
+    info = client.publish(art.name, request, store.files_root)
+    store.outbox_done(request.client_id)
+    print(f"rankwise: {info.qualified_name} on {server}")
+    return 0
+
+
+def cmd_sync_artifacts(path: Path, server: str, token: str | None) -> int:
+    """The artifact part of ``rankwise sync``; returns the number of failures."""
+    from .artifacts.runs import remote_artifacts
+    from .artifacts.sync import artifact_projects, sync_artifacts
+
+    root, projects = artifact_projects(path)
+    failures = 0
+    for project in projects:
+        try:
+            client = remote_artifacts(server, token, project)
+        except Exception as exc:
+            print(f"rankwise: artifacts of {project!r} not synced: {exc}")
+            failures += 1
+            continue
+        report = sync_artifacts(root, project, client)
+        print(
+            f"rankwise: artifacts of {project!r}: {len(report.published)} version(s), "
+            f"{report.uses} use(s) synced"
+        )
+        for what, why in sorted(report.failed.items()):
+            print(f"rankwise: error: {what}: {json.dumps(why)}")
+        failures += len(report.failed)
+    return failures
