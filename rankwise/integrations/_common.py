@@ -8,9 +8,10 @@ and training goes on.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import _log
@@ -76,6 +77,35 @@ def start_run(kwargs: Mapping[str, Any]) -> tuple[Run, bool]:
     if current is not None and current.state in ("running", "disabled"):
         return current, False
     return session.init(**kwargs), True
+
+
+def start_again(run: Run, kwargs: Mapping[str, Any]) -> Run:
+    """``run`` (which the integration started and ended) going on: a new incarnation of
+    each stream, at the same placement (the base id all ranks agreed on the first time)."""
+    from ..sdk import session
+
+    base = run._start.base_id  # the same run ids, groups and labels as before
+    with env(RANKWISE_SILENT="1"):  # announced when it began
+        return session.init(**dict(kwargs, id=base, resume="allow"))
+
+
+@contextlib.contextmanager
+def env(**values: str) -> Iterator[None]:
+    """``values`` in ``os.environ`` for the block only."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def ended(run: Run) -> bool:
+    return run.state not in ("running", "disabled")
 
 
 def check_config(config: Any) -> dict[str, Any]:

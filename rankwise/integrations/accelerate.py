@@ -77,14 +77,15 @@ class RankwiseTracker(GeneralTracker):  # type: ignore[misc]
 
     def start(self) -> None:
         """Start (or reuse) this process's run; Accelerate calls it in ``init_trackers``."""
-        run = self._run
-        if run is not None and not (self._owned and run.state not in ("running", "disabled")):
-            return
         kwargs = dict(self._init)
         kwargs["project"] = self._project or os.environ.get("RANKWISE_PROJECT") or "accelerate"
         if self._config is not None:
             kwargs["config"] = self._config
-        self._run, self._owned = _common.start_run(kwargs)
+        run = self._run
+        if run is None:
+            self._run, self._owned = _common.start_run(kwargs)
+        elif self._owned and _common.ended(run):  # used again after finish()
+            self._run = _common.start_again(run, kwargs)
 
     @property
     def tracker(self) -> Run:

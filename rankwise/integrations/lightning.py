@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..sdk.run import END_STATES, Run
+from ..sdk.run import Run
 from . import _common
 
 if TYPE_CHECKING:
@@ -115,31 +115,35 @@ class RankwiseLogger(Logger):
         """The rankwise ``Run`` of this process (started on first use, on every rank)."""
         run = self._run
         if run is None:
-            run, self._owned = _common.start_run(self._start_kwargs())
-        elif self._owned and run.state in END_STATES:
-            # Used again after finalize() (trainer.test() after fit()): the same run goes
-            # on, as a new incarnation of each stream.
-            base = run._start.base_id  # the same placement: the same run ids and labels
-            run = _common.start_run(dict(self._init, id=base, resume="allow"))[0]
+            run, self._owned = self._start()
+        elif self._owned and _common.ended(run):
+            # Used again after finalize() (trainer.test() after fit()): the same run goes on.
+            run = _common.start_again(run, self._init)
         self._run = run
         return run
 
-    def _start_kwargs(self) -> dict[str, Any]:
+    def _start(self) -> tuple[Run, bool]:
         kwargs = dict(self._init)
         if kwargs["id"] is not None or os.environ.get("RANKWISE_RUN_ID"):
-            return kwargs
-        key = _ID_ENV.format(n=self._nth)
-        handed = _handed_id(os.environ.get(key))
-        if handed is not None:  # a rank Lightning started after the launcher's run began
-            kwargs["id"] = handed
-            return kwargs
+            return _common.start_run(kwargs)
         from ..sdk.dist import detect, random_id
 
-        if detect().world_size == 1 and "LOCAL_RANK" not in os.environ:
+        key = _ID_ENV.format(n=self._nth)
+        handed = _handed_id(os.environ.get(key))
+        ident = detect()
+        if handed is not None:  # a rank Lightning started after the launcher's run began
+            kwargs["id"] = handed
+            if ident.world_size == 1 and "LOCAL_RANK" in os.environ:
+                # Before the process group is up Lightning's env has no RANK: on the one
+                # node the launcher (whose id this is) runs, a rank is its local rank.
+                with _common.env(RANK=os.environ["LOCAL_RANK"]):
+                    return _common.start_run(kwargs)
+            return _common.start_run(kwargs)
+        if ident.world_size == 1 and "LOCAL_RANK" not in os.environ:
             # Maybe the launcher before fit(): the ranks it starts next take this id.
             kwargs["id"] = random_id()
             os.environ[key] = f"{os.getpid()}:{kwargs['id']}"
-        return kwargs
+        return _common.start_run(kwargs)
 
     @property
     def name(self) -> str:
@@ -231,7 +235,7 @@ class RankwiseLogger(Logger):
             metadata = {
                 "score": _plain(score),
                 "original_filename": Path(path).name,
-                type(callback).__name__: {
+                callback.__class__.__name__: {  # a weakref proxy's too
                     k: _plain(getattr(callback, k))
                     for k in _CHECKPOINT_KEYS
                     if hasattr(callback, k)

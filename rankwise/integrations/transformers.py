@@ -104,12 +104,7 @@ class RankwiseCallback(TrainerCallback):
     def setup(self, args: TrainingArguments, state: TrainerState, model: Any = None) -> Run:
         """Start (or reuse) the run and record the configuration: called on the first
         event of training."""
-        kwargs = dict(self._init)
-        kwargs["project"] = self._project or os.environ.get("RANKWISE_PROJECT") or "huggingface"
-        run_name = getattr(args, "run_name", None)
-        if kwargs["name"] is None and run_name and run_name != args.output_dir:
-            kwargs["name"] = run_name
-        run, self._owned = _common.start_run(kwargs)
+        run, self._owned = _common.start_run(self._kwargs(args))
         self._run = run
         config: dict[str, Any] = {}
         model_config = getattr(model, "config", None)
@@ -128,10 +123,21 @@ class RankwiseCallback(TrainerCallback):
             run.config["model/num_parameters"] = num_parameters()
         return run
 
+    def _kwargs(self, args: TrainingArguments) -> dict[str, Any]:
+        kwargs = dict(self._init)
+        kwargs["project"] = self._project or os.environ.get("RANKWISE_PROJECT") or "huggingface"
+        run_name = getattr(args, "run_name", None)
+        if kwargs["name"] is None and run_name and run_name != args.output_dir:
+            kwargs["name"] = run_name
+        return kwargs
+
     def _ready(self, args: TrainingArguments, state: TrainerState, model: Any) -> Run:
         run = self._run
-        if run is None or (self._owned and run.state not in ("running", "disabled")):
-            run = self.setup(args, state, model)
+        if run is None:
+            return self.setup(args, state, model)
+        if self._owned and _common.ended(run):
+            # Used again after train() (trainer.evaluate()): the same run goes on.
+            run = self._run = _common.start_again(run, self._kwargs(args))
         return run
 
     def on_train_begin(

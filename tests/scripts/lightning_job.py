@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytorch_lightning as pl
+from pytorch_lightning.callbacks import ModelCheckpoint
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -30,6 +31,8 @@ p.add_argument("--report", required=True)
 p.add_argument("--steps", type=int, default=4)
 p.add_argument("--log-model", default="false")
 p.add_argument("--early", action="store_true")
+p.add_argument("--fail-at", type=int, default=-1, help="raise at this global step, every rank")
+p.add_argument("--every", type=int, default=0, help="a checkpoint every N steps (0: at the end)")
 a = p.parse_args()
 
 
@@ -42,6 +45,8 @@ class Tiny(pl.LightningModule):
 
     def training_step(self, batch: list[torch.Tensor], _: int) -> torch.Tensor:
         x, y = batch
+        if self.global_step == a.fail_at:
+            raise RuntimeError(f"boom at step {self.global_step}")
         loss = torch.nn.functional.mse_loss(self.net(x), y)
         mark = 100.0 * self.global_rank + self.global_step
         self.log("loss", loss)
@@ -78,16 +83,21 @@ trainer = pl.Trainer(
     enable_progress_bar=False,
     enable_model_summary=False,
     default_root_dir=str(Path(a.report) / "root"),
+    callbacks=[ModelCheckpoint(every_n_train_steps=a.every, save_top_k=-1)] if a.every else None,
 )
-trainer.fit(model, DataLoader(data, batch_size=4))
-run = logger.experiment
+try:
+    trainer.fit(model, DataLoader(data, batch_size=4))
+except RuntimeError as exc:
+    if a.fail_at < 0:
+        raise
+    print(f"rank {trainer.global_rank} failed as asked: {exc}")
 out = {
     "rank": trainer.global_rank,
-    "run_id": run.id,
-    "label": run.label,
-    "state": run.state,
+    "run_id": logger.version,  # not logger.experiment: that would start the run again
     "pid": os.getpid(),
     "seen": model.seen,
-    "checkpoint": trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else "",
+    "checkpoint": trainer.checkpoint_callback.best_model_path
+    if trainer.checkpoint_callback
+    else "",
 }
 Path(a.report, f"rank-{trainer.global_rank}.json").write_text(json.dumps(out))

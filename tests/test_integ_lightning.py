@@ -1,0 +1,122 @@
+"""``RankwiseLogger`` in real Lightning ``strategy="ddp", devices=2`` jobs on CPU (gloo).
+
+Lightning starts rank 1 itself, by running the script again. Read back with
+``Api(dir=)``: one run, a stream per rank, each rank's own values at the global steps it
+logged them, the hyperparameters, a gallery and a table per rank, and checkpoints as
+``model`` artifacts whose bytes are the checkpoint files'.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import rankwise
+
+from .helpers.env import need
+from .helpers.jobs import SCRIPTS, job_env
+
+pytest.importorskip("torch")
+need("pytorch_lightning")
+
+STEPS = 4
+
+
+def lightning_job(tmp_path: Path, *args: str) -> tuple[Path, list[dict[str, Any]], str]:
+    data, report = tmp_path / "data", tmp_path / "report"
+    report.mkdir()
+    job = subprocess.run(
+        [sys.executable, str(SCRIPTS / "lightning_job.py"), "--dir", str(data),
+         "--report", str(report), "--steps", str(STEPS), *args],
+        env=job_env(), cwd=tmp_path, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    out = job.stdout + job.stderr
+    assert job.returncode == 0, out
+    reports = [json.loads((report / f"rank-{r}.json").read_text()) for r in (0, 1)]
+    return data, reports, out
+
+
+def check_streams(run: rankwise.RunInfo, reports: list[dict[str, Any]], state: str) -> None:
+    assert run.state == state
+    streams = {s.label: s for s in run.streams}
+    assert sorted(streams) == ["rank-0", "rank-1"]
+    for rep in reports:
+        s = streams[f"rank-{rep['rank']}"]
+        assert (s.rank, s.pid, s.incarnation, s.state) == (rep["rank"], rep["pid"], 0, state)
+        logged = [
+            (r["step"], r["loss"], r["mark"])
+            for r in run.history(["loss", "mark"], label=s.label)
+            if "loss" in r
+        ]
+        # every step, at the trainer's global step, this rank's own loss
+        assert logged == [tuple(x) for x in rep["seen"]]
+        assert [m for _, _, m in logged] == [100.0 * rep["rank"] + g for g, _, _ in logged]
+
+
+def sha256(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@pytest.mark.torchrun
+def test_every_rank_records_into_one_shared_run(tmp_path: Path) -> None:
+    data, reports, out = lightning_job(tmp_path, "--log-model", "true")
+    assert reports[0]["run_id"] == reports[1]["run_id"]  # agreed once the group was up
+    assert out.count("rankwise: run lit/") == 1  # announced by the primary only
+    run = rankwise.Api(dir=data).run(reports[0]["run_id"], project="lit")
+    check_streams(run, reports, "finished")
+    assert [len(rep["seen"]) for rep in reports] == [STEPS, STEPS]
+    assert run.world_size == 2
+    assert run.config == {"seed": 7, "lr": 0.05, "hidden": 4}  # config= and hyperparameters
+
+    for rank in (0, 1):
+        label = f"rank-{rank}"
+        gallery = run.media("samples", label=label)
+        assert [(m.step, m.caption, m.width, m.height) for m in gallery] == [
+            (STEPS, "a", 5, 6),
+            (STEPS, "b", 5, 6),
+        ]
+        assert run.table("preds", label=label).data == [[rank, STEPS]]
+
+    # log_model=True: the checkpoint at the end of training, once (from rank 0)
+    [model] = run.logged_artifacts()
+    assert (model.name, model.type, model.version) == (f"model-{run.id}", "model", "v0")
+    assert sorted(model.aliases) == ["best", "latest"]
+    assert model.metadata["original_filename"] == Path(reports[0]["checkpoint"]).name
+    assert model.metadata["ModelCheckpoint"]["save_top_k"] == 1
+    [entry] = model.files()
+    assert entry.path == "model.ckpt" and entry.digest == sha256(reports[0]["checkpoint"])
+
+
+@pytest.mark.torchrun
+def test_early_experiment_every_checkpoint_and_a_failure(tmp_path: Path) -> None:
+    """``logger.experiment`` before ``fit()`` (rank 1 does not exist yet): rank 1 still
+    joins the launcher's run. ``log_model="all"`` logs each checkpoint as it is saved;
+    an exception on every rank at step 3 ends both streams failed, with it."""
+    data, reports, out = lightning_job(
+        tmp_path, "--early", "--log-model", "all", "--every", "1", "--fail-at", "3"
+    )
+    assert reports[0]["run_id"] == reports[1]["run_id"]
+    run = rankwise.Api(dir=data).run(reports[0]["run_id"], project="lit")
+    check_streams(run, reports, "failed")
+    assert [len(rep["seen"]) for rep in reports] == [3, 3]
+    for s in run.streams:
+        assert (s.error_type, s.error_message) == ("RuntimeError", "boom at step 3")
+        assert "training_step" in (s.traceback or "")
+        [early] = [r for r in run.history(["early"], label=s.label) if "early" in r]
+        assert (early["step"], early["early"]) == (0, 1.0)
+
+    versions = sorted(run.logged_artifacts(), key=lambda a: a.version)
+    assert [a.version for a in versions] == ["v0", "v1", "v2"]
+    assert [a.metadata["original_filename"] for a in versions] == [
+        f"epoch=0-step={n}.ckpt" for n in (1, 2, 3)
+    ]
+    folder = Path(reports[0]["checkpoint"]).parent
+    for a in versions:
+        [entry] = a.files()
+        assert entry.digest == sha256(str(folder / a.metadata["original_filename"]))
