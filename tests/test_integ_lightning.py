@@ -102,6 +102,7 @@ def test_early_experiment_every_checkpoint_and_a_failure(tmp_path: Path) -> None
         tmp_path, "--early", "--log-model", "all", "--every", "1", "--fail-at", "3"
     )
     assert reports[0]["run_id"] == reports[1]["run_id"]
+    assert out.count("rankwise: run lit/") == 1
     run = rankwise.Api(dir=data).run(reports[0]["run_id"], project="lit")
     check_streams(run, reports, "failed")
     assert [len(rep["seen"]) for rep in reports] == [3, 3]

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import pytorch_lightning as pl
-from pytorch_lightning.callbacks import ModelCheckpoint
 import torch
+from pytorch_lightning.callbacks import ModelCheckpoint
 from torch.utils.data import DataLoader, TensorDataset
 
 from rankwise.integrations.lightning import RankwiseLogger
