@@ -1,0 +1,66 @@
+"""The integrations' edges that need no training job: imports stay where they belong,
+bad arguments are refused with a message naming the fix, names come out valid."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from rankwise.integrations import _common
+
+from .helpers.env import PYTHON, REPO
+
+FRAMEWORKS = ("pytorch_lightning", "lightning", "lightning_fabric", "transformers", "accelerate")
+
+
+def loaded_after(statement: str) -> list[str]:
+    code = (
+        f"import sys\n{statement}\n"
+        f"names = {FRAMEWORKS!r}\n"
+        "print(__import__('json').dumps(sorted({m.split('.')[0] for m in sys.modules"
+        " if m.split('.')[0] in names or m.startswith('rankwise.integrations.')})))"
+    )
+    out = subprocess.run(
+        [PYTHON, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        check=True,
+    )
+    found: list[str] = json.loads(out.stdout)
+    return found
+
+
+def test_import_rankwise_loads_no_framework() -> None:
+    assert loaded_after("import rankwise, rankwise.integrations") == []
+
+
+def test_each_integration_loads_its_own_framework_only() -> None:
+    assert loaded_after("import rankwise.integrations.accelerate") == ["accelerate", "rankwise"]
+
+
+def test_init_keywords_are_checked() -> None:
+    with pytest.raises(TypeError, match=r"'entity'.*rankwise\.init\(\)'s keywords"):
+        _common.check_init_kwargs({"project": "p", "entity": "me"}, "RankwiseLogger")
+    assert _common.check_init_kwargs({"tags": ["a"]}, "x") == {"tags": ["a"]}
+
+
+def test_artifact_names_are_made_valid() -> None:
+    assert _common.artifact_name("model-my run/2") == "model-my-run-2"
+    assert len(_common.artifact_name("model-" + "x" * 300)) == 128
+
+
+def test_images_follow_wandb_loggers_rules() -> None:
+    pytest.importorskip("numpy")
+    import numpy as np
+
+    pixels = np.zeros((2, 3, 3), dtype=np.uint8)
+    made = _common.images([pixels, pixels], {"caption": ["a", "b"]}, "log_image")
+    assert [i.caption for i in made] == ["a", "b"]
+    with pytest.raises(ValueError, match="expected 2 items but found 1 for caption"):
+        _common.images([pixels, pixels], {"caption": ["a"]}, "log_image")
+    with pytest.raises(TypeError, match="expected a list of images"):
+        _common.images(pixels, {}, "log_image")
