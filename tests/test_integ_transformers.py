@@ -8,6 +8,7 @@ differ); the arguments and model config as config; the final model as an artifac
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 from collections import Counter
@@ -44,19 +45,25 @@ def expected_rows(history: list[dict[str, Any]]) -> Counter[tuple[int, str, floa
     return rows
 
 
-@pytest.mark.torchrun
-def test_trainer_callback_records_every_rank(tmp_path: Path) -> None:
+def hf_job(tmp_path: Path, *args: str, **env: str) -> tuple[Path, list[dict[str, Any]], str]:
     data, report = tmp_path / "data", tmp_path / "report"
     report.mkdir()
     job = subprocess.run(
         [*torchrun(), "--standalone", "--nproc-per-node=2", str(SCRIPTS / "hf_job.py"),
-         "--dir", str(data), "--report", str(report)],
-        env=job_env(), cwd=tmp_path, capture_output=True, text=True, timeout=240,
+         "--dir", str(data), "--report", str(report), *args],
+        env=job_env(**env), cwd=tmp_path, capture_output=True, text=True, timeout=240,
     )  # fmt: skip
-    assert job.returncode == 0, job.stdout + job.stderr
-    assert (job.stdout + job.stderr).count("rankwise: run hf/") == 1
+    out = job.stdout + job.stderr
+    assert job.returncode == 0, out
     reports = [json.loads((report / f"rank-{r}.json").read_text()) for r in (0, 1)]
     assert reports[0]["run_id"] == reports[1]["run_id"]
+    return data, reports, out
+
+
+@pytest.mark.torchrun
+def test_trainer_callback_records_every_rank(tmp_path: Path) -> None:
+    data, reports, out = hf_job(tmp_path)
+    assert out.count("rankwise: run hf/") == 1
     assert [r["ended_as"] for r in reports] == ["finished", "finished"]  # at train end
 
     api = rankwise.Api(dir=data)
@@ -115,3 +122,27 @@ def test_trainer_callback_records_every_rank(tmp_path: Path) -> None:
     saved = json.loads((folder / "config.json").read_text())
     assert (saved["vocab_size"], saved["architectures"]) == (32, ["BertForSequenceClassification"])
     assert "BertForSequenceClassification" in (folder / "model_architecture.txt").read_text()
+
+
+@pytest.mark.torchrun
+def test_checkpoints_as_artifacts_when_the_environment_asks(tmp_path: Path) -> None:
+    """``RANKWISE_LOG_MODEL=checkpoint``: each checkpoint the Trainer saves (every 2
+    steps) is a version of ``model-tiny-bert``, logged once, by world process zero."""
+    data, reports, _ = hf_job(
+        tmp_path, "--log-model", "env", "--save-steps", "2", RANKWISE_LOG_MODEL="checkpoint"
+    )
+    run = rankwise.Api(dir=data).run(reports[0]["run_id"], project="hf")
+    versions = sorted(run.logged_artifacts(), key=lambda a: a.version)
+    assert [(a.name, a.version) for a in versions] == [
+        ("model-tiny-bert", "v0"),
+        ("model-tiny-bert", "v1"),
+    ]
+    for art, step in zip(versions, (2, 4)):
+        assert f"checkpoint_global_step_{step}" in art.aliases
+        assert f"epoch_{step / 8}" in art.aliases  # 8 steps an epoch: 64 rows, 2 x 4 a step
+        assert art.metadata["model/num_parameters"] == reports[0]["num_parameters"]
+        entries = {f.path: f.digest for f in art.files()}
+        folder = tmp_path / "report" / "out" / f"checkpoint-{step}"
+        for name in ("config.json", "model.safetensors"):
+            assert entries[name] == hashlib.sha256((folder / name).read_bytes()).hexdigest()
+    assert {s.label for s in run.streams} == {"rank-0", "rank-1"}

@@ -187,6 +187,7 @@ class RankwiseCallback(TrainerCallback):
             return
         folder = Path(args.output_dir or ".") / f"checkpoint-{state.global_step}"
         metadata = self._numbers(run)
+        metadata["model/num_parameters"] = run.config.get("model/num_parameters")
         aliases = [
             f"epoch_{round(state.epoch or 0, 2)}",
             f"checkpoint_global_step_{state.global_step}",

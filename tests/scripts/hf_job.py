@@ -25,6 +25,8 @@ p = argparse.ArgumentParser()
 p.add_argument("--dir", required=True)
 p.add_argument("--report", required=True)
 p.add_argument("--steps", type=int, default=4)
+p.add_argument("--log-model", default="end", help="'env': RANKWISE_LOG_MODEL decides")
+p.add_argument("--save-steps", type=int, default=0, help="a checkpoint every N steps")
 a = p.parse_args()
 
 
@@ -62,14 +64,16 @@ args = TrainingArguments(
     logging_steps=1,
     eval_strategy="steps",
     eval_steps=2,
-    save_strategy="no",
+    save_strategy="steps" if a.save_steps else "no",
+    save_steps=a.save_steps or 500,
     report_to="none",
     use_cpu=True,
     ddp_backend="gloo",
     disable_tqdm=True,
     dataloader_num_workers=0,
 )
-callback = RankwiseCallback(project="hf", dir=a.dir, log_model="end")
+log_model = None if a.log_model == "env" else a.log_model
+callback = RankwiseCallback(project="hf", dir=a.dir, log_model=log_model)
 trainer = Trainer(
     model=model,
     args=args,
