@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -64,3 +65,24 @@ def test_images_follow_wandb_loggers_rules() -> None:
         _common.images([pixels, pixels], {"caption": ["a"]}, "log_image")
     with pytest.raises(TypeError, match="expected a list of images"):
         _common.images(pixels, {}, "log_image")
+
+
+def test_a_lightning_logger_pickles_without_its_run(tmp_path: Path) -> None:
+    """``ddp_spawn`` pickles the logger: a started run stays behind, its base id goes."""
+    code = (
+        "import pickle, rankwise\n"
+        "from rankwise.integrations.lightning import RankwiseLogger\n"
+        f"logger = RankwiseLogger(project='p', dir={str(tmp_path)!r})\n"
+        "run = logger.experiment\n"
+        "copy = pickle.loads(pickle.dumps(logger))\n"
+        "print(copy._run is None, copy.version == run.id, logger.version == run.id)\n"
+        "run.finish()\n"
+    )
+    out = subprocess.run(
+        [PYTHON, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO), "RANKWISE_SILENT": "1"},
+        check=True,
+    )
+    assert out.stdout.split() == ["True", "True", "True"]

@@ -99,7 +99,6 @@ class RankwiseLogger(Logger):
             "RankwiseLogger",
         )
         self._project = project
-        self._id = id
         self._log_model = log_model
         self._prefix = prefix
         self._checkpoint_name = checkpoint_name
@@ -145,6 +144,16 @@ class RankwiseLogger(Logger):
             os.environ[key] = f"{os.getpid()}:{kwargs['id']}"
         return _common.start_run(kwargs)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (``strategy="ddp_spawn"`` sends the logger to its processes): the run
+        stays here; the processes start theirs on the same base id."""
+        state = self.__dict__.copy()
+        run = state["_run"]
+        state["_run"] = None
+        if run is not None and state["_init"]["id"] is None:
+            state["_init"] = dict(state["_init"], id=run._start.base_id)
+        return state
+
     @property
     def name(self) -> str:
         """The project (as ``WandbLogger``'s); checkpoints go under ``<name>/<version>``."""
@@ -153,7 +162,7 @@ class RankwiseLogger(Logger):
     @property
     def version(self) -> str | None:
         """The run id (the id given until the run starts)."""
-        return self._run.id if self._run is not None else self._id
+        return self._run.id if self._run is not None else self._init["id"]
 
     # -- what the Trainer calls, on every rank ------------------------------------------
     def log_hyperparams(
