@@ -162,7 +162,10 @@ class RankwiseLogger(Logger):
     @property
     def version(self) -> str | None:
         """The run id (the id given until the run starts)."""
-        return self._run.id if self._run is not None else self._init["id"]
+        if self._run is not None:
+            return str(self._run.id)
+        given: str | None = self._init["id"]
+        return given
 
     # -- what the Trainer calls, on every rank ------------------------------------------
     def log_hyperparams(
