@@ -65,10 +65,10 @@ ROUND = textwrap.dedent(
 
 
 def make_file(path: Path, size_mib: int) -> None:
-    block = os.urandom(1 << 20)
+    """Random bytes, every MiB its own (no two chunks alike, so none is deduplicated)."""
     with open(path, "wb") as f:
         for _ in range(size_mib):
-            f.write(block)
+            f.write(os.urandom(1 << 20))
 
 
 def one_round(path: Path, work: Path) -> dict[str, Any]:
@@ -83,15 +83,63 @@ def one_round(path: Path, work: Path) -> dict[str, Any]:
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+UPLOAD = textwrap.dedent(
+    """
+    import json, resource, sys, time, uuid
+    from pathlib import Path
+    from rankwise.artifacts.local import LocalArtifacts
+    from rankwise.artifacts.model import CommitRequest
+    from rankwise.artifacts.remote import RemoteArtifacts
+    from rankwise.artifacts.worker import stage
+    path, data, url = sys.argv[1], sys.argv[2], sys.argv[3]
+    store = LocalArtifacts(data, "bench")
+    files = [("big.bin", path, None)]
+    manifest, _ = stage(files, store)
+    name = "upload-" + uuid.uuid4().hex[:8]
+    client = RemoteArtifacts(server=url, project="bench")
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    t = time.perf_counter()
+    req = CommitRequest(type="model", manifest=manifest, client_id=uuid.uuid4().hex)
+    info = client.publish(name, req, store.files_root)
+    took = time.perf_counter() - t
+    rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    sent = client.sent_bytes
+    again = CommitRequest(type="model", manifest=manifest, client_id=uuid.uuid4().hex)
+    info2 = client.publish(name, again, store.files_root)
+    client.close()
+    print(json.dumps({"seconds": took, "sent": sent, "rss_growth": rss1 - rss0,
+                      "version": info.version, "relog_sent": client.sent_bytes - sent,
+                      "relog_version": info2.version}))
+    """
+)
+
+
 def measure_server_upload(url: str, path: Path) -> dict[str, Any] | None:
-    """Upload throughput of ``path`` to the server at ``url`` through the remote artifact
-    client (``rankwise.artifacts.remote``), and 0 bytes on a re-log. Filled in with it."""
-    return None
+    """Upload of ``path`` (staged first, off the clock) to the server at ``url`` through
+    ``RemoteArtifacts`` (token: ``RANKWISE_TOKEN``): MB/s, peak RSS growth, and bytes
+    sent by a re-log of the same content (target 0). None without the remote client."""
+    try:
+        import rankwise.artifacts.remote  # noqa: F401
+    except ImportError:
+        return None
+    data = tempfile.mkdtemp(dir=path.parent)
+    out = subprocess.run(
+        [sys.executable, "-c", UPLOAD, str(path), data, url],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    subprocess.run(["rm", "-rf", data], check=True)
+    got = dict(json.loads(out.stdout.strip().splitlines()[-1]))
+    got["MB/s"] = round(got["sent"] / 1e6 / got["seconds"], 1)
+    got["rss_growth_MiB"] = round(got.pop("rss_growth") / 2**20, 1)
+    return got
 
 
 def measure_s3_upload(path: Path) -> dict[str, Any] | None:
-    """The same against a server whose blob store is moto's S3 server. Filled in with the
-    remote artifact client."""
+    """The same against a server whose blob store is moto's S3 server: start one with
+    ``rankwise server --blobs s3://bucket --blobs-endpoint URL`` and pass ``--server``
+    (the server's own benchmark starts moto itself)."""
     return None
 
 

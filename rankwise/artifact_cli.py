@@ -2,7 +2,8 @@
 
 Local mode reads and writes the artifact store of a data directory (``--dir``); with
 ``--server`` (or ``RANKWISE_SERVER``) the same commands go to a server. ``put`` outside a
-run records no run: the version has no ``run_id``.
+run records no run: the version has no ``run_id``; to a server it stages the files in the
+data directory's store first (an upload cut short is finished by ``rankwise sync``).
 """
 
 from __future__ import annotations
@@ -120,8 +121,8 @@ def cmd_put(args: argparse.Namespace) -> int:
     from .artifacts.artifact import Artifact
     from .artifacts.local import LocalArtifacts, OutboxEntry
     from .artifacts.model import CommitRequest
-    from .artifacts.runs import remote_artifacts
-    from .artifacts.worker import commit_local, copy_files, stage
+    from .artifacts.runs import close_client, remote_artifacts
+    from .artifacts.worker import commit_local, latest_sizes, stage
 
     project = _project(args)
     path = Path(args.path)
@@ -133,28 +134,32 @@ def cmd_put(args: argparse.Namespace) -> int:
     else:
         raise UsageError(f"{path} is not a file or a directory")
     files = art.pending()
+    root = Path(args.dir or os.environ.get("RANKWISE_DIR") or "rankwise")
+    store = LocalArtifacts(root, project)
+    server = args.server or os.environ.get("RANKWISE_SERVER") or None
+    likely = latest_sizes(store, art.name) if server is None else {}
+    manifest, _ = stage(files, store, likely)  # remote: a failed upload resumes from files/
     request = CommitRequest(
         type=art.type,
-        manifest=stage(files),
+        manifest=manifest,
         client_id=uuid.uuid4().hex,
         description=art.description,
         aliases=[a for a in args.alias if a != "latest"],
         created_at=time.time(),
     )
-    root = Path(args.dir or os.environ.get("RANKWISE_DIR") or "rankwise")
-    store = LocalArtifacts(root, project)
-    server = args.server or os.environ.get("RANKWISE_SERVER") or None
     if server is None:
-        info, copied = commit_local(store, art.name, request, files)
-        print(f"rankwise: {info.qualified_name} ({copied} bytes stored) in {store.base}")
+        info, _ = commit_local(store, art.name, request, files)
+        print(f"rankwise: {info.qualified_name} in {store.base}")
         return 0
-    copy_files(store, request.manifest, files)  # a failed upload resumes from here
     store.outbox_put(OutboxEntry(name=art.name, request=request))
     try:
         client = remote_artifacts(server, args.token, project)
     except ImportError as exc:
         raise ServerError(f"this rankwise has no artifact client for servers: {exc}") from exc
-    info = client.publish(art.name, request, store.files_root)
+    try:
+        info = client.publish(art.name, request, store.files_root)
+    finally:
+        close_client(client)
     store.outbox_done(request.client_id)
     print(f"rankwise: {info.qualified_name} on {server}")
     return 0
@@ -162,7 +167,7 @@ def cmd_put(args: argparse.Namespace) -> int:
 
 def cmd_sync_artifacts(path: Path, server: str, token: str | None) -> int:
     """The artifact part of ``rankwise sync``; returns the number of failures."""
-    from .artifacts.runs import remote_artifacts
+    from .artifacts.runs import close_client, remote_artifacts
     from .artifacts.sync import artifact_projects, sync_artifacts
 
     root, projects = artifact_projects(path)
@@ -174,7 +179,10 @@ def cmd_sync_artifacts(path: Path, server: str, token: str | None) -> int:
             print(f"rankwise: artifacts of {project!r} not synced: {exc}")
             failures += 1
             continue
-        report = sync_artifacts(root, project, client)
+        try:
+            report = sync_artifacts(root, project, client)
+        finally:
+            close_client(client)
         print(
             f"rankwise: artifacts of {project!r}: {len(report.published)} version(s), "
             f"{report.uses} use(s) synced"

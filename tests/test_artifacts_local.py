@@ -168,6 +168,10 @@ def test_log_use_download_round_trip(tmp_path: Path, files: Path) -> None:
     where = Path(back.download(tmp_path / "out"))
     assert (where / "src" / "a.txt").read_text() == "alpha"
     assert (where / "notes" / "readme.txt").read_text() == "notes"
+    part = Path(back.download(tmp_path / "part", path_prefix="src/sub/"))
+    assert [p.relative_to(part).as_posix() for p in part.rglob("*") if p.is_file()] == [
+        "src/sub/b.bin"
+    ]
     with pytest.raises(UsageError, match="type 'dataset', not 'model'"):
         run.use_artifact("data", type="model")
     with pytest.raises(ArtifactNotFoundError, match="no alias 'nope'"):
@@ -287,7 +291,7 @@ def test_versions_are_distinct_across_processes(tmp_path: Path) -> None:
         open(path, "w").write(f"content {i}")
         store = LocalArtifacts(data, "p")
         files = [("f.txt", path, None)]
-        req = CommitRequest(type="t", manifest=stage(files), client_id=f"c{i}")
+        req = CommitRequest(type="t", manifest=stage(files)[0], client_id=f"c{i}")
         while time.time() < start:
             pass
         info, _ = commit_local(store, "same", req, files)
@@ -370,7 +374,8 @@ def test_parse_ref() -> None:
     assert parse_ref("m") == (None, "m", "latest")
     assert parse_ref("p/m:v3") == ("p", "m", "v3")
     assert parse_ref("p/m:best") == ("p", "m", "best")
-    for bad in ("../m", "p/../m", "m:../x", "m:a/b", "p/q/m"):
+    assert parse_ref("team/p/m:v1") == ("p", "m", "v1")  # W&B's entity is left out
+    for bad in ("../m", "p/../m", "m:../x", "m:a/b", "a/p/q/m", "../p/m", "m:v1:v2", "m:"):
         with pytest.raises(UsageError):
             parse_ref(bad)
 
@@ -398,17 +403,17 @@ def test_manifest_digest_is_independent_of_adding_order(files: Path) -> None:
     a.add_file(files / "sub" / "b.bin")
     from rankwise.artifacts.worker import stage
 
-    m1 = stage(a.pending())
+    m1, _ = stage(a.pending())
     b = rankwise.Artifact("y", "t")
     b.add_file(files / "sub" / "b.bin")
     b.add_file(files / "a.txt")
-    assert manifest_digest(m1) == manifest_digest(stage(b.pending()))
+    assert manifest_digest(m1) == manifest_digest(stage(b.pending())[0])
 
 
 def test_a_file_changed_after_log_artifact_is_refused(tmp_path: Path) -> None:
     big = tmp_path / "big.bin"
     with open(big, "wb") as f:
-        f.truncate(300 * 1024 * 1024)  # keeps the worker busy for a while
+        f.truncate(160 * 1024 * 1024)  # keeps the worker busy for a while
     ckpt = tmp_path / "ckpt.pt"
     ckpt.write_bytes(b"epoch 1")
     run = _run(tmp_path)

@@ -152,7 +152,7 @@ def test_remote_mode_without_a_client_keeps_the_commit_in_the_outbox(
 def test_finish_timeout_leaves_unhashed_artifacts_in_the_outbox(tmp_path: Path) -> None:
     big = tmp_path / "big.bin"
     with open(big, "wb") as f:
-        f.truncate(400 * 1024 * 1024)  # sparse: hashing it takes a while
+        f.truncate(160 * 1024 * 1024)  # sparse: staging it takes a while
     small = tmp_path / "small.txt"
     small.write_text("small")
     run = rankwise.init(
@@ -171,3 +171,40 @@ def test_finish_timeout_leaves_unhashed_artifacts_in_the_outbox(tmp_path: Path) 
     assert report.failed == {}
     assert store.version_numbers("small") == [0]  # stored locally first, then published
     assert "small:v0" in report.published
+
+
+def test_a_staged_commit_cut_short_by_finish_stays_staged(tmp_path: Path) -> None:
+    # Remote mode, the server slow to answer: finish() times out while publishing. The
+    # outbox keeps the staged entry (manifest + files in the store), so a sync needs
+    # no source file.
+    import threading
+
+    from rankwise.artifacts.worker import ArtifactWorker
+
+    release = threading.Event()
+
+    class SlowServer(StorePublisher):
+        def publish(self, name: str, request: CommitRequest, files_root: Path) -> VersionInfo:
+            release.wait(30)
+            raise ConnectionError("timed out")
+
+    store = LocalArtifacts(tmp_path / "data", "p")
+    worker = ArtifactWorker(store, "run1", "rank-0", lambda: SlowServer(tmp_path / "srv", "p"))
+    src = tmp_path / "w.bin"
+    src.write_bytes(b"weights" * 1000)
+    art = rankwise.Artifact("m", "model")
+    art.add_file(src)
+    worker.submit(art, ["prod"])
+    deadline = time.monotonic() + 10
+    while not store.outbox() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    worker.stop(time.monotonic() + 0.2)
+    release.set()
+    [entry] = store.outbox()
+    assert entry.staged and entry.request.manifest.entries[0].size == 7000
+    with pytest.raises(ArtifactError, match="rankwise sync"):
+        art.wait(5)
+    src.unlink()
+    server = StorePublisher(tmp_path / "srv", "p")
+    assert sync_artifacts(tmp_path / "data", "p", server).published == ["m:v0"]
+    assert server.store.resolve("m", "prod").run_id == "run1"

@@ -25,10 +25,8 @@ through a symlink.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import shutil
-import stat
 import sys
 import tempfile
 import threading
@@ -39,8 +37,8 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from ..errors import ArtifactError, UsageError
 from ..names import check_file_name
+from .fsutil import fetch, sha_of, sha_text, size_of, walk_dir
 from .manifest import (
-    READ_BYTES,
     Entry,
     Manifest,
     check_name,
@@ -143,7 +141,7 @@ class Artifact:
         """Bytes of its stored files (references count 0)."""
         if self._manifest is not None:
             return self._manifest.size
-        return sum(os.path.getsize(f.source) for f in self._files.values() if f.source)
+        return sum(size_of(f.source) for f in self._files.values() if f.source)
 
     @property
     def project(self) -> str | None:
@@ -245,7 +243,7 @@ class Artifact:
         name = os.path.basename(path) if name is None else name
         if is_tmp:  # W&B: a temporary file is named by its content, keeping its suffix
             folder, _, base = _file_name(name).rpartition("/")
-            name = (folder + "/" if folder else "") + _sha_of(path)[:20] + os.path.splitext(base)[1]
+            name = (folder + "/" if folder else "") + sha_of(path)[:20] + os.path.splitext(base)[1]
         self._add({name: _File(os.path.abspath(path))}, overwrite)
         return Entry(path=name, size=os.path.getsize(path))
 
@@ -268,7 +266,7 @@ class Artifact:
         prefix = "" if name is None else check_file_name(name.strip("/"), "artifact dir name")
         found = {
             (f"{prefix}/{rel}" if prefix else rel): _File(src)
-            for rel, src in _walk(top, self._name)
+            for rel, src in walk_dir(top, self._name)
         }
         self._add(found, overwrite=merge)
 
@@ -285,7 +283,7 @@ class Artifact:
         if self._tmp is None:
             self._tmp = tempfile.mkdtemp(prefix="rankwise-artifact-")  # 0o700
             weakref.finalize(self, shutil.rmtree, self._tmp, True)
-        path = os.path.join(self._tmp, _sha_text(name))
+        path = os.path.join(self._tmp, sha_text(name))
         with open(path, mode, encoding=None if "b" in mode else (encoding or "utf-8")) as f:
             yield f
         self._add({name: _File(path)})
@@ -330,7 +328,7 @@ class Artifact:
         if self._manifest is not None:
             return list(self._manifest.entries)
         return [
-            Entry(path=n, size=os.path.getsize(f.source) if f.source else 0, ref=f.ref)
+            Entry(path=n, size=size_of(f.source) if f.source else 0, ref=f.ref)
             for n, f in sorted(self._files.items())
         ]
 
@@ -356,11 +354,18 @@ class Artifact:
             raise ArtifactError(f"artifact {self._name!r} was not stored: {self._error}")
         return self
 
-    def download(self, root: str | os.PathLike[str] | None = None) -> str:
+    def download(
+        self,
+        root: str | os.PathLike[str] | None = None,
+        path_prefix: str | None = None,
+        **_ignored: Any,
+    ) -> str:
         """Write its files under ``root`` (default ``./artifacts/<name>:<version>``) and
-        return that directory. Each file is checked against its digest before it takes
-        its place; nothing is written outside ``root`` or through a symlink, whatever the
-        manifest says. References are not fetched (they are only strings)."""
+        return that directory; ``path_prefix`` keeps the files whose path starts with it.
+        Each file is checked against its digest before it takes its place; nothing is
+        written outside ``root`` or through a symlink, whatever the manifest says; a
+        file already there with the right digest is kept. References are not fetched
+        (they are only strings). W&B's other keywords are accepted and ignored."""
         info, manifest, source = self._info, self._manifest, self._source
         if info is None or manifest is None or source is None:
             if self._logged:
@@ -378,9 +383,14 @@ class Artifact:
         base = Path(root).absolute()
         base.mkdir(parents=True, exist_ok=True)
         # Every target checked before any byte is written: a bad one writes nothing.
-        targets = [(e, local_target(base, e.path)) for e in manifest.entries if e.ref is None]
+        wanted = [
+            e
+            for e in manifest.entries
+            if e.ref is None and (path_prefix is None or e.path.startswith(path_prefix))
+        ]
+        targets = [(e, local_target(base, e.path)) for e in wanted]
         for entry, target in targets:
-            _fetch(source, info, entry, target)
+            fetch(source, info, entry, target)
         return str(base)
 
     # -- set by the worker and the readers --------------------------------------------
@@ -406,93 +416,3 @@ class Artifact:
         art = cls(info.name, info.type, info.description, info.metadata)
         art._stored(info, info.manifest, source)
         return art
-
-
-def _fetch(source: Source, info: VersionInfo, entry: Entry, target: Path) -> None:
-    """Write ``entry`` at ``target`` through a temporary file checked against its digest."""
-    if (
-        target.is_file()
-        and not target.is_symlink()
-        and target.stat().st_size == entry.size
-        and _sha_of(str(target)) == entry.digest
-    ):
-        return  # already there, verified
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".rankwise-", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            hasher = _HashingWriter(out)
-            source.read_into(info, entry, hasher)  # type: ignore[arg-type]
-        if hasher.hash.hexdigest() != entry.digest or hasher.size != entry.size:
-            raise ArtifactError(
-                f"file {entry.path!r} of artifact {info.qualified_name} does not match its "
-                "digest (damaged or tampered in the store): not written"
-            )
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-class _HashingWriter:
-    """A binary file that hashes what goes through it."""
-
-    def __init__(self, out: IO[bytes]) -> None:
-        self.out = out
-        self.hash = hashlib.sha256()
-        self.size = 0
-
-    def write(self, data: bytes) -> int:
-        self.hash.update(data)
-        self.size += len(data)
-        return self.out.write(data)
-
-
-def _sha_of(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while buf := f.read(READ_BYTES):
-            h.update(buf)
-    return h.hexdigest()
-
-
-def _sha_text(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-def _walk(top: str, artifact: str) -> Iterator[tuple[str, str]]:
-    """``(relative name, real file path)`` of every file under ``top``; refuses a symlink
-    leading outside ``top`` and anything that is not a regular file or a directory."""
-    real_top = os.path.realpath(top)
-    seen_dirs = {real_top}
-    stack = [("", top)]
-    while stack:
-        rel_dir, path = stack.pop()
-        with os.scandir(path) as it:
-            items = sorted(it, key=lambda e: e.name)
-        for item in items:
-            rel = f"{rel_dir}/{item.name}" if rel_dir else item.name
-            check_file_name(rel, f"artifact {artifact!r}: file name")
-            full = os.path.join(path, item.name)
-            real = os.path.realpath(full)
-            if item.is_symlink() and os.path.commonpath([real_top, real]) != real_top:
-                raise UsageError(
-                    f"artifact {artifact!r}: {rel!r} is a symlink to {real}, outside "
-                    f"{top}: refused (add the target itself if it is meant)"
-                )
-            try:
-                mode = os.stat(real).st_mode
-            except OSError as exc:
-                raise UsageError(f"artifact {artifact!r}: cannot read {rel!r}: {exc}") from None
-            if stat.S_ISDIR(mode):
-                if real not in seen_dirs:
-                    seen_dirs.add(real)
-                    stack.append((rel, full))
-            elif stat.S_ISREG(mode):
-                yield rel, real
-            else:
-                raise UsageError(
-                    f"artifact {artifact!r}: {rel!r} is not a regular file (a FIFO, socket "
-                    "or device): refused"
-                )

@@ -13,7 +13,8 @@ Layout, under ``<root>/<project>/artifacts/``::
 Invariants, safe between processes on a shared filesystem (no lock is ever taken):
 
 * Every file appears whole or not at all: written to a temporary name, then renamed
-  (``os.replace``) or hard-linked into place.
+  (``os.replace``) or hard-linked into place; a stored file is fsynced first, so no
+  digest ever names bytes a crash lost.
 * A version number is owned by the one process that *creates* ``v<N>.json``: created
   with ``os.link`` of a complete temporary file (atomic and exclusive, like
   ``O_CREAT|O_EXCL``, even over NFS), or with ``O_CREAT|O_EXCL`` where hard links are not
@@ -31,21 +32,24 @@ Invariants, safe between processes on a shared filesystem (no lock is ever taken
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import os
 import tempfile
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO
 
 import msgspec
 
 from ..errors import ArtifactNotFoundError, UsageError
+from .fsutil import create_exclusive, write_atomic
 from .manifest import (
+    CHUNK_BYTES,
     READ_BYTES,
     Entry,
+    FileHasher,
     Manifest,
     check_alias,
     check_name,
@@ -77,59 +81,25 @@ class OutboxEntry(msgspec.Struct, kw_only=True, omit_defaults=True):
 
 def parse_ref(text: str) -> tuple[str | None, str, str]:
     """``"project/name:ref"`` (project and ``:ref`` optional) -> (project, name, ref);
-    ref defaults to ``latest``. Checks each part."""
+    ref defaults to ``latest``. Checks each part. W&B's ``entity/project/name:ref`` is
+    taken too: rankwise has no entities, so the first part is checked and left out."""
     project: str | None = None
+    if not isinstance(text, str):
+        raise UsageError(f"an artifact is named by a string, not {type(text).__name__}")
+    if text.count("/") == 2:
+        check_name(text.split("/", 1)[0], "entity")
+        text = text.split("/", 1)[1]
     if "/" in text:
         project, text = text.split("/", 1)
         check_name(project, "project")
-    name, _, ref = text.partition(":")
+    name, colon, ref = text.partition(":")
     check_name(name, "artifact name")
+    if colon and not ref:
+        raise UsageError(f"{text!r}: give a version, an alias or 'latest' after ':'")
     ref = ref or "latest"
     if ref != "latest" and not is_version(ref):
         check_alias(ref)
     return project, name, ref
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _create_exclusive(path: Path, data: bytes) -> bool:
-    """Create ``path`` holding ``data`` unless it exists; True when this call made it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        try:
-            os.link(tmp, path)
-            return True
-        except FileExistsError:
-            return False
-        except OSError as exc:  # a filesystem without hard links
-            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
-                raise
-        try:
-            fd2 = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-        except FileExistsError:
-            return False
-        with os.fdopen(fd2, "wb") as f:
-            f.write(data)
-        return True
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
 
 
 def _vnum(file_name: str) -> int | None:
@@ -174,6 +144,8 @@ class LocalArtifacts:
                     h.update(buf)
                     size += len(buf)
                     out.write(buf)
+                out.flush()
+                os.fsync(out.fileno())
             if h.hexdigest() != entry.digest or size != entry.size:
                 raise UsageError(
                     f"file {entry.path!r} ({source}) changed while it was being logged: keep "
@@ -185,6 +157,41 @@ class LocalArtifacts:
                 os.unlink(tmp)
             raise
         return size
+
+    def stage_file(self, source: str | os.PathLike[str]) -> tuple[Entry, int]:
+        """Hash ``source`` and copy it into ``files/`` in one pass (bounded memory);
+        returns its entry (path left empty) and the bytes stored (0: it was there)."""
+        self.files_root.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".staging-", dir=self.files_root)
+        try:
+            with open(source, "rb") as src, os.fdopen(fd, "wb") as out:
+                size = os.fstat(src.fileno()).st_size
+                hasher = FileHasher(parallel=size > CHUNK_BYTES)
+                # Each piece is written on a helper thread while the next is hashed:
+                # at most two pieces in memory.
+                with ThreadPoolExecutor(1, thread_name_prefix="rankwise-copy") as pool:
+                    writing: Future[int] | None = None
+                    while buf := src.read(hasher.want()):
+                        hasher.feed(buf)
+                        if writing is not None:
+                            writing.result()
+                        writing = pool.submit(out.write, buf)
+                    if writing is not None:
+                        writing.result()
+                out.flush()
+                os.fsync(out.fileno())  # never a digest's name on bytes a crash lost
+            entry = hasher.entry()
+            if self.has_file(entry):
+                os.unlink(tmp)
+                return entry, 0
+            target = self.file_path(entry.digest)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(tmp, target)
+            return entry, entry.size
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
     def open_file(self, digest: str) -> IO[bytes]:
         return open(self.file_path(digest), "rb")
@@ -204,7 +211,7 @@ class LocalArtifacts:
         digest = manifest_digest(manifest)
         path = self.base / "manifests" / f"{digest}.json"
         if not path.exists():
-            _write_atomic(path, encode(manifest))
+            write_atomic(path, encode(manifest))
         return digest
 
     def manifest(self, digest: str) -> Manifest:
@@ -329,14 +336,14 @@ class LocalArtifacts:
                     )
             n = numbers[-1] + 1 if numbers else 0
             info.version = f"v{n}"
-            if _create_exclusive(folder / f"v{n}.json", msgspec.json.encode(info)):
+            if create_exclusive(folder / f"v{n}.json", msgspec.json.encode(info)):
                 break
         self.move_aliases(name, n, aliases)
         return self.version(name, n), True
 
     def move_aliases(self, name: str, n: int, aliases: list[str]) -> None:
         for alias in aliases:
-            _write_atomic(self._name_dir(name) / "aliases" / check_alias(alias), f"v{n}".encode())
+            write_atomic(self._name_dir(name) / "aliases" / check_alias(alias), f"v{n}".encode())
 
     # -- lineage ------------------------------------------------------------------------
     def record_use(self, name: str, version: str, run_id: str, label: str | None) -> None:
@@ -344,7 +351,7 @@ class LocalArtifacts:
         lab = check_name(label, "label") if label is not None else "_"
         path = self._name_dir(name) / "used" / f"{run_id}.{lab}.{version}.json"
         if not path.exists():
-            _write_atomic(path, msgspec.json.encode(use))
+            write_atomic(path, msgspec.json.encode(use))
 
     def _use_files(self, name: str) -> Iterator[tuple[str, Path]]:
         with contextlib.suppress(FileNotFoundError):
@@ -399,14 +406,14 @@ class LocalArtifacts:
 
     # -- sync bookkeeping -------------------------------------------------------------------
     def mark_synced(self, name: str, version: str) -> None:
-        _write_atomic(self._name_dir(name) / "synced" / version, b"")
+        write_atomic(self._name_dir(name) / "synced" / version, b"")
 
     def is_synced(self, name: str, version: str) -> bool:
         return (self._name_dir(name) / "synced" / version).exists()
 
     def outbox_put(self, entry: OutboxEntry) -> Path:
         path = self.base / "outbox" / f"{entry.request.client_id}.json"
-        _write_atomic(path, msgspec.json.encode(entry))
+        write_atomic(path, msgspec.json.encode(entry))
         return path
 
     def outbox(self) -> list[OutboxEntry]:
@@ -416,6 +423,9 @@ class LocalArtifacts:
                 with contextlib.suppress(msgspec.DecodeError, OSError):
                     out.append(msgspec.json.decode(p.read_bytes(), type=OutboxEntry))
         return out
+
+    def in_outbox(self, client_id: str) -> bool:
+        return (self.base / "outbox" / f"{client_id}.json").exists()
 
     def outbox_done(self, client_id: str) -> None:
         with contextlib.suppress(FileNotFoundError):

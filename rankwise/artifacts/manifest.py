@@ -20,6 +20,7 @@ import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -108,31 +109,62 @@ def decode(data: bytes | str) -> Manifest:
     return manifest
 
 
+class FileHasher:
+    """Whole and chunk digests of a byte stream fed in order (``feed``), one pass.
+
+    A file larger than one chunk needs two sha256 computations over every byte (the
+    whole file's and its chunk's); ``parallel`` runs the whole-file one on a helper
+    thread (hashlib releases the GIL), so it costs about one pass on two cores."""
+
+    def __init__(self, chunk_bytes: int = CHUNK_BYTES, parallel: bool = False) -> None:
+        self.chunk_bytes = chunk_bytes
+        self.whole = hashlib.sha256()
+        self.piece = hashlib.sha256()
+        self.in_piece = 0
+        self.size = 0
+        self.chunks: list[Chunk] = []
+        self._pool: Any = None
+        if parallel:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="rankwise-hash")
+
+    def want(self) -> int:
+        """How many bytes to feed next (at most ``READ_BYTES``, never across a chunk)."""
+        return min(READ_BYTES, self.chunk_bytes - self.in_piece)
+
+    def feed(self, buf: bytes) -> None:
+        if self._pool is not None:
+            done = self._pool.submit(self.whole.update, buf)
+            self.piece.update(buf)
+            done.result()
+        else:
+            self.whole.update(buf)
+            self.piece.update(buf)
+        self.in_piece += len(buf)
+        self.size += len(buf)
+        if self.in_piece == self.chunk_bytes:
+            self.chunks.append(Chunk(self.piece.hexdigest(), self.in_piece))
+            self.piece = hashlib.sha256()
+            self.in_piece = 0
+
+    def entry(self) -> Entry:
+        """The ``Entry`` (path left empty) of what was fed."""
+        if self._pool is not None:
+            self._pool.shutdown()
+        if self.in_piece or not self.chunks:
+            self.chunks.append(Chunk(self.piece.hexdigest(), self.in_piece))
+        return Entry(path="", digest=self.whole.hexdigest(), size=self.size, chunks=self.chunks)
+
+
 def hash_file(path: str | os.PathLike[str], chunk_bytes: int = CHUNK_BYTES) -> Entry:
     """``Entry`` (path left empty) for the file at ``path``: whole and chunk digests in one
     pass, reading ``READ_BYTES`` at a time, so memory stays bounded for any file size."""
-    whole = hashlib.sha256()
-    chunks: list[Chunk] = []
-    piece = hashlib.sha256()
-    in_piece = 0
-    size = 0
     with open(path, "rb") as f:
-        while True:
-            want = min(READ_BYTES, chunk_bytes - in_piece)
-            buf = f.read(want)
-            if not buf:
-                break
-            whole.update(buf)
-            piece.update(buf)
-            in_piece += len(buf)
-            size += len(buf)
-            if in_piece == chunk_bytes:
-                chunks.append(Chunk(piece.hexdigest(), in_piece))
-                piece = hashlib.sha256()
-                in_piece = 0
-    if in_piece or not chunks:
-        chunks.append(Chunk(piece.hexdigest(), in_piece))
-    return Entry(path="", digest=whole.hexdigest(), size=size, chunks=chunks)
+        hasher = FileHasher(chunk_bytes, parallel=os.fstat(f.fileno()).st_size > chunk_bytes)
+        while buf := f.read(hasher.want()):
+            hasher.feed(buf)
+    return hasher.entry()
 
 
 def check_name(value: object, what: str = "artifact name") -> str:
@@ -225,6 +257,7 @@ __all__ = [
     "ID_RULE",
     "Chunk",
     "Entry",
+    "FileHasher",
     "Manifest",
     "check_alias",
     "check_name",

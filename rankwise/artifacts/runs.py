@@ -39,10 +39,20 @@ def _token(run: Run) -> str | None:
 
 
 def remote_artifacts(server: str, token: str | None, project: str) -> Any:
-    """The server engineer's ``RemoteArtifacts`` client (imported on first use)."""
+    """``rankwise.artifacts.remote.RemoteArtifacts`` (the HTTP client, imported on first
+    use: it imports httpx). Close it with ``close_client``."""
     from .remote import RemoteArtifacts  # type: ignore[import-not-found,unused-ignore]
 
     return RemoteArtifacts(server=server, token=token, project=project)
+
+
+def close_client(client: Any) -> None:
+    close = getattr(client, "close", None)
+    if callable(close):
+        try:
+            close()
+        except Exception as exc:
+            _log.warn(f"could not close the artifact client: {exc!r}")
 
 
 def _worker(run: Run) -> ArtifactWorker:
@@ -159,11 +169,14 @@ def use_artifact(
     if run.server:
         try:
             client = remote_artifacts(run.server, _token(run), project)
-            info = client.use(name, ref, run.id, run.label if run else None)
         except ImportError as exc:
             raise ServerError(
                 f"artifacts from a server need rankwise's HTTP client: {exc}"
             ) from exc
+        try:
+            info = client.use(name, ref, run.id, run.label if run else None)
+        finally:
+            close_client(client)
         source = _ServerSource(run.server, _token(run))
     else:
         store = LocalArtifacts(_root(run), project)

@@ -25,7 +25,7 @@ from typing import Protocol
 
 from .local import LocalArtifacts, OutboxEntry, projects_with_artifacts
 from .model import CommitRequest, VersionInfo
-from .worker import commit_local, copy_files, stage
+from .worker import commit_local, stage
 
 
 class SyncPublisher(Protocol):
@@ -55,8 +55,7 @@ def _outbox(store: LocalArtifacts, pub: SyncPublisher, report: ArtifactSyncRepor
         try:
             request = entry.request
             if not entry.staged:
-                request.manifest = stage(entry.files)
-                copy_files(store, request.manifest, entry.files)
+                request.manifest, _ = stage(entry.files, store)
                 if not entry.local:  # keep the staged form: a later sync needs no sources
                     store.outbox_put(OutboxEntry(name=entry.name, request=request))
             if entry.local:

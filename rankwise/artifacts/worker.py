@@ -3,12 +3,15 @@
 ``run.log_artifact`` only puts the artifact on this worker's queue (it holds paths, not
 bytes). The worker thread then, for each artifact in turn:
 
-1. *stages* it: hashes every file (``manifest.hash_file``: whole and chunk digests in one
-   pass with a 4 MiB buffer, so memory stays bounded for a file of any size) and builds
-   the manifest;
-2. copies the files the local store lacks into ``files/`` (content-addressed, re-hashed as
-   they are copied, so a file changed meanwhile is refused, never stored under a wrong
-   digest). In local mode, content identical to the latest version copies nothing;
+1. *stages* it: hashes every file (whole and chunk digests in one pass with a 4 MiB
+   buffer, so memory stays bounded for a file of any size) and copies it into the local
+   store's ``files/`` in that same pass (what is stored is what was hashed). In local
+   mode a file the size of the latest version's at that path is only hashed: when the
+   whole content is identical to the latest version nothing is copied; otherwise such
+   files are copied after, re-hashed as they are (a file changed meanwhile is refused,
+   never stored under a wrong digest). A file whose size or modification time changed
+   since ``log_artifact`` is refused too;
+2. builds the manifest;
 3. *publishes* it: local mode assigns a version in the local store; remote mode writes an
    outbox entry, then calls the ``Publisher`` (``rankwise.artifacts.remote``'s
    ``RemoteArtifacts``) and removes the entry once the server holds the version.
@@ -22,6 +25,7 @@ the deadline, then writes what is left to the outbox (file paths not yet hashed)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
@@ -50,20 +54,43 @@ class Publisher(Protocol):
 Files = list[tuple[str, str | None, str | None]]  # (name, local path, reference)
 
 
-def stage(files: Files) -> Manifest:
-    """The manifest of ``files``: each file hashed (bounded memory), references kept."""
+def stage(
+    files: Files, store: LocalArtifacts | None = None, likely: dict[str, int] | None = None
+) -> tuple[Manifest, int]:
+    """The manifest of ``files`` (each hashed with bounded memory, references kept) and
+    the bytes copied into ``store``: with a store, each file is hashed and copied in one
+    pass, except those in ``likely`` (path -> size of the latest version's files) with
+    the same size, which are only hashed: probably identical, so nothing is copied."""
     entries = []
+    copied = 0
+    likely = likely or {}
     for name, source, ref in files:
         if ref is not None:
             entries.append(Entry(path=name, ref=ref))
             continue
         assert source is not None
-        entry = hash_file(source)
+        if store is not None and likely.get(name) != os.path.getsize(source):
+            entry, n = store.stage_file(source)
+            copied += n
+        else:
+            entry = hash_file(source)
         entry.path = name
         entries.append(entry)
     manifest = Manifest(entries=sorted(entries, key=lambda e: e.path))
     validate_manifest(manifest)
-    return manifest
+    return manifest, copied
+
+
+def latest_sizes(store: LocalArtifacts, name: str) -> dict[str, int]:
+    """path -> size of the files of ``name``'s latest version (empty when none)."""
+    numbers = store.version_numbers(name)
+    if not numbers:
+        return {}
+    try:
+        manifest = store.manifest(store.version(name, numbers[-1]).digest)
+    except Exception:
+        return {}
+    return {e.path: e.size for e in manifest.entries if e.ref is None}
 
 
 def copy_files(store: LocalArtifacts, manifest: Manifest, files: Files) -> int:
@@ -197,16 +224,19 @@ class ArtifactWorker:
     def _process(self, job: _Job) -> None:
         art = job.artifact
         check_unchanged(job.stats, job.files)
-        request = self._request(job, stage(job.files))
-        if self._make_publisher is None:
-            info, copied = commit_local(self.store, art.name, request, job.files)
+        local = self._make_publisher is None
+        likely = latest_sizes(self.store, art.name) if local else {}
+        manifest, copied = stage(job.files, self.store, likely)
+        request = self._request(job, manifest)
+        if local:
+            info, more = commit_local(self.store, art.name, request, job.files)
             check_unchanged(job.stats, job.files)
             if self._stopped:  # stop() may have left it in the outbox meanwhile
                 self.store.outbox_done(job.client_id)
-            art._bytes_copied = copied
+            art._bytes_copied = copied + more
             art._stored(info, request.manifest, self.store)
             return
-        art._bytes_copied = copy_files(self.store, request.manifest, job.files)
+        art._bytes_copied = copied
         check_unchanged(job.stats, job.files)
         self.store.outbox_put(OutboxEntry(name=art.name, request=request))
         publisher = self._get_publisher()
@@ -238,6 +268,9 @@ class ArtifactWorker:
         """Write unstored jobs to the outbox (paths only) for ``rankwise sync``."""
         for job in jobs:
             art = job.artifact
+            art._failed(RuntimeError(f"{why}: kept in the outbox for `rankwise sync`"))
+            if self.store.in_outbox(job.client_id):
+                continue  # staged already (remote mode): that entry needs no source file
             request = self._request(job, Manifest())
             entry = OutboxEntry(
                 name=art.name,
@@ -250,7 +283,6 @@ class ArtifactWorker:
                 self.store.outbox_put(entry)
             except OSError as exc:
                 _log.warn(f"artifact {art.name!r} was lost: cannot write the outbox: {exc}")
-            art._failed(RuntimeError(f"{why}: kept in the outbox for `rankwise sync`"))
         if jobs:
             _log.warn(
                 f"{len(jobs)} artifact(s) not stored before the run ended ({why}): "
@@ -266,6 +298,10 @@ class ArtifactWorker:
         self._queue.put(_STOP)
         thread.join(max(0.0, deadline - time.monotonic()))
         if not thread.is_alive():
+            close = getattr(self._publisher, "close", None)
+            if callable(close):
+                with contextlib.suppress(Exception):
+                    close()
             return
         left: list[_Job] = []
         current = self._current

@@ -51,8 +51,8 @@ class ArtifactReader:
         with _http.make_client(self.server, transport=self._transport, token=self._token) as c:
             try:
                 return _http.get_msgpack(c, path, params)
-            except RunNotFoundError:
-                raise ArtifactNotFoundError(f"no {what} on {self.server}") from None
+            except RunNotFoundError as exc:
+                raise ArtifactNotFoundError(f"no {what} on {self.server}: {exc}") from None
 
     def names(self, project: str, type: str | None = None) -> list[ArtifactSummary]:
         params = {"type": type} if type else None
