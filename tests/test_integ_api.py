@@ -63,8 +63,11 @@ def test_images_follow_wandb_loggers_rules() -> None:
     assert [i.caption for i in made] == ["a", "b"]
     with pytest.raises(ValueError, match="expected 2 items but found 1 for caption"):
         _common.images([pixels, pixels], {"caption": ["a"]}, "log_image")
-    with pytest.raises(TypeError, match="expected a list of images"):
+    with pytest.raises(TypeError, match="expected a list, found ndarray"):
         _common.images(pixels, {}, "log_image")
+    clip = np.zeros(800, dtype=np.float32)
+    [audio] = _common.media("Audio", [clip], {"sample_rate": [8000], "caption": ["c"]}, "x")
+    assert (audio.caption, audio.sample_rate) == ("c", 8000)
 
 
 def test_a_lightning_logger_pickles_without_its_run(tmp_path: Path) -> None:

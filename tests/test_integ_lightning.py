@@ -82,6 +82,10 @@ def test_every_rank_records_into_one_shared_run(tmp_path: Path) -> None:
             (STEPS, "b", 5, 6),
         ]
         assert run.table("preds", label=label).data == [[rank, STEPS]]
+        [clip] = run.media("clips", label=label)
+        assert (clip.kind, clip.step, clip.sample_rate) == ("audio", STEPS, 8000)
+        [video] = run.media("moves", label=label)
+        assert (video.kind, video.step, video.fps, video.caption) == ("video", STEPS, 2.0, "v")
 
     # log_model=True: the checkpoint at the end of training, once (from rank 0)
     [model] = run.logged_artifacts()

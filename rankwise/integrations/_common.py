@@ -120,25 +120,41 @@ def artifact_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "-", text)[:128] or "model"
 
 
-def images(values: Sequence[Any], options: Mapping[str, Sequence[Any]], owner: str) -> list[Image]:
-    """``rankwise.Image``s from a list of arrays, tensors, PIL images or paths, with one
-    caption each: ``WandbLogger.log_image``'s rules (lists of equal length)."""
-    from ..media import Image
+# What each rich type takes per item, as lists in the W&B loggers' keyword arguments.
+_OPTIONS = {"Image": ("caption",), "Audio": ("caption", "sample_rate"), "Video": ("caption", "fps")}
+
+
+def media(
+    kind: str, values: Sequence[Any], options: Mapping[str, Sequence[Any]], owner: str
+) -> list[Any]:
+    """``rankwise.Image``/``Audio``/``Video`` values from a list (arrays, tensors, PIL
+    images or paths), with per-item options as lists of the same length
+    (``WandbLogger.log_image``'s rules). Options rankwise has no use for (masks, boxes,
+    format) are left out with a warning."""
+    from .. import media as rich
 
     if not isinstance(values, (list, tuple)):
-        raise TypeError(f"{owner}: expected a list of images, found {type(values).__name__}")
+        raise TypeError(f"{owner}: expected a list, found {type(values).__name__}")
     n = len(values)
-    for key, per_image in options.items():
-        if len(per_image) != n:
-            raise ValueError(f"{owner}: expected {n} items but found {len(per_image)} for {key}")
-    ignored = sorted(set(options) - {"caption"})
+    for key, per_item in options.items():
+        if len(per_item) != n:
+            raise ValueError(f"{owner}: expected {n} items but found {len(per_item)} for {key}")
+    known = _OPTIONS[kind]
+    ignored = sorted(set(options) - set(known))
     if ignored:
         warn_once(
             f"{owner}:{','.join(ignored)}",
-            f"{owner}: rankwise images take a caption only; {', '.join(ignored)} left out",
+            f"{owner}: rankwise takes {', '.join(known)} only; {', '.join(ignored)} left out",
         )
-    captions = options.get("caption") or [None] * n
-    return [Image(v, caption=None if c is None else str(c)) for v, c in zip(values, captions)]
+    make = getattr(rich, kind)
+    return [
+        make(v, **{k: options[k][i] for k in known if k in options}) for i, v in enumerate(values)
+    ]
+
+
+def images(values: Sequence[Any], options: Mapping[str, Sequence[Any]], owner: str) -> list[Image]:
+    """``rankwise.Image``s with one caption each (see ``media``)."""
+    return media("Image", values, options, owner)
 
 
 def table(

@@ -5,10 +5,10 @@
 other ranks get a dummy experiment); this logger records on every rank, by default into
 one shared run (``run_mode="shared"``), each rank its own stream. Everything else follows
 ``WandbLogger``: hyperparameters as config, metrics at the step the Trainer passes (its
-global step), ``log_image``/``log_table``/``log_text``, ``experiment`` (the rankwise
-``Run``), ``log_model`` (checkpoints as ``model`` artifacts named ``model-<run id>``:
-``"all"`` as each is saved, ``True`` at the end) and ``finalize`` (finished, or failed
-with the exception).
+global step), ``log_image``/``log_audio``/``log_video``/``log_table``/``log_text``,
+``experiment`` (the rankwise ``Run``), ``log_model`` (checkpoints as ``model`` artifacts
+named ``model-<run id>``: ``"all"`` as each is saved, ``True`` at the end) and
+``finalize`` (finished, or failed with the exception).
 
 The run id. With ``strategy="ddp"`` Lightning starts the other ranks itself, as new
 processes running the script again. The run starts lazily, at the first use of
@@ -209,6 +209,19 @@ class RankwiseLogger(Logger):
         """Images (tensors, arrays, PIL images or paths) as one gallery; ``caption=`` is a
         list with one caption per image."""
         self.log_metrics({key: _common.images(images, kwargs, "log_image")}, step)
+
+    def log_audio(
+        self, key: str, audios: list[Any], step: int | None = None, **kwargs: Any
+    ) -> None:
+        """Audio clips (arrays or WAV paths); ``sample_rate=``/``caption=`` are lists."""
+        self.log_metrics({key: _common.media("Audio", audios, kwargs, "log_audio")}, step)
+
+    def log_video(
+        self, key: str, videos: list[Any], step: int | None = None, **kwargs: Any
+    ) -> None:
+        """Videos (``(time, channel, height, width)`` arrays or GIF paths); ``fps=``/
+        ``caption=`` are lists."""
+        self.log_metrics({key: _common.media("Video", videos, kwargs, "log_video")}, step)
 
     def after_save_checkpoint(self, checkpoint_callback: ModelCheckpoint) -> None:
         # The Trainer calls this on global rank 0 only: one artifact for the run.

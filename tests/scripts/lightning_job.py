@@ -60,6 +60,10 @@ class Tiny(pl.LightningModule):
         shade = np.full((6, 5, 3), 40 * self.global_rank, dtype=np.uint8)
         logger.log_image("samples", [shade, shade], step=self.global_step, caption=["a", "b"])
         logger.log_table("preds", columns=["rank", "n"], data=[[self.global_rank, len(self.seen)]])
+        clip = np.full(400, 0.1 * (1 + self.global_rank), dtype=np.float32)
+        logger.log_audio("clips", [clip], step=self.global_step, sample_rate=[8000])
+        frames = np.zeros((3, 3, 4, 4), dtype=np.uint8)  # time, channel, height, width
+        logger.log_video("moves", [frames], step=self.global_step, fps=[2], caption=["v"])
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return torch.optim.SGD(self.parameters(), lr=self.hparams["lr"])
