@@ -64,7 +64,7 @@ class RankwiseTracker(GeneralTracker):  # type: ignore[misc]
             "RankwiseTracker",
         )
         self._project = project
-        self._config = config
+        self._config = None if config is None else _common.check_config(config)
         self._run: Run | None = None
         self._owned = False
 

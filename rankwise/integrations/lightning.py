@@ -94,7 +94,7 @@ class RankwiseLogger(Logger):
                 id=id,
                 run_mode=run_mode,
                 rank_scope=rank_scope,
-                config=config,
+                config=None if config is None else _common.check_config(config),
             ),
             "RankwiseLogger",
         )

@@ -92,7 +92,7 @@ class RankwiseCallback(TrainerCallback):
             "RankwiseCallback",
         )
         self._project = project
-        self._config = config
+        self._config = _common.check_config(config)  # a bad config= fails here, not in training
         self._run: Run | None = None
         self._owned = False
 
@@ -106,22 +106,29 @@ class RankwiseCallback(TrainerCallback):
         event of training."""
         run, self._owned = _common.start_run(self._kwargs(args))
         self._run = run
+        try:
+            run.config.update(self._configuration(args, model))
+            num_parameters = getattr(model, "num_parameters", None)
+            if callable(num_parameters):
+                run.config["model/num_parameters"] = num_parameters()
+        except Exception as exc:  # tracking problems never stop training
+            _common.warn_once("hf-config", f"RankwiseCallback: config not recorded: {exc!r}")
+        return run
+
+    def _configuration(self, args: TrainingArguments, model: Any) -> dict[str, Any]:
+        """The model's config, then the arguments (they win a clash), then ``config=``."""
         config: dict[str, Any] = {}
         model_config = getattr(model, "config", None)
         if model_config is not None:
             config.update(
-                model_config if isinstance(model_config, dict) else model_config.to_dict()
+                model_config if isinstance(model_config, dict) else _to_dict(model_config)
             )
         peft = getattr(model, "peft_config", None)
         if peft is not None:
             config["peft_config"] = {k: _to_dict(v) for k, v in dict(peft).items()}
         config.update(_to_dict(args))
-        config.update(_common.check_config(self._config))
-        run.config.update(config)
-        num_parameters = getattr(model, "num_parameters", None)
-        if callable(num_parameters):
-            run.config["model/num_parameters"] = num_parameters()
-        return run
+        config.update(self._config)
+        return config
 
     def _kwargs(self, args: TrainingArguments) -> dict[str, Any]:
         kwargs = dict(self._init)
