@@ -19,7 +19,7 @@ import pytest
 
 import rankwise
 
-from .helpers.env import need
+from .helpers.env import free_port, need
 from .helpers.jobs import SCRIPTS, job_env
 
 pytest.importorskip("torch")
@@ -28,18 +28,50 @@ need("pytorch_lightning")
 STEPS = 4
 
 
-def lightning_job(tmp_path: Path, *args: str) -> tuple[Path, list[dict[str, Any]], str]:
-    data, report = tmp_path / "data", tmp_path / "report"
-    report.mkdir()
-    job = subprocess.run(
-        [sys.executable, str(SCRIPTS / "lightning_job.py"), "--dir", str(data),
-         "--report", str(report), "--steps", str(STEPS), *args],
-        env=job_env(), cwd=tmp_path, capture_output=True, text=True, timeout=240,
-    )  # fmt: skip
-    out = job.stdout + job.stderr
-    assert job.returncode == 0, out
-    reports = [json.loads((report / f"rank-{r}.json").read_text()) for r in (0, 1)]
-    return data, reports, out
+# The two jobs of this module, started together (each waits mostly on imports and
+# process start): name -> the script's arguments.
+JOBS = {
+    "shared": ("--log-model", "true"),
+    "early": ("--early", "--log-model", "all", "--every", "1", "--fail-at", "3"),
+}
+Job = tuple[Path, list[dict[str, Any]], str]
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Job | str]:
+    """Each job's data directory, rank reports and output (or its output if it failed)."""
+    started = {}
+    for name, args in JOBS.items():
+        top = tmp_path_factory.mktemp(name)
+        (top / "report").mkdir()
+        cmd = [sys.executable, str(SCRIPTS / "lightning_job.py"), "--dir", str(top / "data"),
+               "--report", str(top / "report"), "--steps", str(STEPS), *args]  # fmt: skip
+        env = job_env(MASTER_PORT=str(free_port()))
+        proc = subprocess.Popen(
+            cmd, env=env, cwd=top, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        started[name] = (top, proc)
+    done: dict[str, Job | str] = {}
+    try:
+        for name, (top, proc) in started.items():
+            out, _ = proc.communicate(timeout=300)
+            if proc.returncode != 0:
+                done[name] = out
+                continue
+            reports = [json.loads((top / "report" / f"rank-{r}.json").read_text()) for r in (0, 1)]
+            done[name] = (top / "data", reports, out)
+    finally:
+        for _, proc in started.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+    return done
+
+
+def lightning_job(jobs: dict[str, Job | str], name: str) -> Job:
+    job = jobs[name]
+    assert not isinstance(job, str), job  # the job failed: its output
+    return job
 
 
 def check_streams(run: rankwise.RunInfo, reports: list[dict[str, Any]], state: str) -> None:
@@ -64,8 +96,8 @@ def sha256(path: str) -> str:
 
 
 @pytest.mark.torchrun
-def test_every_rank_records_into_one_shared_run(tmp_path: Path) -> None:
-    data, reports, out = lightning_job(tmp_path, "--log-model", "true")
+def test_every_rank_records_into_one_shared_run(jobs: dict[str, Job | str]) -> None:
+    data, reports, out = lightning_job(jobs, "shared")
     assert reports[0]["run_id"] == reports[1]["run_id"]  # agreed once the group was up
     assert out.count("rankwise: run lit/") == 1  # announced by the primary only
     run = rankwise.Api(dir=data).run(reports[0]["run_id"], project="lit")
@@ -98,13 +130,11 @@ def test_every_rank_records_into_one_shared_run(tmp_path: Path) -> None:
 
 
 @pytest.mark.torchrun
-def test_early_experiment_every_checkpoint_and_a_failure(tmp_path: Path) -> None:
+def test_early_experiment_every_checkpoint_and_a_failure(jobs: dict[str, Job | str]) -> None:
     """``logger.experiment`` before ``fit()`` (rank 1 does not exist yet): rank 1 still
     joins the launcher's run. ``log_model="all"`` logs each checkpoint as it is saved;
     an exception on every rank at step 3 ends both streams failed, with it."""
-    data, reports, out = lightning_job(
-        tmp_path, "--early", "--log-model", "all", "--every", "1", "--fail-at", "3"
-    )
+    data, reports, out = lightning_job(jobs, "early")
     assert reports[0]["run_id"] == reports[1]["run_id"]
     assert out.count("rankwise: run lit/") == 1
     run = rankwise.Api(dir=data).run(reports[0]["run_id"], project="lit")
