@@ -119,6 +119,12 @@ def test_every_rank_records_into_one_shared_run(jobs: dict[str, Job | str]) -> N
         [video] = run.media("moves", label=label)
         assert (video.kind, video.step, video.fps, video.caption) == ("video", STEPS, 2.0, "v")
 
+    # watch(): each rank's local gradients (DDP averages them after the hooks see them)
+    grads = run.histograms("gradients/0.weight")
+    assert isinstance(grads, dict) and sorted(grads) == ["rank-0", "rank-1"]
+    assert grads["rank-0"].steps.tolist() == grads["rank-1"].steps.tolist() != []
+    assert grads["rank-0"].counts.tolist() != grads["rank-1"].counts.tolist()
+
     # log_model=True: the checkpoint at the end of training, once (from rank 0)
     [model] = run.logged_artifacts()
     assert (model.name, model.type, model.version) == (f"model-{run.id}", "model", "v0")

@@ -6,9 +6,9 @@ other ranks get a dummy experiment); this logger records on every rank, by defau
 one shared run (``run_mode="shared"``), each rank its own stream. Everything else follows
 ``WandbLogger``: hyperparameters as config, metrics at the step the Trainer passes (its
 global step), ``log_image``/``log_audio``/``log_video``/``log_table``/``log_text``,
-``experiment`` (the rankwise ``Run``), ``log_model`` (checkpoints as ``model`` artifacts
-named ``model-<run id>``: ``"all"`` as each is saved, ``True`` at the end) and
-``finalize`` (finished, or failed with the exception).
+``experiment`` (the rankwise ``Run``), ``watch`` (every rank's gradients), ``log_model``
+(checkpoints as ``model`` artifacts named ``model-<run id>``: ``"all"`` as each is
+saved, ``True`` at the end) and ``finalize`` (finished, or failed with the exception).
 
 The run id. With ``strategy="ddp"`` Lightning starts the other ranks itself, as new
 processes running the script again. The run starts lazily, at the first use of
@@ -166,6 +166,19 @@ class RankwiseLogger(Logger):
             return str(self._run.id)
         given: str | None = self._init["id"]
         return given
+
+    def watch(
+        self,
+        model: Any,
+        log: str | None = "gradients",
+        log_freq: int = 100,
+        log_graph: bool = True,
+        ranks: str = "all",
+    ) -> None:
+        """``run.watch``: gradient (and/or parameter) histograms and norms every
+        ``log_freq``-th backward pass, on every rank by default (each its own, before
+        DDP averages them). ``log_graph`` is accepted for ``WandbLogger``'s callers."""
+        self.experiment.watch(model, log=log, log_freq=log_freq, ranks=ranks)
 
     # -- what the Trainer calls, on every rank ------------------------------------------
     def log_hyperparams(

@@ -54,6 +54,11 @@ class Tiny(pl.LightningModule):
         self.seen.append((self.global_step, float(loss), mark))
         return loss
 
+    def on_train_start(self) -> None:
+        logger = self.logger
+        assert isinstance(logger, RankwiseLogger)
+        logger.watch(self.net, log_freq=2)  # every rank's own gradients
+
     def on_train_end(self) -> None:
         logger = self.logger
         assert isinstance(logger, RankwiseLogger)
