@@ -127,9 +127,16 @@ def test_trainer_callback_records_every_rank(tmp_path: Path) -> None:
 @pytest.mark.torchrun
 def test_checkpoints_as_artifacts_when_the_environment_asks(tmp_path: Path) -> None:
     """``RANKWISE_LOG_MODEL=checkpoint``: each checkpoint the Trainer saves (every 2
-    steps) is a version of ``model-tiny-bert``, logged once, by world process zero."""
+    steps) is a version of ``model-tiny-bert``, logged once, by world process zero.
+    ``RANKWISE_WATCH=gradients``: every rank records its own gradient histograms."""
     data, reports, _ = hf_job(
-        tmp_path, "--log-model", "env", "--save-steps", "2", RANKWISE_LOG_MODEL="checkpoint"
+        tmp_path,
+        "--log-model",
+        "env",
+        "--save-steps",
+        "2",
+        RANKWISE_LOG_MODEL="checkpoint",
+        RANKWISE_WATCH="gradients",
     )
     run = rankwise.Api(dir=data).run(reports[0]["run_id"], project="hf")
     versions = sorted(run.logged_artifacts(), key=lambda a: a.version)
@@ -146,3 +153,7 @@ def test_checkpoints_as_artifacts_when_the_environment_asks(tmp_path: Path) -> N
         for name in ("config.json", "model.safetensors"):
             assert entries[name] == hashlib.sha256((folder / name).read_bytes()).hexdigest()
     assert {s.label for s in run.streams} == {"rank-0", "rank-1"}
+    grads = run.histograms("gradients/classifier.weight")
+    assert isinstance(grads, dict) and sorted(grads) == ["rank-0", "rank-1"]
+    assert grads["rank-0"].steps.tolist() == grads["rank-1"].steps.tolist() != []
+    assert grads["rank-0"].counts.tolist() != grads["rank-1"].counts.tolist()  # its own data

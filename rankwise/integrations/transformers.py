@@ -33,6 +33,7 @@ from . import _common
 __all__ = ["RankwiseCallback", "rewrite_logs"]
 
 LOG_MODEL = ("end", "checkpoint", "false")
+WATCH = ("gradients", "parameters", "all", "false")
 # Logged once at the end of training: summary values, as WandbCallback keeps them.
 SINGLE_VALUES = frozenset(
     (
@@ -65,7 +66,10 @@ class RankwiseCallback(TrainerCallback):
     ``args.run_name``), ``id``, ``run_mode`` and ``rank_scope`` are ``rankwise.init()``'s;
     ``config`` is added to the run's config; other keywords go to ``rankwise.init()``.
     ``log_model``: ``"end"``, ``"checkpoint"`` or ``"false"`` (default
-    ``RANKWISE_LOG_MODEL``, else ``"false"``). A run this process already has
+    ``RANKWISE_LOG_MODEL``, else ``"false"``). ``watch`` (default ``RANKWISE_WATCH``):
+    ``"gradients"``, ``"parameters"`` or ``"all"`` watches the model on every rank every
+    ``watch_freq`` backward passes (default ``max(100, logging_steps)``, as
+    ``WandbCallback``). A run this process already has
     (``rankwise.init()`` before ``train()``) is used, and left for the program to end.
     """
 
@@ -78,6 +82,8 @@ class RankwiseCallback(TrainerCallback):
         rank_scope: str = "global",
         log_model: str | bool | None = None,
         config: Any = None,
+        watch: str | None = None,
+        watch_freq: int | None = None,
         **init_kwargs: Any,
     ) -> None:
         if log_model is None:
@@ -87,6 +93,11 @@ class RankwiseCallback(TrainerCallback):
         if not isinstance(log_model, str) or log_model.lower() not in LOG_MODEL:
             raise ValueError(f"log_model={log_model!r}: pass one of {', '.join(LOG_MODEL)}")
         self._log_model = log_model.lower()
+        watch = (watch or os.environ.get("RANKWISE_WATCH") or "false").lower()
+        if watch not in WATCH:
+            raise ValueError(f"watch={watch!r}: pass one of {', '.join(WATCH)}")
+        self._watch = watch
+        self._watch_freq = watch_freq
         self._init = _common.check_init_kwargs(
             dict(init_kwargs, name=name, id=id, run_mode=run_mode, rank_scope=rank_scope),
             "RankwiseCallback",
@@ -113,6 +124,9 @@ class RankwiseCallback(TrainerCallback):
                 run.config["model/num_parameters"] = num_parameters()
         except Exception as exc:  # tracking problems never stop training
             _common.warn_once("hf-config", f"RankwiseCallback: config not recorded: {exc!r}")
+        if self._watch != "false" and model is not None:
+            freq = self._watch_freq or max(100, int(args.logging_steps))  # WandbCallback's
+            run.watch(model, log=self._watch, log_freq=freq, ranks="all")
         return run
 
     def _configuration(self, args: TrainingArguments, model: Any) -> dict[str, Any]:

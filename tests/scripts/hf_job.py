@@ -73,7 +73,7 @@ args = TrainingArguments(
     dataloader_num_workers=0,
 )
 log_model = None if a.log_model == "env" else a.log_model
-callback = RankwiseCallback(project="hf", dir=a.dir, log_model=log_model)
+callback = RankwiseCallback(project="hf", dir=a.dir, log_model=log_model, watch_freq=2)
 trainer = Trainer(
     model=model,
     args=args,
