@@ -69,6 +69,20 @@ def test_a_bad_artifact_name_or_type_is_refused(bad: str) -> None:
         rankwise.Artifact("ok", bad)
 
 
+def test_metadata_must_be_json_like(tmp_path: Path, files: Path) -> None:
+    with pytest.raises(UsageError, match="metadata must be JSON-like"):
+        rankwise.Artifact("ok", "t", metadata={"x": object()})
+    art = rankwise.Artifact("ok", "t", metadata={"a": [1, 2.5, None, "s"]})
+    art.add_file(files / "a.txt")
+    art.metadata["later"] = object()  # set after construction: refused when logged
+    run = _run(tmp_path)
+    with pytest.raises(UsageError, match="metadata must be JSON-like"):
+        run.log_artifact(art)
+    del art.metadata["later"]
+    assert run.log_artifact(art).wait(30).metadata == {"a": [1, 2.5, None, "s"]}
+    run.finish()
+
+
 def test_two_files_at_one_path_and_file_dir_collisions_are_refused(files: Path) -> None:
     art = rankwise.Artifact("data", "dataset")
     art.add_file(files / "a.txt", name="x/a.txt")

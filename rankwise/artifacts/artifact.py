@@ -35,6 +35,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+import msgspec
+
 from ..errors import ArtifactError, UsageError
 from ..names import check_file_name
 from .fsutil import fetch, sha_of, sha_text, size_of, walk_dir
@@ -104,6 +106,7 @@ class Artifact:
             except (TypeError, ValueError):
                 raise UsageError(f"artifact {name!r}: metadata must be a dict") from None
         self.metadata: dict[str, Any] = dict(metadata or {})
+        self.check_metadata()
         self._files: dict[str, _File] = {}
         self._dirs: dict[str, str] = {}  # each directory prefix -> a file under it
         self._tmp: str | None = None
@@ -178,6 +181,16 @@ class Artifact:
 
     def __repr__(self) -> str:
         return f"<rankwise.Artifact {self.qualified_name} type={self._type} {self.state}>"
+
+    def check_metadata(self) -> None:
+        """``UsageError`` unless ``metadata`` is JSON-like (checked again when logged)."""
+        try:
+            msgspec.json.encode(self.metadata)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise UsageError(
+                f"artifact {self._name!r}: metadata must be JSON-like (dicts, lists, str, "
+                f"numbers, bool, None): {exc}"
+            ) from None
 
     # -- adding files -----------------------------------------------------------------
     def _writable(self) -> None:

@@ -121,6 +121,7 @@ def log_artifact(
 ) -> Artifact:
     art = as_artifact(artifact_or_path, name, type, run)
     wanted = _aliases(aliases)
+    art.check_metadata()
     if not run:
         return art
     if run.state != "running":

@@ -227,17 +227,16 @@ class ArtifactWorker:
         local = self._make_publisher is None
         likely = latest_sizes(self.store, art.name) if local else {}
         manifest, copied = stage(job.files, self.store, likely)
+        check_unchanged(job.stats, job.files)  # changed while read: refused, nothing made
         request = self._request(job, manifest)
         if local:
             info, more = commit_local(self.store, art.name, request, job.files)
-            check_unchanged(job.stats, job.files)
             if self._stopped:  # stop() may have left it in the outbox meanwhile
                 self.store.outbox_done(job.client_id)
             art._bytes_copied = copied + more
             art._stored(info, request.manifest, self.store)
             return
         art._bytes_copied = copied
-        check_unchanged(job.stats, job.files)
         self.store.outbox_put(OutboxEntry(name=art.name, request=request))
         publisher = self._get_publisher()
         if publisher is None:
