@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import rankwise
 from rankwise.integrations import _common
 
 from .helpers.env import PYTHON, REPO
@@ -52,6 +53,7 @@ def test_init_keywords_are_checked() -> None:
 def test_artifact_names_are_made_valid() -> None:
     assert _common.artifact_name("model-my run/2") == "model-my-run-2"
     assert len(_common.artifact_name("model-" + "x" * 300)) == 128
+    assert _common.as_id("/tmp/out dir/") == "tmp-out-dir"
 
 
 def test_images_follow_wandb_loggers_rules() -> None:
@@ -89,3 +91,39 @@ def test_a_lightning_logger_pickles_without_its_run(tmp_path: Path) -> None:
         check=True,
     )
     assert out.stdout.split() == ["True", "True", "True"]
+
+
+def test_each_hyperparameter_trial_is_a_run_of_its_own(tmp_path: Path) -> None:
+    """The Trainer's hyperparameter search calls ``on_train_begin`` per trial: each trial
+    gets its own run, named after it and grouped under the search's run name."""
+    code = f"""
+import json
+from transformers import TrainerControl, TrainerState, TrainingArguments
+from rankwise.integrations.transformers import RankwiseCallback
+args = TrainingArguments(output_dir={str(tmp_path / "out")!r}, run_name="search",
+                         report_to="none", use_cpu=True)
+callback = RankwiseCallback(project="hp", dir={str(tmp_path / "data")!r})
+ids = []
+for n, trial in enumerate(("t0", "t1")):
+    state = TrainerState(is_hyper_param_search=True, trial_name=trial)
+    callback.on_train_begin(args, state, TrainerControl())
+    state.global_step = 1
+    callback.on_log(args, state, TrainerControl(), logs={{"loss": float(n)}})
+    callback.on_train_end(args, state, TrainerControl())
+    ids.append(callback.run.id)
+print(json.dumps(ids))
+"""
+    out = subprocess.run(
+        [PYTHON, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO), "RANKWISE_SILENT": "1"},
+        check=True,
+    )
+    ids = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(set(ids)) == 2
+    runs = rankwise.Api(dir=tmp_path / "data")
+    for n, run_id in enumerate(ids):
+        run = runs.run(run_id, project="hp")
+        assert (run.name, run.group, run.state) == (f"t{n}", "search", "finished")
+        assert [(r["step"], r["train/loss"]) for r in run.history(["train/loss"])] == [(1, n)]

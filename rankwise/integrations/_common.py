@@ -115,9 +115,16 @@ def check_config(config: Any) -> dict[str, Any]:
     return as_config_dict(config)
 
 
+def as_id(text: str) -> str:
+    """``text`` made a valid id (a group, an artifact name): characters other than
+    letters, digits, ``.``, ``_`` and ``-`` become ``-``; 128 at most."""
+    made = re.sub(r"[^A-Za-z0-9._-]", "-", text).strip("-._")[:128]
+    return made or "x"
+
+
 def artifact_name(text: str) -> str:
-    """``text`` made a valid artifact name: other characters become ``-`` (128 at most)."""
-    return re.sub(r"[^A-Za-z0-9._-]", "-", text)[:128] or "model"
+    """``text`` made a valid artifact name (``as_id``)."""
+    return as_id(text)
 
 
 # What each rich type takes per item, as lists in the W&B loggers' keyword arguments.

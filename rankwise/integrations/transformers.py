@@ -115,7 +115,7 @@ class RankwiseCallback(TrainerCallback):
     def setup(self, args: TrainingArguments, state: TrainerState, model: Any = None) -> Run:
         """Start (or reuse) the run and record the configuration: called on the first
         event of training."""
-        run, self._owned = _common.start_run(self._kwargs(args))
+        run, self._owned = _common.start_run(self._kwargs(args, state))
         self._run = run
         try:
             run.config.update(self._configuration(args, model))
@@ -144,11 +144,16 @@ class RankwiseCallback(TrainerCallback):
         config.update(self._config)
         return config
 
-    def _kwargs(self, args: TrainingArguments) -> dict[str, Any]:
+    def _kwargs(self, args: TrainingArguments, state: TrainerState) -> dict[str, Any]:
         kwargs = dict(self._init)
         kwargs["project"] = self._project or os.environ.get("RANKWISE_PROJECT") or "huggingface"
         run_name = getattr(args, "run_name", None)
-        if kwargs["name"] is None and run_name and run_name != args.output_dir:
+        trial = getattr(state, "trial_name", None)
+        if trial is not None:  # a hyperparameter search: the trial, grouped as WandbCallback
+            kwargs["name"] = kwargs["name"] or trial
+            if kwargs.get("group") is None:
+                kwargs["group"] = _common.as_id(run_name or args.output_dir or "trials")
+        elif kwargs["name"] is None and run_name and run_name != args.output_dir:
             kwargs["name"] = run_name
         return kwargs
 
@@ -158,7 +163,7 @@ class RankwiseCallback(TrainerCallback):
             return self.setup(args, state, model)
         if self._owned and _common.ended(run):
             # Used again after train() (trainer.evaluate()): the same run goes on.
-            run = self._run = _common.start_again(run, self._kwargs(args))
+            run = self._run = _common.start_again(run, self._kwargs(args, state))
         return run
 
     def on_train_begin(
@@ -169,6 +174,12 @@ class RankwiseCallback(TrainerCallback):
         model: Any = None,
         **kwargs: Any,
     ) -> None:
+        run = self._run
+        if state.is_hyper_param_search and run is not None and self._owned:
+            # Each trial is a run of its own (WandbCallback finishes the run between them).
+            if not _common.ended(run):
+                run.finish()
+            self._run = None
         self._ready(args, state, model)
 
     def on_log(
