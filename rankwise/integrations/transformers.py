@@ -9,7 +9,9 @@ as the run's config (the arguments win a clash), ``model/num_parameters``, the l
 single values of the final log (``train_runtime``, ``train_loss``, ...) as summary values,
 and the model as a ``model`` artifact when asked: ``log_model="end"`` (the final model,
 alias ``final_model``) or ``"checkpoint"`` (each checkpoint the Trainer saves), also from
-``RANKWISE_LOG_MODEL``. The run ends when training does (if the callback started it).
+``RANKWISE_LOG_MODEL``. The run ends when training does (if the callback started it);
+``evaluate()`` after ``train()`` goes on in it. Each trial of a hyperparameter search is
+a run of its own, named after the trial and grouped under the run name.
 
 The final model is written with ``save_pretrained`` (or its ``state_dict``) by world
 process zero: a model sharded across ranks (FSDP, DeepSpeed ZeRO-3) is not gathered for
