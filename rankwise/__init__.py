@@ -31,7 +31,8 @@ from .health import RankHealth
 if TYPE_CHECKING:
     from .media import Audio, Histogram, Html, Image, Table, Text, Video
     from .sdk.run import Run
-    from .sdk.session import finish, init, log
+    from .sdk.session import define_metric, finish, init, log
+    from .sdk.track import get_run, track
     from .settings import Settings
 
 # Imported on first use, so that a process that only reads runs back (``Api``) does not
@@ -39,7 +40,8 @@ if TYPE_CHECKING:
 _LAZY = {
     **dict.fromkeys(("Audio", "Histogram", "Html", "Image", "Table", "Text", "Video"), "media"),
     "Run": "sdk.run",
-    **dict.fromkeys(("finish", "init", "log"), "sdk.session"),
+    **dict.fromkeys(("define_metric", "finish", "init", "log"), "sdk.session"),
+    **dict.fromkeys(("get_run", "track"), "sdk.track"),
     "Settings": "settings",
 }
 
@@ -69,10 +71,13 @@ __all__ = [
     "UsageError",
     "Video",
     "__version__",
+    "define_metric",
     "finish",
+    "get_run",
     "init",
     "log",
     "run",
+    "track",
 ]
 
 

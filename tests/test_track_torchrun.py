@@ -1,0 +1,109 @@
+"""``@rankwise.track`` under a real 3-process torchrun job (CPU, one node).
+
+The run modes' table is spelled out here (as the Flyte W&B plugin states it), not taken
+from ``rankwise.sdk.modes``: which ranks record, each run's id and group, ``None`` from
+``get_run()`` elsewhere; the value returned on every rank; nested calls sharing the outer
+run; an exception ending every stream *failed* with its traceback and propagating.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import rankwise
+
+from .helpers.jobs import SCRIPTS, job_env, torchrun
+
+pytestmark = pytest.mark.torchrun
+
+WORLD = 3
+
+
+def _by_case(report: Path) -> dict[str, dict[int, dict[str, Any]]]:
+    out: dict[str, dict[int, dict[str, Any]]] = {}
+    for line in report.read_text().splitlines():
+        row = json.loads(line)
+        out.setdefault(row["case"], {})[row["rank"]] = row
+    return out
+
+
+def test_track_under_torchrun(tmp_path: Path) -> None:
+    data, report = tmp_path / "data", tmp_path / "report.jsonl"
+    job = subprocess.run(
+        [*torchrun(), "--standalone", f"--nproc-per-node={WORLD}", str(SCRIPTS / "track_job.py"),
+         "--dir", str(data), "--report", str(report)],
+        env=job_env(RANKWISE_PROJECT="track"), cwd=tmp_path, capture_output=True, text=True,
+        timeout=240,
+    )  # fmt: skip
+    assert job.returncode == 0, job.stdout + job.stderr
+    cases = _by_case(report)
+    api = rankwise.Api(dir=data)
+    ranks = range(WORLD)
+
+    # auto: global rank 0 alone records (worker scope on one node: its local rank 0).
+    for scope, label in (("global", "rank-0"), ("worker", "worker-0-rank-0")):
+        seen = cases[f"auto/{scope}"]
+        assert [seen[r]["run"] is None for r in ranks] == [False, True, True]
+        run = api.run(seen[0]["run"]["id"], project="track")
+        assert run.id == run.base_id and run.group is None  # {base}
+        assert [s.label for s in run.streams] == [label]
+        assert run.state == "finished" and run.config == {"mode": "auto", "scope": scope}
+
+    # shared: every rank records into one run {base}.
+    for scope, label in (("global", "rank-{}"), ("worker", "worker-0-rank-{}")):
+        seen = cases[f"shared/{scope}"]
+        ids = {seen[r]["run"]["id"] for r in ranks}
+        assert len(ids) == 1
+        run = api.run(ids.pop(), project="track")
+        assert run.id == run.base_id and run.group is None
+        assert [s.label for s in run.streams] == [label.format(r) for r in ranks]
+        assert [s.state for s in run.streams] == ["finished"] * WORLD
+        rows = run.history(keys=["x"])
+        assert sorted(r["x"] for r in rows) == [7.0, 8.0, 9.0]
+
+    # new: each rank its own run {base}-rank-{rank}, grouped under {base}.
+    for scope in ("global", "worker"):
+        seen = cases[f"new/{scope}"]
+        runs = [api.run(seen[r]["run"]["id"], project="track") for r in ranks]
+        base = runs[0].base_id
+        assert [r.id for r in runs] == [f"{base}-rank-{r}" for r in ranks]
+        assert {r.group for r in runs} == {base}
+        assert all(r.state == "finished" and len(r.streams) == 1 for r in runs)
+
+    # Each call was its own run; the value came back on every rank, the run ended.
+    bases = {cases[f"{m}/{s}"][0]["run"]["id"] for m in ("auto", "shared") for s in ("global", "worker")}
+    assert len(bases) == 4
+    for mode in ("auto", "shared", "new"):
+        for scope in ("global", "worker"):
+            after = cases[f"{mode}/{scope}:after"]
+            assert [after[r]["returned"] for r in ranks] == [70 + r for r in ranks]
+            assert [after[r]["run"] for r in ranks] == [None] * WORLD  # get_run() after it
+            assert not any(after[r]["current"] for r in ranks)  # rankwise.run is None
+
+    # Nested: the inner calls ran in the outer run and did not finish it.
+    outer_id = cases["nested:outer"][0]["run"]["id"]
+    assert all(cases["nested:inner"][r]["run"]["id"] == outer_id for r in ranks)
+    assert all(cases["nested:outer"][r]["state"] == "running" for r in ranks)
+    assert cases["nested:result"][0]["returned"] == ["inner-done", "inner-done"]
+    nested = api.run(outer_id, project="track")
+    assert nested.state == "finished"
+    rows = nested.history(label="rank-2")
+    assert [(r["step"], r.get("inner"), r.get("outer")) for r in rows] == [
+        (0, 0.0, None), (1, 1.0, None), (2, None, 1.0)
+    ]
+
+    # An exception: every stream failed, with its own traceback; it propagated.
+    caught = cases["boom:caught"]
+    assert [caught[r]["error"] for r in ranks] == [f"boom on rank {r}" for r in ranks]
+    failed = api.run(cases["boom"][0]["run"]["id"], project="track")
+    assert failed.state == "failed"
+    for s in failed.streams:
+        assert s.state == "failed" and s.exit_code == 1 and s.error_type == "ValueError"
+        assert s.error_message == f"boom on rank {s.rank}"
+        assert s.traceback is not None and 'raise ValueError(f"boom on rank {rank}")' in s.traceback
+    assert failed.first_failure is not None and failed.first_failure.error_type == "ValueError"
