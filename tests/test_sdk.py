@@ -385,10 +385,13 @@ def test_public_api_is_pinned() -> None:
             "UsageError",
             "Video",
             "__version__",
+            "define_metric",
             "finish",
+            "get_run",
             "init",
             "log",
             "run",
+            "track",
         ]
     )
     for name in rankwise.__all__:
