@@ -63,9 +63,9 @@ class CrossRankLast:
             }
             if not pts:
                 shown = nonfinite_value(counts["nan"], counts["posinf"], counts["neginf"])
-                out[key] = CrossRankValue(step=step, n=0, mean=shown, wmean=shown,
-                                          min=shown, max=shown, sum=shown,
-                                          reduce=reduce_of(defined or {}, key), **counts)  # fmt: skip
+                line = reduce_of(defined or {}, key)
+                out[key] = CrossRankValue(step=step, n=0, mean=shown, wmean=shown, min=shown,
+                                          max=shown, sum=shown, reduce=line, **counts)  # fmt: skip
                 continue
             vals = [v for v, _ in pts]
             mean = math.fsum(vals) / len(vals)

@@ -49,7 +49,9 @@ def check_name(name: Any) -> str:
     from . import names
 
     if not isinstance(name, str) or not name:
-        raise UsageError(f"define_metric(name={name!r}): give a metric key or a glob like 'train/*'")
+        raise UsageError(
+            f"define_metric(name={name!r}): give a metric key or a glob like 'train/*'"
+        )
     stem = name[:-1] if name.endswith("*") else name
     if "*" in stem:
         raise UsageError(
@@ -70,9 +72,9 @@ def find(definitions: Mapping[str, Any], key: str) -> Any | None:
         return None
     best: str | None = None
     for name in definitions:
-        if name.endswith("*") and key.startswith(name[:-1]):
-            if best is None or len(name) > len(best):
-                best = name
+        glob = name.endswith("*") and key.startswith(name[:-1])
+        if glob and (best is None or len(name) > len(best)):
+            best = name
     return definitions[best] if best is not None else None
 
 

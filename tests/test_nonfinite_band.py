@@ -390,6 +390,7 @@ def test_http_band_and_summary_carry_the_counts(tmp_path: Path) -> None:
         run = call(app, "GET", "/api/v1/projects/p/runs/http").json()
         last = run["summary_cross_rank"]["loss"]
         assert last == {"step": 3, "n": 0, "mean": "NaN", "wmean": "NaN", "min": "NaN",
-                        "max": "NaN", "nan": 3, "posinf": 0, "neginf": 0, "sum": "NaN", "reduce": "mean"}  # fmt: skip
+                        "max": "NaN", "nan": 3, "posinf": 0, "neginf": 0, "sum": "NaN",
+                        "reduce": "mean"}  # fmt: skip
     finally:
         st.close()

@@ -76,7 +76,9 @@ def test_track_under_torchrun(tmp_path: Path) -> None:
         assert all(r.state == "finished" and len(r.streams) == 1 for r in runs)
 
     # Each call was its own run; the value came back on every rank, the run ended.
-    bases = {cases[f"{m}/{s}"][0]["run"]["id"] for m in ("auto", "shared") for s in ("global", "worker")}
+    bases = {
+        cases[f"{m}/{s}"][0]["run"]["id"] for m in ("auto", "shared") for s in ("global", "worker")
+    }
     assert len(bases) == 4
     for mode in ("auto", "shared", "new"):
         for scope in ("global", "worker"):
@@ -94,7 +96,9 @@ def test_track_under_torchrun(tmp_path: Path) -> None:
     assert nested.state == "finished"
     rows = nested.history(label="rank-2")
     assert [(r["step"], r.get("inner"), r.get("outer")) for r in rows] == [
-        (0, 0.0, None), (1, 1.0, None), (2, None, 1.0)
+        (0, 0.0, None),
+        (1, 1.0, None),
+        (2, None, 1.0),
     ]
 
     # An exception: every stream failed, with its own traceback; it propagated.

@@ -4,8 +4,9 @@ The local reader (one ``StreamFold`` per stream file) and the store (one row per
 its fold kept at ingest) each reduce a stream to ``StreamFacts``; everything a run says
 beyond that — its state and crashed ranks, name and tags (the primary's start record),
 created/updated/steps, its own ranks and nodes, the first failure, merged config and
-summary, each rank's summary, the metric definitions — is computed here, once. A stream's state depends on
-*now*, so it is settled at read time (``rankwise.stream.fold.stream_state``).
+summary, each rank's summary, the metric definitions — is computed here, once. A
+stream's state depends on *now*, so it is settled at read time
+(``rankwise.stream.fold.stream_state``).
 
 Precedence when streams disagree: primary last, latest incarnation last, so their start
 record, config and summary win.

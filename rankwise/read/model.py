@@ -109,7 +109,7 @@ class CrossRankValue(msgspec.Struct, kw_only=True):
     @property
     def value(self) -> float | Spelled:
         """The line's value: the field ``reduce`` names (the mean unless defined)."""
-        return getattr(self, self.reduce) if self.reduce in _REDUCED else self.mean  # type: ignore[no-any-return]
+        return getattr(self, self.reduce) if self.reduce in _REDUCED else self.mean
 
     def __getitem__(self, name: str) -> Any:
         """``value["mean"]`` as well as ``value.mean``: these were dicts before, and code

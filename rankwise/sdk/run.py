@@ -344,7 +344,8 @@ class Run:
         from .definitions import define_metric
 
         define_metric(self, self._writer, self._closed, name, reduce=reduce,
-                      step_metric=step_metric, summary=summary, goal=goal, hidden=hidden)  # fmt: skip
+                      step_metric=step_metric, summary=summary, goal=goal,
+                      hidden=hidden)  # fmt: skip
 
     def _record_config(self, items: dict[str, Any]) -> None:
         if self._writer is not None and not self._closed:

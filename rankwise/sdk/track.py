@@ -96,9 +96,7 @@ def track(
     if run_mode not in RUN_MODES:
         raise UsageError(f"track(run_mode={run_mode!r}): give one of {', '.join(RUN_MODES)}")
     if rank_scope not in RANK_SCOPES:
-        raise UsageError(
-            f"track(rank_scope={rank_scope!r}): give one of {', '.join(RANK_SCOPES)}"
-        )
+        raise UsageError(f"track(rank_scope={rank_scope!r}): give one of {', '.join(RANK_SCOPES)}")
     if "run_mode" in init_kwargs or "rank_scope" in init_kwargs:  # pragma: no cover
         raise UsageError("track(): give run_mode and rank_scope once")
     kwargs = dict(init_kwargs, project=project, run_mode=run_mode, rank_scope=rank_scope)
@@ -136,7 +134,7 @@ def track(
         return run_sync  # type: ignore[return-value]
 
     if _func is not None:
-        return decorate(_func)  # type: ignore[arg-type]
+        return decorate(_func)
     return decorate
 
 

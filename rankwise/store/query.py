@@ -229,7 +229,10 @@ def band_of(
         blank = ((n == 0) & (nan + pos + neg > 0)).astype(np.float64)
         counts = [c for c in (nan, pos, neg, blank) if c.any()]
         idx = extremes(
-            xv, bucket_of(xv, k, lo, hi), [mn, mean, wmean, total], [mx, mean, wmean, total, *counts]
+            xv,
+            bucket_of(xv, k, lo, hi),
+            [mn, mean, wmean, total],
+            [mx, mean, wmean, total, *counts],
         )
     return Band(
         x=xv[idx].tolist(),
