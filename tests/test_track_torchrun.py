@@ -42,6 +42,11 @@ def test_track_under_torchrun(tmp_path: Path) -> None:
     )  # fmt: skip
     assert job.returncode == 0, job.stdout + job.stderr
     cases = _by_case(report)
+    # Each run's primary said once where to see it ("View run at"): one line per run
+    # (auto 2, shared 2, new 2 x 3 ranks, the nested and the failing call).
+    said = [ln for ln in job.stderr.splitlines() if ln.startswith("rankwise: run track/")]
+    assert len(said) == 12, job.stderr
+    assert all("see it with: rankwise ui --dir" in ln for ln in said)
     api = rankwise.Api(dir=data)
     ranks = range(WORLD)
 
