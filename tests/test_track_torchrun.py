@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 
 import rankwise
+from rankwise.stream import records as R
+from rankwise.stream import scan
 
 from .helpers.jobs import SCRIPTS, job_env, torchrun
 
@@ -116,3 +118,11 @@ def test_track_under_torchrun(tmp_path: Path) -> None:
         assert s.error_message == f"boom on rank {s.rank}"
         assert s.traceback is not None and 'raise ValueError(f"boom on rank {rank}")' in s.traceback
     assert failed.first_failure is not None and failed.first_failure.error_type == "ValueError"
+    for s in failed.streams:  # and in each rank's Logs, as an uncaught one's would be
+        logged = [
+            line
+            for rec in scan(Path(s.path).read_bytes()).records
+            if isinstance(rec, R.Console) and rec.stream == "stderr"
+            for line in rec.lines
+        ]
+        assert f"ValueError: boom on rank {s.rank}" in logged, logged

@@ -20,11 +20,11 @@ gives each rank its own run ``{base}-rank-{rank}`` (``{base}-worker-{node}-rank-
 
 When the function returns, each recording rank's stream is finished and the value is
 returned; when it raises, the stream ends *failed* (exit code 1, the exception's type,
-message and traceback in its Finish record; ``killed`` for a KeyboardInterrupt) and the
-exception propagates. A decorated function called inside another (on the same thread or
-task) reuses the outer run and leaves finishing it to the outer call. ``get_run()``
-answers the run of the innermost tracked call, else ``rankwise.run``; None on a rank
-that does not record and after the run ended.
+message and traceback in its Finish record and among its stderr lines; ``killed`` for a
+KeyboardInterrupt) and the exception propagates. A decorated function called inside
+another (on the same thread or task) reuses the outer run and leaves finishing it to the
+outer call. ``get_run()`` answers the run of the innermost tracked call, else
+``rankwise.run``; None on a rank that does not record and after the run ended.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
@@ -156,6 +157,11 @@ def _leave(run: Run | None, token: contextvars.Token[tuple[Run, ...]], exc: Any)
         if exc is None:
             run.__exit__(None, None, None)
         else:
+            if run and not isinstance(exc, KeyboardInterrupt):
+                # Among the rank's stderr lines too, as an uncaught exception's (hooks).
+                from .console import note
+
+                note("stderr", "".join(traceback.format_exception(exc)))
             run.__exit__(type(exc), exc, exc.__traceback__)
     finally:
         if session.current is run:
