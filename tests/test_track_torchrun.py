@@ -9,7 +9,9 @@ run; an exception ending every stream *failed* with its traceback and propagatin
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,8 @@ import rankwise
 from rankwise.stream import records as R
 from rankwise.stream import scan
 
-from .helpers.jobs import SCRIPTS, job_env, torchrun
+from .helpers.env import free_port
+from .helpers.jobs import SCRIPTS, job_env, run_together, torchrun
 
 pytestmark = pytest.mark.torchrun
 
@@ -46,9 +49,9 @@ def test_track_under_torchrun(tmp_path: Path) -> None:
     cases = _by_case(report)
     # Each run's primary said once where to see it ("View run at"): one line per run
     # (auto 2, shared 2, new 2 x 3 ranks, the nested and the failing call).
-    said = [ln for ln in job.stderr.splitlines() if ln.startswith("rankwise: run track/")]
-    assert len(said) == 12, job.stderr
-    assert all("see it with: rankwise ui --dir" in ln for ln in said)
+    # (Ranks share the terminal: lines may run into each other, so they are found, not split.)
+    said = re.findall(r"rankwise: run track/(\S+) in \S+; see it with: rankwise ui", job.stderr)
+    assert len(said) == len(set(said)) == 12, job.stderr
     api = rankwise.Api(dir=data)
     ranks = range(WORLD)
 
@@ -126,3 +129,54 @@ def test_track_under_torchrun(tmp_path: Path) -> None:
             for line in rec.lines
         ]
         assert f"ValueError: boom on rank {s.rank}" in logged, logged
+
+
+def test_track_worker_scope_on_two_nodes(tmp_path: Path) -> None:
+    """Two torchrun launches (--nnodes=2, 2 processes each, c10d rendezvous): worker
+    scope is where nodes differ — a run per node (auto: its local rank 0 alone), or a run
+    per rank grouped per node (new)."""
+    data, report = tmp_path / "data", tmp_path / "report.jsonl"
+    port, rdzv_id = free_port(), f"rw-{uuid.uuid4().hex[:8]}"
+    script = [str(SCRIPTS / "track_job.py"), "--dir", str(data), "--report", str(report)]
+    rdzv = ["--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}", f"--rdzv-id={rdzv_id}"]
+    launch = [*torchrun(), "--nnodes=2", "--nproc-per-node=2", *rdzv]
+    run_together(
+        [[*launch, f"--node-rank={node}", *script, "--worker-only"] for node in range(2)],
+        tmp_path,
+    )
+    cases = _by_case(report)
+    api = rankwise.Api(dir=data)
+    everyone = list(cases["auto/worker"].values())
+    assert sorted((r["node"], r["local"]) for r in everyone) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+
+    auto = {(r["node"], r["local"]): r["run"] for r in cases["auto/worker"].values()}
+    assert auto[(0, 1)] is None and auto[(1, 1)] is None
+    base = api.run(auto[(0, 0)]["id"], project="track").base_id
+    for node in (0, 1):
+        assert auto[(node, 0)] == {
+            "id": f"{base}-worker-{node}", "label": f"worker-{node}-rank-0", "group": base
+        }  # fmt: skip
+        run = api.run(f"{base}-worker-{node}", project="track")
+        assert [s.label for s in run.streams] == [f"worker-{node}-rank-0"]
+
+    shared = list(cases["shared/worker"].values())
+    base = api.run(shared[0]["run"]["id"], project="track").base_id
+    for r in shared:
+        assert r["run"] == {
+            "id": f"{base}-worker-{r['node']}", "group": base,
+            "label": f"worker-{r['node']}-rank-{r['local']}",
+        }  # fmt: skip
+    for node in (0, 1):
+        run = api.run(f"{base}-worker-{node}", project="track")
+        assert [s.label for s in run.streams] == [f"worker-{node}-rank-{i}" for i in (0, 1)]
+        assert run.state == "finished"
+
+    new = list(cases["new/worker"].values())
+    base = api.run(new[0]["run"]["id"], project="track").base_id
+    for r in new:
+        node, local = r["node"], r["local"]
+        assert r["run"]["id"] == f"{base}-worker-{node}-rank-{local}"
+        assert r["run"]["group"] == f"{base}-worker-{node}"
+    for mode in ("auto", "shared", "new"):
+        after = cases[f"{mode}/worker:after"].values()
+        assert all(r["returned"] == 70 + r["rank"] and r["run"] is None for r in after)

@@ -15,15 +15,17 @@ import rankwise
 p = argparse.ArgumentParser()
 p.add_argument("--dir", required=True)
 p.add_argument("--report", required=True)
+p.add_argument("--worker-only", action="store_true", help="the worker-scope cases alone")
 a = p.parse_args()
 rank = int(os.environ["RANK"])
+where = {"node": int(os.environ.get("GROUP_RANK", "0")), "local": int(os.environ["LOCAL_RANK"])}
 
 
 def note(case: str, **more: object) -> None:
     run = rankwise.get_run()
     seen = None if run is None else {"id": run.id, "label": run.label, "group": run.group}
     with open(a.report, "a") as f:
-        f.write(json.dumps({"case": case, "rank": rank, "run": seen, **more}) + "\n")
+        f.write(json.dumps({"case": case, "rank": rank, "run": seen, **where, **more}) + "\n")
 
 
 def make(mode: str, scope: str):  # type: ignore[no-untyped-def]
@@ -40,9 +42,11 @@ def make(mode: str, scope: str):  # type: ignore[no-untyped-def]
 
 
 for mode in ("auto", "shared", "new"):
-    for scope in ("global", "worker"):
+    for scope in ("worker",) if a.worker_only else ("global", "worker"):
         got = make(mode, scope)(7)
         note(f"{mode}/{scope}:after", returned=got, current=rankwise.run is not None)
+if a.worker_only:
+    raise SystemExit(0)
 
 
 @rankwise.track
