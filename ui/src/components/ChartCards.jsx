@@ -99,13 +99,13 @@ function LineSelect({ model, onChange }) {
     <select
       class="line-kind"
       aria-label="cross-rank line"
-      title={`The line across ranks (defined: ${model.defined})`}
+      title={`The line across ranks; this metric's is the ${model.defined} (run.define_metric(reduce=))`}
       value={model.line}
       data-defined={model.defined}
       onChange={(e) => onChange(e.currentTarget.value)}
     >
       {LINES.map((k) => (
-        <option key={k} value={k}>{k === model.defined ? `${k} (defined)` : k}</option>
+        <option key={k} value={k}>{k === model.defined && k !== "mean" ? `${k} (defined)` : k}</option>
       ))}
     </select>
   );

@@ -90,7 +90,7 @@ export function ChartsTab({ run, live, focus, keysAhead }) {
       ) : null}
       <p class="hint muted small">
         Drag across a chart to zoom (all charts follow, with finer data); double-click to reset.
-        {multi && rankMode === "off" ? " The line is the mean across ranks, the band their min–max." : ""}
+        {multi && rankMode === "off" ? " The line is each metric's cross-rank line (the mean unless define_metric chose another; each chart can show the others), the band the ranks' min–max." : ""}
       </p>
       {marks.length ? (
         <p class="hint muted small stall-key" data-stall-key>
