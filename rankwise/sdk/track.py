@@ -24,7 +24,10 @@ message and traceback in its Finish record and among its stderr lines; ``killed`
 KeyboardInterrupt) and the exception propagates. A decorated function called inside
 another (on the same thread or task) reuses the outer run and leaves finishing it to the
 outer call. ``get_run()`` answers the run of the innermost tracked call, else
-``rankwise.run``; None on a rank that does not record and after the run ended.
+``rankwise.run``; None on a rank that does not record and after the run ended. An
+outermost tracked call starts its own run even when ``rankwise.init()`` made one in this
+process (ending that one, as a second ``init()`` does): every rank must start it, so the
+ranks agree on its id.
 """
 
 from __future__ import annotations
