@@ -175,13 +175,14 @@ def test_a_bad_reduce_is_a_clear_error(tmp_path: Path) -> None:
             run.define_metric("loss", goal="lower")
         # A later definition keeps what it leaves out, as in W&B.
         run.define_metric("loss", reduce="max")
-        run.define_metric("loss", step_metric="epoch")
+        run.define_metric("loss", step_metric="epoch", goal="Min")
         run.log({"loss": 1.0})
     finally:
         run.finish()
     got = rankwise.Api(dir=tmp_path).run(run.id, project="p")
     assert got.defined_metrics["loss"].reduce == "max"
     assert got.defined_metrics["loss"].step_metric == "epoch"
+    assert got.defined_metrics["loss"].goal == "minimize"
 
 
 def test_glob_rules() -> None:

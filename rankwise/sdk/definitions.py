@@ -52,8 +52,11 @@ def define_metric(
     check_name(name)
     if reduce is not None:
         check_reduce(reduce)
-    if goal is not None and goal not in GOALS:
-        raise UsageError(f"define_metric(goal={goal!r}): give 'minimize' or 'maximize'")
+    if goal is not None:  # as W&B: "min", "max", "minimize", "Maximize" ...
+        short = goal[:3].lower() if isinstance(goal, str) else None
+        if short not in ("min", "max"):
+            raise UsageError(f"define_metric(goal={goal!r}): give 'minimize' or 'maximize'")
+        goal = GOALS[0] if short == "min" else GOALS[1]
     step_metric = _text("step_metric", step_metric)
     summary = _text("summary", summary)
     if hidden is not None and not isinstance(hidden, bool):
