@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from .artifacts.artifact import Artifact
     from .media import Audio, Histogram, Html, Image, Table, Text, Video
     from .sdk.run import Run
-    from .sdk.session import finish, init, log, log_artifact, use_artifact
+    from .sdk.session import define_metric, finish, init, log, log_artifact, use_artifact
+    from .sdk.track import get_run, track
     from .settings import Settings
 
 # Imported on first use, so that a process that only reads runs back (``Api``) does not
@@ -43,7 +44,10 @@ _LAZY = {
     **dict.fromkeys(("Audio", "Histogram", "Html", "Image", "Table", "Text", "Video"), "media"),
     "Artifact": "artifacts.artifact",
     "Run": "sdk.run",
-    **dict.fromkeys(("finish", "init", "log", "log_artifact", "use_artifact"), "sdk.session"),
+    **dict.fromkeys(
+        ("define_metric", "finish", "init", "log", "log_artifact", "use_artifact"), "sdk.session"
+    ),
+    **dict.fromkeys(("get_run", "track"), "sdk.track"),
     "Settings": "settings",
 }
 
@@ -76,11 +80,14 @@ __all__ = [
     "UsageError",
     "Video",
     "__version__",
+    "define_metric",
     "finish",
+    "get_run",
     "init",
     "log",
     "log_artifact",
     "run",
+    "track",
     "use_artifact",
 ]
 

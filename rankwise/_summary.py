@@ -3,8 +3,9 @@
 ``run.summary[k] = v`` and the last logged values are kept *per stream*: when several
 ranks set the same key, each rank's value is its own (``summary_ranks``), and the run's
 ``summary`` is the primary rank's (what a single-process run would show). The charts of
-a shared run draw the cross-rank mean instead, so ``summary_cross_rank`` gives, per
-metric, that line's value at its last *complete* step: the last one every live rank has
+a shared run draw the cross-rank line instead (the mean, or the ``reduce`` that
+``run.define_metric`` chose: ``CrossRankValue.value``), so ``summary_cross_rank`` gives,
+per metric, that line's value at its last *complete* step: the last one every live rank has
 reached (see ``complete_step``), with the same rules as ``rankwise.store.aggregate``:
 NaN and ±Inf are left out of the mean, min and max but counted (``nan``, ``posinf``,
 ``neginf``), and the weighted mean is used only where every value there carried a
@@ -15,9 +16,10 @@ max say NaN (or +Inf / -Inf where only that infinity was logged), never an older
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .metric_defs import reduce_of
 from .read.model import CrossRankValue
 
 
@@ -48,7 +50,9 @@ class CrossRankLast:
             elif step == held[0]:
                 held[1].append((float(v), weight))
 
-    def result(self) -> dict[str, CrossRankValue]:
+    def result(self, defined: Mapping[str, Any] | None = None) -> dict[str, CrossRankValue]:
+        """Each metric's value; ``defined`` (``RunInfo.defined_metrics``) sets each one's
+        ``reduce``, the line ``value`` reads (``rankwise.metric_defs``)."""
         out: dict[str, CrossRankValue] = {}
         for key, (step, every) in sorted(self._at.items()):
             pts = [(v, w) for v, w in every if math.isfinite(v)]
@@ -59,8 +63,9 @@ class CrossRankLast:
             }
             if not pts:
                 shown = nonfinite_value(counts["nan"], counts["posinf"], counts["neginf"])
-                out[key] = CrossRankValue(step=step, n=0, mean=shown, wmean=shown,
-                                          min=shown, max=shown, **counts)  # fmt: skip
+                line = reduce_of(defined or {}, key)
+                out[key] = CrossRankValue(step=step, n=0, mean=shown, wmean=shown, min=shown,
+                                          max=shown, sum=shown, reduce=line, **counts)  # fmt: skip
                 continue
             vals = [v for v, _ in pts]
             mean = math.fsum(vals) / len(vals)
@@ -77,6 +82,8 @@ class CrossRankLast:
                 wmean=wmean,
                 min=min(vals),
                 max=max(vals),
+                sum=math.fsum(vals),
+                reduce=reduce_of(defined or {}, key),
                 **counts,
             )
         return out

@@ -120,13 +120,19 @@ def _print_summary(run: Any) -> None:
         print(f"  {k:<28} {_fmt(v)}")
     cross = run.summary_cross_rank
     if cross:
-        print("\ncross-rank line, last complete step (weighted mean where weights were logged)")
+        print(
+            "\ncross-rank line, last complete step (its define_metric reduce, else the "
+            "mean, weighted where weights were logged)"
+        )
         for k, c in sorted(cross.items()):
-            same = _fmt(c.wmean) == _fmt(c.mean)
-            extra = "" if same else f"  (mean {_fmt(c.mean)})"
             bad = _nonfinite_note(c)
+            if c.reduce in ("sum", "min", "max"):  # run.define_metric(reduce=) chose it
+                line, extra = f"{_fmt(c.value)} ({c.reduce})", f"  (mean {_fmt(c.mean)})"
+            else:
+                line = _fmt(c.wmean)
+                extra = "" if line == _fmt(c.mean) else f"  (mean {_fmt(c.mean)})"
             print(
-                f"  {k:<28} {_fmt(c.wmean)} at step {c.step}, {c.n} values, "
+                f"  {k:<28} {line} at step {c.step}, {c.n} values, "
                 f"min {_fmt(c.min)} max {_fmt(c.max)}{extra}{bad}"
             )
     print("\nsummary by rank")

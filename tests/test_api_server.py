@@ -178,5 +178,6 @@ def test_cross_rank_summary_agrees_exactly_with_nan_and_inf(data_dir: Path, serv
     sent = httpx.get(f"{server}/api/v1/projects/nan/runs/r", headers=token).json()
     sent = sent["summary_cross_rank"]
     assert sent["loss"] == {"step": 1, "n": 0, "mean": "NaN", "wmean": "NaN", "min": "NaN",
-                            "max": "NaN", "nan": 1, "posinf": 0, "neginf": 0}  # fmt: skip
+                            "max": "NaN", "nan": 1, "posinf": 0, "neginf": 0, "sum": "NaN",
+                            "reduce": "mean"}  # fmt: skip
     assert (sent["up"]["mean"], sent["down"]["mean"]) == ("Infinity", "-Infinity")

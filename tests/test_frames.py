@@ -126,6 +126,17 @@ record_strategies = [
         edges=st.lists(finite, max_size=9),
         nan=st.integers(0, 10**9),
     ),
+    st.builds(
+        R.DefineMetric,
+        seq=seqs,
+        time=times,
+        name=names,
+        reduce=st.sampled_from(["mean", "wmean", "sum", "min", "max"]),
+        step_metric=st.one_of(st.none(), names),
+        summary=st.one_of(st.none(), st.text(max_size=12)),
+        goal=st.one_of(st.none(), st.sampled_from(["minimize", "maximize"])),
+        hidden=st.booleans(),
+    ),
 ]
 any_record = st.one_of(*record_strategies)
 

@@ -247,7 +247,7 @@ def test_cross_rank_last_says_nan_when_the_last_step_was_all_nan(store: SQLStore
     assert all(math.isnan(last[c]) for c in ("mean", "wmean", "min", "max"))
     one = store.cross_rank_last("p", "end", upto=1)["loss"]
     assert one == CrossRankValue(step=1, n=1, mean=2.0, wmean=2.0, min=2.0, max=2.0,
-                                 nan=0, posinf=1, neginf=0)  # fmt: skip
+                                 nan=0, posinf=1, neginf=0, sum=2.0)  # fmt: skip
 
 
 # -- upgrading a database made before the counts ---------------------------------------------
@@ -390,6 +390,7 @@ def test_http_band_and_summary_carry_the_counts(tmp_path: Path) -> None:
         run = call(app, "GET", "/api/v1/projects/p/runs/http").json()
         last = run["summary_cross_rank"]["loss"]
         assert last == {"step": 3, "n": 0, "mean": "NaN", "wmean": "NaN", "min": "NaN",
-                        "max": "NaN", "nan": 3, "posinf": 0, "neginf": 0}  # fmt: skip
+                        "max": "NaN", "nan": 3, "posinf": 0, "neginf": 0, "sum": "NaN",
+                        "reduce": "mean"}  # fmt: skip
     finally:
         st.close()

@@ -388,11 +388,14 @@ def test_public_api_is_pinned() -> None:
             "UsageError",
             "Video",
             "__version__",
+            "define_metric",
             "finish",
+            "get_run",
             "init",
             "log",
             "log_artifact",
             "run",
+            "track",
             "use_artifact",
         ]
     )

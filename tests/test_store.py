@@ -658,7 +658,7 @@ def test_cross_rank_last_reads_the_last_step_at_or_before_upto(store: SQLStore) 
     every = store.cross_rank_last("p", "last")
     assert every["loss"] == CrossRankValue(
         step=1030, n=2, mean=1035.0, wmean=(1030 + 2 * 1040) / 3,
-        min=1030.0, max=1040.0, nan=0, posinf=0, neginf=0,
+        min=1030.0, max=1040.0, nan=0, posinf=0, neginf=0, sum=2070.0,
     )  # fmt: skip
     upto = store.cross_rank_last("p", "last", 1025)
     assert upto["loss"]["step"] == 1025 and upto["loss"]["mean"] == 1030.0

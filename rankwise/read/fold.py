@@ -4,8 +4,9 @@ The local reader (one ``StreamFold`` per stream file) and the store (one row per
 its fold kept at ingest) each reduce a stream to ``StreamFacts``; everything a run says
 beyond that — its state and crashed ranks, name and tags (the primary's start record),
 created/updated/steps, its own ranks and nodes, the first failure, merged config and
-summary, each rank's summary — is computed here, once. A stream's state depends on
-*now*, so it is settled at read time (``rankwise.stream.fold.stream_state``).
+summary, each rank's summary, the metric definitions — is computed here, once. A
+stream's state depends on *now*, so it is settled at read time
+(``rankwise.stream.fold.stream_state``).
 
 Precedence when streams disagree: primary last, latest incarnation last, so their start
 record, config and summary win.
@@ -21,7 +22,7 @@ from .._summary import environment
 from ..failures import StreamEnd, first_failure
 from ..stream import records as R
 from ..stream.fold import StreamFold, StreamState, run_state, stream_state
-from .model import RunInfo, StreamInfo, Unsynced
+from .model import MetricDefinition, RunInfo, StreamInfo, Unsynced
 
 
 @dataclass
@@ -42,6 +43,7 @@ class StreamFacts:
     summary: dict[str, Any] = field(default_factory=dict)  # last values + user-set
     damage: str | None = None
     path: str = ""
+    metric_defs: dict[str, R.DefineMetric] = field(default_factory=dict)
 
     @classmethod
     def of(cls, label: str, incarnation: int, fold: StreamFold, **where: Any) -> StreamFacts:
@@ -59,6 +61,7 @@ class StreamFacts:
             dropped=fold.dropped,
             config=fold.config,
             summary=fold.summary,
+            metric_defs=fold.metric_defs,
             **where,
         )
 
@@ -123,6 +126,12 @@ def fold_run(
     for s in ordered:
         config.update(s.config)
         summary.update(s.summary)
+    defined: dict[str, R.DefineMetric] = {}
+    for s in ordered:  # the latest definition of a name wins, the primary's on a tie
+        for name, rec in s.metric_defs.items():
+            held = defined.get(name)
+            if held is None or rec.time >= held.time:
+                defined[name] = rec
     times = [s.started for s in streams if s.started is not None]
     created = min(times) if times else None
     seen = [s.last_seen for s in streams if s.last_seen is not None]
@@ -177,6 +186,16 @@ def fold_run(
         sync_hint=None,  # the server's to say (``unsynced``)
         streams=streams,
         rank_summaries=ranks,
+        defined_metrics={
+            name: MetricDefinition(
+                reduce=d.reduce,
+                step_metric=d.step_metric,
+                summary=d.summary,
+                goal=d.goal,
+                hidden=d.hidden,
+            )
+            for name, d in sorted(defined.items())
+        },
     )
 
 

@@ -95,7 +95,7 @@ class LocalRun:
             for rec in _read(Path(info.path))[0]:
                 if type(rec) is R.Metrics:
                     fold.add(rec.step, rec.values, rec.weight)
-        return ranks, fold.result()
+        return ranks, fold.result(run.defined_metrics)
 
     def metric_keys(self, run: RunInfo) -> list[str]:
         keys: set[str] = set()

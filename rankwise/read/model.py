@@ -102,6 +102,15 @@ class CrossRankValue(msgspec.Struct, kw_only=True):
     nan: int = 0
     posinf: int = 0
     neginf: int = 0
+    sum: float | Spelled = 0.0  # the total of the finite values (NaN where n is 0)
+    # The metric's cross-rank line (``run.define_metric(reduce=)``): which of mean,
+    # wmean, sum, min or max ``value`` is.
+    reduce: str = "mean"
+
+    @property
+    def value(self) -> float | Spelled:
+        """The line's value: the field ``reduce`` names (the mean unless defined)."""
+        return getattr(self, self.reduce) if self.reduce in _REDUCED else self.mean
 
     def __getitem__(self, name: str) -> Any:
         """``value["mean"]`` as well as ``value.mean``: these were dicts before, and code
@@ -122,7 +131,23 @@ class CrossRankValue(msgspec.Struct, kw_only=True):
             wmean=spell(self.wmean),
             min=spell(self.min),
             max=spell(self.max),
+            sum=spell(self.sum),
         )
+
+
+_REDUCED = ("mean", "wmean", "sum", "min", "max")
+
+
+class MetricDefinition(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """``run.define_metric(name, ...)`` as the run keeps it (``RunInfo.defined_metrics``,
+    keyed by the name: a metric key or a glob ending in ``*``). ``reduce`` is the
+    metric's cross-rank line (``rankwise.metric_defs``)."""
+
+    reduce: str = "mean"
+    step_metric: str | None = None
+    summary: str | None = None
+    goal: str | None = None
+    hidden: bool = False
 
 
 _SPELLED: dict[float, Spelled] = {float("inf"): "Infinity", float("-inf"): "-Infinity"}
@@ -221,6 +246,16 @@ class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
     cross_rank_summary: dict[str, CrossRankValue] | None = msgspec.field(
         default=None, name="summary_cross_rank"
     )
+    # ``run.define_metric()`` by name (a key or a glob ending in ``*``): the latest
+    # definition of each, whichever rank wrote it.
+    defined_metrics: dict[str, MetricDefinition] = msgspec.field(default_factory=dict)
+
+    def reduce_of(self, key: str) -> str:
+        """``key``'s cross-rank line: ``mean`` unless ``define_metric`` chose another
+        (an exact definition beats a glob; see ``rankwise.metric_defs``)."""
+        from ..metric_defs import reduce_of
+
+        return reduce_of(self.defined_metrics, key)
 
     def _source(self) -> RunSource:
         source: RunSource | None = getattr(self, "_from", None)

@@ -330,6 +330,26 @@ class Run:
                 "to start a new run."
             )
 
+    # -- metric definitions -------------------------------------------------------------
+    def define_metric(
+        self,
+        name: str,
+        *,
+        reduce: str | None = None,
+        step_metric: str | None = None,
+        summary: str | None = None,
+        goal: str | None = None,
+        hidden: bool | None = None,
+    ) -> None:
+        """Define how ``name`` (a metric key, or a glob ending in ``*``) is shown: its
+        cross-rank line ``reduce`` ("mean" by default, "wmean", "sum", "min", "max"),
+        kept with the run (the latest definition wins). See ``rankwise.metric_defs``."""
+        from .definitions import define_metric
+
+        define_metric(self, self._writer, self._closed, name, reduce=reduce,
+                      step_metric=step_metric, summary=summary, goal=goal,
+                      hidden=hidden)  # fmt: skip
+
     def _record_config(self, items: dict[str, Any]) -> None:
         if self._writer is not None and not self._closed:
             self._writer.put_control(lambda seq, t: R.ConfigUpdate(seq, t, items))

@@ -321,6 +321,29 @@ def use_artifact(
     return run.use_artifact(artifact_or_name, type=type, aliases=aliases, use_as=use_as)
 
 
+def define_metric(
+    name: str,
+    *,
+    reduce: str | None = None,
+    step_metric: str | None = None,
+    summary: str | None = None,
+    goal: str | None = None,
+    hidden: bool | None = None,
+) -> None:
+    """``run.define_metric()`` on the current run of this process (checked, then ignored
+    with a warning before ``init()``, as ``log()`` is)."""
+    run = current
+    if run is None:
+        from ..metric_defs import check_name, check_reduce
+
+        check_name(name)
+        if reduce is not None:
+            check_reduce(reduce)
+        return _no_run("define_metric")
+    run.define_metric(name, reduce=reduce, step_metric=step_metric, summary=summary,
+                      goal=goal, hidden=hidden)  # fmt: skip
+
+
 def finish(exit_code: int = 0) -> None:
     """``run.finish()`` on the current run of this process."""
     global current

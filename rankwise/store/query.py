@@ -21,7 +21,8 @@ undownsampled.
 
 The band reads the run's aggregate blocks over the range (``rankwise.store.blocks``) and
 keeps, per bucket of ``max_points // 8``, the first and last step and the steps holding
-the extremes of ``min``, ``max``, ``mean`` and ``wmean``, and of the NaN, +Inf and -Inf
+the extremes of ``min``, ``max``, ``mean``, ``wmean`` and ``sum`` (any of them may be a
+metric's line, ``rankwise.metric_defs``), and of the NaN, +Inf and -Inf
 counts (and a step with no finite value, if any): each point's counts are its step's own,
 and no bucket holding a non-finite value is drawn without one that says so.
 """
@@ -215,6 +216,7 @@ def band_of(
     n = agg.col("n")
     mean, wmean = agg.shown(agg.mean()), agg.shown(agg.wmean())
     mn, mx = agg.shown(agg.col("min")), agg.shown(agg.col("max"))
+    total = agg.shown(agg.col("sum"))
     nan, pos, neg = agg.col("nan"), agg.col("posinf"), agg.col("neginf")
     if len(agg) <= max_points:
         idx = np.argsort(xv, kind="stable")
@@ -226,7 +228,12 @@ def band_of(
         # NaN or ±Inf (the common case) pays for none of these.
         blank = ((n == 0) & (nan + pos + neg > 0)).astype(np.float64)
         counts = [c for c in (nan, pos, neg, blank) if c.any()]
-        idx = extremes(xv, bucket_of(xv, k, lo, hi), [mn, mean, wmean], [mx, mean, wmean, *counts])
+        idx = extremes(
+            xv,
+            bucket_of(xv, k, lo, hi),
+            [mn, mean, wmean, total],
+            [mx, mean, wmean, total, *counts],
+        )
     return Band(
         x=xv[idx].tolist(),
         n=n[idx].astype(np.int64).tolist(),
@@ -241,6 +248,7 @@ def band_of(
         nan=nan[idx].astype(np.int64).tolist(),
         posinf=pos[idx].astype(np.int64).tolist(),
         neginf=neg[idx].astype(np.int64).tolist(),
+        sum=total[idx].tolist(),
     )
 
 
@@ -277,6 +285,7 @@ def last_complete_of(tx: Tx, run: int, upto: int | None) -> dict[int, CrossRankV
             wmean=float(agg.shown(agg.wmean())[i]),
             min=float(agg.shown(agg.col("min"))[i]),
             max=float(agg.shown(agg.col("max"))[i]),
+            sum=float(agg.shown(agg.col("sum"))[i]),
             nan=int(agg.col("nan")[i]),
             posinf=int(agg.col("posinf")[i]),
             neginf=int(agg.col("neginf")[i]),

@@ -54,6 +54,7 @@ def stream_facts(cols: Sequence[Any], fold: StreamFold | None = None) -> StreamF
         dropped=int(dropped),
         config=dict(fold.config) if fold else {},
         summary=fold.summary if fold else {},
+        metric_defs=dict(fold.metric_defs) if fold else {},
     )
 
 

@@ -58,7 +58,8 @@ def _spelled(y: float | None) -> Spelled:
 
 
 class Band(msgspec.Struct):
-    """The cross-rank aggregate of one metric, per step, as columns.
+    """The cross-rank aggregate of one metric, per step, as columns; ``reduce`` names
+    the column that is the metric's line (the mean unless ``define_metric`` chose one).
 
     ``wmean`` is the weighted mean where every value at that step carried a weight, and
     equals ``mean`` otherwise. ``std`` is the population standard deviation across ranks.
@@ -86,6 +87,11 @@ class Band(msgspec.Struct):
     partial: list[bool] = msgspec.field(default_factory=list)
     # The last step every live rank has reached; null when none is running.
     complete_step: int | None = None
+    # The total of the finite values at each step (null where n is 0, as the mean).
+    sum: list[float | None] = msgspec.field(default_factory=list)
+    # Which column is the metric's cross-rank line: mean, wmean, sum, min or max
+    # (``run.define_metric(reduce=)``; set by the series route from the run's definitions).
+    reduce: str = "mean"
 
     def at_complete(self, complete: int | None) -> Band:
         """This band with ``partial`` and ``complete_step`` for the run's complete step

@@ -52,6 +52,8 @@ class StreamFold:
     stall: R.Stall | None = None  # the open stall, None once logging resumed
     last_stall: R.Stall | None = None  # the latest stall report, cleared or not
     stalls: int = 0
+    # ``run.define_metric()`` records by name, the latest of each (rankwise.metric_defs)
+    metric_defs: dict[str, R.DefineMetric] = field(default_factory=dict)
 
     def apply(self, records: Iterable[R.AnyRecord]) -> None:
         recs = list(records)
@@ -116,6 +118,8 @@ class StreamFold:
             elif isinstance(rec, R.Finish):
                 self.finish = rec
                 self.dropped = max(self.dropped, rec.dropped)
+            elif isinstance(rec, R.DefineMetric):
+                self.metric_defs[rec.name] = rec
             elif isinstance(rec, R.Stall):
                 if rec.cleared:
                     self.stall = None

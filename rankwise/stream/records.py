@@ -14,6 +14,10 @@ lists the blobs it names (the uploader sends those before the record; the server
 ingest refuses a record whose blobs it lacks). A blob is always written before the
 record naming it, so a record never points at a missing file.
 
+Schema 3 added ``DefineMetric`` (tag 14): ``run.define_metric(name, reduce=...)``, which
+chooses a metric's cross-rank line (``rankwise.metric_defs``). A schema-1 or -2 file
+reads as before (it holds no definitions: every line is the mean).
+
 Values that travel in ``Metrics.values`` have already been coerced to ``float`` / ``int``
 / ``bool`` by the writer thread (see ``rankwise.sdk.values``); NaN and ±Inf are kept.
 """
@@ -24,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 Number = bool | int | float
 Json = Any  # config and summary values: str, number, bool, None, list, dict
@@ -226,6 +230,20 @@ class HistogramRec(Record, tag=13):
     neginf: int = 0
 
 
+class DefineMetric(Record, tag=14):
+    """``run.define_metric()``: how the metric ``name`` (a key, or a glob ending in
+    ``*``) is shown. ``reduce`` is its cross-rank line (mean, wmean, sum, min, max);
+    ``step_metric``, ``summary``, ``goal`` and ``hidden`` are kept as W&B's are. Any rank
+    may write one; the run keeps the latest definition of each name."""
+
+    name: str
+    reduce: str = "mean"
+    step_metric: str | None = None
+    summary: str | None = None
+    goal: str | None = None
+    hidden: bool = False
+
+
 AnyRecord = (
     StreamStart
     | Metrics
@@ -240,6 +258,7 @@ AnyRecord = (
     | Media
     | TableRec
     | HistogramRec
+    | DefineMetric
 )
 
 RECORD_TYPES: tuple[type[Record], ...] = (
@@ -256,6 +275,7 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     Media,
     TableRec,
     HistogramRec,
+    DefineMetric,
 )
 
 # The payload of one frame: [schema version, [record, record, ...]].

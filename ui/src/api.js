@@ -91,13 +91,16 @@ export const runPath = (project, run, tail = "") => `/projects/${p(project)}/run
  *   n_streams: number, config: Object<string, unknown>, summary: Object<string, unknown>,
  *   first_failure: Object<string, unknown>|null, unsynced: Object<string, unknown>|null,
  *   streams?: Stream[], summary_ranks?: Object<string, Object<string, unknown>>,
- *   summary_cross_rank?: Object<string, unknown>}} Run
+ *   summary_cross_rank?: Object<string, unknown>,
+ *   defined_metrics?: Object<string, {reduce?: string, step_metric?: string,
+ *     summary?: string, goal?: string, hidden?: boolean}>}} Run
  * @typedef {{label: string, x: number[], y: (number|null)[], downsampled: boolean,
  *   nonfinite?: {x: number[], value: string[]}}} Series
  * @typedef {{x: number[], step: number[], n: number[], nw: number[], mean: (number|null)[],
  *   wmean: (number|null)[], min: (number|null)[], max: (number|null)[],
  *   std: (number|null)[], downsampled: boolean, partial: boolean[],
- *   complete_step: number|null}} Band
+ *   complete_step: number|null, sum?: (number|null)[],
+ *   reduce?: "mean"|"wmean"|"sum"|"min"|"max"}} Band
  * @typedef {{key: string, x: "step"|"time", series: Series[], band: Band|null}} SeriesReply
  * @typedef {{key: string, x: "step"|"time",
  *   runs: {project: string, run: string, series: Series[], band: Band|null}[]}} CompareReply

@@ -70,6 +70,9 @@ describe("ticks and spelled numbers", () => {
   it("gives short, distinct, unclipped tick labels", () => {
     expect(fmtTicks([2 ** 70, 2 * 2 ** 70])).toEqual(["1.18e21", "2.36e21"]);
     expect(fmtTicks([1200, 3.4e6, 0.0012, 0.00012])).toEqual(["1200", "3.4M", "0.0012", "1.2e-4"]);
+    // Thousands from 10,000 on: 10000 is "10k", never "1k" (a sum of ranks' throughputs).
+    expect(fmtTicks([0, 2500, 5000, 7500, 10000])).toEqual(["0", "2500", "5000", "7500", "10k"]);
+    expect(fmtTicks([12345, 250000])).toEqual(["12.3k", "250k"]);
     const mem = [74.61e9, 74.62e9, 74.63e9, 74.64e9];
     expect(fmtTicks(mem)).toEqual(["74.61G", "74.62G", "74.63G", "74.64G"]);
     expect(new Set(fmtTicks([1e15, 1.0001e15, 1.0002e15])).size).toBe(3);

@@ -129,6 +129,8 @@ def run(request: Request, project: str, run: str) -> Response:
     store = _store(request)
     row = _run_or_404(store, project, run)
     cross = store.cross_rank_last(project, run, complete_step(row))
+    if row.defined_metrics:  # each metric's line, as run.define_metric() chose it
+        cross = {k: msgspec.structs.replace(v, reduce=row.reduce_of(k)) for k, v in cross.items()}
     return reply(request, _as_sent(request, row, cross_rank_summary=cross))
 
 
@@ -188,11 +190,13 @@ def _chart(
     if band:
         # The streams are read before the band: a step ingested in between is then marked
         # partial (the cautious side), never quoted as complete while a rank is missing.
-        complete = complete_step(_run_or_404(store, project, run))
+        row = _run_or_404(store, project, run)
+        complete = complete_step(row)
         agg = store.band(project, run, key, x=x, lo=lo, hi=hi, max_points=max_points)
+        agg = msgspec.structs.replace(agg.at_complete(complete), reduce=row.reduce_of(key))
     if not series and (agg is None or not agg.x):
         _run_or_404(store, project, run)  # an unknown run is 404; an unknown key is empty
-    return series, (agg.at_complete(complete) if agg is not None else None)
+    return series, agg
 
 
 @router.get(

@@ -6,7 +6,7 @@ import { useEffect, useMemo, useState } from "preact/hooks";
 import { api } from "../api.js";
 import { LIVE_MS, useInView, useLoad } from "../hooks.js";
 import {
-  alignSeries, bandColumns, bandTable, gaps, markAt, mergeRange, mergeSeriesList,
+  LINES, alignSeries, bandColumns, bandTable, gaps, lineColumn, markAt, mergeRange, mergeSeriesList,
   nonfiniteMarks, nonfiniteNote, pointsFor, pointsPerRank, positiveOnly, smooth, tableBand,
 } from "../lib/series.js";
 import { fmtTime, fmtValue } from "../lib/format.js";
@@ -51,11 +51,12 @@ function useCard(metric, tracker) {
   return [ref, seen, visible];
 }
 
-function CardFrame({ cardRef, metric, readout, children, status }) {
+function CardFrame({ cardRef, metric, readout, children, status, tools = null }) {
   return (
     <div class="chart-card" ref={cardRef} data-metric={metric}>
       <div class="chart-head">
         <h4 title={metric}>{metric}</h4>
+        {tools}
         <div class="readout">{readout}</div>
       </div>
       <div class="chart-body" style={{ height: `${HEIGHT}px` }}>
@@ -89,8 +90,33 @@ function xText(x, xMode) {
   return xMode === "time" ? fmtTime(x) : `step ${fmtValue(x)}`;
 }
 
-/** "weighted mean" or "mean"; a button switching the two where weights were logged. */
+/**
+ * The chart's line setting: the metric's defined line (`define_metric(reduce=)`, the
+ * mean unless defined) is drawn first; the others are offered here.
+ */
+function LineSelect({ model, onChange }) {
+  return (
+    <select
+      class="line-kind"
+      aria-label="cross-rank line"
+      title={`The line across ranks; this metric's is the ${model.defined} (run.define_metric(reduce=))`}
+      value={model.line}
+      data-defined={model.defined}
+      onChange={(e) => onChange(e.currentTarget.value)}
+    >
+      {LINES.map((k) => (
+        <option key={k} value={k}>{k === model.defined && k !== "mean" ? `${k} (defined)` : k}</option>
+      ))}
+    </select>
+  );
+}
+
+/**
+ * The line's name in the readout: "sum", "min", "max", or for the mean "weighted mean"
+ * or "mean", a button switching the two where weights were logged.
+ */
 function MeanLabel({ model, onToggle }) {
+  if (model.line && model.line !== "mean") return <span class="muted">{model.line}</span>;
   if (!model.hasWeights) return <span class="muted">mean</span>;
   const name = model.weighted ? "weighted mean" : "unweighted mean";
   return (
@@ -183,14 +209,16 @@ function RunReadout({ hover, model, xMode, multi, onToggleMean }) {
 
 /**
  * One metric of one run. In a run with several streams the chart shows the cross-rank
- * mean with its min–max band and, on demand, every rank as a line; a single-stream run
- * shows its one series.
+ * line (the metric's defined `reduce`, the mean unless defined; the others in the
+ * card's line setting) with its min–max band (none under a sum) and, on demand, every
+ * rank as a line; a single-stream run shows its one series.
  */
 export function RunChartCard(props) {
   const { project, runId, metric, settings, multi, showRanks, rankInfo, live, tracker } = props;
   const [ref, seen, visible] = useCard(metric, tracker);
   const [hover, setHover] = useState(null);
   const [weighted, setWeighted] = useState(true);
+  const [line, setLine] = useState(null); // null: the metric's defined line
   const zoom = settings.zoom;
 
   const nRanks = rankInfo.size;
@@ -215,7 +243,7 @@ export function RunChartCard(props) {
       const [lo, hi] = zoom ?? [0, 0];
       return {
         band: multi ? tableBand(zoom ? mergeRange(bandTable(c.band), bandTable(f.band), lo, hi)
-          : bandTable(c.band)) : null,
+          : bandTable(c.band), c.band?.reduce) : null,
         series: zoom ? mergeSeriesList(c.series, f.series, lo, hi) : c.series,
         ranks: rc ? (rf ? mergeSeriesList(rc.series, rf.series, lo, hi) : rc.series) : null,
       };
@@ -226,8 +254,8 @@ export function RunChartCard(props) {
 
   const { smoothing, log } = settings;
   const model = useMemo(
-    () => data && runModel(data, { smoothing, log }, multi, rankInfo, weighted),
-    [data, smoothing, log, multi, rankInfo, weighted],
+    () => data && runModel(data, { smoothing, log }, multi, rankInfo, weighted, line),
+    [data, smoothing, log, multi, rankInfo, weighted, line],
   );
 
   const empty = model && !model.x.length && !(model.overlay?.length);
@@ -248,6 +276,7 @@ export function RunChartCard(props) {
       cardRef={ref}
       metric={metric}
       status={status}
+      tools={multi && model?.line ? <LineSelect model={model} onChange={setLine} /> : null}
       readout={
         <RunReadout
           hover={hover}
@@ -272,7 +301,7 @@ export function RunChartCard(props) {
   );
 }
 
-function runModel(data, settings, multi, rankInfo, weighted = true) {
+function runModel(data, settings, multi, rankInfo, weighted = true, line = null) {
   const { smoothing, log } = settings;
   const fix = log ? positiveOnly : gaps;
   let x = [];
@@ -280,7 +309,7 @@ function runModel(data, settings, multi, rankInfo, weighted = true) {
   let band = null;
   const extra = {};
   if (multi) {
-    const cols = bandColumns(data.band, { smoothing, log, weighted });
+    const cols = bandColumns(data.band, { smoothing, log, weighted, line });
     if (cols) {
       x = cols.x;
       if (cols.raw) lines.push({ key: "raw", color: "raw", y: fix(cols.raw), width: 1 });
@@ -291,8 +320,10 @@ function runModel(data, settings, multi, rankInfo, weighted = true) {
         // Steps not every live rank has reached: faint and dashed, never the mean line.
         lines.push({ key: "partial", color: ink, y: cols.pending, width: 1.5, dash: [4, 4], alpha: 0.55 });
       }
-      band = { lo: cols.min, hi: cols.max };
+      band = cols.min ? { lo: cols.min, hi: cols.max } : null; // none under a sum
       Object.assign(extra, {
+        line: cols.line,
+        defined: cols.defined,
         partial: cols.partial,
         pendingY: cols.pending,
         pendingSteps: cols.partial.filter(Boolean).length,
@@ -365,7 +396,8 @@ export function OverlayChartCard(props) {
       ]);
       return c.runs.map((r, i) => {
         const t = bandTable(r.band);
-        return zoom ? mergeRange(t, bandTable(f.runs[i].band), zoom[0], zoom[1]) : t;
+        const merged = zoom ? mergeRange(t, bandTable(f.runs[i].band), zoom[0], zoom[1]) : t;
+        return merged && { ...merged, reduce: r.band?.reduce };
       });
     },
     [metric, settings.x, zoom, runList, ref],
@@ -380,7 +412,8 @@ export function OverlayChartCard(props) {
       if (t && t.x.length) {
         // A run's partial steps (not every live rank there yet) are not its mean.
         const part = t.cols.partial;
-        const y = fix(t.cols.wmean).map((v, j) => (part?.[j] ? null : v));
+        // Each run's own line: its defined reduce (the weighted mean unless defined).
+        const y = fix(lineColumn(t, t.reduce)).map((v, j) => (part?.[j] ? null : v));
         present.push({ run: runs[i], x: t.x, y: fix(smooth(y, settings.smoothing)) });
       }
     });

@@ -107,8 +107,9 @@ function tickAt(v, digits) {
   if (a === 0) return "0";
   const exp = () => v.toExponential(Math.max(0, digits - 1)).replace("e+", "e").replace(/\.?0+e/, "e");
   if (a >= 1e15 || a < 1e-3) return exp();
-  for (const [size, unit] of [[1e12, "T"], [1e9, "G"], [1e6, "M"], [1e4, "k"]]) {
-    if (a >= size) return `${+(v / size).toPrecision(digits)}${unit}`;
+  // From 10,000 on, thousands are "k" (below it, 1200 reads better than 1.2k).
+  for (const [from, size, unit] of [[1e12, 1e12, "T"], [1e9, 1e9, "G"], [1e6, 1e6, "M"], [1e4, 1e3, "k"]]) {
+    if (a >= from) return `${+(v / size).toPrecision(digits)}${unit}`;
   }
   return `${+v.toPrecision(Math.max(digits, 4))}`;
 }

@@ -85,21 +85,51 @@ export function weightedAt(band) {
   return n.map((k, i) => k > 0 && nw[i] === k);
 }
 
+/** The cross-rank lines a chart can draw (`define_metric(reduce=)`'s choices). */
+export const LINES = ["mean", "sum", "min", "max"];
+
+/**
+ * The line a band draws: `line` when the chart's settings chose one, else the metric's
+ * defined `reduce` (the band's, "mean" by default). "wmean" and "mean" are one choice,
+ * the mean, drawn weighted where every rank gave a weight unless `weighted` is false.
+ */
+export function lineOf(band, line = null) {
+  const chosen = line ?? band?.reduce ?? "mean";
+  return chosen === "wmean" ? "mean" : LINES.includes(chosen) ? chosen : "mean";
+}
+
+/**
+ * A run's cross-rank summary value (`summary_cross_rank[key]`) as the chart's header
+ * quotes it: its defined line's value, the (weighted) mean unless defined.
+ */
+export function crossValue(c) {
+  const kind = lineOf(c);
+  return kind === "mean" ? (c.wmean ?? c.mean) : (c[kind] ?? c.wmean);
+}
+
 /**
  * The cross-rank band of a series reply as uPlot columns: `[x, mean, min, max]`, plus
- * `raw` (the unsmoothed mean) when smoothing is on. `weighted` picks `wmean` (the
- * weighted mean where every rank gave a weight, the plain mean elsewhere) or `mean`.
+ * `raw` (the unsmoothed line) when smoothing is on. The line (called `mean` here) is
+ * `line` (`lineOf`): the mean (`weighted` picks `wmean`, the weighted mean where every
+ * rank gave a weight and the plain mean elsewhere, or `mean`), the `sum`, the `min` or
+ * the `max`. The band is min..max, except under a sum: the ranks' own values are on
+ * another scale than their total, so no band is drawn (`min`/`max` are null) and the
+ * ranks are one click away as lines.
  *
- * A *partial* step (one not every live rank has reached yet) averages only the ranks
- * that got there first, so it is not drawn as the mean: `mean` has a gap there and
- * `pending` holds those values (joined to the last complete one) for a faint dashed
- * line. `lastComplete` is the index the header quotes (-1 when none).
+ * A *partial* step (one not every live rank has reached yet) holds only the ranks that
+ * got there first, so it is not drawn as the line: `mean` has a gap there and `pending`
+ * holds those values (joined to the last complete one) for a faint dashed line.
+ * `lastComplete` is the index the header quotes (-1 when none).
  */
-export function bandColumns(band, { smoothing = 0, log = false, weighted = true } = {}) {
+export function bandColumns(band, { smoothing = 0, log = false, weighted = true, line = null } = {}) {
   if (!band || !band.x || band.x.length === 0) return null;
   const fix = log ? positiveOnly : gaps;
+  const kind = lineOf(band, line);
   const partial = band.partial ?? band.x.map(() => false);
-  const all = fix(weighted ? (band.wmean ?? band.mean) : band.mean);
+  const column = kind === "mean"
+    ? (weighted ? (band.wmean ?? band.mean) : band.mean)
+    : (band[kind] ?? band.mean);
+  const all = fix(column);
   const mean = all.map((y, i) => (partial[i] ? null : y));
   const smoothed = fix(smooth(mean, smoothing));
   const marks = bandMarks(band);
@@ -117,12 +147,15 @@ export function bandColumns(band, { smoothing = 0, log = false, weighted = true 
     pending = all.map((y, i) => (partial[i] ? y : null));
     if (lastComplete >= 0) pending[lastComplete] = smoothed[lastComplete];
   }
+  const banded = kind !== "sum";
   return {
     x: band.x,
+    line: kind,
+    defined: lineOf(band),
     mean: smoothed,
     raw: smoothing > 0 ? mean : null,
-    min: fix(band.min),
-    max: fix(band.max),
+    min: banded ? fix(band.min) : null,
+    max: banded ? fix(band.max) : null,
     n: band.n,
     partial,
     pending,
@@ -232,13 +265,21 @@ export function bandTable(band) {
   for (const k of ["std", "nw", "partial", "step", "nan", "posinf", "neginf"]) {
     if (band[k]) cols[k] = band[k];
   }
+  if (band.sum?.length) cols.sum = band.sum; // a server before define_metric has none
   return { x: band.x, cols };
 }
 
-/** And back: a `{x, cols}` table as a band object. */
-export function tableBand(table) {
+/** And back: a `{x, cols}` table as a band object; `reduce` is the metric's line. */
+export function tableBand(table, reduce = undefined) {
   if (!table) return null;
-  return { x: table.x, ...table.cols };
+  return { x: table.x, ...table.cols, ...(reduce ? { reduce } : {}) };
+}
+
+/** A band table's line column for an overlay of runs: each run's defined line. */
+export function lineColumn(table, reduce) {
+  const kind = lineOf({ reduce });
+  if (kind === "mean") return table.cols.wmean ?? table.cols.mean;
+  return table.cols[kind] ?? table.cols.wmean ?? table.cols.mean;
 }
 
 /** Per-stream series merged label by label (a label absent from `fine` is kept coarse). */

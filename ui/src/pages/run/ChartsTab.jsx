@@ -1,5 +1,5 @@
-// The run page's Charts tab: one chart per metric (cross-rank mean and min–max band,
-// every rank as a line on demand), the chart toolbar, the rank legend and stall marks.
+// The run page's Charts tab: one chart per metric (its cross-rank line, the mean unless
+// define_metric chose another, and the min–max band; every rank as a line on demand), the chart toolbar, the rank legend and stall marks.
 
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { api } from "../../api.js";
@@ -13,7 +13,7 @@ import { RunChartCard } from "../../components/ChartCards.jsx";
 import { latestStreams } from "../../lib/streams.js";
 
 const RANK_MODES = [
-  { value: "off", label: "Mean", title: "Cross-rank mean with its min–max band" },
+  { value: "off", label: "Mean", title: "Each metric's cross-rank line (the mean unless defined) with the ranks' min–max band" },
   { value: "all", label: "Ranks", title: "Every rank as its own line (hover one to pick it out)" },
 ];
 
@@ -90,7 +90,7 @@ export function ChartsTab({ run, live, focus, keysAhead }) {
       ) : null}
       <p class="hint muted small">
         Drag across a chart to zoom (all charts follow, with finer data); double-click to reset.
-        {multi && rankMode === "off" ? " The line is the mean across ranks, the band their min–max." : ""}
+        {multi && rankMode === "off" ? " The line is each metric's cross-rank line (the mean unless define_metric chose another; each chart can show the others), the band the ranks' min–max." : ""}
       </p>
       {marks.length ? (
         <p class="hint muted small stall-key" data-stall-key>

@@ -5,6 +5,7 @@ import { useMemo, useState } from "preact/hooks";
 import { displayText } from "../../lib/escape.js";
 import { asNumber, fmtInt, fmtValue } from "../../lib/format.js";
 import { flatten } from "../../lib/metrics.js";
+import { crossValue, lineOf } from "../../lib/series.js";
 import { latestStreams } from "../../lib/streams.js";
 
 function KeyValueTable({ title, rows, filter, emptyText }) {
@@ -52,8 +53,9 @@ function RankSummaryTable({ run, filter }) {
         Summary by rank <span class="count">{keys.length}</span>
       </h2>
       <p class="muted small">
-        Cross-rank: the chart's line at its last complete step (every live rank there), weighted
-        where every rank logged a weight. Each rank column: that rank's last value or what it set.
+        Cross-rank: the chart's line at its last complete step (every live rank there): the
+        metric's defined line (sum, min, max), else the mean, weighted where every rank logged
+        a weight. Each rank column: that rank's last value or what it set.
       </p>
       <div class="table-scroll">
         <table class="kv-table">
@@ -72,8 +74,9 @@ function RankSummaryTable({ run, filter }) {
                   <th scope="row">{k}</th>
                   <td class="num" data-cross={k}>
                     {c ? (
-                      <span title={`${c.n} values at step ${c.step}; mean ${fmtValue(c.mean)}, weighted ${fmtValue(c.wmean)}, min ${fmtValue(c.min)}, max ${fmtValue(c.max)}`}>
-                        {fmtValue(c.wmean)} <span class="muted">@ {fmtInt(c.step)}</span>
+                      <span data-reduce={lineOf(c)} title={`${c.n} values at step ${c.step}; mean ${fmtValue(c.mean)}, weighted ${fmtValue(c.wmean)}, sum ${fmtValue(c.sum)}, min ${fmtValue(c.min)}, max ${fmtValue(c.max)}`}>
+                        {fmtValue(crossValue(c))}{lineOf(c) !== "mean" ? <span class="muted"> {lineOf(c)}</span> : null}{" "}
+                        <span class="muted">@ {fmtInt(c.step)}</span>
                       </span>
                     ) : "–"}
                   </td>
