@@ -243,6 +243,23 @@ def test_define_metric_globs_step_sync_and_summaries(wb: Path) -> None:
     }  # fmt: skip
 
 
+def test_define_metric_reduce_reaches_the_run(wb: Path) -> None:
+    """``reduce=`` (rankwise's, not W&B's) chooses the metric's cross-rank line: it is
+    kept with the run, and a bad one raises as rankwise's own call does."""
+    run = wandb.init(project="dm", id="reduce")
+    run.define_metric("train/samples_per_s", reduce="sum")
+    wandb.define_metric("val/*", reduce="max", summary="max")
+    with pytest.raises(rankwise.UsageError, match="reduce"):
+        run.define_metric("train/loss", reduce="median")
+    run.log({"train/samples_per_s": 100.0, "val/acc": 0.5})
+    run.finish()
+    info = rankwise.Api(dir=wb).run("reduce", "dm")
+    assert info.reduce_of("train/samples_per_s") == "sum"
+    assert info.reduce_of("val/acc") == "max"
+    assert info.reduce_of("train/loss") == "mean"
+    assert info.summary_cross_rank["train/samples_per_s"].value == 100.0
+
+
 # -- Settings and environment -------------------------------------------------------------
 def test_settings_are_mutable_strict_and_read_the_environment() -> None:
     s = wandb.Settings(mode="shared", x_label="rank_0")
