@@ -115,6 +115,45 @@ def _check(project: str, digest: str) -> None:
         raise ValueError("a blob digest is 64 lower-case hex digits (sha256)")
 
 
+class BlobWriter:
+    """A blob being received straight into its store's temporary file (``LocalBlobStore.
+    writer``): bytes are hashed as written; ``commit`` stores them only when they hash to
+    the digest (``DigestMismatch`` otherwise, nothing stored); ``abort`` drops them."""
+
+    def __init__(self, tmp: Path, final: Path, digest: str) -> None:
+        self.tmp = tmp
+        self.final = final
+        self.digest = digest
+        self.size = 0
+        self._hash = hashlib.sha256()
+        self._file = open(tmp, "xb")  # noqa: SIM115 - closed by commit or abort
+
+    def write(self, data: bytes) -> None:
+        self._hash.update(data)
+        self._file.write(data)
+        self.size += len(data)
+
+    def commit(self) -> bool:
+        """Store the bytes written (fsync, atomic rename): True when new, False when
+        another writer stored the digest meanwhile."""
+        try:
+            if self._hash.hexdigest() != self.digest:
+                raise DigestMismatch(f"the bytes hash to {self._hash.hexdigest()}")
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            new = not self.final.is_file()
+            os.replace(self.tmp, self.final)  # a concurrent writer wrote the same bytes
+        finally:
+            self.abort()
+        fsync_dir(self.final.parent)
+        return new
+
+    def abort(self) -> None:
+        self._file.close()
+        self.tmp.unlink(missing_ok=True)
+
+
 class LocalBlobStore:
     """Blobs in a local directory: ``<root>/<project>/<hex[:2]>/<hex>``."""
 
@@ -150,6 +189,17 @@ class LocalBlobStore:
             tmp.unlink(missing_ok=True)
         fsync_dir(final.parent)
         return True
+
+    def writer(self, project: str, digest: str) -> BlobWriter | None:
+        """A ``BlobWriter`` into the store's own temporary file (one copy of the bytes,
+        hashed once), or None when the blob is held already."""
+        final = self._path(project, digest)
+        if final.is_file():
+            return None
+        final.parent.mkdir(parents=True, exist_ok=True)
+        return BlobWriter(
+            final.parent / f".tmp-{digest[:16]}-{secrets.token_hex(8)}", final, digest
+        )
 
     def open(self, project: str, digest: str) -> BinaryIO | None:
         path = self._path(project, digest)
