@@ -95,8 +95,8 @@ def wait_up(url: str, token: str, proc: subprocess.Popen[bytes], log: Path) -> N
 def start_moto(tmp: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     cmd = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
-    log = open(tmp / "moto.log", "wb")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    with open(tmp / "moto.log", "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     endpoint = f"http://127.0.0.1:{port}"
     for _ in range(300):
         try:
@@ -191,7 +191,8 @@ def main() -> None:
     )
     for key in ("seconds", "mb_s", "peak_rss_mib", "second_bytes"):
         vals = [r[key] for r in results]
-        print(f"  {key:14s} {statistics.median(vals):10.1f}   ({', '.join(f'{v:.1f}' for v in vals)})")
+        each = ", ".join(f"{v:.1f}" for v in vals)
+        print(f"  {key:14s} {statistics.median(vals):10.1f}   ({each})")
 
 
 if __name__ == "__main__":
