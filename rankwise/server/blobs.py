@@ -154,6 +154,28 @@ class BlobWriter:
         self.tmp.unlink(missing_ok=True)
 
 
+class _UploadWriter(BlobWriter):
+    """A ``BlobWriter`` into a local temporary file that ``commit`` sends to an object
+    store with one ``put_file`` (never visible half-written)."""
+
+    def __init__(self, tmp: Path, store: FsspecBlobStore, key: str, digest: str) -> None:
+        super().__init__(tmp, tmp, digest)
+        self.store = store
+        self.key = key
+
+    def commit(self) -> bool:
+        try:
+            if self._hash.hexdigest() != self.digest:
+                raise DigestMismatch(f"the bytes hash to {self._hash.hexdigest()}")
+            self._file.close()
+            if self.store.fs.exists(self.key):
+                return False
+            self.store.fs.put_file(str(self.tmp), self.key)
+            return True
+        finally:
+            self.abort()
+
+
 class LocalBlobStore:
     """Blobs in a local directory: ``<root>/<project>/<hex[:2]>/<hex>``."""
 
@@ -294,6 +316,17 @@ class FsspecBlobStore:
             tmp.flush()
             self.fs.put_file(tmp.name, key)
         return True
+
+    def writer(self, project: str, digest: str) -> BlobWriter | None:
+        """A ``BlobWriter`` into a local temporary file, sent at ``commit`` (the bytes are
+        copied and hashed once on this host), or None when the blob is held already."""
+        key = self._key(project, digest)
+        if self.fs.exists(key):
+            return None
+        fd, name = tempfile.mkstemp(prefix="rankwise-blob-")
+        os.close(fd)
+        os.unlink(name)  # BlobWriter creates it exclusively
+        return _UploadWriter(Path(name), self, key, digest)
 
     def open(self, project: str, digest: str) -> BinaryIO | None:
         try:
