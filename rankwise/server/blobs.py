@@ -133,6 +133,11 @@ class BlobWriter:
         self._file.write(data)
         self.size += len(data)
 
+    def write_all(self, pieces: list[bytes]) -> None:
+        """``write`` each of ``pieces`` (one call per batch: no joining copy)."""
+        for data in pieces:
+            self.write(data)
+
     def commit(self) -> bool:
         """Store the bytes written (fsync, atomic rename): True when new, False when
         another writer stored the digest meanwhile."""

@@ -239,20 +239,29 @@ async def _receive_direct(
     uploads meanwhile). Returns (stored anew, size)."""
     out = await run_in_threadpool(writer, project, digest)
     held = hashlib.sha256()  # out is None: the blob is held already, only verify the bytes
-    sink: Callable[[bytes], None] = held.update if out is None else out.write
+
+    def sink(pieces: list[bytes]) -> None:
+        if out is not None:
+            out.write_all(pieces)
+        else:
+            for data in pieces:
+                held.update(data)
+
     size = 0
-    buf = bytearray()
+    batch: list[bytes] = []
+    batched = 0
     try:
         async for chunk in request.stream():
             size += len(chunk)
             if size > limit:
                 raise too_large(limit)
-            buf += chunk
-            if len(buf) >= CHUNK:
-                data, buf = bytes(buf), bytearray()
-                await run_in_threadpool(sink, data)
-        if buf:
-            await run_in_threadpool(sink, bytes(buf))
+            batch.append(chunk)
+            batched += len(chunk)
+            if batched >= CHUNK:
+                await run_in_threadpool(sink, batch)
+                batch, batched = [], 0
+        if batch:
+            await run_in_threadpool(sink, batch)
         if out is None:
             if held.hexdigest() != digest:
                 raise _mismatch()
