@@ -268,6 +268,39 @@ def test_client_id_makes_a_retried_commit_return_the_first_version(
     assert len(srv.store.artifact_versions("p", "m") or []) == 2
 
 
+def test_a_synced_local_version_keeps_its_number_when_free(srv: Srv, tmp_path: Path) -> None:
+    with srv.client() as c:
+
+        def put(data: bytes, version: str | None = None) -> str:
+            e = stage(tmp_path, "m.bin", data)
+            return c.publish("m", commit_req(e, version=version), tmp_path / "files").version
+
+        assert put(b"a", "v5") == "v5"  # free: kept
+        assert put(b"b") == "v6"  # the next after the newest
+        assert put(b"c", "v5") == "v7"  # taken: the server assigns the next
+        assert put(b"d", "v2") == "v2"  # free, below the newest: kept, latest stays v7
+    with srv.client("read") as reader:
+        assert reader.get("m").version == "v7"
+        assert [v.version for v in reader.versions("m")] == ["v7", "v6", "v5", "v2"]
+
+
+def test_a_download_that_does_not_match_its_digest_writes_nothing(
+    local_srv: Srv, tmp_path: Path
+) -> None:
+    e = stage(tmp_path, "m.bin", b"the real weights")
+    dest = tmp_path / "out" / "m.bin"
+    with local_srv.client() as c:
+        c.publish("m", commit_req(e), tmp_path / "files")
+        with pytest.raises(ServerError, match="sha256"):
+            c.download_file("m", "v0", "m.bin", dest, digest="0" * 64)
+        assert not dest.exists() and list(dest.parent.iterdir()) == []  # no partial file
+        with pytest.raises(ArtifactNotFoundError):
+            c.download_file("m", "v0", "other.bin", dest, digest="0" * 64)
+        assert c.download_file("m", "latest", "m.bin", dest, e.digest).read_bytes() == (
+            b"the real weights"
+        )
+
+
 # -- resumable uploads ------------------------------------------------------------------
 
 
