@@ -324,8 +324,8 @@ def test_commit_without_its_chunks_is_409_listing_them_and_creates_nothing(
     e = stage(tmp_path, "m.bin", os.urandom(2 * CHUNK + 1))
     body = msgspec.json.encode(commit_req(e))
     r = srv.req("POST", "/api/v1/artifacts/p/m/versions", "ingest", content=body)
-    assert r.status_code == 409
-    assert r.json()["error"]["missing"] == [c.digest for c in e.chunks]
+    assert r.status_code == 409, r.text
+    assert r.json()["error"]["missing"] == [c.digest for c in e.chunks], r.text
     assert srv.store.artifact_versions("p", "m") is None
 
 
