@@ -413,6 +413,13 @@ def test_server_blob_limit_fits_a_chunk_and_a_smaller_one_is_named(
         assert s.counter.puts == []
 
 
+def test_a_server_whose_blob_limit_is_below_a_chunk_says_so_at_start(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    with ServerProcess.db(f"sqlite:///{tmp_path / 'db.sqlite'}", log, "--max-blob-mb", "8"):
+        pass
+    assert "--max-blob-mb 8 is below the 32 MiB chunks" in log.read_text()
+
+
 # -- concurrency ------------------------------------------------------------------------
 
 
