@@ -77,3 +77,23 @@ class RunArtifacts(msgspec.Struct, kw_only=True):
 
     logged: list[VersionInfo] = msgspec.field(default_factory=list)
     used: list[VersionInfo] = msgspec.field(default_factory=list)
+
+
+class UseRequest(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """Body of ``POST /artifacts/{project}/{name}/use``: lineage of one run's use."""
+
+    run_id: str
+    ref: str = "latest"
+    label: str | None = None
+
+
+class ArtifactsReply(msgspec.Struct, kw_only=True):
+    """``GET /artifacts/{project}``: the project's artifact names."""
+
+    artifacts: list[ArtifactSummary]
+
+
+class VersionsReply(msgspec.Struct, kw_only=True):
+    """``GET /artifacts/{project}/{name}``: its versions, newest first (no manifests)."""
+
+    versions: list[VersionInfo]

@@ -26,7 +26,7 @@ from .config import ServerSettings
 from .encoding import ApiError, error_reply
 from .hardening import install_hardening
 from .openapi import document_replies
-from .routes import blobs, health, ingest, login, media, runs, saved_views
+from .routes import artifacts, blobs, health, ingest, login, media, runs, saved_views
 from .static import mount_dashboard
 
 API = "/api/v1"
@@ -61,6 +61,11 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
     app.include_router(saved_views.router, prefix=API, dependencies=[Depends(auth.read)])
     app.include_router(health.router, prefix=API, dependencies=[Depends(auth.read)])
     app.include_router(media.router, prefix=API, dependencies=[Depends(auth.read)])
+    app.include_router(artifacts.ingest_router, prefix=API, dependencies=[Depends(auth.ingest)])
+    app.include_router(artifacts.read_router, prefix=API, dependencies=[Depends(auth.read)])
+    app.include_router(
+        artifacts.files_router, prefix=API, dependencies=[Depends(auth.read_or_ingest)]
+    )
     app.include_router(login.router, prefix=API)
 
     @app.api_route(

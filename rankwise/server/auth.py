@@ -9,6 +9,9 @@ Deny by default. Every route carries exactly one policy dependency, and a test w
   a token leaked from a cluster node exposes nothing.
 * ``read``: the read API of the token's projects (saved views included: they are
   per-project dashboard state, so a reader may save them from the dashboard).
+* ``read_or_ingest``: an artifact file's bytes (``/artifacts/.../files/...``): a read
+  token, or an ingest token of that project, since a training job that uses a model must
+  fetch it with the token it logs with (see docs/security.md, "Artifact downloads").
 * ``admin``: token management; an admin token also passes every other policy.
 * ``authenticated``: any principal (who-am-I, and the JSON 404 of unknown ``/api`` paths,
   so an unauthenticated caller learns nothing of the API's shape).
@@ -303,6 +306,16 @@ def ingest(request: Request, who: Who) -> Principal:
 def read(request: Request, who: Who) -> Principal:
     if who.role not in ("read", "admin"):
         raise _forbidden(f"this {who.role} token cannot read: use a read token")
+    _check_project(who, request.path_params.get("project"))
+    return who
+
+
+@_policy("read_or_ingest")
+def read_or_ingest(request: Request, who: Who) -> Principal:
+    """Artifact file downloads: any token of the project, read or ingest (a training
+    job fetches the model it uses with its ingest token). Nothing is written."""
+    if who.role not in ("read", "ingest", "admin"):
+        raise _forbidden(f"this {who.role} token cannot fetch files: use a read token")
     _check_project(who, request.path_params.get("project"))
     return who
 

@@ -20,6 +20,11 @@ routes or the static files do can skip it. Per request, in this order:
    ``X-Request-Id``. No CORS headers are ever sent: a foreign origin gets no access.
    Under ``/api/v1/blobs/`` (uploaded files) the CSP is ``BLOB_CSP`` instead (``sandbox;
    default-src 'none'``) and framing is allowed to the dashboard's own origin only.
+   An artifact file (``/api/v1/artifacts/{project}/{name}/{ref}/files/{path}``) is served
+   with ``ARTIFACT_CSP`` (``sandbox; default-src 'none'``) and no framing at all; its
+   ``{path}`` is checked as a file name (``names.is_file_name``: no traversal, no
+   double encoding) instead of as ids. An artifact commit's body (a manifest) has the
+   ingest cap ``max_body_bytes``.
 
 Every refusal has a fixed message: nothing from the request (headers, body, the bad
 name) is echoed, so a response can never carry an attacker's markup back.
@@ -75,6 +80,10 @@ BLOB_TOO_LARGE = (
     "blob over this server's limit: log a smaller file, or start the server with a larger "
     "--max-blob-mb"
 )
+# Artifact files: /api/v1/artifacts/{project}/{name}/{ref}/files/{path...}
+ARTIFACTS_PREFIX = "/api/v1/artifacts/"
+ARTIFACT_CSP = "sandbox; default-src 'none'"
+BAD_FILE_PATH = "the artifact file path is not a valid file name: " + names.FILE_RULE
 # Query parameters that carry names, and the rule each follows.
 _ID_PARAMS = frozenset(("project", "run", "label", "group", "token_id"))
 _KEY_PARAMS = frozenset(("key", "name"))
@@ -261,6 +270,8 @@ class HardeningMiddleware:
         if blob:
             extra[0] = (b"content-security-policy", BLOB_CSP.encode())
             extra[4] = (b"x-frame-options", b"SAMEORIGIN")
+        elif _artifact_file(path):
+            extra[0] = (b"content-security-policy", ARTIFACT_CSP.encode())
         started = False
 
         async def send_hardened(message: Message) -> None:
@@ -287,7 +298,7 @@ class HardeningMiddleware:
             await refuse(400, problem)
             return
         limit, too_large = self.max_json_bytes, TOO_LARGE
-        if path == INGEST_PATH:
+        if path == INGEST_PATH or _artifact_commit(path, scope.get("method")):
             limit = self.max_body_bytes
         elif blob and scope.get("method") == "PUT":
             limit, too_large = self.max_blob_bytes, BLOB_TOO_LARGE
@@ -340,7 +351,19 @@ def _bad_name(scope: Scope) -> str | None:
     if not path.startswith("/api/"):
         return None
     raw = scope.get("raw_path") or path.encode()
-    for part in raw.decode("latin-1").split("/")[2:]:
+    parts = raw.decode("latin-1").split("/")[2:]
+    if _artifact_file(path):  # v1/artifacts/p/n/ref/files/<file path>
+        if len(parts) < 7 or parts[5] != "files":
+            return BAD_PATH
+        rest = "/".join(parts[6:])
+        try:
+            decoded = unquote(rest, errors="strict")
+        except UnicodeDecodeError:
+            return BAD_FILE_PATH
+        if not names.is_file_name(decoded):
+            return BAD_FILE_PATH
+        parts = parts[:5]
+    for part in parts:
         try:
             decoded = names.decode_stable(part)
         except (ValueError, UnicodeDecodeError):
@@ -360,6 +383,21 @@ def _bad_name(scope: Scope) -> str | None:
         if param in _KEY_PARAMS and not names.is_key(value):
             return bad_param(param)
     return None
+
+
+def _artifact_file(path: str) -> bool:
+    parts = path.split("/")  # "", api, v1, artifacts, p, n, ref, files, ...
+    return path.startswith(ARTIFACTS_PREFIX) and len(parts) > 8 and parts[7] == "files"
+
+
+def _artifact_commit(path: str, method: object) -> bool:
+    parts = path.split("/")
+    return (
+        method == "POST"
+        and path.startswith(ARTIFACTS_PREFIX)
+        and len(parts) == 7
+        and parts[6] == "versions"
+    )
 
 
 async def _send_error(send: Send, status: int, message: str, request_id: str) -> None:

@@ -14,6 +14,15 @@ from typing import Any
 
 import msgspec
 
+from ..artifacts.model import (
+    ArtifactsReply,
+    ArtifactSummary,
+    CommitRequest,
+    RunArtifacts,
+    UseRequest,
+    VersionInfo,
+    VersionsReply,
+)
 from ..health import HealthReply
 from ..read.media_model import HistogramsReply, MediaKeysReply, MediaReply, TableReply
 from ..read.model import ProjectsReply, RunInfo, RunsReply
@@ -27,6 +36,8 @@ class ErrorDetail(msgspec.Struct, kw_only=True, omit_defaults=True):
     acked_seq: int | None = None  # 409 only: the stream's mark
     # 409 of an ingest naming blobs the server lacks: upload them, then resend
     missing_blobs: list[str] | None = None
+    # 409 of an artifact commit: the chunk digests the server lacks (PUT them, commit again)
+    missing: list[str] | None = None
     request_id: str | None = None  # names this request in the server's log
 
 
@@ -126,4 +137,11 @@ STRUCTS: tuple[type, ...] = (
     BlobsMissing,
     BlobsLost,
     BlobPut,
+    ArtifactsReply,
+    ArtifactSummary,
+    VersionsReply,
+    VersionInfo,
+    RunArtifacts,
+    CommitRequest,
+    UseRequest,
 )

@@ -33,6 +33,8 @@ from .types import (
 )
 
 if TYPE_CHECKING:
+    from ..artifacts.manifest import Entry
+    from ..artifacts.model import ArtifactSummary, CommitRequest, RunArtifacts, VersionInfo
     from ..health import StreamSteps
     from ..tokens import NewToken, TokenInfo
     from .tokens import SessionInfo
@@ -195,6 +197,40 @@ class Store(Protocol):
 
     def blob_kind(self, project: str, digest: str) -> tuple[str, str] | None:
         """(kind, format) of a blob a record of the project names, None if none does."""
+
+    # Artifacts (``rankwise.store.artifacts``): versions, aliases, lineage.
+
+    def commit_artifact(
+        self, project: str, name: str, req: CommitRequest, now: float | None = None
+    ) -> tuple[VersionInfo, bool]:
+        """Store a version in one transaction (the next number, aliases moved; content
+        equal to the latest's or a known ``client_id`` creates none): (version, created)."""
+
+    def use_artifact(
+        self,
+        project: str,
+        name: str,
+        ref: str,
+        run_id: str,
+        label: str | None = None,
+        now: float | None = None,
+    ) -> VersionInfo | None:
+        """Record lineage; the version ``ref`` names with its manifest (None: none)."""
+
+    def artifact_names(self, project: str, type: str | None = None) -> list[ArtifactSummary]:
+        """The artifact names of a project, by name."""
+
+    def artifact_versions(self, project: str, name: str) -> list[VersionInfo] | None:
+        """The versions of a name, newest first (None: no such name)."""
+
+    def artifact_version(self, project: str, name: str, ref: str) -> VersionInfo | None:
+        """One version (``latest``, ``v3``, an alias) with manifest and ``used_by``."""
+
+    def artifact_entry(self, project: str, name: str, ref: str, path: str) -> Entry | None:
+        """One manifest entry of a version (None: no such version or path)."""
+
+    def run_artifacts(self, project: str, run_id: str) -> RunArtifacts:
+        """What a run logged and used."""
 
     # API tokens and dashboard sessions (``rankwise.store.tokens``)
     def create_token(

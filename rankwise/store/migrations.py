@@ -4,7 +4,7 @@ Each migration is applied in its own transaction together with the row that reco
 so a crash mid-upgrade leaves the schema at the last whole version. Migrations are only
 ever appended: a released one is never edited (the database may already hold it).
 
-Tables (version 7)::
+Tables (version 8)::
 
     runs      one row per (project, run_id); the integer ``id`` keys the rest
     streams   one row per stream: the mark (``acked_seq``), the folded state (``fold``,
@@ -35,6 +35,18 @@ Tables (version 7)::
               little-endian bytes, the NaN/+Inf/-Inf counts
     blob_kinds  what each blob a run's records name is (kind, format), so the server
               picks a served blob's content type from what it stored, never the client
+    artifact_names     one row per (project, artifact name): its type, its latest version
+              number (-1: none yet), the time it last changed; the row a commit locks
+              (see ``rankwise.store.artifacts``)
+    artifact_versions  one row per version v<N> of a name: manifest digest, size, file
+              count, description, metadata (JSON), who logged it (run, label), when
+    artifact_files     the manifest: one row per path of a version, file digest, size and
+              chunks (JSON list of [digest, size]) or a reference URI (``ref``)
+    artifact_aliases   (project, name, alias) -> version number, unique; ``latest`` is
+              never stored (it is ``artifact_names.latest``)
+    artifact_uses      lineage: (project, name, version, run, label) and when
+    artifact_commits   (project, client_id) -> (name, version): a retried commit answers
+              the version its first attempt made or matched
 """
 
 from __future__ import annotations
@@ -467,6 +479,132 @@ CREATE TABLE blob_kinds (
 );
 """
 
+_V8_SQLITE = """
+CREATE TABLE artifact_names (
+    project TEXT NOT NULL,
+    name TEXT NOT NULL,
+    type TEXT NOT NULL,
+    latest INTEGER NOT NULL DEFAULT -1,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (project, name)
+);
+CREATE TABLE artifact_versions (
+    id INTEGER PRIMARY KEY,
+    project TEXT NOT NULL,
+    name TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    file_count INTEGER NOT NULL,
+    description TEXT,
+    metadata TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    run_id TEXT,
+    label TEXT,
+    client_id TEXT NOT NULL,
+    UNIQUE (project, name, version),
+    UNIQUE (project, client_id)
+);
+CREATE INDEX artifact_versions_by_run ON artifact_versions (project, run_id);
+CREATE TABLE artifact_files (
+    version_id INTEGER NOT NULL,
+    path TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    chunks TEXT,
+    ref TEXT,
+    PRIMARY KEY (version_id, path)
+);
+CREATE TABLE artifact_aliases (
+    project TEXT NOT NULL,
+    name TEXT NOT NULL,
+    alias TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    PRIMARY KEY (project, name, alias)
+);
+CREATE TABLE artifact_uses (
+    project TEXT NOT NULL,
+    name TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    run_id TEXT NOT NULL,
+    label TEXT NOT NULL,
+    time REAL NOT NULL,
+    PRIMARY KEY (project, name, version, run_id, label)
+);
+CREATE INDEX artifact_uses_by_run ON artifact_uses (project, run_id);
+CREATE TABLE artifact_commits (
+    project TEXT NOT NULL,
+    client_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    PRIMARY KEY (project, client_id)
+);
+"""
+
+_V8_POSTGRES = """
+CREATE TABLE artifact_names (
+    project TEXT NOT NULL,
+    name TEXT NOT NULL,
+    type TEXT NOT NULL,
+    latest BIGINT NOT NULL DEFAULT -1,
+    updated_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (project, name)
+);
+CREATE TABLE artifact_versions (
+    id BIGSERIAL PRIMARY KEY,
+    project TEXT NOT NULL,
+    name TEXT NOT NULL,
+    version BIGINT NOT NULL,
+    type TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    size BIGINT NOT NULL,
+    file_count INTEGER NOT NULL,
+    description TEXT,
+    metadata TEXT NOT NULL,
+    created_at DOUBLE PRECISION NOT NULL,
+    run_id TEXT,
+    label TEXT,
+    client_id TEXT NOT NULL,
+    UNIQUE (project, name, version),
+    UNIQUE (project, client_id)
+);
+CREATE INDEX artifact_versions_by_run ON artifact_versions (project, run_id);
+CREATE TABLE artifact_files (
+    version_id BIGINT NOT NULL,
+    path TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    size BIGINT NOT NULL,
+    chunks TEXT,
+    ref TEXT,
+    PRIMARY KEY (version_id, path)
+);
+CREATE TABLE artifact_aliases (
+    project TEXT NOT NULL,
+    name TEXT NOT NULL,
+    alias TEXT NOT NULL,
+    version BIGINT NOT NULL,
+    PRIMARY KEY (project, name, alias)
+);
+CREATE TABLE artifact_uses (
+    project TEXT NOT NULL,
+    name TEXT NOT NULL,
+    version BIGINT NOT NULL,
+    run_id TEXT NOT NULL,
+    label TEXT NOT NULL,
+    time DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (project, name, version, run_id, label)
+);
+CREATE INDEX artifact_uses_by_run ON artifact_uses (project, run_id);
+CREATE TABLE artifact_commits (
+    project TEXT NOT NULL,
+    client_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    version BIGINT NOT NULL,
+    PRIMARY KEY (project, client_id)
+);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, streams, columnar chunks, aggregates", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "index chunks by time", _V2, _V2),
@@ -475,6 +613,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "API tokens and dashboard sessions", _V5_SQLITE, _V5_POSTGRES),
     Migration(6, "non-finite counts in the aggregates", "", "", _v6_count_nonfinite),
     Migration(7, "media items, tables, histograms, blob kinds", _V7_SQLITE, _V7_POSTGRES),
+    Migration(8, "artifacts: names, versions, files, aliases, lineage", _V8_SQLITE, _V8_POSTGRES),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -28,6 +28,7 @@ from ..stream import records as R
 from . import health as rank_health
 from . import migrations as M
 from . import query, runs
+from .artifacts import ArtifactStore
 from .base import RunQuery, StreamKey, XAxis
 from .health_reads import HealthReads
 from .ingest import apply_stream, decode_fold, metric_names
@@ -49,7 +50,7 @@ def _check_axis(x: str, max_points: int) -> None:
         raise UsageError(f"max_points={max_points} must be at least 1")
 
 
-class SQLStore(SavedViews, HealthReads, MediaReads, TokenStore):
+class SQLStore(SavedViews, HealthReads, MediaReads, TokenStore, ArtifactStore):
     """Everything of ``Store`` but how transactions run (see the module docstring)."""
 
     dialect: str = ""

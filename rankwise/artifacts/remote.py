@@ -1,0 +1,391 @@
+"""``RemoteArtifacts``: the client of a rankwise server's artifact endpoints.
+
+Publishing a version (``publish``) is resumable by construction: files are kept in the
+blob store as *chunks* named by their sha256, so
+
+1. the client asks which chunks the server lacks (``POST /blobs/{project}/missing``);
+2. it PUTs only those, each read as a byte range of the staged whole file
+   (``files_root/<sha[:2]>/<sha>``) in ``PIECE`` pieces, so memory stays bounded
+   whatever the file size; a few chunks travel at once (``parallel``);
+3. it commits the manifest (``POST /artifacts/{project}/{name}/versions``); a 409 that
+   still lists missing chunks (the blob store lost some meanwhile) sends them and commits
+   again.
+
+A crash anywhere costs at most the chunks in flight: publishing again re-asks what is
+missing. Connection errors, 5xx and 429 are retried with exponential backoff and jitter;
+the commit is idempotent on ``client_id``, so a commit retried after a lost reply returns
+the version the first attempt made.
+
+This module imports httpx (through ``rankwise._http``): import it lazily.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import msgspec
+
+from .._http import error_body, error_message, make_client
+from ..errors import RankwiseError, ServerError, UsageError
+from ..names import check_file_name, check_id
+from .manifest import Entry, check_name
+from .model import ArtifactSummary, CommitRequest, RunArtifacts, UseRequest, VersionInfo
+
+API = "/api/v1"
+PIECE = 1024 * 1024  # bytes read and sent at a time
+ASK_AT_ONCE = 1000  # digests per missing request (the server takes up to 10,000)
+RETRIES = 8
+COMMIT_ROUNDS = 3  # a commit answered 409 missing: upload those and commit again
+
+_version = msgspec.json.Decoder(VersionInfo)
+_summaries = msgspec.json.Decoder(list[ArtifactSummary])
+_versions = msgspec.json.Decoder(list[VersionInfo])
+_run = msgspec.json.Decoder(RunArtifacts)
+_json = msgspec.json.Encoder()
+
+
+class ArtifactNotFoundError(RankwiseError, LookupError):
+    """The server has no such artifact, version, alias or file."""
+
+
+class _Retry(Exception):
+    """A reply worth retrying (5xx, 429)."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(f"{response.status_code}: {error_message(response)}")
+        self.response = response
+
+
+class RemoteArtifacts:
+    """The artifacts of ``project`` on the server at ``server`` (see the module docstring).
+
+    ``token`` (else ``RANKWISE_TOKEN``): an ingest token publishes, uses and downloads; a
+    read token lists, gets and downloads. ``parallel``: chunks uploaded at once.
+    ``sent_bytes``/``sent_chunks`` count what this client PUT.
+    """
+
+    def __init__(
+        self,
+        server: str,
+        project: str,
+        token: str | None = None,
+        timeout: float = 30.0,
+        *,
+        parallel: int = 8,
+        retries: int = RETRIES,
+        backoff: float = 0.5,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.project = check_id(project, "project")
+        self.client = make_client(server, token=token, timeout=timeout, transport=transport)
+        self.parallel = max(1, parallel)
+        self.retries = max(1, retries)
+        self.backoff = backoff
+        self.sent_bytes = 0
+        self.sent_chunks = 0
+        self.max_blob_bytes: int | None = None
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> RemoteArtifacts:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RemoteArtifacts({str(self.client.base_url)!r}, {self.project!r})"
+
+    # -- HTTP with retries ------------------------------------------------------------
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        """One request, retried on connection errors, 5xx and 429 (``kwargs`` may hold
+        ``body``: a callable making a fresh request body per attempt)."""
+        make_body: Callable[[], Any] | None = kwargs.pop("body", None)
+        last: BaseException | None = None
+        for attempt in range(self.retries):
+            if attempt:
+                wait = min(10.0, self.backoff * 2 ** (attempt - 1))
+                time.sleep(wait * random.uniform(0.5, 1.0))
+            try:
+                if make_body is not None:
+                    kwargs["content"] = make_body()
+                response = self.client.request(method, API + path, **kwargs)
+            except httpx.TransportError as exc:
+                last = exc
+                continue
+            if response.status_code >= 500 or response.status_code == 429:
+                last = _Retry(response)
+                continue
+            return response
+        raise ServerError(
+            f"the rankwise server at {self.client.base_url} did not take {method} {path} "
+            f"after {self.retries} attempts: {last}"
+        )
+
+    def _check(self, response: httpx.Response, what: str) -> httpx.Response:
+        status = response.status_code
+        if status < 400:
+            return response
+        message = error_message(response)
+        if status in (401, 403):
+            raise ServerError(
+                f"the rankwise server refused {what} ({status}: {message}): pass a token "
+                "(an ingest token to publish, a read token to list) or set RANKWISE_TOKEN"
+            )
+        if status == 404:
+            raise ArtifactNotFoundError(message)
+        if status in (400, 422):
+            raise UsageError(message)
+        raise ServerError(f"the rankwise server answered {status} to {what}: {message}")
+
+    def _path(self, name: str, *rest: str) -> str:
+        check_name(name, "artifact name")
+        return "/".join([f"/artifacts/{self.project}/{name}", *rest])
+
+    # -- publishing -----------------------------------------------------------------------
+
+    def missing(self, digests: list[str]) -> list[str]:
+        """Those of ``digests`` the server's blob store lacks."""
+        out: list[str] = []
+        for i in range(0, len(digests), ASK_AT_ONCE):
+            part = digests[i : i + ASK_AT_ONCE]
+            r = self._send("POST", f"/blobs/{self.project}/missing", json={"digests": part})
+            body = self._check(r, "a missing-chunks request").json()
+            out += [str(d) for d in body["missing"]]
+            self.max_blob_bytes = int(body.get("max_blob_bytes") or 0) or None
+        return out
+
+    def publish(
+        self,
+        name: str,
+        request: CommitRequest,
+        files_root: Path,
+        progress: Callable[[int], None] | None = None,
+    ) -> VersionInfo:
+        """Upload the chunks the server lacks from ``files_root`` (the staged whole files,
+        ``<sha[:2]>/<sha>``), then commit: the version made, or the existing one the
+        content or ``client_id`` matched. ``progress(n)`` is called with bytes sent."""
+        path = self._path(name, "versions")
+        where = _chunk_sources(request.manifest.entries, Path(files_root))
+        self._upload(self.missing(list(where)), where, progress)
+        body = _json.encode(request)
+        for _ in range(COMMIT_ROUNDS):
+            r = self._send("POST", path, content=body, headers={"Content-Type": "application/json"})
+            if r.status_code == 409:
+                lacking = error_body(r).get("missing")
+                if isinstance(lacking, list) and lacking:
+                    self._upload([str(d) for d in lacking], where, progress)
+                    continue
+            self._check(r, f"the commit of artifact {name!r}")
+            return _version.decode(r.content)
+        raise ServerError(
+            f"the server kept losing chunks of artifact {name!r} while it was committed: "
+            "check its blob store, then publish again"
+        )
+
+    def _upload(
+        self,
+        digests: list[str],
+        where: dict[str, tuple[Path, int, int]],
+        progress: Callable[[int], None] | None,
+    ) -> None:
+        unknown = [d for d in digests if d not in where]
+        if unknown:
+            raise ServerError(f"the server asked for chunks this artifact lacks: {unknown[:3]}")
+        limit = self.max_blob_bytes
+        big = [d for d in digests if limit is not None and where[d][2] > limit]
+        if big:
+            raise UsageError(
+                f"a chunk of {where[big[0]][2]} bytes is over this server's --max-blob-mb "
+                f"({limit} bytes): start the server with --max-blob-mb 32 or more"
+            )
+        for d in digests:
+            if not where[d][0].is_file():
+                raise UsageError(
+                    f"the staged file {where[d][0]} is missing: log the artifact again"
+                )
+        if len(digests) <= 1 or self.parallel == 1:
+            for d in digests:
+                self._put(d, *where[d], progress)
+            return
+        with ThreadPoolExecutor(self.parallel, thread_name_prefix="rankwise-artifact-put") as pool:
+            for done in [pool.submit(self._put, d, *where[d], progress) for d in digests]:
+                done.result()
+
+    def _put(
+        self,
+        digest: str,
+        path: Path,
+        offset: int,
+        size: int,
+        progress: Callable[[int], None] | None,
+    ) -> None:
+        r = self._send(
+            "PUT",
+            f"/blobs/{self.project}/{digest}",
+            body=lambda: _read_range(path, offset, size),
+            headers={"Content-Type": "application/octet-stream", "Content-Length": str(size)},
+        )
+        if r.status_code == 400:  # the staged bytes changed under us: never commit them
+            raise UsageError(
+                f"the staged file {path} no longer holds the bytes it was hashed from: "
+                "log the artifact again"
+            )
+        self._check(r, "a chunk upload")
+        with self._lock:
+            self.sent_bytes += size
+            self.sent_chunks += 1
+        if progress is not None:
+            progress(size)
+
+    # -- lineage and reads ----------------------------------------------------------------
+
+    def use(
+        self, name: str, ref: str = "latest", run_id: str = "", label: str | None = None
+    ) -> VersionInfo:
+        """Record that ``run_id`` uses ``name:ref``; the version with its manifest."""
+        body = _json.encode(UseRequest(run_id=run_id, ref=ref, label=label))
+        r = self._send(
+            "POST",
+            self._path(name, "use"),
+            content=body,
+            headers={"Content-Type": "application/json"},
+        )
+        return _version.decode(self._check(r, f"the use of {name}:{ref}").content)
+
+    def get(self, name: str, ref: str = "latest") -> VersionInfo:
+        """One version (``latest``, ``v3``, an alias) with its manifest and lineage."""
+        check_name(ref, "artifact version or alias")
+        r = self._send("GET", self._path(name, ref))
+        return _version.decode(self._check(r, f"reading {name}:{ref}").content)
+
+    def versions(self, name: str) -> list[VersionInfo]:
+        """Every version of ``name``, newest first (no manifests)."""
+        r = self._send("GET", self._path(name))
+        body = self._check(r, f"the versions of {name!r}").content
+        return _versions.decode(msgspec.json.encode(msgspec.json.decode(body)["versions"]))
+
+    def run_artifacts(self, run_id: str) -> RunArtifacts:
+        """What run ``run_id`` logged and used."""
+        r = self._send("GET", f"/runs/{self.project}/{check_id(run_id, 'run id')}/artifacts")
+        return _run.decode(self._check(r, f"the artifacts of run {run_id!r}").content)
+
+    def download_file(
+        self,
+        name: str,
+        version: str,
+        path: str,
+        dest: str | os.PathLike[str],
+        digest: str | None = None,
+    ) -> Path:
+        """Stream file ``path`` of ``name:version`` to ``dest``: written to a temporary
+        file beside it, checked against the manifest's sha256 (``digest``, else read from
+        the server), then renamed into place. A mismatch leaves ``dest`` untouched."""
+        check_file_name(path, "artifact file name")
+        check_name(version, "artifact version or alias")
+        if digest is None:
+            info = self.get(name, version)
+            entry = _entry(info, path)
+            if entry.ref is not None:
+                raise UsageError(f"{path!r} is a reference ({entry.ref}): nothing to download")
+            digest = entry.digest
+        target = Path(dest)
+        if target.is_symlink():
+            raise UsageError(f"{target} is a symlink: download elsewhere")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        url = API + self._path(name, version, "files", quote(path, safe="/"))
+        last: BaseException | None = None
+        for attempt in range(self.retries):
+            if attempt:
+                time.sleep(min(10.0, self.backoff * 2 ** (attempt - 1)) * random.uniform(0.5, 1))
+            tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.part"
+            try:
+                got = self._stream_to(url, tmp)
+            except (httpx.TransportError, _Retry) as exc:
+                tmp.unlink(missing_ok=True)
+                last = exc
+                continue
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
+            if got != digest:
+                tmp.unlink(missing_ok=True)
+                raise ServerError(
+                    f"file {path!r} of {name}:{version} arrived with sha256 {got}, not "
+                    f"{digest}: nothing was written to {target}"
+                )
+            os.replace(tmp, target)
+            return target
+        raise ServerError(f"could not download {path!r} of {name}:{version}: {last}")
+
+    def _stream_to(self, url: str, tmp: Path) -> str:
+        h = hashlib.sha256()
+        with self.client.stream("GET", url) as r:
+            if r.status_code >= 500 or r.status_code == 429:
+                r.read()
+                raise _Retry(r)
+            if r.status_code >= 400:
+                r.read()
+                self._check(r, "a file download")
+            with open(tmp, "xb") as out:
+                for piece in r.iter_bytes(PIECE):
+                    h.update(piece)
+                    out.write(piece)
+                out.flush()
+                os.fsync(out.fileno())
+        return h.hexdigest()
+
+    def list(self, type: str | None = None) -> list[ArtifactSummary]:
+        """The project's artifact names (of ``type``)."""
+        params = {"type": check_name(type, "artifact type")} if type is not None else None
+        r = self._send("GET", f"/artifacts/{self.project}", params=params)
+        body = self._check(r, "the artifact list").content
+        return _summaries.decode(msgspec.json.encode(msgspec.json.decode(body)["artifacts"]))
+
+
+def _entry(info: VersionInfo, path: str) -> Entry:
+    for e in info.manifest.entries if info.manifest is not None else []:
+        if e.path == path:
+            return e
+    raise ArtifactNotFoundError(f"no file {path!r} in {info.qualified_name}")
+
+
+def _chunk_sources(entries: list[Entry], root: Path) -> dict[str, tuple[Path, int, int]]:
+    """Chunk digest -> (staged file, offset, size) for every file entry."""
+    out: dict[str, tuple[Path, int, int]] = {}
+    for e in entries:
+        if e.ref is not None:
+            continue
+        path = root / e.digest[:2] / e.digest
+        offset = 0
+        for c in e.chunks:
+            out.setdefault(c.digest, (path, offset, c.size))
+            offset += c.size
+    return out
+
+
+def _read_range(path: Path, offset: int, size: int) -> Iterator[bytes]:
+    """The bytes ``offset .. offset + size`` of ``path``, ``PIECE`` at a time."""
+    with open(path, "rb") as f:
+        f.seek(offset)
+        left = size
+        while left > 0:
+            data = f.read(min(PIECE, left))
+            if not data:
+                raise UsageError(f"the staged file {path} is shorter than its manifest says")
+            left -= len(data)
+            yield data
