@@ -37,7 +37,7 @@ import httpx
 import msgspec
 
 from .._http import error_body, error_message, make_client
-from ..errors import RankwiseError, ServerError, UsageError
+from ..errors import ArtifactNotFoundError, ServerError, UsageError
 from ..names import check_file_name, check_id
 from .manifest import Entry, check_name
 from .model import ArtifactSummary, CommitRequest, RunArtifacts, UseRequest, VersionInfo
@@ -53,10 +53,6 @@ _summaries = msgspec.json.Decoder(list[ArtifactSummary])
 _versions = msgspec.json.Decoder(list[VersionInfo])
 _run = msgspec.json.Decoder(RunArtifacts)
 _json = msgspec.json.Encoder()
-
-
-class ArtifactNotFoundError(RankwiseError, LookupError):
-    """The server has no such artifact, version, alias or file."""
 
 
 class _Retry(Exception):
