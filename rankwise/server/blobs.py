@@ -363,9 +363,11 @@ class FsspecBlobStore:
 class RunDirBlobStore:
     """``rankwise ui``: the blobs of a data directory, read where the runs wrote them.
 
-    Runs keep their blobs in ``<dir>/<project>/<run>/blobs/<hex[:2]>/<hex>``; a digest is
-    looked up in every run folder of the project (content-addressed: any copy is right)
-    and where it was found is remembered. Nothing is copied and nothing is written.
+    Runs keep their blobs in ``<dir>/<project>/<run>/blobs/<hex[:2]>/<hex>``, and the
+    project's local artifact store its files in ``<dir>/<project>/artifacts/files/``; a
+    digest is looked up there and in every run folder of the project (content-addressed:
+    any copy is right) and where it was found is remembered. Nothing is copied and
+    nothing is written.
     """
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
@@ -385,8 +387,9 @@ class RunDirBlobStore:
             runs = sorted(project_dir.iterdir())
         except OSError:
             return None
-        for run in runs:
-            path = blob_path(run, digest)
+        # Artifact files of the project's local store sit whole under artifacts/files/.
+        stored = project_dir / "artifacts" / "files" / digest[:2] / digest
+        for path in (stored, *(blob_path(run, digest) for run in runs)):
             if path.is_file() and not path.is_symlink():
                 if len(self._found) > 100_000:
                     self._found.clear()

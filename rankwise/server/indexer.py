@@ -14,6 +14,9 @@ Invariants:
   and a stream whose ``Finish`` record was ingested is not looked at again.
 * Problems with one file (damage, a store error) are warned about once; they never
   stop the tailing of the others.
+* The local artifact stores (``<dir>/<project>/artifacts/``) are indexed on each
+  discovery pass (``artifact_index.LocalArtifactIndex``), after the streams, so a
+  version's run is in the index when its artifact appears.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from ..store.base import Store, StreamKey
 from ..stream import records as R
 from ..stream.files import iter_stream_files, read_whole_frames
 from ..stream.frames import MAGIC, scan
+from .artifact_index import LocalArtifactIndex
 from .encoding import ApiError
 from .routes.ingest import check_records
 
@@ -63,6 +67,7 @@ class DirectoryTailer:
         self.discover_interval = discover_interval
         self.chunk = chunk
         self._tails: dict[Path, _Tail] = {}
+        self._artifacts = LocalArtifactIndex(self.root, store)
         self._last_discover = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="rankwise-tailer", daemon=True)
@@ -86,7 +91,8 @@ class DirectoryTailer:
     def poll(self) -> int:
         """One pass: find new stream files, ingest what was appended; returns records."""
         now = time.monotonic()
-        if now - self._last_discover >= self.discover_interval:
+        discover = now - self._last_discover >= self.discover_interval
+        if discover:
             self._last_discover = now
             self._discover()
         total = 0
@@ -97,6 +103,8 @@ class DirectoryTailer:
                 total += self._follow(tail)
             except Exception as exc:  # one bad file must not stop the others
                 self._warn(tail, f"cannot index it: {exc!r}")
+        if discover and hasattr(self.store, "commit_artifact"):
+            total += self._artifacts.poll()
         return total
 
     def _discover(self) -> None:
