@@ -101,15 +101,23 @@ def main() -> None:
             from rankwise.store.sqlite import SQLiteStore
 
             store: Any = SQLiteStore(Path(tmp) / "append.db")
+            store.migrate()
+            try:
+                per = run(store, args.ranks, args.seconds, args.batch, prof)
+            finally:
+                store.close()
         else:
+            from bench_load import pg_database
+
             from rankwise.store.postgres import PostgresStore
 
-            store = PostgresStore(os.environ["RANKWISE_TEST_POSTGRES"])
-        store.migrate()
-        try:
-            per = run(store, args.ranks, args.seconds, args.batch, prof)
-        finally:
-            store.close()
+            with pg_database(os.environ["RANKWISE_TEST_POSTGRES"]) as dsn:  # a database of its own
+                store = PostgresStore(dsn)
+                store.migrate()
+                try:
+                    per = run(store, args.ranks, args.seconds, args.batch, prof)
+                finally:
+                    store.close()
     print(
         f"{args.db}: {args.ranks} ranks x {args.seconds} s, {args.batch} uploads per call: "
         f"{per * 1e3:.3f} ms CPU per rank-second"

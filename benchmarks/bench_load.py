@@ -29,8 +29,6 @@ import json
 import os
 import sys
 import tempfile
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -76,16 +74,20 @@ def private_cluster() -> Iterator[Any]:
         cluster.close()
 
 
-def restart_postgres_later(cluster: Any, at: float, down_for: float) -> threading.Thread:
-    def go() -> None:
-        time.sleep(at)
-        cluster.stop("fast")
-        time.sleep(down_for)
-        cluster.start()
+def restart_postgres(cluster: Any, at: float, down_for: float) -> Any:
+    """An ``on_tick`` for ``simulate``: stop the cluster ``at`` seconds into the load
+    (every session ended) and start it ``down_for`` seconds later."""
+    done: set[str] = set()
 
-    t = threading.Thread(target=go, daemon=True)
-    t.start()
-    return t
+    def on_tick(t: float, _server: Any) -> None:
+        if t >= at and "stop" not in done:
+            done.add("stop")
+            cluster.stop("fast")
+        if t >= at + down_for and "start" not in done:
+            done.add("start")
+            cluster.start()
+
+    return on_tick
 
 
 def row(store: str, got: dict[str, object]) -> str:
@@ -138,12 +140,12 @@ def _rows(args: argparse.Namespace, counts: list[int], dsn: str | None, cluster:
                 tempfile.TemporaryDirectory() as tmp,
                 pg_database(dsn) if store == "postgres" and dsn else _nothing() as pg,
             ):
-                replicas = 1
+                replicas, on_tick = 1, None
                 if store == "postgres":
                     db, extra = pg, [*extra, "--workers", str(args.pg_workers)]
                     replicas = args.replicas
                     if args.pg_restart_at is not None:
-                        restart_postgres_later(cluster, args.pg_restart_at, args.pg_down_for)
+                        on_tick = restart_postgres(cluster, args.pg_restart_at, args.pg_down_for)
                 else:
                     db = f"sqlite:///{tmp}/load.db"
                 got = simulate(
@@ -155,6 +157,7 @@ def _rows(args: argparse.Namespace, counts: list[int], dsn: str | None, cluster:
                     kill_server_at=args.kill_server_at,
                     replicas=replicas,
                     duplicate=args.duplicate,
+                    on_tick=on_tick,
                 )
             print(row(store if replicas == 1 else f"{store}x{replicas}", got), flush=True)
             if args.json:

@@ -31,7 +31,7 @@ def pg_database() -> Iterator[str]:
 
 def assert_trained(got: dict[str, Any]) -> None:
     """Every rank kept its training loop's pace (a tick a second) through the fault."""
-    assert got["steps_min"] >= SECONDS - 1, got
+    assert got["steps_min"] >= got["seconds"] - 1, got
 
 
 def test_postgres_restarted_mid_ingest(private_postgres: PrivatePostgres) -> None:
@@ -65,10 +65,10 @@ def test_postgres_crashed_mid_ingest(private_postgres: PrivatePostgres) -> None:
     state: dict[str, float] = {}
 
     def on_tick(t: float, _server: Any) -> None:
-        if t >= 3.0 and "down" not in state:
+        if t >= 2.5 and "down" not in state:
             pg.stop("immediate")
             state["down"] = t
-        if t >= 4.5 and "up" not in state:
+        if t >= 6.5 and "up" not in state:  # down longer than the pool's 3 s wait
             pg.start()
             state["up"] = t
 
@@ -83,8 +83,8 @@ def test_two_servers_on_one_postgres(pg_database: str) -> None:
     """Two server processes on one database; each rank's uploads alternate between them
     and every third goes to both at once (a retry crossing the request it repeats, as a
     load balancer may do): nothing doubled, nothing lost."""
-    got = loadsim.simulate(RANKS, SECONDS, pg_database, clients=2, replicas=2, duplicate=3)
+    got = loadsim.simulate(RANKS, 6.0, pg_database, clients=2, replicas=2, duplicate=3)
     assert got["replicas"] == 2
     assert_exact(got)
     assert_trained(got)
-    assert min(got["served"]) > RANKS * SECONDS / 4, got  # both took their share
+    assert min(got["served"]) > RANKS * 6.0 / 4, got  # both took their share
