@@ -1,19 +1,24 @@
-"""``PostgresStore`` across a database outage: calls fail fast while the database is down
-(the server answers them 503 with Retry-After) and work again within seconds of its
-return, however long it was gone. A cluster of the test's own (``private_postgres``)
-is stopped, never the shared server.
+"""PostgreSQL going away under a running training job: ``PostgresStore`` calls fail fast
+while the database is down (the server answers them 503 with Retry-After) and work again
+within seconds of its return, however long it was gone; real SDK ranks uploading to a
+real server through such an outage lose and double nothing. A cluster of the test's own
+(``private_postgres``) is stopped, never the shared server.
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import psycopg
 
+import rankwise
 from rankwise.store.base import StreamKey
 from rankwise.store.postgres import PostgresStore
 from rankwise.stream import records as R
 
+from .helpers.runs import assert_same_history, launch_ranks, wait_all
+from .helpers.servers import ServerProcess, wait_until
 from .helpers.stores import PrivatePostgres, private_postgres
 
 __all__ = ["private_postgres"]  # the fixture, used by name below
@@ -63,3 +68,38 @@ def test_outage_fails_fast_and_reconnects(private_postgres: PrivatePostgres) -> 
         assert [r["step"] for r in rows] == list(range(1, 15))  # nothing lost or doubled
     finally:
         store.close()
+
+
+def test_sdk_ranks_upload_through_a_database_restart(
+    private_postgres: PrivatePostgres, tmp_path: Path
+) -> None:
+    """Two SDK ranks train and upload while PostgreSQL is down for 4 s: the uploader is
+    told 503 (Retry-After), keeps its frames, resends; training never waits for it."""
+    pg = private_postgres
+    data = tmp_path / "data"
+    data.mkdir()
+    progress = tmp_path / "progress"
+    server = ServerProcess.db(pg.dsn, tmp_path / "server.log").start()
+    try:
+        procs = launch_ranks(
+            data, "pgdown", 2, "--steps", "80", "--sleep", "0.05", "--progress", str(progress),
+            server=server.url,
+        )  # fmt: skip
+        wait_until(lambda: progress.exists() and int(progress.read_text() or 0) >= 10)
+        pg.stop("fast")
+        stopped_at = int(progress.read_text() or 0)
+        time.sleep(4.0)
+        assert all(p.poll() is None for p in procs)  # still training
+        assert int(progress.read_text() or 0) > stopped_at  # and not held up by uploads
+        pg.start()
+        outs = wait_all(procs)
+        local = rankwise.Api(dir=data).run("pgdown")
+        remote = rankwise.Api(server=server.url).run("pgdown")
+        assert_same_history(local, remote)
+        assert len(remote.history()) == 2 * 80 * 2
+        assert remote.state == "finished" and len(remote.streams) == 2
+    finally:
+        server.stop()
+    assert all("not uploaded" not in err for _, err in outs), outs
+    # The outage was seen and answered (503 + Retry-After), not hidden.
+    assert "refused: the store cannot write" in (tmp_path / "server.log").read_text()
