@@ -467,6 +467,10 @@ CREATE TABLE blob_kinds (
 );
 """
 
+# A series' tail (its chunks from ``series.open_chunk`` on, ``rankwise.store.ingest``) is
+# found by id within the series.
+_V8 = "CREATE INDEX chunks_by_id ON chunks (stream, metric, id);"
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, streams, columnar chunks, aggregates", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "index chunks by time", _V2, _V2),
@@ -475,6 +479,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "API tokens and dashboard sessions", _V5_SQLITE, _V5_POSTGRES),
     Migration(6, "non-finite counts in the aggregates", "", "", _v6_count_nonfinite),
     Migration(7, "media items, tables, histograms, blob kinds", _V7_SQLITE, _V7_POSTGRES),
+    Migration(8, "index chunks by series and id (the open tail)", _V8, _V8),
 )
 
 LATEST = MIGRATIONS[-1].version
