@@ -9,12 +9,17 @@ the server's CPU (100% = one core) and peak RSS, and whether the check passed. T
 rank count at which p99 passes 2 s is named at the end.
 
     python benchmarks/bench_load.py [--ranks 100,300,1000] [--seconds 30]
-        [--clients 4] [--pg-workers 2] [--stores sqlite,postgres]
+        [--clients 4] [--pg-workers 2] [--replicas 2] [--stores sqlite,postgres]
 
 PostgreSQL runs when ``RANKWISE_TEST_POSTGRES`` is set, in a database of its own
-(created and dropped) with ``--workers 2``. ``--kill-server-at T`` SIGKILLs the server at
-T seconds and restarts it (a fault run); ``--pg-restart-at T`` restarts PostgreSQL
-itself (``pg_ctlcluster``; never in the test suite, it would disturb other tests).
+(created and dropped) with ``--workers 2``, or on a throwaway cluster of its own with
+``--private-postgres`` (initdb into a temporary directory; needs PostgreSQL's server
+binaries). ``--replicas N`` runs N separate server processes on that database, each
+rank's uploads rotating over them (every ``--duplicate K``-th to two at once).
+``--kill-server-at T`` SIGKILLs the server(s) at T seconds and restarts them (a fault
+run); ``--pg-restart-at T`` stops PostgreSQL at T seconds and starts it again
+``--pg-down-for`` seconds later: only on the private cluster (implies
+``--private-postgres``), never on a server others use.
 """
 
 from __future__ import annotations
@@ -22,13 +27,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
+import sys
 import tempfile
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from loadsim import simulate
@@ -48,16 +53,41 @@ def pg_database(base: str) -> Iterator[str]:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def restart_postgres_later(at: float) -> threading.Thread:
-    def go() -> None:
-        time.sleep(at)
-        clusters = subprocess.run(["pg_lsclusters", "-h"], capture_output=True, text=True)
-        version, name = clusters.stdout.split()[:2]
-        subprocess.run(["pg_ctlcluster", version, name, "restart"], check=False)
+@contextmanager
+def private_cluster() -> Iterator[Any]:
+    """A throwaway PostgreSQL cluster (the tests' ``PrivatePostgres``), removed after."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    import os as _os
+    import pwd
 
-    t = threading.Thread(target=go, daemon=True)
-    t.start()
-    return t
+    from tests.helpers.stores import PrivatePostgres, _postgres_bindir
+
+    bindir = _postgres_bindir()
+    if bindir is None:
+        raise SystemExit("--private-postgres needs PostgreSQL's server binaries (initdb)")
+    cluster = PrivatePostgres(
+        bindir, pwd.getpwnam("postgres").pw_name if _os.geteuid() == 0 else None
+    )
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+def restart_postgres(cluster: Any, at: float, down_for: float) -> Any:
+    """An ``on_tick`` for ``simulate``: stop the cluster ``at`` seconds into the load
+    (every session ended) and start it ``down_for`` seconds later."""
+    done: set[str] = set()
+
+    def on_tick(t: float, _server: Any) -> None:
+        if t >= at and "stop" not in done:
+            done.add("stop")
+            cluster.stop("fast")
+        if t >= at + down_for and "start" not in done:
+            done.add("start")
+            cluster.start()
+
+    return on_tick
 
 
 def row(store: str, got: dict[str, object]) -> str:
@@ -78,11 +108,23 @@ def main() -> None:
     ap.add_argument("--pg-workers", type=int, default=2)
     ap.add_argument("--max-inflight", type=int, default=None)
     ap.add_argument("--kill-server-at", type=float, default=None)
+    ap.add_argument("--replicas", type=int, default=1, help="PostgreSQL: server processes")
+    ap.add_argument("--duplicate", type=int, default=0)
+    ap.add_argument("--private-postgres", action="store_true")
     ap.add_argument("--pg-restart-at", type=float, default=None)
+    ap.add_argument("--pg-down-for", type=float, default=3.0)
     ap.add_argument("--json", default=None, help="also write every row here (JSON lines)")
     args = ap.parse_args()
     counts = [int(n) for n in args.ranks.split(",")]
     dsn = os.environ.get("RANKWISE_TEST_POSTGRES")
+    private = args.private_postgres or args.pg_restart_at is not None
+    with private_cluster() if private and "postgres" in args.stores else _nothing() as cluster:
+        if cluster is not None:
+            dsn = cluster.dsn.rsplit("/", 1)[0] + "/postgres"
+        _rows(args, counts, dsn, cluster)
+
+
+def _rows(args: argparse.Namespace, counts: list[int], dsn: str | None, cluster: Any) -> None:
     print(f"{args.seconds:g} s of load per row; ack latency per acknowledged POST")
     print("store     ranks  p50 (s)  p99 (s)  points/s  cpu %  rss MB  exact  replies")
     broke: dict[str, int | None] = {}
@@ -98,10 +140,12 @@ def main() -> None:
                 tempfile.TemporaryDirectory() as tmp,
                 pg_database(dsn) if store == "postgres" and dsn else _nothing() as pg,
             ):
+                replicas, on_tick = 1, None
                 if store == "postgres":
                     db, extra = pg, [*extra, "--workers", str(args.pg_workers)]
+                    replicas = args.replicas
                     if args.pg_restart_at is not None:
-                        restart_postgres_later(args.pg_restart_at)
+                        on_tick = restart_postgres(cluster, args.pg_restart_at, args.pg_down_for)
                 else:
                     db = f"sqlite:///{tmp}/load.db"
                 got = simulate(
@@ -111,8 +155,11 @@ def main() -> None:
                     clients=args.clients,
                     server_args=tuple(extra),
                     kill_server_at=args.kill_server_at,
+                    replicas=replicas,
+                    duplicate=args.duplicate,
+                    on_tick=on_tick,
                 )
-            print(row(store, got), flush=True)
+            print(row(store if replicas == 1 else f"{store}x{replicas}", got), flush=True)
             if args.json:
                 with open(args.json, "a") as f:
                     f.write(json.dumps({"store": store, **got}) + "\n")

@@ -12,11 +12,16 @@ sample every 10 s; one upload a second carries what is new. At the end each rank
 appends its finish record and drains.
 
 The ranks run as asyncio tasks (httpx) spread over a few client processes, so the
-harness fits on a small machine next to the server. ``verify`` then reads every rank's
-history back through the store and checks that every point is there exactly once.
+harness fits on a small machine next to the server. With ``--replicas N`` (PostgreSQL),
+N server processes share one database and each rank sends its uploads to them in turn,
+as a client behind a load balancer may; with ``--duplicate K`` every K-th upload of a
+rank goes to two replicas at once (a retry crossing the request it repeats). ``verify``
+then reads every rank's history back through the store and checks that every point is
+there exactly once.
 
     python benchmarks/loadsim.py --ranks 300 --seconds 30 [--db sqlite:///x.db]
         [--workers 2] [--max-inflight 256] [--clients 4] [--kill-server-at 10]
+        [--replicas 2 --duplicate 5]
 
 Used as a library by ``bench_load.py`` and the fault tests (``tests/test_load_faults.py``).
 """
@@ -63,6 +68,8 @@ class Config:
     proxy: str | None = None  # post through this URL instead (a network-cut test)
     drain_timeout: float = 120.0
     token: str | None = None  # sent as the SDK sends it (Authorization: Bearer)
+    replicas: list[str] = field(default_factory=list)  # more servers: uploads rotate over them
+    duplicate: int = 0  # every n-th upload goes to two replicas at once (0: never)
 
 
 @dataclass
@@ -72,6 +79,7 @@ class Stats:
     points: int = 0  # metric values acknowledged
     steps: dict[int, int] = field(default_factory=dict)  # rank -> steps logged
     undrained: list[int] = field(default_factory=list)  # ranks not fully acknowledged
+    served: dict[str, int] = field(default_factory=dict)  # server URL -> uploads it acked
 
     def count(self, what: str) -> None:
         self.statuses[what] = self.statuses.get(what, 0) + 1
@@ -88,6 +96,7 @@ class SimRank:
         self.acked = -1
         self.step = 0
         self.encoding = default_encoding()
+        self.posts = 0
         self.params = {"project": PROJECT, "run": cfg.run_id, "label": self.label,
                        "incarnation": "0"}  # fmt: skip
         start = R.StreamStart(0, time.time(), PROJECT, cfg.run_id, self.label, 0,
@@ -138,28 +147,53 @@ class SimRank:
         while len(self.frames) > 64 and self.frames[0][1] <= self.acked:
             self.frames.pop(0)
 
+    def _targets(self) -> list[str]:
+        """Where this upload goes: the one server, or the replicas in turn (two of them
+        at once for every ``duplicate``-th upload)."""
+        urls = self.cfg.replicas
+        self.posts += 1
+        if not urls:
+            return [INGEST]
+        first = (self.rank + self.posts) % len(urls)
+        picked = [urls[first]]
+        if self.cfg.duplicate and self.posts % self.cfg.duplicate == 0 and len(urls) > 1:
+            picked.append(urls[(first + 1) % len(urls)])
+        return [u + INGEST for u in picked]
+
     async def upload(self, client: Any, stats: Stats) -> float | None:
         """One POST of what is new; returns seconds to wait before the next, if advised."""
-        import httpx
-
         body, points = self.body()
         if not body:
             return None
         headers = {"Accept": "application/json", "Content-Type": _http.STREAM_CONTENT_TYPE}
         if self.encoding != "identity":
             headers["Content-Encoding"] = self.encoding
+        content = compress(body, self.encoding)
+        waits = await asyncio.gather(
+            *(self._post(client, url, content, headers, points, stats) for url in self._targets())
+        )
+        advised = [w for w in waits if w is not None]
+        return max(advised) if len(advised) == len(waits) else None
+
+    async def _post(
+        self, client: Any, url: str, content: bytes, headers: dict[str, str], points: int,
+        stats: Stats,
+    ) -> float | None:  # fmt: skip
+        import httpx
+
         t0 = time.perf_counter()
         try:
-            r = await client.post(INGEST, params=self.params, content=compress(body, self.encoding),
-                                  headers=headers)  # fmt: skip
+            r = await client.post(url, params=self.params, content=content, headers=headers)
         except httpx.HTTPError as exc:
             stats.count(type(exc).__name__)
             return random.uniform(0.5, 1.5)
         stats.count(str(r.status_code))
         if r.status_code == 200:
             stats.latencies.append(time.perf_counter() - t0)
+            where = url.removesuffix(INGEST) or self.cfg.url
+            stats.served[where] = stats.served.get(where, 0) + 1
             mark = int(r.json()["acked_seq"])
-            if mark > self.acked:
+            if mark > self.acked:  # counted once, however many replicas acknowledged it
                 stats.points += points
             self.acked = max(self.acked, mark)
             self.drop_acked()
@@ -210,7 +244,8 @@ async def _client_main(cfg: Config) -> Stats:
     import httpx
 
     stats = Stats()
-    limits = httpx.Limits(max_connections=len(cfg.ranks), max_keepalive_connections=len(cfg.ranks))
+    conns = len(cfg.ranks) * (2 if cfg.replicas else 1)
+    limits = httpx.Limits(max_connections=conns, max_keepalive_connections=conns)
     headers = {"Authorization": f"Bearer {cfg.token}"} if cfg.token else {}
     async with httpx.AsyncClient(
         base_url=cfg.proxy or cfg.url, limits=limits, timeout=30.0, headers=headers
@@ -256,6 +291,8 @@ def run_clients(cfg: Config, clients: int) -> Stats:
         merged.points += got["points"]
         merged.steps.update({int(k): v for k, v in got["steps"].items()})
         merged.undrained += got["undrained"]
+        for k, v in got["served"].items():
+            merged.served[k] = merged.served.get(k, 0) + v
     for p in procs:
         p.join(10)
     return merged
@@ -292,14 +329,16 @@ def _summary(steps: list[int]) -> str:
 class Server:
     """``rankwise server`` in a subprocess, with its CPU and RSS sampled by psutil."""
 
-    def __init__(self, db: str, port: int, *extra: str, log: Path | None = None) -> None:
+    def __init__(
+        self, db: str, port: int, *extra: str, log: Path | None = None, token: str | None = None
+    ) -> None:
         self.db, self.port, self.extra = db, port, extra
         self.url = f"http://127.0.0.1:{port}"
         self.log = log or Path(tempfile.mkstemp(prefix="rankwise-server-", suffix=".log")[1])
         self.proc: subprocess.Popen[bytes] | None = None
         self.samples: list[tuple[float, float]] = []  # (cpu seconds, rss bytes)
-        self.token: str | None = None
-        if "--insecure-no-auth" not in extra:  # as users run it: with a token
+        self.token: str | None = token
+        if token is None and "--insecure-no-auth" not in extra:  # as users run it: a token
             from rankwise.store import open_store
 
             store = open_store(db)
@@ -391,19 +430,27 @@ def simulate(
     via: str | None = None,
     on_tick: Callable[[float, Server], None] | None = None,
     drain_timeout: float = 120.0,
+    replicas: int = 1,
+    duplicate: int = 0,
 ) -> dict[str, Any]:
     """One load run against a fresh ``rankwise server``; the figures, verified.
 
     ``via``: the URL the ranks post to instead of the server's (a proxy a test cuts);
     ``on_tick(seconds, server)`` is called about once a second (faults are injected
     there); ``kill_server_at`` SIGKILLs the server then and restarts it ``down_for``
-    seconds later."""
+    seconds later. ``replicas``: that many server processes on the one database ``db``
+    (PostgreSQL), the ranks' uploads rotating over them, every ``duplicate``-th upload
+    of a rank sent to two at once; the CPU and RSS figures are their sum."""
     import threading
 
     port = port or _free_port()
     server = Server(db, port, *server_args).start()
+    servers = [server]
+    for _ in range(replicas - 1):
+        servers.append(Server(db, _free_port(), *server_args, token=server.token).start())
     run_id = f"load-{ranks}-{int(time.time())}"
-    cfg = Config(server.url, run_id, list(range(ranks)), seconds, via, drain_timeout, server.token)
+    cfg = Config(server.url, run_id, list(range(ranks)), seconds, via, drain_timeout, server.token,
+                 [s.url for s in servers] if replicas > 1 else [], duplicate)  # fmt: skip
     done = threading.Event()
     cpu_window: list[tuple[float, float, float]] = []  # (wall, cpu, rss)
 
@@ -411,15 +458,19 @@ def simulate(
         t0 = time.monotonic()
         killed = False
         while not done.wait(1.0):
-            server.sample()
-            if server.samples:
-                cpu, rss = server.samples[-1]
+            for s in servers:
+                s.sample()
+            if all(s.samples for s in servers):
+                cpu = sum(s.samples[-1][0] for s in servers)
+                rss = sum(s.samples[-1][1] for s in servers)
                 cpu_window.append((time.monotonic() - t0, cpu, rss))
             if kill_server_at is not None and not killed and time.monotonic() - t0 > kill_server_at:
                 killed = True
-                server.kill()
+                for s in servers:
+                    s.kill()
                 time.sleep(down_for)
-                server.start()
+                for s in servers:
+                    s.start()
             if on_tick is not None:
                 on_tick(time.monotonic() - t0, server)
 
@@ -432,7 +483,8 @@ def simulate(
         done.set()
         watcher.join(30)
         wall = time.monotonic() - t_start
-        server.stop()
+        for s in servers:
+            s.stop()
     problems = verify(db, run_id, stats.steps)
     cpu_pct = rss_max = float("nan")
     if len(cpu_window) >= 2 and kill_server_at is None and on_tick is None:
@@ -444,6 +496,7 @@ def simulate(
     expected = sum(stats.steps.values()) * METRICS
     return {
         "ranks": ranks,
+        "replicas": replicas,
         "seconds": seconds,
         "wall_s": round(wall, 1),
         "requests_ok": len(lat),
@@ -457,6 +510,8 @@ def simulate(
         "server_cpu_pct": round(cpu_pct, 1),
         "server_rss_max_mb": round(rss_max, 1),
         "undrained_ranks": len(stats.undrained),
+        "served": [stats.served.get(s.url, 0) for s in servers],  # acks per server
+        "steps_min": min(stats.steps.values(), default=0),  # the slowest rank's training
         "verified": not problems and not stats.undrained,
         "problems": problems[:10],
         "latency_mean_s": round(statistics.fmean(lat), 4) if lat else None,
@@ -480,6 +535,8 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--max-inflight", type=int, default=None)
     ap.add_argument("--kill-server-at", type=float, default=None, help="SIGKILL it at T s")
+    ap.add_argument("--replicas", type=int, default=1, help="server processes on --db")
+    ap.add_argument("--duplicate", type=int, default=0, help="every n-th upload to two replicas")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         db = args.db or f"sqlite:///{tmp}/load.db"
@@ -487,7 +544,8 @@ def main() -> None:
         if args.max_inflight is not None:
             extra += ["--max-inflight", str(args.max_inflight)]
         got = simulate(args.ranks, args.seconds, db, clients=args.clients,
-                       server_args=tuple(extra), kill_server_at=args.kill_server_at)  # fmt: skip
+                       server_args=tuple(extra), kill_server_at=args.kill_server_at,
+                       replicas=args.replicas, duplicate=args.duplicate)  # fmt: skip
     print(json.dumps(got, indent=1))
 
 

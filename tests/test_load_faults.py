@@ -2,9 +2,9 @@
 frames, the real upload protocol) against a real ``rankwise server``; each fault ends
 with every point of every rank stored exactly once and every client still running.
 
-The full-size runs are ``benchmarks/bench_load.py --kill-server-at T`` (and
-``--pg-restart-at T``, a PostgreSQL restart, which is left out of the suite because it
-would disturb the other tests sharing that server).
+The full-size runs are ``benchmarks/bench_load.py --kill-server-at T``. PostgreSQL
+restarted or crashed under load, and two servers on one database, are in
+``tests/test_load_postgres.py``.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ errors and unknown paths, is answered in the one shape of ``encoding.error_reply
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 from typing import Any
 
 from fastapi import Depends, FastAPI
@@ -30,6 +32,7 @@ from .routes import artifacts, blobs, health, ingest, login, media, runs, saved_
 from .static import mount_dashboard
 
 API = "/api/v1"
+_logger = logging.getLogger("rankwise.server")
 
 
 def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
@@ -53,6 +56,8 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
     app.add_exception_handler(ApiError, _api_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _validation_error)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
+    for cls in _database_errors(store):  # the database down or restarting: 503, not 500
+        app.add_exception_handler(cls, _store_down)
     # Every route has one policy (rankwise.server.auth); a test walks app.routes for it.
     app.include_router(ingest.router, prefix=API, dependencies=[Depends(auth.ingest)])
     app.include_router(blobs.router, prefix=API, dependencies=[Depends(auth.ingest)])
@@ -90,6 +95,31 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
 def _api_error(request: Request, exc: ApiError) -> Response:
     response = error_reply(request, exc.status, exc.message, **exc.extra)
     response.headers.update(getattr(exc, "headers", None) or {})
+    return response
+
+
+def _database_errors(store: Store) -> list[type[Exception]]:
+    errors: list[type[Exception]] = [sqlite3.OperationalError]
+    if getattr(store, "dialect", "") == "postgres":  # psycopg is loaded by then
+        import psycopg
+
+        errors.append(psycopg.OperationalError)
+    return errors
+
+
+def _store_down(request: Request, exc: Exception) -> Response:
+    """A database failure outside ingest (a token lookup, a read) while the database is
+    down or restarting: 503 with ``Retry-After``, as ingest answers."""
+    _logger.warning("%s %s: the store is unavailable (%r)", request.method, request.url.path, exc)
+    seconds = request.app.state.settings.retry_after
+    response = error_reply(
+        request,
+        503,
+        "the store is unavailable (database down or restarting): retry after the "
+        "Retry-After seconds",
+        retry_after=seconds,
+    )
+    response.headers["Retry-After"] = str(seconds)
     return response
 
 

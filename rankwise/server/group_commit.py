@@ -15,12 +15,16 @@ Invariants:
   locked in id order). Two uploads of one stream in one batch are merged by the store
   and both see the same mark.
 * One failing upload cannot fail the others: when a batch raises, its uploads are
-  applied again one by one, and only the failing one gets the error.
+  applied again one by one, and only the failing one gets the error. A batch that fails
+  because the store itself cannot write (``store_unavailable``: disk full, database down
+  or restarting) fails whole at once: retrying each upload alone would only wait on the
+  dead database once per upload, holding every other request behind it.
 """
 
 from __future__ import annotations
 
 import queue
+import sqlite3
 import threading
 from collections.abc import Sequence
 from concurrent.futures import Future
@@ -60,9 +64,10 @@ class GroupCommit:
     def _commit(self, batch: list[_Item]) -> None:
         try:
             marks = self.store.ingest([(key, recs) for key, recs, _ in batch])
-        except BaseException:
-            if len(batch) == 1:
-                self._fail(batch[0])
+        except BaseException as exc:
+            if len(batch) == 1 or (isinstance(exc, Exception) and store_unavailable(exc)):
+                for item in batch:
+                    self._fail(item, exc)
             else:
                 for item in batch:  # find the one that fails; the others still land
                     self._commit([item])
@@ -73,7 +78,15 @@ class GroupCommit:
             fut.set_result(marks[key])
 
     @staticmethod
-    def _fail(item: _Item) -> None:
-        import sys
+    def _fail(item: _Item, exc: BaseException) -> None:
+        item[2].set_exception(exc)
 
-        item[2].set_exception(sys.exc_info()[1] or RuntimeError("ingest failed"))
+
+def store_unavailable(exc: Exception) -> bool:
+    """A failure of the database itself (disk full, database down or restarting, no
+    connection within the pool's wait), not of the upload: answered 503 + Retry-After."""
+    if isinstance(exc, (OSError, sqlite3.OperationalError)):
+        return True
+    return type(exc).__module__.startswith("psycopg") and "Operational" in "".join(
+        c.__name__ for c in type(exc).__mro__
+    )

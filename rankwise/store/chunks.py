@@ -19,9 +19,10 @@ Invariants:
 * A unit (a whole chunk, a mid- or a sub-block) contributes its four points for the x
   axis (first, last, min, max); grouping whole units into buckets therefore keeps every
   bucket's true extremes exactly (see ``rankwise.store.downsample.extremes``).
-* Only the series' last chunk is ever rewritten (while it holds fewer than
-  ``MERGE_BELOW`` points, the next batch is merged into it), and only under the stream's
-  mark check, so chunk ids ascend in ``seq`` order.
+* Only the series' open tail is ever rewritten (its last chunks, each under
+  ``MERGE_BELOW`` points: ``rankwise.store.ingest._append_series`` merges new points
+  with the newest of them, a merge keeping the oldest merged chunk's id), and only under
+  the stream's mark check, so chunk ids ascend in ``seq`` order.
 * Values keep their type: a chunk whose values are all ``int`` (or all ``bool``) stores
   them as such (``kind`` ``i``/``b``) so history returns what was logged; charts read
   everything as float64.
@@ -39,8 +40,8 @@ F8 = npt.NDArray[np.float64]
 I8 = npt.NDArray[np.int64]
 
 CHUNK = 4096  # points per chunk at most
-# The last chunk of a series takes in the next batch while it is smaller than this: small
-# batches coalesce, while large ones never rewrite what is stored (write amplification).
+# A chunk of a series' open tail takes in later batches while it is smaller than this:
+# small batches coalesce, while large ones never rewrite what is stored.
 MERGE_BELOW = CHUNK // 4
 SUB = 64  # points per sub-block summary
 MID = 8 * SUB  # points per mid-block summary (eight sub-blocks)

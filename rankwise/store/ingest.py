@@ -270,42 +270,83 @@ _CHUNK_COLS = "n, step_lo, step_hi, t_lo, t_hi, kind, xs, ys, seqs, weights, hea
 _OPEN_COLS = "id, n, kind, xs, ys, seqs, weights"
 
 
+def _tails(tx: Tx, stream: int, metrics: list[int]) -> dict[int, list[tuple[int, int]]]:
+    """Per metric, its series' open tail: (chunk id, points) from ``open_chunk`` on."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for a in range(0, len(metrics), 500):
+        part = metrics[a : a + 500]
+        for metric, cid, n in tx.all(
+            "SELECT c.metric, c.id, c.n FROM series s JOIN chunks c ON c.stream = s.stream "
+            "AND c.metric = s.metric AND c.id >= s.open_chunk "
+            f"WHERE s.stream = ? AND s.metric IN ({marks(len(part))}) ORDER BY c.id",
+            (stream, *part),
+        ):
+            out.setdefault(int(metric), []).append((int(cid), int(n)))
+    return out
+
+
 def _append_series(tx: Tx, stream: int, points: dict[int, Points]) -> None:
-    """Append each metric's points to its series, topping up a small last chunk."""
+    """Append each metric's points to its series as a binary counter of small chunks.
+
+    A series ends in an open *tail*: its chunks from ``series.open_chunk`` on, each
+    smaller than ``MERGE_BELOW`` and each smaller than the one before. New points merge
+    with the tail's newest chunks while those are no larger than what is being merged
+    (then with the next, and so on), and the result replaces them. So a point is
+    rewritten about log2(MERGE_BELOW) times before its chunk closes, instead of on every
+    later batch as with one open chunk, and the tail holds at most ~11 chunks. The merged
+    chunk keeps the id of the oldest chunk it replaces, so chunk ids still ascend in
+    ``seq`` order.
+    """
     known = {
         int(m): (int(n), o)
         for m, n, o in tx.all(
             "SELECT metric, points, open_chunk FROM series WHERE stream = ?", (stream,)
         )
     }
-    open_ids = [o for m, (_, o) in known.items() if o is not None and m in points]
+    tails = _tails(
+        tx, stream, sorted(m for m, (_, o) in known.items() if o is not None and m in points)
+    )
+    # Which of each tail's chunks the new points merge with (the newest ones).
+    merging: dict[int, list[int]] = {}
+    keeping: dict[int, list[tuple[int, int]]] = {}
+    for metric, tail in tails.items():
+        acc, take = len(points[metric]), []
+        while tail and tail[-1][1] <= acc:
+            cid, n = tail.pop()
+            acc += n
+            take.append(cid)
+        merging[metric] = take[::-1]
+        keeping[metric] = tail
+    wanted = [cid for ids in merging.values() for cid in ids]
     old: dict[int, Points] = {}
-    for a in range(0, len(open_ids), 500):
-        part = open_ids[a : a + 500]
+    for a in range(0, len(wanted), 500):
+        part = wanted[a : a + 500]
         for cid, n, kind, xs, ys, seqs, weights in tx.all(
             f"SELECT {_OPEN_COLS} FROM chunks WHERE id IN ({marks(len(part))})", part
         ):
             old[int(cid)] = decode(int(n), kind, xs, ys, seqs, weights)
-    plan: list[tuple[int, int | None, list[Points]]] = []
+    plan: list[tuple[int, list[int], list[Points]]] = []
     for metric in sorted(points):
+        merged = merging.get(metric, [])
         pts = points[metric]
-        open_id = known.get(metric, (0, None))[1]
-        if open_id is not None and open_id in old:
-            pts = Points.concat([old[open_id], pts])
-        else:
-            open_id = None
-        plan.append((metric, open_id, split(pts)))
+        if merged:
+            pts = Points.concat([*(old[cid] for cid in merged), pts])
+        plan.append((metric, merged, split(pts)))
     encoded = iter(encode_many([piece for _, _, pieces in plan for piece in pieces]))
     updates, inserts = [], []
-    for metric, open_id, pieces in plan:
+    deletes: list[tuple[int]] = []
+    for metric, merged, pieces in plan:
+        deletes.extend((cid,) for cid in merged[1:])
         for i in range(len(pieces)):
             c = next(encoded)
             cols = (c.n, c.step_lo, c.step_hi, c.t_lo, c.t_hi, c.kind, c.xs, c.ys, c.seqs,
                     c.weights, c.head, c.subs)  # fmt: skip
-            if i == 0 and open_id is not None:
-                updates.append((*cols, open_id))
+            if i == 0 and merged:
+                updates.append((*cols, merged[0]))
             else:
                 inserts.append((stream, metric, *cols))
+    if deletes:  # before the inserts: SQLite may hand their ids out again, still ascending
+        tx.many("DELETE FROM chunks WHERE id = ?", deletes)
     # Every new chunk in one go; ids come back in the order of ``inserts``.
     ids = iter(
         int(row[0])  # type: ignore[index]  # a plain INSERT always returns its row
@@ -316,12 +357,16 @@ def _append_series(tx: Tx, stream: int, points: dict[int, Points]) -> None:
         )
     )
     new_series, old_series = [], []
-    for metric, open_id, pieces in plan:
-        last_id = open_id
+    for metric, merged, pieces in plan:
+        last_id = merged[0] if merged else None
         for i in range(len(pieces)):
-            if not (i == 0 and open_id is not None):
+            if not (i == 0 and merged):
                 last_id = next(ids)
-        new_open = last_id if len(pieces[-1]) < MERGE_BELOW else None
+        kept = keeping.get(metric)
+        if kept:  # the new chunk joins an older tail: the tail still starts there
+            new_open: int | None = kept[0][0]
+        else:
+            new_open = last_id if len(pieces[-1]) < MERGE_BELOW else None
         total = len(points[metric]) + known.get(metric, (0, None))[0]
         if metric in known:
             old_series.append((total, new_open, stream, metric))

@@ -605,6 +605,10 @@ CREATE TABLE artifact_commits (
 );
 """
 
+# A series' tail (its chunks from ``series.open_chunk`` on, ``rankwise.store.ingest``) is
+# found by id within the series.
+_V9 = "CREATE INDEX chunks_by_id ON chunks (stream, metric, id);"
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, streams, columnar chunks, aggregates", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "index chunks by time", _V2, _V2),
@@ -614,6 +618,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "non-finite counts in the aggregates", "", "", _v6_count_nonfinite),
     Migration(7, "media items, tables, histograms, blob kinds", _V7_SQLITE, _V7_POSTGRES),
     Migration(8, "artifacts: names, versions, files, aliases, lineage", _V8_SQLITE, _V8_POSTGRES),
+    Migration(9, "index chunks by series and id (the open tail)", _V9, _V9),
 )
 
 LATEST = MIGRATIONS[-1].version

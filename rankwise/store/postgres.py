@@ -84,7 +84,8 @@ class _Tx:
 class PostgresStore(SQLStore):
     """The ``Store`` in the PostgreSQL database at ``dsn`` (a ``postgresql://`` URL).
 
-    ``pool_size`` bounds the connections this process holds; ``crash_timeout`` as for
+    ``pool_size`` bounds the connections this process holds; ``wait_timeout`` is the
+    longest a call waits for one (then ``PoolTimeout``); ``crash_timeout`` as for
     ``SQLiteStore``.
     """
 
@@ -96,16 +97,29 @@ class PostgresStore(SQLStore):
         crash_timeout: float = 60.0,
         pool_size: int = 8,
         connect_timeout: float = 10.0,
+        wait_timeout: float = 3.0,
     ) -> None:
         super().__init__(crash_timeout)
         self.dsn = dsn
+        # Surviving a database restart: each connection is checked as it is taken from
+        # the pool (one empty round trip), so one the server ended is replaced instead of
+        # failing a request. A request finding no connection within ``wait_timeout``
+        # (the database down) fails with ``PoolTimeout`` (an ``OperationalError``: the
+        # server answers 503) rather than holding a thread for psycopg's default 30 s.
+        # Reconnection backs off 1, 2, 4 s and gives up after ``reconnect_timeout``; the
+        # next request starts a fresh attempt at once, so the pool is back within a few
+        # seconds of the database however long it was down (psycopg's default of 300 s
+        # would let the back-off grow to minutes).
         self._pool = ConnectionPool(
             dsn,
             min_size=1,
             max_size=max(1, pool_size),
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, "connect_timeout": max(1, round(connect_timeout))},
             open=False,
             name="rankwise",
+            check=ConnectionPool.check_connection,
+            timeout=wait_timeout,
+            reconnect_timeout=5.0,
         )
         try:
             self._pool.open(wait=True, timeout=connect_timeout)

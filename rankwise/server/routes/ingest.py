@@ -25,7 +25,6 @@ same bytes as the file), optionally compressed. Invariants:
 from __future__ import annotations
 
 import logging
-import sqlite3
 import zlib
 from typing import Annotated
 
@@ -42,7 +41,7 @@ from ...stream.frames import scan
 from ..blobs import BlobStore, is_digest
 from ..config import ServerSettings
 from ..encoding import ApiError, error_reply, reply
-from ..group_commit import GroupCommit
+from ..group_commit import GroupCommit, store_unavailable
 from ..keycap import MAX_KEYS_PER_RUN, run_keys
 from ..replies import AckReply
 from .deps import Responses, answers, refusal
@@ -133,7 +132,7 @@ async def ingest(request: Request, key: Key) -> Response:
                 request.app.state.blobs,
             )
         except Exception as exc:
-            if not _store_unavailable(exc):
+            if not store_unavailable(exc):
                 raise
             _logger.warning("ingest of %s refused: the store cannot write (%r)", key, exc)
             return _retry_later(
@@ -163,15 +162,6 @@ def _retry_later(request: Request, status: int, message: str, seconds: int) -> R
     response = error_reply(request, status, message, retry_after=seconds)
     response.headers["Retry-After"] = str(seconds)
     return response
-
-
-def _store_unavailable(exc: Exception) -> bool:
-    """A failure of the database itself (disk full, database down), not of the upload."""
-    if isinstance(exc, (OSError, sqlite3.OperationalError)):
-        return True
-    return type(exc).__module__.startswith("psycopg") and "Operational" in "".join(
-        c.__name__ for c in type(exc).__mro__
-    )
 
 
 async def read_body(request: Request, limit: int) -> bytes:
