@@ -7,7 +7,8 @@ files with ``RANKWISE_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_gold
 and the dashboard's tests then run on the new shape.
 
 The run: project ``p``, run ``r``, three ranks of six steps of ``loss`` (rank 1 logs NaN
-at step 2, rank 2 +Inf at step 4), every record at a fixed time, so each reply is the
+at step 2, rank 2 +Inf at step 4) and ``tput`` (defined ``reduce="sum"``: its line is
+the ranks' total), every record at a fixed time, so each reply is the
 same on every machine. Times the server takes from its clock are replaced by ``"<time>"``.
 """
 
@@ -38,6 +39,7 @@ REPLIES: dict[str, tuple[str, dict[str, Any]]] = {
     "run": (RUN, {}),
     "metrics": (RUN + "/metrics", {}),
     "series": (RUN + "/series", {"key": "loss"}),
+    "series_sum": (RUN + "/series", {"key": "tput"}),
     "health": (RUN + "/health", {}),
 }
 # Fields the server fills from its clock or its process, not from the records.
@@ -46,13 +48,16 @@ VOLATILE = {"now", "server_time", "age", "last_seen_ago"}
 
 def _stream(rank: int) -> list[R.AnyRecord]:
     out: list[R.AnyRecord] = [start(label=f"rank-{rank}", world_size=3)]
+    if rank == 0:
+        out.append(R.DefineMetric(1, 999.0, "tput", reduce="sum"))
     for step in range(6):
         v = value(rank, step)
         if (rank, step) == (1, 2):
             v = math.nan
         elif (rank, step) == (2, 4):
             v = math.inf
-        out.append(R.Metrics(len(out), 1000.0 + step, step, {"loss": v}, None))
+        tput = 100.0 * (rank + 1) + step  # samples/s: the job's is the ranks' sum
+        out.append(R.Metrics(len(out), 1000.0 + step, step, {"loss": v, "tput": tput}, None))
     out.append(R.Finish(len(out), 1006.0, "finished", last_step=5))
     return out
 

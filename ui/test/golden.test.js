@@ -1,17 +1,21 @@
 // The dashboard's models on the replies the server really sends: tests/data/golden/*.json
 // are written and checked against a live app by tests/test_golden.py (a fixed run: three
-// ranks, six steps of `loss`, rank 1 NaN at step 2, rank 2 +Inf at step 4).
+// ranks, six steps of `loss`, rank 1 NaN at step 2, rank 2 +Inf at step 4, and `tput`,
+// defined reduce="sum").
 import { describe, expect, it } from "vitest";
 import health from "../../tests/data/golden/health.json";
 import metrics from "../../tests/data/golden/metrics.json";
 import run from "../../tests/data/golden/run.json";
 import runs from "../../tests/data/golden/runs.json";
 import series from "../../tests/data/golden/series.json";
+import seriesSum from "../../tests/data/golden/series_sum.json";
 import { fmtRanks } from "../src/lib/format.js";
 import { healthCells, stateCounts } from "../src/lib/health.js";
 import { sections } from "../src/lib/metrics.js";
 import { facets, groupRuns } from "../src/lib/runsModel.js";
-import { bandColumns, bandMarks, nonfiniteMarks, nonfiniteNote } from "../src/lib/series.js";
+import {
+  bandColumns, bandMarks, crossValue, lineOf, nonfiniteMarks, nonfiniteNote,
+} from "../src/lib/series.js";
 
 describe("the golden replies", () => {
   it("lists the run with its ranks", () => {
@@ -39,6 +43,23 @@ describe("the golden replies", () => {
     expect(nonfiniteMarks(byLabel["rank-0"])).toEqual([]);
   });
 
+  it("draws a metric defined reduce=\"sum\" as the ranks' total, with no band", () => {
+    expect(run.defined_metrics).toEqual({ tput: { reduce: "sum" } });
+    expect(lineOf(seriesSum.band)).toBe("sum");
+    const c = bandColumns(seriesSum.band);
+    expect(c.line).toBe("sum");
+    expect(c.mean).toEqual([600, 603, 606, 609, 612, 615]);
+    expect(c.min).toBeNull();
+    expect(crossValue(run.summary_cross_rank.tput)).toBe(615);
+    // The chart's line setting can still show the mean, with its band.
+    const mean = bandColumns(seriesSum.band, { line: "mean" });
+    expect(mean.mean[5]).toBe(205);
+    expect(mean.max[5]).toBe(305);
+    // loss has no definition: its line is the mean.
+    expect(lineOf(series.band)).toBe("mean");
+    expect(crossValue(run.summary_cross_rank.loss)).toBe(run.summary_cross_rank.loss.wmean);
+  });
+
   it("shows every rank's health cell", () => {
     const cells = healthCells(health);
     expect(cells.map((c) => c.label)).toEqual(["rank-0", "rank-1", "rank-2"]);
@@ -47,7 +68,7 @@ describe("the golden replies", () => {
   });
 
   it("groups the metric keys", () => {
-    expect(metrics.keys).toEqual(["loss"]);
+    expect(metrics.keys).toEqual(["loss", "tput"]);
     expect(sections(metrics.keys).length).toBe(1);
   });
 });
