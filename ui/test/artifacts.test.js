@@ -21,6 +21,7 @@ import { ArtifactsTab } from "../src/pages/run/ArtifactsTab.jsx";
 const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "tests", "data", "golden", "artifacts");
 const golden = (name) => JSON.parse(readFileSync(join(GOLDEN, `${name}.json`), "utf8"));
 const VERSION = golden("version");
+const MARKUP = golden("version_accuracies"); // markup in its description, metadata, a path
 const VERSIONS = golden("versions");
 const LIST = golden("artifacts");
 const RUN = golden("run_artifacts");
@@ -112,7 +113,7 @@ describe("artifact helpers", () => {
     const rows = manifestRows(VERSION.manifest);
     expect(rows.map((r) => r.path)).toEqual(VERSION.manifest.entries.map((e) => e.path));
     const ref = rows.find((r) => r.ref !== null);
-    expect(ref).toEqual({ path: "source", ref: "http://169.254.169.254/latest/meta-data/", digest: "", size: 0, chunks: 0 });
+    expect(ref).toEqual({ path: "source", ref: "https://ossci-datasets.s3.amazonaws.com/mnist/train-images-idx3-ubyte.gz", digest: "", size: 0, chunks: 0 });
     expect(rows.find((r) => r.path === "model.pt")).toMatchObject({ size: 2500000, chunks: 1 });
     expect(manifestRows(null)).toEqual([]);
   });
@@ -133,30 +134,33 @@ describe("artifact helpers", () => {
 });
 
 describe("VersionDetails", () => {
-  it("shows markup in names, paths, descriptions and metadata as text", () => {
-    act(() => render(h(VersionDetails, { info: versionView(VERSION) }), root));
+  it("shows markup in paths, descriptions and metadata as text", () => {
+    act(() => render(h(VersionDetails, { info: versionView(MARKUP) }), root));
     expect(root.querySelectorAll("img, script, b").length).toBe(0);
-    expect(root.querySelector(".artifact-description").textContent).toBe(VERSION.description);
-    expect(root.querySelector(".artifact-metadata").textContent).toBe(JSON.stringify(VERSION.metadata, null, 2));
+    expect(root.querySelector(".artifact-description").textContent).toBe(MARKUP.description);
+    expect(MARKUP.description).toContain("<script>");
+    expect(root.querySelector(".artifact-metadata").textContent).toBe(JSON.stringify(MARKUP.metadata, null, 2));
     expect(root.querySelector(".artifact-metadata").textContent).toContain('<img src=x onerror=\\"window.__xss=21\\">');
     const paths = [...root.querySelectorAll(".file-path")].map((e) => e.textContent);
-    expect(paths).toContain("<img src=x onerror=window.__xss=23>.txt");
+    expect(paths).toEqual(["<img src=x onerror=window.__xss=23>.txt", "accuracies.json"]);
+    expect(root.querySelector("a.download").getAttribute("href"))
+      .toBe("api/v1/artifacts/mnist/accuracies/v0/files/%3Cimg%20src%3Dx%20onerror%3Dwindow.__xss%3D23%3E.txt");
+    expect(root.querySelector(".lineage-used").textContent).toContain("no run yet");
   });
 
   it("links each file to its download, a reference to nothing", () => {
     act(() => render(h(VersionDetails, { info: versionView(VERSION) }), root));
     const links = [...root.querySelectorAll("a.download")];
     expect(links.map((a) => a.getAttribute("href"))).toEqual([
-      "api/v1/artifacts/mnist/mnist-cnn/v1/files/%3Cimg%20src%3Dx%20onerror%3Dwindow.__xss%3D23%3E.txt",
       "api/v1/artifacts/mnist/mnist-cnn/v1/files/eval/acc%20per%20epoch%3F.json",
       "api/v1/artifacts/mnist/mnist-cnn/v1/files/model.pt",
     ]);
-    expect(links[1].getAttribute("download")).toBe("acc per epoch?.json");
+    expect(links[0].getAttribute("download")).toBe("acc per epoch?.json");
     const ref = root.querySelector('tr[data-path="source"]');
     expect(ref.querySelectorAll("a").length).toBe(0);
-    expect(ref.querySelector(".ref-uri").textContent).toBe("http://169.254.169.254/latest/meta-data/");
+    expect(ref.querySelector(".ref-uri").textContent).toBe("https://ossci-datasets.s3.amazonaws.com/mnist/train-images-idx3-ubyte.gz");
     // No element anywhere points at the reference.
-    expect(root.innerHTML).not.toContain('href="http://169.254.169.254');
+    expect(root.innerHTML).not.toContain('href="https://ossci-datasets');
   });
 
   it("shows digests short with the whole value in the title, sizes readable", () => {
@@ -185,23 +189,30 @@ describe("ArtifactsTab", () => {
   const run = { project: "mnist", id: "train-1" };
 
   it("lists what a run logged and used; a row opens its files", async () => {
-    vi.stubGlobal("fetch", answer({ "api/v1/artifacts/mnist/mnist-cnn/v1": VERSION }));
+    vi.stubGlobal("fetch", answer({
+      "api/v1/artifacts/mnist/mnist-cnn/v1": VERSION,
+      "api/v1/artifacts/mnist/accuracies/v0": MARKUP,
+    }));
     act(() => render(h(ArtifactsTab, { run, artifacts: { data: RUN, error: null, reload: () => {} } }), root));
     const logged = root.querySelector('[data-artifacts="logged"]');
     const used = root.querySelector('[data-artifacts="used"]');
-    expect([...logged.querySelectorAll("tbody")].map((t) => t.dataset.artifact)).toEqual(["mnist-cnn:v1", "mnist-cnn:v0", "accuracies:v0"]);
+    expect([...logged.querySelectorAll("tbody")].map((t) => t.dataset.artifact)).toEqual(["mnist-cnn:v0", "mnist-cnn:v1", "accuracies:v0"]);
     expect(used.querySelector("tbody").dataset.artifact).toBe("mnist-train:v0");
     expect(used.querySelector("td a.run-link").getAttribute("href")).toBe("#/p/mnist/r/prep-1");
-    const first = logged.querySelector("tbody");
+    const first = logged.querySelector('tbody[data-artifact="mnist-cnn:v1"]');
     expect([...first.querySelectorAll(".alias")].map((a) => a.textContent)).toEqual(["latest", "best"]);
     expect(first.querySelector("a").getAttribute("href")).toBe("#/p/mnist/artifacts?name=mnist-cnn&version=v1");
     // Four rows: closed until asked.
     expect(root.querySelectorAll("a.download").length).toBe(0);
     act(() => first.querySelector("button").click());
     await flush();
-    expect(first.querySelectorAll("a.download").length).toBe(3);
+    expect(first.querySelectorAll("a.download").length).toBe(2);
     expect(first.querySelector("button").getAttribute("aria-expanded")).toBe("true");
-    expect(root.querySelectorAll("img, script").length).toBe(0);
+    const acc = logged.querySelector('tbody[data-artifact="accuracies:v0"]');
+    act(() => acc.querySelector("button").click());
+    await flush();
+    expect(acc.querySelector(".artifact-description").textContent).toBe(MARKUP.description);
+    expect(root.querySelectorAll("img, script, b").length).toBe(0);
   });
 
   it("says plainly when a run has none, or when the read failed", () => {

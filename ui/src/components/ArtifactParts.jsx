@@ -31,7 +31,7 @@ export function Digest({ value }) {
     <span class="digest" data-digest={value}>
       <code title={value}>{shortDigest(value)}</code>
       <button type="button" class="icon copy" title={`Copy ${value}`} aria-label="Copy digest" onClick={copy}>
-        {copied ? "✓" : "⧉"}
+        {copied ? "copied" : "copy"}
       </button>
     </span>
   );

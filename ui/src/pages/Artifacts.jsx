@@ -106,8 +106,8 @@ function NameList({ project, names, type, current }) {
               <li key={a.name} class={a.name === current ? "active" : ""} data-name={a.name}>
                 <a href={href.artifacts(project, { type, name: a.name })} aria-current={a.name === current ? "page" : undefined}>
                   <span class="artifact-name">{a.name}</span>
-                  <span class="muted small">
-                    {" "}{a.versions} version{a.versions === 1 ? "" : "s"} · {a.latest} · {fmtBytes(a.size ?? 0)}
+                  <span class="artifact-meta muted small">
+                    {a.versions} version{a.versions === 1 ? "" : "s"} · {a.latest} · {fmtBytes(a.size ?? 0)}
                   </span>
                 </a>
               </li>
