@@ -16,6 +16,7 @@ import { byline, fmtBytes, groupByType, manifestRows, metadataText, shortDigest,
 import { href, parseHash } from "../src/router.js";
 import { VersionDetails } from "../src/components/ArtifactParts.jsx";
 import { ArtifactsTab } from "../src/pages/run/ArtifactsTab.jsx";
+import { ArtifactsPage } from "../src/pages/Artifacts.jsx";
 
 // Read from the repository's tests/data (shared with the Python tests), not bundled.
 const GOLDEN = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "tests", "data", "golden", "artifacts");
@@ -222,5 +223,52 @@ describe("ArtifactsTab", () => {
     act(() => render(h(ArtifactsTab, { run, artifacts: { data: undefined, error, reload: () => {} } }), root));
     expect(root.querySelector(".error-box").textContent).toContain("Unavailable");
     expect(root.querySelector(".error-box").textContent).toContain("this server keeps no blobs");
+  });
+});
+
+describe("ArtifactsPage", () => {
+  const open = async (query, routes) => {
+    vi.stubGlobal("fetch", answer(routes));
+    act(() => render(h(ArtifactsPage, { project: "mnist", params: new URLSearchParams(query) }), root));
+    await flush();
+  };
+
+  it("groups the names by type and opens the first name at its newest version", async () => {
+    await open("", {
+      "api/v1/artifacts/mnist": LIST,
+      "api/v1/artifacts/mnist/accuracies": { versions: [RUN.logged[2]] },
+      "api/v1/artifacts/mnist/accuracies/v0": MARKUP,
+    });
+    expect([...root.querySelectorAll(".artifact-names .side-block")].map((b) => b.dataset.type)).toEqual(["dataset", "model", "result"]);
+    expect(root.querySelector('li[data-name="mnist-cnn"]').textContent).toBe("mnist-cnn2 versions · v1 · 2.38 MiB");
+    expect(root.querySelector(".version-heading").textContent).toBe("accuracies:v0");
+    expect(root.querySelector(".lineage-logged a").getAttribute("href")).toBe("#/p/mnist/r/train-1");
+    expect(root.querySelectorAll("img, script, b").length).toBe(0);
+  });
+
+  it("shows a version named by an alias, and its lineage", async () => {
+    await open("name=mnist-cnn&version=best", {
+      "api/v1/artifacts/mnist": LIST,
+      "api/v1/artifacts/mnist/mnist-cnn": VERSIONS,
+      "api/v1/artifacts/mnist/mnist-cnn/v1": VERSION,
+    });
+    expect(root.querySelector("tr.selected").dataset.version).toBe("v1");
+    expect([...root.querySelectorAll(".lineage-used a")].map((a) => a.textContent)).toEqual(["eval-1 (rank-0)", "eval-2"]);
+  });
+
+  it("says plainly when there is nothing, when a name is unknown, when the server cannot", async () => {
+    await open("", { "api/v1/artifacts/mnist": { artifacts: [] } });
+    expect(root.querySelector(".empty h3").textContent).toBe("This project has no artifacts yet");
+    render(null, root);
+    await open("name=nope", { "api/v1/artifacts/mnist": LIST });
+    expect(root.querySelector(".error-box").textContent).toContain("Not found");
+    expect(root.querySelector(".error-box").textContent).toContain("no route api/v1/artifacts/mnist/nope");
+    render(null, root);
+    vi.stubGlobal("fetch", vi.fn(async () => ({
+      status: 503, ok: false, json: async () => ({ error: { status: 503, message: "the store is unavailable" } }),
+    })));
+    act(() => render(h(ArtifactsPage, { project: "mnist", params: new URLSearchParams() }), root));
+    await flush();
+    expect(root.querySelector(".error-box").textContent).toBe("Unavailablethe store is unavailableRetry");
   });
 });
