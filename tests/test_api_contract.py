@@ -10,6 +10,7 @@ reply: a read-model struct (``rankwise.server.replies.STRUCTS``) or a pydantic m
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import random
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ import pytest
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
+from rankwise.artifacts.model import CommitRequest
 from rankwise.server import ServerSettings, create_app
 from rankwise.server.blobs import LocalBlobStore
 from rankwise.server.replies import STRUCTS
@@ -37,6 +39,18 @@ RUN = "/api/v1/projects/p/runs/r"
 STREAM = {"project": "p", "run": "r", "label": "rank-9", "incarnation": 0}
 BLOB = b"\x89PNG not really"
 DIGEST = hashlib.sha256(BLOB).hexdigest()
+MODEL = b"weights, two chunks"
+MODEL_CHUNKS = [MODEL[:8], MODEL[8:]]
+
+
+def _manifest(path: str) -> dict[str, Any]:
+    chunks = [[hashlib.sha256(c).hexdigest(), len(c)] for c in MODEL_CHUNKS]
+    entry = {"path": path, "digest": hashlib.sha256(MODEL).hexdigest(), "size": len(MODEL)}
+    return {"entries": [{**entry, "chunks": chunks}, {"path": "data.csv", "ref": "s3://b/k"}]}
+
+
+COMMIT = {"type": "model", "manifest": _manifest("model.bin"), "client_id": "c" * 32}
+ART = "/api/v1/artifacts/p/m"
 
 # (method, path template as routed, concrete path, query, JSON body)
 CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
@@ -107,6 +121,24 @@ CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
         {"digests": [DIGEST, "0" * 64]},
     ),
     ("POST", "/api/v1/blobs/{project}/lost", "/api/v1/blobs/p/lost", {}, {"digests": ["1" * 64]}),
+    (
+        "POST",
+        "/api/v1/artifacts/{project}/{artifact}/versions",
+        ART + "/versions",
+        {},
+        {**COMMIT, "manifest": _manifest("model-2.bin"), "aliases": ["best"], "run_id": "r"},
+    ),
+    (
+        "POST",
+        "/api/v1/artifacts/{project}/{artifact}/use",
+        ART + "/use",
+        {},
+        {"ref": "v0", "run_id": "r", "label": "rank-0"},
+    ),
+    ("GET", "/api/v1/artifacts/{project}", "/api/v1/artifacts/p", {"type": "model"}, None),
+    ("GET", "/api/v1/artifacts/{project}/{artifact}", ART, {}, None),
+    ("GET", "/api/v1/artifacts/{project}/{artifact}/{ref}", ART + "/latest", {}, None),
+    ("GET", "/api/v1/runs/{project}/{run}/artifacts", "/api/v1/runs/p/r/artifacts", {}, None),
 ]
 # Routes whose success reply has no JSON body (204), or whose body is not JSON.
 NO_JSON = {
@@ -117,6 +149,8 @@ NO_JSON = {
     ("POST", "/api/v1/ingest"),  # its body is a stream: tested below
     ("PUT", "/api/v1/blobs/{project}/{digest}"),  # its body is raw bytes: tested below
     ("GET", "/api/v1/blobs/{project}/{digest}"),  # the blob's own bytes: tested below
+    # an artifact file's own bytes: tested below
+    ("GET", "/api/v1/artifacts/{project}/{artifact}/{ref}/files/{path:path}"),
 }
 
 
@@ -140,6 +174,9 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     table_key = StreamKey("p", "r", "rank-4", 0)
     table = table_record(blobs, "p", 1, 0, "predictions", predictions(300))
     store.ingest([(table_key, [start(table_key, 4, 1), table])])
+    for chunk in MODEL_CHUNKS:  # an artifact version (v0) and the chunks of its file
+        blobs.put("p", hashlib.sha256(chunk).hexdigest(), io.BytesIO(chunk))
+    store.commit_artifact("p", "m", msgspec.convert(COMMIT, CommitRequest))
     yield create_app(store, ServerSettings(static_dir=tmp / "no-static", blobs=blobs))
     store.close()
 
@@ -236,6 +273,15 @@ def test_blob_put_reply_is_its_declared_model(app: Any) -> None:
     r = call(app, "GET", url)
     assert r.status_code == 200 and r.content == BLOB
     assert r.headers["content-type"] == "application/octet-stream"
+
+
+def test_artifact_file_is_its_bytes_as_an_attachment(app: Any) -> None:
+    r = call(app, "GET", ART + "/v0/files/model.bin")
+    assert r.status_code == 200, r.text
+    assert r.content == MODEL
+    assert r.headers["content-type"] == "application/octet-stream"
+    assert r.headers["content-disposition"].startswith("attachment;")
+    assert r.headers["etag"] == f'"{hashlib.sha256(MODEL).hexdigest()}"'
 
 
 def test_a_reply_with_an_unknown_field_is_refused() -> None:

@@ -108,6 +108,15 @@ def test_every_route_has_exactly_one_policy(tmp_path: Path) -> None:
     assert ("/api/v1/tokens", "admin") in seen
     assert ("/api/v1/projects/{project}/runs", "read") in seen
     assert ("/api/v1/projects/{project}/views", "read") in seen
+    art = "/api/v1/artifacts/{project}"
+    assert (art + "/{artifact}/versions", "ingest") in seen
+    assert (art + "/{artifact}/use", "ingest") in seen
+    assert (art, "read") in seen
+    assert (art + "/{artifact}", "read") in seen
+    assert (art + "/{artifact}/{ref}", "read") in seen
+    assert ("/api/v1/runs/{project}/{run}/artifacts", "read") in seen
+    # a training job fetches the model it uses with its ingest token (docs/security.md)
+    assert (art + "/{artifact}/{ref}/files/{path:path}", "read_or_ingest") in seen
     assert len(seen) >= 20
     store.close()
 

@@ -115,6 +115,72 @@ def _check(project: str, digest: str) -> None:
         raise ValueError("a blob digest is 64 lower-case hex digits (sha256)")
 
 
+class BlobWriter:
+    """A blob being received straight into its store's temporary file (``LocalBlobStore.
+    writer``): bytes are hashed as written; ``commit`` stores them only when they hash to
+    the digest (``DigestMismatch`` otherwise, nothing stored); ``abort`` drops them."""
+
+    def __init__(self, tmp: Path, final: Path, digest: str) -> None:
+        self.tmp = tmp
+        self.final = final
+        self.digest = digest
+        self.size = 0
+        self._hash = hashlib.sha256()
+        self._file = open(tmp, "xb")  # noqa: SIM115 - closed by commit or abort
+
+    def write(self, data: bytes) -> None:
+        self._hash.update(data)
+        self._file.write(data)
+        self.size += len(data)
+
+    def write_all(self, pieces: list[bytes]) -> None:
+        """``write`` each of ``pieces`` (one call per batch: no joining copy)."""
+        for data in pieces:
+            self.write(data)
+
+    def commit(self) -> bool:
+        """Store the bytes written (fsync, atomic rename): True when new, False when
+        another writer stored the digest meanwhile."""
+        try:
+            if self._hash.hexdigest() != self.digest:
+                raise DigestMismatch(f"the bytes hash to {self._hash.hexdigest()}")
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            new = not self.final.is_file()
+            os.replace(self.tmp, self.final)  # a concurrent writer wrote the same bytes
+        finally:
+            self.abort()
+        fsync_dir(self.final.parent)
+        return new
+
+    def abort(self) -> None:
+        self._file.close()
+        self.tmp.unlink(missing_ok=True)
+
+
+class _UploadWriter(BlobWriter):
+    """A ``BlobWriter`` into a local temporary file that ``commit`` sends to an object
+    store with one ``put_file`` (never visible half-written)."""
+
+    def __init__(self, tmp: Path, store: FsspecBlobStore, key: str, digest: str) -> None:
+        super().__init__(tmp, tmp, digest)
+        self.store = store
+        self.key = key
+
+    def commit(self) -> bool:
+        try:
+            if self._hash.hexdigest() != self.digest:
+                raise DigestMismatch(f"the bytes hash to {self._hash.hexdigest()}")
+            self._file.close()
+            if self.store.fs.exists(self.key):
+                return False
+            self.store.fs.put_file(str(self.tmp), self.key)
+            return True
+        finally:
+            self.abort()
+
+
 class LocalBlobStore:
     """Blobs in a local directory: ``<root>/<project>/<hex[:2]>/<hex>``."""
 
@@ -150,6 +216,17 @@ class LocalBlobStore:
             tmp.unlink(missing_ok=True)
         fsync_dir(final.parent)
         return True
+
+    def writer(self, project: str, digest: str) -> BlobWriter | None:
+        """A ``BlobWriter`` into the store's own temporary file (one copy of the bytes,
+        hashed once), or None when the blob is held already."""
+        final = self._path(project, digest)
+        if final.is_file():
+            return None
+        final.parent.mkdir(parents=True, exist_ok=True)
+        return BlobWriter(
+            final.parent / f".tmp-{digest[:16]}-{secrets.token_hex(8)}", final, digest
+        )
 
     def open(self, project: str, digest: str) -> BinaryIO | None:
         path = self._path(project, digest)
@@ -244,6 +321,17 @@ class FsspecBlobStore:
             tmp.flush()
             self.fs.put_file(tmp.name, key)
         return True
+
+    def writer(self, project: str, digest: str) -> BlobWriter | None:
+        """A ``BlobWriter`` into a local temporary file, sent at ``commit`` (the bytes are
+        copied and hashed once on this host), or None when the blob is held already."""
+        key = self._key(project, digest)
+        if self.fs.exists(key):
+            return None
+        fd, name = tempfile.mkstemp(prefix="rankwise-blob-")
+        os.close(fd)
+        os.unlink(name)  # BlobWriter creates it exclusively
+        return _UploadWriter(Path(name), self, key, digest)
 
     def open(self, project: str, digest: str) -> BinaryIO | None:
         try:

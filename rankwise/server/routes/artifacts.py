@@ -39,7 +39,7 @@ from ...artifacts.model import (
     VersionsReply,
 )
 from ...errors import UsageError
-from ...names import ID_CHARS_PATTERN, check_id, is_file_name
+from ...names import FILE_MAX, ID_MAX, ID_PATTERN, ID_RULE, check_id, is_file_name, is_id
 from ...store.artifacts import LATEST, ArtifactConflict, check_commit
 from ..blobs import BlobStore, iter_chunks
 from ..encoding import ApiError, reply
@@ -50,9 +50,26 @@ ingest_router = APIRouter(tags=["artifacts"])
 read_router = APIRouter(tags=["artifacts"])
 files_router = APIRouter(tags=["artifacts"])
 
-Name = Annotated[str, Path(pattern=ID_CHARS_PATTERN, description="the artifact's name")]
+# The path parameter is ``artifact``, not ``name``: the hardening middleware documents a
+# ``name`` parameter with the key rule (a saved view's name), while every path segment
+# follows the id rule.
+# Patterns are documented only (pydantic's regex engine has no look-ahead): the hardening
+# middleware enforces the id rule on every segment and the file rule on a file's path.
+_ID_DOC = {"pattern": ID_PATTERN, "maxLength": ID_MAX}
+Name = Annotated[str, Path(description="the artifact's name", json_schema_extra=_ID_DOC)]
 Ref = Annotated[
-    str, Path(pattern=ID_CHARS_PATTERN, description="latest, a version (v3) or an alias")
+    str, Path(description="latest, a version (v3) or an alias", json_schema_extra=_ID_DOC)
+]
+_FILE_CHAR = r"/\\:#%;\u0000-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff"
+_SEGMENT = f"(?!\\.\\.?(?:/|$))[^ {_FILE_CHAR}](?:[^{_FILE_CHAR}]*[^ {_FILE_CHAR}])?"
+# The file-name rule as near as a regex gets (NFC and Unicode categories are checked in code).
+FILE_PATTERN = f"^{_SEGMENT}(?:/{_SEGMENT})*$"
+FilePath = Annotated[
+    str,
+    Path(
+        description="the file's path in the manifest, each segment percent-encoded",
+        json_schema_extra={"pattern": FILE_PATTERN, "maxLength": FILE_MAX},
+    ),
 ]
 _ASCII = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -102,14 +119,15 @@ _COMMIT_REPLIES[201] = {**_COMMIT_REPLIES[200], "description": "created (200: an
 
 
 @ingest_router.post(
-    "/artifacts/{project}/{name}/versions",
+    "/artifacts/{project}/{artifact}/versions",
     response_model=None,
     status_code=201,
     responses=_COMMIT_REPLIES,
     openapi_extra=_body(CommitRequest),
 )
-async def commit(request: Request, project: str, name: Name) -> Response:
+async def commit(request: Request, project: str, artifact: Name) -> Response:
     """Store a version whose chunks are uploaded: 201 new, 200 the same as an existing one."""
+    name = artifact
     req: CommitRequest = _decode(await request.body(), CommitRequest)
     try:
         check_commit(name, req)
@@ -134,13 +152,14 @@ async def commit(request: Request, project: str, name: Name) -> Response:
 
 
 @ingest_router.post(
-    "/artifacts/{project}/{name}/use",
+    "/artifacts/{project}/{artifact}/use",
     response_model=None,
     responses=answers(VersionInfo, 404, 422, e404="no such artifact version"),
     openapi_extra=_body(UseRequest),
 )
-async def use(request: Request, project: str, name: Name) -> Response:
+async def use(request: Request, project: str, artifact: Name) -> Response:
     """Record that a run used a version; the version with its manifest."""
+    name = artifact
     body: UseRequest = _decode(await request.body(), UseRequest)
     try:
         check_id(body.run_id, "run id")
@@ -166,20 +185,24 @@ def names(
     request: Request,
     project: str,
     type: Annotated[
-        str | None, Query(pattern=ID_CHARS_PATTERN, description="only names of this type")
+        str | None,
+        Query(description="only names of this type", json_schema_extra=_ID_DOC),
     ] = None,
 ) -> Response:
     """The project's artifact names: type, version count, latest, size, last change."""
+    if type is not None and not is_id(type):
+        raise ApiError(422, "query parameter 'type' is not a valid name: " + ID_RULE)
     return reply(request, ArtifactsReply(artifacts=store(request).artifact_names(project, type)))
 
 
 @read_router.get(
-    "/artifacts/{project}/{name}",
+    "/artifacts/{project}/{artifact}",
     response_model=None,
     responses=answers(VersionsReply, 404, 422, e404="no artifact of that name"),
 )
-def versions(request: Request, project: str, name: Name) -> Response:
+def versions(request: Request, project: str, artifact: Name) -> Response:
     """Every version of an artifact (no manifests), newest first."""
+    name = artifact
     found = store(request).artifact_versions(project, name)
     if found is None:
         raise ApiError(404, f"no artifact {name!r} in project {project!r}")
@@ -187,12 +210,13 @@ def versions(request: Request, project: str, name: Name) -> Response:
 
 
 @read_router.get(
-    "/artifacts/{project}/{name}/{ref}",
+    "/artifacts/{project}/{artifact}/{ref}",
     response_model=None,
     responses=answers(VersionInfo, 404, 422, e404="no such artifact version"),
 )
-def version(request: Request, project: str, name: Name, ref: Ref) -> Response:
+def version(request: Request, project: str, artifact: Name, ref: Ref) -> Response:
     """One version (``latest``, ``v3``, an alias) with its manifest and lineage."""
+    name = artifact
     found = store(request).artifact_version(project, name, _check_ref(ref))
     if found is None:
         raise _no_version(project, name, ref)
@@ -226,7 +250,7 @@ def _chunks(blobs: BlobStore, project: str, entry: Entry) -> Iterator[bytes]:
 
 
 @files_router.get(
-    "/artifacts/{project}/{name}/{ref}/files/{path:path}",
+    "/artifacts/{project}/{artifact}/{ref}/files/{path:path}",
     response_model=None,
     responses={
         200: {
@@ -236,8 +260,9 @@ def _chunks(blobs: BlobStore, project: str, entry: Entry) -> Iterator[bytes]:
         **answers(None, 404, 422, e404="no such version or file, or a reference entry"),
     },
 )
-def file(request: Request, project: str, name: Name, ref: Ref, path: str) -> Response:
+def file(request: Request, project: str, artifact: Name, ref: Ref, path: FilePath) -> Response:
     """One file of a version, streamed (its chunks in order), as an attachment."""
+    name = artifact
     if not is_file_name(path):
         raise ApiError(422, "the file path is not a valid artifact file name")
     entry = store(request).artifact_entry(project, name, _check_ref(ref), path)

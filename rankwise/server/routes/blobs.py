@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
+from collections.abc import Callable
 from typing import Annotated
 
 import msgspec
@@ -30,7 +31,15 @@ from fastapi import APIRouter, Path, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response, StreamingResponse
 
-from ..blobs import CHUNK, BlobStore, DigestMismatch, ReadOnly, is_digest, iter_chunks
+from ..blobs import (
+    CHUNK,
+    BlobStore,
+    BlobWriter,
+    DigestMismatch,
+    ReadOnly,
+    is_digest,
+    iter_chunks,
+)
 from ..config import ServerSettings
 from ..encoding import ApiError, reply
 from ..replies import BlobPut, BlobsLost, BlobsMissing
@@ -184,6 +193,10 @@ async def put(request: Request, project: str, digest: Digest) -> Response:
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise too_large(limit)
+    writer = getattr(store, "writer", None)
+    if writer is not None:
+        new, size = await _receive_direct(request, writer, project, digest, limit)
+        return reply(request, BlobPut(digest=digest, size=size, stored=new), 201 if new else 200)
     # At most one chunk in memory per upload; a bigger blob spools to disk.
     with tempfile.SpooledTemporaryFile(max_size=CHUNK) as spool:
         h = hashlib.sha256()
@@ -195,11 +208,7 @@ async def put(request: Request, project: str, digest: Digest) -> Response:
             h.update(chunk)
             spool.write(chunk)
         if h.hexdigest() != digest:
-            raise ApiError(
-                400,
-                "the bytes sent do not hash (sha256) to the digest in the path: nothing was "
-                "stored; send the file again",
-            )
+            raise _mismatch()
         spool.seek(0)
         try:
             new = await run_in_threadpool(store.put, project, digest, spool)
@@ -208,6 +217,63 @@ async def put(request: Request, project: str, digest: Digest) -> Response:
         except ReadOnly:
             raise ApiError(405, "this server only serves blobs") from None
     return reply(request, BlobPut(digest=digest, size=size, stored=new), 201 if new else 200)
+
+
+def _mismatch() -> ApiError:
+    return ApiError(
+        400,
+        "the bytes sent do not hash (sha256) to the digest in the path: nothing was "
+        "stored; send the file again",
+    )
+
+
+async def _receive_direct(
+    request: Request,
+    writer: Callable[[str, str], BlobWriter | None],
+    project: str,
+    digest: str,
+    limit: int,
+) -> tuple[bool, int]:
+    """Receive a blob straight into a local store's temporary file: hashed and written
+    once, in ``CHUNK`` batches on a worker thread (the event loop keeps parsing other
+    uploads meanwhile). Returns (stored anew, size)."""
+    out = await run_in_threadpool(writer, project, digest)
+    held = hashlib.sha256()  # out is None: the blob is held already, only verify the bytes
+
+    def sink(pieces: list[bytes]) -> None:
+        if out is not None:
+            out.write_all(pieces)
+        else:
+            for data in pieces:
+                held.update(data)
+
+    size = 0
+    batch: list[bytes] = []
+    batched = 0
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise too_large(limit)
+            batch.append(chunk)
+            batched += len(chunk)
+            if batched >= CHUNK:
+                await run_in_threadpool(sink, batch)
+                batch, batched = [], 0
+        if batch:
+            await run_in_threadpool(sink, batch)
+        if out is None:
+            if held.hexdigest() != digest:
+                raise _mismatch()
+            return False, size
+        new: bool = await run_in_threadpool(out.commit)
+    except DigestMismatch:
+        raise _mismatch() from None
+    except BaseException:
+        if out is not None:
+            await run_in_threadpool(out.abort)
+        raise
+    return new, size
 
 
 def too_large(limit: int) -> ApiError:
