@@ -7,12 +7,15 @@ only concatenates chunks), so multi-chunk files stay small and quick.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import io
 import os
 import pickle
 import shutil
 import socket
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -33,7 +36,15 @@ from rankwise.server.blobs import BlobStore, FsspecBlobStore, LocalBlobStore
 from rankwise.store.sql import SQLStore
 
 from .helpers.blobs import moto_s3
-from .helpers.servers import ServerProcess, bearer, postgres_dsn, serve_in_thread
+from .helpers.servers import (
+    REPO,
+    ServerProcess,
+    bearer,
+    postgres_dsn,
+    serve_in_thread,
+    subprocess_env,
+    wait_until,
+)
 from .helpers.stores import open_sql_store
 
 MiB = 1024 * 1024
@@ -53,6 +64,7 @@ class Counter:
         self.state = app.state
         self.puts: list[str] = []
         self.fail_puts = 0
+        self.delay = 0.0  # seconds each PUT waits before it is handled
         self._lock = threading.Lock()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -64,6 +76,8 @@ class Counter:
                 await send({"type": "http.response.start", "status": 503, "headers": []})
                 await send({"type": "http.response.body", "body": b""})
                 return
+            if self.delay:
+                await asyncio.sleep(self.delay)
         await self.app(scope, receive, send)
 
 
@@ -268,6 +282,39 @@ def test_client_id_makes_a_retried_commit_return_the_first_version(
     assert len(srv.store.artifact_versions("p", "m") or []) == 2
 
 
+def test_a_synced_local_version_keeps_its_number_when_free(srv: Srv, tmp_path: Path) -> None:
+    with srv.client() as c:
+
+        def put(data: bytes, version: str | None = None) -> str:
+            e = stage(tmp_path, "m.bin", data)
+            return c.publish("m", commit_req(e, version=version), tmp_path / "files").version
+
+        assert put(b"a", "v5") == "v5"  # free: kept
+        assert put(b"b") == "v6"  # the next after the newest
+        assert put(b"c", "v5") == "v7"  # taken: the server assigns the next
+        assert put(b"d", "v2") == "v2"  # free, below the newest: kept, latest stays v7
+    with srv.client("read") as reader:
+        assert reader.get("m").version == "v7"
+        assert [v.version for v in reader.versions("m")] == ["v7", "v6", "v5", "v2"]
+
+
+def test_a_download_that_does_not_match_its_digest_writes_nothing(
+    local_srv: Srv, tmp_path: Path
+) -> None:
+    e = stage(tmp_path, "m.bin", b"the real weights")
+    dest = tmp_path / "out" / "m.bin"
+    with local_srv.client() as c:
+        c.publish("m", commit_req(e), tmp_path / "files")
+        with pytest.raises(ServerError, match="sha256"):
+            c.download_file("m", "v0", "m.bin", dest, digest="0" * 64)
+        assert not dest.exists() and list(dest.parent.iterdir()) == []  # no partial file
+        with pytest.raises(ArtifactNotFoundError):
+            c.download_file("m", "v0", "other.bin", dest, digest="0" * 64)
+        assert c.download_file("m", "latest", "m.bin", dest, e.digest).read_bytes() == (
+            b"the real weights"
+        )
+
+
 # -- resumable uploads ------------------------------------------------------------------
 
 
@@ -311,6 +358,48 @@ def test_a_crash_mid_upload_then_publish_again_sends_only_the_missing_chunks(
     assert set(srv.counter.puts) == {ch.digest for ch in e.chunks[2:]}
     got = srv.req("GET", "/api/v1/artifacts/p/big/v0/files/big.bin", "read")
     assert hashlib.sha256(got.content).hexdigest() == e.digest
+
+
+PUBLISH = """
+import sys
+from pathlib import Path
+import msgspec
+from rankwise.artifacts.model import CommitRequest
+from rankwise.artifacts.remote import RemoteArtifacts
+url, token, body, root = sys.argv[1:]
+req = msgspec.json.decode(Path(body).read_bytes(), type=CommitRequest)
+RemoteArtifacts(url, "p", token, parallel=1).publish("big", req, Path(root))
+"""
+
+
+def test_a_publisher_sigkilled_mid_upload_is_resumed_by_the_next(
+    local_srv: Srv, tmp_path: Path
+) -> None:
+    s = local_srv
+    e = stage(tmp_path, "big.bin", os.urandom(12 * CHUNK))
+    req = commit_req(e)
+    body = tmp_path / "commit.json"
+    body.write_bytes(msgspec.json.encode(req))
+    s.counter.delay = 0.15  # each chunk takes a while: the kill lands mid-upload
+    args = [s.url, s.tokens["ingest"], str(body), str(tmp_path / "files")]
+    proc = subprocess.Popen([sys.executable, "-c", PUBLISH, *args], env=subprocess_env(), cwd=REPO)
+    try:
+        wait_until(lambda: len(s.counter.puts) >= 4, timeout=60)
+    finally:
+        proc.kill()  # SIGKILL: no cleanup runs in the publisher
+        proc.wait(10)
+    s.counter.delay = 0.0
+    digests = [c.digest for c in e.chunks]
+    left = s.blobs.missing("p", digests)
+    assert 0 < len(left) < len(digests) and s.store.artifact_versions("p", "big") is None
+    s.counter.puts.clear()
+    with s.client() as c:
+        assert c.publish("big", req, tmp_path / "files").version == "v0"
+    assert sorted(s.counter.puts) == sorted(left)  # only what the killed one had not stored
+    got = s.req("GET", "/api/v1/artifacts/p/big/v0/files/big.bin", "read")
+    assert hashlib.sha256(got.content).hexdigest() == e.digest
+    # The cut-off chunk's temporary file was dropped, never renamed into place.
+    wait_until(lambda: not list((tmp_path / "blobs").rglob(".tmp-*")), timeout=10)
 
 
 def test_server_blob_limit_fits_a_chunk_and_a_smaller_one_is_named(

@@ -82,7 +82,7 @@ class RemoteArtifacts:
         token: str | None = None,
         timeout: float = 30.0,
         *,
-        parallel: int = 4,
+        parallel: int = 8,
         retries: int = RETRIES,
         backoff: float = 0.5,
         transport: httpx.BaseTransport | None = None,

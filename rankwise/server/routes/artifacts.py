@@ -40,7 +40,8 @@ from ...artifacts.model import (
 )
 from ...errors import UsageError
 from ...names import FILE_MAX, ID_MAX, ID_PATTERN, ID_RULE, check_id, is_file_name, is_id
-from ...store.artifacts import LATEST, ArtifactConflict, check_commit
+from ...store.artifact_reads import LATEST
+from ...store.artifacts import ArtifactConflict, check_commit
 from ..blobs import BlobStore, iter_chunks
 from ..encoding import ApiError, reply
 from .blobs import OCTET, blob_store
