@@ -390,6 +390,15 @@ def cmd_server(args: argparse.Namespace) -> int:
         raise UsageError("--max-inflight must be 0 (no limit) or more")
     if args.max_blob_mb <= 0:
         raise UsageError("--max-blob-mb must be above 0")
+    from .artifacts.manifest import CHUNK_BYTES
+
+    if args.max_blob_mb * 1024 * 1024 < CHUNK_BYTES:
+        print(
+            f"rankwise server: --max-blob-mb {args.max_blob_mb:g} is below the "
+            f"{CHUNK_BYTES // (1024 * 1024)} MiB chunks artifacts are uploaded in: artifact "
+            f"uploads will be refused (use --max-blob-mb {CHUNK_BYTES // (1024 * 1024)} or more)",
+            file=sys.stderr,
+        )
     if args.max_table_cells < 1:
         raise UsageError("--max-table-cells must be at least 1")
     blobs = None

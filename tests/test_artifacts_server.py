@@ -324,8 +324,8 @@ def test_commit_without_its_chunks_is_409_listing_them_and_creates_nothing(
     e = stage(tmp_path, "m.bin", os.urandom(2 * CHUNK + 1))
     body = msgspec.json.encode(commit_req(e))
     r = srv.req("POST", "/api/v1/artifacts/p/m/versions", "ingest", content=body)
-    assert r.status_code == 409
-    assert r.json()["error"]["missing"] == [c.digest for c in e.chunks]
+    assert r.status_code == 409, r.text
+    assert r.json()["error"]["missing"] == [c.digest for c in e.chunks], r.text
     assert srv.store.artifact_versions("p", "m") is None
 
 
@@ -411,6 +411,13 @@ def test_server_blob_limit_fits_a_chunk_and_a_smaller_one_is_named(
         with s.client() as c, pytest.raises(UsageError, match="--max-blob-mb"):
             c.publish("m", commit_req(e), tmp_path / "files")
         assert s.counter.puts == []
+
+
+def test_a_server_whose_blob_limit_is_below_a_chunk_says_so_at_start(tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    with ServerProcess.db(f"sqlite:///{tmp_path / 'db.sqlite'}", log, "--max-blob-mb", "8"):
+        pass
+    assert "--max-blob-mb 8 is below the 32 MiB chunks" in log.read_text()
 
 
 # -- concurrency ------------------------------------------------------------------------
