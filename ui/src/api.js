@@ -132,6 +132,18 @@ export const runPath = (project, run, tail = "") => `/projects/${p(project)}/run
  * @typedef {{label: string, steps: number[], edges: number[][],
  *   counts: number[][], nan?: number[], posinf?: number[], neginf?: number[]}} HistogramSeries
  * @typedef {{series: HistogramSeries[]}} HistogramsReply
+ * @typedef {{path: string, digest?: string, size?: number,
+ *   chunks?: [string, number][], ref?: string}} ManifestEntry
+ * @typedef {{run_id: string, label?: string|null, time?: number}} ArtifactUse
+ * @typedef {{project: string, name: string, version: string, type: string,
+ *   digest: string, size?: number, file_count?: number, aliases?: string[],
+ *   description?: string|null, metadata?: Object<string, unknown>, created_at?: number,
+ *   run_id?: string|null, label?: string|null, manifest?: {entries: ManifestEntry[]}|null,
+ *   used_by?: ArtifactUse[]}} VersionInfo
+ *   (fields holding their default are left out of a reply: lib/artifacts.js versionView)
+ * @typedef {{name: string, type: string, versions: number, latest: string,
+ *   size?: number, updated_at?: number}} ArtifactSummary
+ * @typedef {{logged: VersionInfo[], used: VersionInfo[]}} RunArtifacts
  * @typedef {{signal?: AbortSignal}} Opts
  */
 
@@ -142,6 +154,20 @@ export const runPath = (project, run, tail = "") => `/projects/${p(project)}/run
  */
 export function blobUrl(project, digest, { inline = false } = {}) {
   return `${BASE}/blobs/${p(project)}/${p(digest)}${inline ? "?inline=1" : ""}`;
+}
+
+/** An artifact's path (relative to api/v1): `/artifacts/{project}/{name}/...`, encoded. */
+const artifactPath = (project, name, ...rest) =>
+  [`/artifacts/${p(project)}`, ...(name === undefined ? [] : [p(name)]), ...rest.map(p)].join("/");
+
+/**
+ * The download URL of one file of an artifact version, for `href` attributes: each
+ * segment of the file's path percent-encoded, its slashes kept. The server answers it as
+ * an attachment (Content-Disposition), never rendered in the page.
+ */
+export function artifactFileUrl(project, name, version, path) {
+  const file = String(path).split("/").map(p).join("/");
+  return `${BASE}${artifactPath(project, name, version)}/files/${file}`;
 }
 
 /**
@@ -218,6 +244,17 @@ export const api = {
     if (!res.ok) throw new ApiError(res.status, `this text panel could not be read (HTTP ${res.status})`);
     return res.text();
   },
+  /** @type {(project: string, params?: {type?: string}, opts?: Opts) => Promise<{artifacts: ArtifactSummary[]}>} */
+  artifacts: (project, params, opts) => request("GET", artifactPath(project), { ...opts, params }),
+  /** Every version of an artifact, newest first (no manifests). */
+  /** @type {(project: string, name: string, opts?: Opts) => Promise<{versions: VersionInfo[]}>} */
+  artifactVersions: (project, name, opts) => request("GET", artifactPath(project, name), opts),
+  /** One version (`latest`, `v3` or an alias) with its manifest and `used_by`. */
+  /** @type {(project: string, name: string, ref: string, opts?: Opts) => Promise<VersionInfo>} */
+  artifactVersion: (project, name, ref, opts) => request("GET", artifactPath(project, name, ref), opts),
+  /** What a run logged and used (no manifests; empty lists for a run with none). */
+  /** @type {(project: string, run: string, opts?: Opts) => Promise<RunArtifacts>} */
+  runArtifacts: (project, run, opts) => request("GET", `/runs/${p(project)}/${p(run)}/artifacts`, opts),
   whoami: (opts) => request("GET", "/session", opts),
   login: (token) => request("POST", "/session", { body: { token } }),
   logout: () => request("DELETE", "/session"),

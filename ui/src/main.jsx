@@ -9,6 +9,7 @@ import { ProjectsPage } from "./pages/Projects.jsx";
 import { RunsPage } from "./pages/Runs.jsx";
 import { RunPage } from "./pages/Run.jsx";
 import { ComparePage, GroupPage } from "./pages/Overlay.jsx";
+import { ArtifactsPage } from "./pages/Artifacts.jsx";
 import "./styles.css";
 
 function App() {
@@ -17,7 +18,8 @@ function App() {
   useShortcuts();
   useEffect(() => {
     const where = route.run ?? route.group ?? route.project;
-    document.title = where ? `${where} · rankwise` : route.page === "compare" ? "Compare · rankwise" : "rankwise";
+    const what = route.page === "artifacts" ? " artifacts" : "";
+    document.title = where ? `${where}${what} · rankwise` : route.page === "compare" ? "Compare · rankwise" : "rankwise";
   }, [route]);
   let page;
   if (who === undefined) page = <main class="page muted">Loading…</main>;
@@ -31,6 +33,9 @@ function App() {
       break;
     case "group":
       page = <GroupPage key={`${route.project}/${route.group}`} project={route.project} group={route.group} />;
+      break;
+    case "artifacts":
+      page = <ArtifactsPage key={route.project} project={route.project} params={route.params} />;
       break;
     case "compare":
       page = <ComparePage params={route.params} />;

@@ -4,6 +4,7 @@
 //   #/p/{project}?state=..&q=..        runs of a project (filters in the query)
 //   #/p/{project}/r/{run}?tab=..       one run
 //   #/p/{project}/g/{group}            the runs of a group, overlaid
+//   #/p/{project}/artifacts?type=..&name=..&version=..   the project's artifacts
 //   #/compare?runs=p/r,p/r2            chosen runs, overlaid
 //
 // Every user-given segment is URI-encoded (`seg`), so a run name cannot change the route.
@@ -21,6 +22,7 @@ export function parseHash(hash) {
     const project = parts[1];
     if (parts[2] === "r" && parts[3]) return { page: "run", project, run: parts[3], params };
     if (parts[2] === "g" && parts[3]) return { page: "group", project, group: parts[3], params };
+    if (parts[2] === "artifacts") return { page: "artifacts", project, params };
     return { page: "runs", project, params };
   }
   if (parts[0] === "compare") return { page: "compare", params };
@@ -52,6 +54,7 @@ export const href = {
   runs: (project, params) => withQuery(`#/p/${seg(project)}`, params),
   run: (project, run, params) => withQuery(`#/p/${seg(project)}/r/${seg(run)}`, params),
   group: (project, group) => `#/p/${seg(project)}/g/${seg(group)}`,
+  artifacts: (project, params) => withQuery(`#/p/${seg(project)}/artifacts`, params),
   compare: (refs) => withQuery("#/compare", { runs: refs }),
 };
 

@@ -29,7 +29,7 @@ export function ErrorBox({ error, onRetry }) {
   if (!error) return null;
   return (
     <div class="error-box" role="alert">
-      <strong>{error.status === 404 ? "Not found" : "Something went wrong"}</strong>
+      <strong>{error.status === 404 ? "Not found" : error.status === 503 ? "Unavailable" : "Something went wrong"}</strong>
       <span>{String(error.message ?? error)}</span>
       {onRetry ? (
         <button type="button" class="btn small" onClick={onRetry}>

@@ -1,7 +1,7 @@
 // The Run page: header (state, ranks, nodes, duration, group), rank health (strip and
 // stall banner), then tabs: Charts (one per metric, cross-rank band, per-rank lines on
-// demand), Media, Tables and Histograms (shown once the run logged any), Logs, System,
-// Config & summary, Streams.
+// demand), Media, Tables and Histograms (shown once the run logged any), Artifacts
+// (shown once it logged or used one), Logs, System, Config & summary, Streams.
 
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { api, askAhead } from "../api.js";
@@ -20,6 +20,7 @@ import { SystemTab } from "./run/SystemTab.jsx";
 import { MediaTab } from "./run/MediaTab.jsx";
 import { TablesTab } from "./run/TablesTab.jsx";
 import { HistogramsTab } from "./run/HistogramsTab.jsx";
+import { ArtifactsTab } from "./run/ArtifactsTab.jsx";
 import { splitKeys } from "../lib/media.js";
 
 /** How often a running run's rich-data keys are asked for again (ms): they change slowly. */
@@ -49,6 +50,15 @@ export function RunPage({ project, runId, params }) {
     [project, runId],
     { interval: running ? MEDIA_KEYS_MS : 0, keepOnError: true, finalRead: true },
   );
+  // The artifacts the run logged and used decide whether the Artifacts tab shows; a
+  // server without the route (older) answers 404: the tab stays hidden.
+  const artifacts = useLoad(
+    (signal) => api.runArtifacts(project, runId, { signal })
+      .catch((e) => (e.status === 404 ? { logged: [], used: [] } : Promise.reject(e))),
+    [project, runId],
+    { interval: running ? MEDIA_KEYS_MS : 0, keepOnError: true, finalRead: true },
+  );
+  const nArtifacts = (artifacts.data?.logged.length ?? 0) + (artifacts.data?.used.length ?? 0);
   const rich = useMemo(() => splitKeys(mediaKeys.data?.keys), [mediaKeys.data]);
   const primary = useMemo(() => (data?.streams ?? []).find((s) => s.is_primary)?.label ?? null, [data]);
   const tab = params.get("tab") || "charts";
@@ -85,6 +95,7 @@ export function RunPage({ project, runId, params }) {
           ...(rich.histograms.length || tab === "histograms"
             ? [{ id: "histograms", label: "Histograms", count: rich.histograms.length }]
             : []),
+          ...(nArtifacts || tab === "artifacts" ? [{ id: "artifacts", label: "Artifacts", count: nArtifacts }] : []),
           { id: "logs", label: "Logs" },
           { id: "system", label: "System" },
           { id: "config", label: "Config & summary" },
@@ -100,6 +111,7 @@ export function RunPage({ project, runId, params }) {
         {tab === "system" ? <SystemTab run={data} /> : null}
         {tab === "config" ? <ConfigTab run={data} /> : null}
         {tab === "streams" ? <StreamsTab run={data} /> : null}
+        {tab === "artifacts" ? <ArtifactsTab run={data} artifacts={artifacts} /> : null}
       </div>
     </main>
   );

@@ -47,6 +47,9 @@ export function RunsPage({ project, params }) {
             </p>
           </div>
           <div class="head-actions">
+            <a class="btn" href={href.artifacts(project)} title="The versioned files and models of this project">
+              Artifacts
+            </a>
             <SaveView project={project} f={f} onSaved={(name) => { views.reload(); set({ view: name }, { keepView: true }); }} />
             <a
               class={`btn primary${selected.size >= 2 ? "" : " disabled"}`}
