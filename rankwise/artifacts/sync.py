@@ -49,6 +49,23 @@ def client_id_of(project: str, name: str, info: VersionInfo) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
+def version_request(store: LocalArtifacts, name: str, info: VersionInfo) -> CommitRequest:
+    """The commit that copies local version ``info`` elsewhere with its number, aliases,
+    run and label (``client_id_of``: the same request on every copy)."""
+    return CommitRequest(
+        type=info.type,
+        manifest=store.manifest(info.digest),
+        client_id=client_id_of(store.project, name, info),
+        description=info.description,
+        metadata=info.metadata,
+        aliases=[a for a in info.aliases if a != "latest"],
+        run_id=info.run_id,
+        label=info.label,
+        version=info.version,
+        created_at=info.created_at,
+    )
+
+
 def _outbox(store: LocalArtifacts, pub: SyncPublisher, report: ArtifactSyncReport) -> None:
     for entry in store.outbox():
         what = f"{store.project}/{entry.name} (outbox {entry.request.client_id})"
@@ -75,19 +92,7 @@ def _versions(store: LocalArtifacts, pub: SyncPublisher, report: ArtifactSyncRep
                 info = store.version(name, n)
                 if store.is_synced(name, info.version):
                     continue
-                request = CommitRequest(
-                    type=info.type,
-                    manifest=store.manifest(info.digest),
-                    client_id=client_id_of(store.project, name, info),
-                    description=info.description,
-                    metadata=info.metadata,
-                    aliases=[a for a in info.aliases if a != "latest"],
-                    run_id=info.run_id,
-                    label=info.label,
-                    version=info.version,
-                    created_at=info.created_at,
-                )
-                got = pub.publish(name, request, store.files_root)
+                got = pub.publish(name, version_request(store, name, info), store.files_root)
                 store.mark_synced(name, info.version)
                 report.published.append(f"{name}:{got.version}")
             except Exception as exc:

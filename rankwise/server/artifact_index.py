@@ -16,8 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..artifacts.local import LocalArtifacts, projects_with_artifacts
-from ..artifacts.model import CommitRequest, VersionInfo
-from ..artifacts.sync import client_id_of
+from ..artifacts.sync import client_id_of, version_request
 
 log = logging.getLogger("rankwise.ui")
 
@@ -51,7 +50,7 @@ class LocalArtifactIndex:
             if (project, name, n) in self._versions:
                 continue
             info = local.version(name, n)
-            self.store.commit_artifact(project, name, _request(local, name, info))
+            self.store.commit_artifact(project, name, version_request(local, name, info))
             self._versions.add((project, name, n))
             added += 1
         aliases = local.aliases(name)
@@ -80,7 +79,7 @@ class LocalArtifactIndex:
         if not moved or latest is None:
             return
         info = local.version(name, int(latest[1:]))
-        request = _request(local, name, info)
+        request = version_request(local, name, info)
         request.client_id = client_id_of(project, name + "\nmoved\n" + ",".join(moved), info)
         request.aliases = moved
         request.version = None
@@ -90,18 +89,3 @@ class LocalArtifactIndex:
         if what not in self._warned:
             self._warned.add(what)
             log.warning("rankwise ui: cannot index the artifact %s: %s", what, why)
-
-
-def _request(local: LocalArtifacts, name: str, info: VersionInfo) -> CommitRequest:
-    return CommitRequest(
-        type=info.type,
-        manifest=local.manifest(info.digest),
-        client_id=client_id_of(local.project, name, info),
-        description=info.description,
-        metadata=info.metadata,
-        aliases=[a for a in info.aliases if a != "latest"],
-        run_id=info.run_id,
-        label=info.label,
-        version=info.version,
-        created_at=info.created_at,
-    )
