@@ -9,9 +9,9 @@ Each round, in a fresh process (so peak RSS is this round's):
   never the file);
 * re-logging identical content: bytes copied (target 0) and whether a version was made.
 
-``--server URL`` and ``--s3`` measure the upload to a rankwise server (local blob store or
-S3) through ``measure_server_upload`` / ``measure_s3_upload``: the hooks the remote
-artifact client fills in.
+``--server URL`` also publishes the staged file to that rankwise server
+(``measure_server_upload``). The upload benchmark with its own server, local or moto S3
+blob store, is ``bench_artifacts_upload.py``.
 
     .venv/bin/python benchmarks/bench_artifacts.py --size-mib 1024 --rounds 3
 """
@@ -136,20 +136,12 @@ def measure_server_upload(url: str, path: Path) -> dict[str, Any] | None:
     return got
 
 
-def measure_s3_upload(path: Path) -> dict[str, Any] | None:
-    """The same against a server whose blob store is moto's S3 server: start one with
-    ``rankwise server --blobs s3://bucket --blobs-endpoint URL`` and pass ``--server``
-    (the server's own benchmark starts moto itself)."""
-    return None
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size-mib", type=int, default=1024)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--dir", default=None, help="where the file and stores go (a temp dir)")
     p.add_argument("--server", default=None, help="also measure upload to this server")
-    p.add_argument("--s3", action="store_true", help="also measure upload to moto's S3")
     a = p.parse_args()
     work = Path(a.dir or tempfile.mkdtemp(prefix="rankwise-bench-artifacts-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -174,8 +166,6 @@ def main() -> None:
     )
     if a.server:
         print(f"server upload: {measure_server_upload(a.server, path) or 'not measured yet'}")
-    if a.s3:
-        print(f"S3 upload: {measure_s3_upload(path) or 'not measured yet'}")
     path.unlink()
 
 
