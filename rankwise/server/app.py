@@ -98,6 +98,11 @@ def _api_error(request: Request, exc: ApiError) -> Response:
     return response
 
 
+def _sqlite_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
 def _database_errors(store: Store) -> list[type[Exception]]:
     errors: list[type[Exception]] = [sqlite3.OperationalError]
     if getattr(store, "dialect", "") == "postgres":  # psycopg is loaded by then
@@ -109,7 +114,12 @@ def _database_errors(store: Store) -> list[type[Exception]]:
 
 def _store_down(request: Request, exc: Exception) -> Response:
     """A database failure outside ingest (a token lookup, a read) while the database is
-    down or restarting: 503 with ``Retry-After``, as ingest answers."""
+    down or restarting: 503 with ``Retry-After``, as ingest answers. SQLite raises the
+    same class for a damaged database ("no such table", "disk I/O error"): only a busy
+    or locked one is worth a retry; anything else is a fault, answered as every fault is
+    (a generic 500 with a request id, the traceback logged)."""
+    if isinstance(exc, sqlite3.OperationalError) and not _sqlite_busy(exc):
+        raise exc
     _logger.warning("%s %s: the store is unavailable (%r)", request.method, request.url.path, exc)
     seconds = request.app.state.settings.retry_after
     response = error_reply(
