@@ -8,13 +8,13 @@ and training goes on.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .. import _log
+from .._environ import scoped_env
 
 if TYPE_CHECKING:
     from ..media import Image, Table
@@ -85,23 +85,8 @@ def start_again(run: Run, kwargs: Mapping[str, Any]) -> Run:
     from ..sdk import session
 
     base = run._start.base_id  # the same run ids, groups and labels as before
-    with env(RANKWISE_SILENT="1"):  # announced when it began
+    with scoped_env(RANKWISE_SILENT="1"):  # announced when it began
         return session.init(**dict(kwargs, id=base, resume="allow"))
-
-
-@contextlib.contextmanager
-def env(**values: str) -> Iterator[None]:
-    """``values`` in ``os.environ`` for the block only."""
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def ended(run: Run) -> bool:

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._environ import scoped_env
 from ..sdk.run import Run
 from . import _common
 
@@ -135,7 +136,7 @@ class RankwiseLogger(Logger):
             if ident.world_size == 1 and "LOCAL_RANK" in os.environ:
                 # Before the process group is up Lightning's env has no RANK: on the one
                 # node the launcher (whose id this is) runs, a rank is its local rank.
-                with _common.env(RANK=os.environ["LOCAL_RANK"]):
+                with scoped_env(RANK=os.environ["LOCAL_RANK"]):
                     return _common.start_run(kwargs)
             return _common.start_run(kwargs)
         if ident.world_size == 1 and "LOCAL_RANK" not in os.environ:

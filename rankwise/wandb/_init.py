@@ -34,10 +34,11 @@ import json
 import os
 import re
 import socket
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._environ import scoped_env
 from ._run import Run, RunDisabled
 from ._settings import Settings
 from ._term import set_silent, termwarn, warn_once
@@ -167,24 +168,6 @@ def _as_id(text: str) -> str:
     return out if out[:1].isalnum() else f"p{out}"[:128]
 
 
-@contextlib.contextmanager
-def _env(**values: str | None) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in values}
-    try:
-        for k, v in values.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def _new_run(s: Settings, config: Any, keep_current: bool) -> Run:
     from ..sdk.dist import detect, random_id
     from ._mappings import clean_items
@@ -258,7 +241,7 @@ def _open(
     saved = session.current
     if keep_current:
         session.current = None  # reinit="create_new": the earlier run stays open
-    with _env(RANKWISE_SERVER=server, RANKWISE_SILENT=silent):
+    with scoped_env(RANKWISE_SERVER=server, RANKWISE_SILENT=silent):
         try:
             return session.init(
                 project=project, id=run_id, run_mode="shared", rank_scope="global",
