@@ -12,7 +12,10 @@ The cost depends on how full each series' open chunk is (0 to ``MERGE_BELOW`` po
 so the run covers ``--seconds`` uploads per rank (default: a whole cycle of 1,100).
 
     python benchmarks/bench_append.py [--ranks 8] [--seconds 1100] [--batch 8]
-        [--db sqlite|postgres] [--profile 25]
+        [--every 1] [--db sqlite|postgres] [--profile 25]
+
+``--every K`` sends K seconds of a rank's records per upload, as an uploader does when
+the server asks it to post every K seconds (``rankwise.server.pacing``).
 """
 
 from __future__ import annotations
@@ -48,7 +51,9 @@ def second(rank: int, n: int, seq: int) -> list[Any]:
     return recs
 
 
-def run(store: Any, ranks: int, seconds: int, batch: int, prof: cProfile.Profile | None) -> float:
+def run(
+    store: Any, ranks: int, seconds: int, batch: int, prof: cProfile.Profile | None, every: int = 1
+) -> float:
     """CPU seconds per rank-second over the run."""
     keys = [StreamKey("bench", "append", f"rank-{r}", 0) for r in range(ranks)]
     seqs = [0] * ranks
@@ -73,11 +78,13 @@ def run(store: Any, ranks: int, seconds: int, batch: int, prof: cProfile.Profile
 
         store._write = profiled
     cpu = 0.0
-    for n in range(seconds):
+    for n0 in range(0, seconds, every):
         uploads = []
         for r, k in enumerate(keys):
-            recs = second(r, n, seqs[r])
-            seqs[r] = recs[-1].seq
+            recs = []
+            for n in range(n0, min(seconds, n0 + every)):  # one upload: `every` seconds
+                recs += second(r, n, seqs[r])
+                seqs[r] = recs[-1].seq
             uploads.append((k, recs))
         for a in range(0, ranks, batch):
             part = uploads[a : a + batch]
@@ -92,6 +99,9 @@ def main() -> None:
     ap.add_argument("--ranks", type=int, default=8)
     ap.add_argument("--seconds", type=int, default=1100)
     ap.add_argument("--batch", type=int, default=8, help="uploads per ingest call")
+    ap.add_argument(
+        "--every", type=int, default=1, help="seconds of records per upload (server pacing)"
+    )
     ap.add_argument("--db", default="sqlite", choices=["sqlite", "postgres"])
     ap.add_argument("--profile", type=int, default=0, help="print the top N by cumtime")
     args = ap.parse_args()
@@ -103,7 +113,7 @@ def main() -> None:
             store: Any = SQLiteStore(Path(tmp) / "append.db")
             store.migrate()
             try:
-                per = run(store, args.ranks, args.seconds, args.batch, prof)
+                per = run(store, args.ranks, args.seconds, args.batch, prof, args.every)
             finally:
                 store.close()
         else:
@@ -115,11 +125,12 @@ def main() -> None:
                 store = PostgresStore(dsn)
                 store.migrate()
                 try:
-                    per = run(store, args.ranks, args.seconds, args.batch, prof)
+                    per = run(store, args.ranks, args.seconds, args.batch, prof, args.every)
                 finally:
                     store.close()
     print(
-        f"{args.db}: {args.ranks} ranks x {args.seconds} s, {args.batch} uploads per call: "
+        f"{args.db}: {args.ranks} ranks x {args.seconds} s, {args.batch} uploads per call, "
+        f"{args.every} s per upload: "
         f"{per * 1e3:.3f} ms CPU per rank-second"
     )
     if prof is not None:

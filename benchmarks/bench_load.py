@@ -5,8 +5,11 @@ from simulated ranks (``loadsim.py``: real frames, the real upload protocol, a m
 record of 50 values a second per rank, plus heartbeats, console lines and system
 samples), then every point of every rank is checked to be stored exactly once. Printed
 per row: ack latency p50/p99 (per acknowledged POST), the replies by status, points/s,
-the server's CPU (100% = one core) and peak RSS, and whether the check passed. The
-rank count at which p99 passes 2 s is named at the end.
+the server's CPU (100% = one core) and peak RSS, the data lag p50/p99 (from a metrics
+record's creation to the ack that covered it: what the dashboard's freshness is), the
+upload interval the server advised (median and largest of the replies that carried one,
+``rankwise.server.pacing``; 0: none), the client processes' own CPU, and whether the
+check passed. The rank count at which p99 passes 2 s is named at the end.
 
     python benchmarks/bench_load.py [--ranks 100,300,1000] [--seconds 30]
         [--clients 4] [--pg-workers 2] [--replicas 2] [--stores sqlite,postgres]
@@ -95,6 +98,8 @@ def row(store: str, got: dict[str, object]) -> str:
     return (
         f"{store:9s} {got['ranks']:5d} {got['ack_p50_s']:8.3f} {got['ack_p99_s']:8.3f} "
         f"{got['points_per_s']:9,d} {got['server_cpu_pct']:6.1f} {got['server_rss_max_mb']:7.1f}"
+        f" {got['lag_p50_s']:6.2f} {got['lag_p99_s']:6.2f} {got['advised_p50_s']:5.1f}"
+        f" {got['advised_max_s']:5.1f} {got['clients_cpu_pct']:6.1f}"
         f"  {'yes' if got['verified'] else 'NO'}   {statuses}"
     )
 
@@ -107,6 +112,7 @@ def main() -> None:
     ap.add_argument("--stores", default="sqlite,postgres")
     ap.add_argument("--pg-workers", type=int, default=2)
     ap.add_argument("--max-inflight", type=int, default=None)
+    ap.add_argument("--max-upload-interval", type=float, default=None, help="0: no pacing")
     ap.add_argument("--kill-server-at", type=float, default=None)
     ap.add_argument("--replicas", type=int, default=1, help="PostgreSQL: server processes")
     ap.add_argument("--duplicate", type=int, default=0)
@@ -126,7 +132,10 @@ def main() -> None:
 
 def _rows(args: argparse.Namespace, counts: list[int], dsn: str | None, cluster: Any) -> None:
     print(f"{args.seconds:g} s of load per row; ack latency per acknowledged POST")
-    print("store     ranks  p50 (s)  p99 (s)  points/s  cpu %  rss MB  exact  replies")
+    print(
+        "store     ranks  p50 (s)  p99 (s)  points/s  cpu %  rss MB  lag50  lag99 pace50"
+        " pacemx clicpu  exact  replies"
+    )
     broke: dict[str, int | None] = {}
     for store in args.stores.split(","):
         if store == "postgres" and not dsn:
@@ -136,6 +145,8 @@ def _rows(args: argparse.Namespace, counts: list[int], dsn: str | None, cluster:
             extra = []
             if args.max_inflight is not None:
                 extra += ["--max-inflight", str(args.max_inflight)]
+            if args.max_upload_interval is not None:
+                extra += ["--max-upload-interval", str(args.max_upload_interval)]
             with (
                 tempfile.TemporaryDirectory() as tmp,
                 pg_database(dsn) if store == "postgres" and dsn else _nothing() as pg,

@@ -11,13 +11,14 @@ of 50 values every second, a heartbeat every 5 s, a console line every 2 s, a sy
 sample every 10 s; one upload a second carries what is new. At the end each rank
 appends its finish record and drains.
 
-The ranks run as asyncio tasks (httpx) spread over a few client processes, so the
-harness fits on a small machine next to the server. With ``--replicas N`` (PostgreSQL),
-N server processes share one database and each rank sends its uploads to them in turn,
-as a client behind a load balancer may; with ``--duplicate K`` every K-th upload of a
-rank goes to two replicas at once (a retry crossing the request it repeats). ``verify``
-then reads every rank's history back through the store and checks that every point is
-there exactly once.
+The ranks run as asyncio tasks spread over a few client processes, each rank with its own
+keep-alive connection (``rawhttp.py``: the same request bytes as the SDK's httpx client
+for a fraction of the CPU), so the harness fits on a small machine next to the server.
+With ``--replicas N`` (PostgreSQL), N server processes share one database and each rank
+sends its uploads to them in turn, as a client behind a load balancer may; with
+``--duplicate K`` every K-th upload of a rank goes to two replicas at once (a retry
+crossing the request it repeats). ``verify`` then reads every rank's history back
+through the store and checks that every point is there exactly once.
 
     python benchmarks/loadsim.py --ranks 300 --seconds 30 [--db sqlite:///x.db]
         [--workers 2] [--max-inflight 256] [--clients 4] [--kill-server-at 10]
@@ -44,7 +45,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rawhttp import Connection, HttpError
+
 from rankwise import _http
+from rankwise._http import UPLOAD_INTERVAL_HEADER, advised_interval
 from rankwise.sdk.uploader import INGEST, compress, default_encoding, retry_after
 from rankwise.stream import records as R
 from rankwise.stream.frames import MAGIC, encode_frame
@@ -75,11 +79,16 @@ class Config:
 @dataclass
 class Stats:
     latencies: list[float] = field(default_factory=list)  # seconds per acknowledged POST
+    acked_at: list[float] = field(default_factory=list)  # when each of them was acked
     statuses: dict[str, int] = field(default_factory=dict)
     points: int = 0  # metric values acknowledged
     steps: dict[int, int] = field(default_factory=dict)  # rank -> steps logged
     undrained: list[int] = field(default_factory=list)  # ranks not fully acknowledged
     served: dict[str, int] = field(default_factory=dict)  # server URL -> uploads it acked
+    # Seconds from a metrics record's creation to the ack that covered it (data lag).
+    lags: list[float] = field(default_factory=list)
+    advised: list[float] = field(default_factory=list)  # upload intervals the server asked
+    cpu_s: float = 0.0  # the client processes' own CPU seconds
 
     def count(self, what: str) -> None:
         self.statuses[what] = self.statuses.get(what, 0) + 1
@@ -91,7 +100,9 @@ class SimRank:
     def __init__(self, cfg: Config, rank: int) -> None:
         self.cfg, self.rank = cfg, rank
         self.label = f"rank-{rank}"
-        self.frames: list[tuple[int, int, bytes, int]] = []  # first seq, last seq, frame, points
+        # first seq, last seq, frame, points, creation time
+        self.frames: list[tuple[int, int, bytes, int, float]] = []
+        self.advised = 0.0  # the upload interval the server last asked for (0: none)
         self.seq = 0
         self.acked = -1
         self.step = 0
@@ -105,7 +116,7 @@ class SimRank:
 
     def _append(self, recs: list[Any]) -> None:
         points = sum(len(r.values) for r in recs if type(r) is R.Metrics)
-        self.frames.append((recs[0].seq, recs[-1].seq, encode_frame(recs), points))
+        self.frames.append((recs[0].seq, recs[-1].seq, encode_frame(recs), points, time.time()))
 
     def _take(self) -> int:
         self.seq += 1
@@ -132,7 +143,7 @@ class SimRank:
     def body(self, limit: int = 4 * 1024 * 1024) -> tuple[bytes, int]:
         """MAGIC + the frames above the mark (at most ``limit`` bytes), and their points."""
         out, size, points = [], 0, 0
-        for first, last, frame, pts in self.frames:
+        for first, last, frame, pts, _ in self.frames:
             if last <= self.acked:
                 continue
             if out and size + len(frame) > limit:
@@ -160,12 +171,14 @@ class SimRank:
             picked.append(urls[(first + 1) % len(urls)])
         return [u + INGEST for u in picked]
 
-    async def upload(self, client: Any, stats: Stats) -> float | None:
+    async def upload(self, client: Client, stats: Stats) -> float | None:
         """One POST of what is new; returns seconds to wait before the next, if advised."""
         body, points = self.body()
         if not body:
             return None
         headers = {"Accept": "application/json", "Content-Type": _http.STREAM_CONTENT_TYPE}
+        if self.cfg.token:  # as the SDK sends it
+            headers["Authorization"] = f"Bearer {self.cfg.token}"
         if self.encoding != "identity":
             headers["Content-Encoding"] = self.encoding
         content = compress(body, self.encoding)
@@ -176,25 +189,30 @@ class SimRank:
         return max(advised) if len(advised) == len(waits) else None
 
     async def _post(
-        self, client: Any, url: str, content: bytes, headers: dict[str, str], points: int,
+        self, client: Client, url: str, content: bytes, headers: dict[str, str], points: int,
         stats: Stats,
     ) -> float | None:  # fmt: skip
-        import httpx
-
         t0 = time.perf_counter()
         try:
-            r = await client.post(url, params=self.params, content=content, headers=headers)
-        except httpx.HTTPError as exc:
-            stats.count(type(exc).__name__)
+            r = await client.post(url, self.params, headers, content)
+        except HttpError as exc:
+            stats.count(str(exc))
             return random.uniform(0.5, 1.5)
         stats.count(str(r.status_code))
         if r.status_code == 200:
             stats.latencies.append(time.perf_counter() - t0)
+            stats.acked_at.append(time.time())
             where = url.removesuffix(INGEST) or self.cfg.url
             stats.served[where] = stats.served.get(where, 0) + 1
             mark = int(r.json()["acked_seq"])
+            self.advised = advised_interval(r.headers.get(UPLOAD_INTERVAL_HEADER))
+            if self.advised:
+                stats.advised.append(self.advised)
             if mark > self.acked:  # counted once, however many replicas acknowledged it
                 stats.points += points
+                now = time.time()
+                stats.lags += [now - t for f, last, _, p, t in self.frames
+                               if p and f > self.acked and last <= mark]  # fmt: skip
             self.acked = max(self.acked, mark)
             self.drop_acked()
             return None
@@ -207,7 +225,53 @@ class SimRank:
         return random.uniform(0.5, 1.5)
 
 
-async def _rank_task(sim: SimRank, client: Any, stats: Stats, t_end: float, drain: float) -> None:
+class Client:
+    """A rank's HTTP client: one keep-alive connection per server it posts to, as each SDK
+    process has its own (``rawhttp``: the harness must cost less than the server)."""
+
+    def __init__(self, base: str) -> None:
+        self.base = base
+        self._conns: dict[str, Connection] = {}
+
+    async def post(
+        self, url: str, params: dict[str, str], headers: dict[str, str], body: bytes
+    ) -> Any:
+        base, path = (self.base, url) if url.startswith("/") else _split(url)
+        conn = self._conns.get(base)
+        if conn is None:
+            conn = self._conns[base] = Connection(base)
+        r = await conn.post(path, params, headers, body)
+        return _Reply(r.status, r.headers, r.body)
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+
+
+class _Headers(dict[str, str]):
+    """Reply headers by lower-cased name, looked up case-insensitively."""
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        return super().get(key.lower(), default)
+
+
+def _split(url: str) -> tuple[str, str]:
+    scheme, _, rest = url.partition("://")
+    host, _, path = rest.partition("/")
+    return f"{scheme}://{host}", "/" + path
+
+
+class _Reply:
+    def __init__(self, status: int, headers: dict[str, str], body: bytes) -> None:
+        self.status_code, self.headers, self.body = status, _Headers(headers), body
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+async def _rank_task(
+    sim: SimRank, client: Client, stats: Stats, t_end: float, drain: float
+) -> None:
     """A rank's training (a tick a second) and its uploader, as two tasks: as in the
     SDK, a slow server delays uploads, never the training loop."""
     await asyncio.sleep(random.uniform(0, 1.0))  # ranks do not start in lockstep
@@ -232,8 +296,10 @@ async def _rank_task(sim: SimRank, client: Any, stats: Stats, t_end: float, drai
                 return
             t0 = time.monotonic()
             wait = await sim.upload(client, stats)
-            if wait is None:  # as the SDK: at most one upload a second while training
-                wait = 0.05 if done else max(0.0, 1.0 - (time.monotonic() - t0))
+            if wait is None:  # as the SDK: at most one upload a second while training,
+                # or one per the interval the server asked for
+                pace = sim.advised * random.uniform(0.8, 1.2) if sim.advised else 1.0
+                wait = 0.05 if done else max(0.0, max(1.0, pace) - (time.monotonic() - t0))
             await asyncio.sleep(wait)
         stats.undrained.append(sim.rank)
 
@@ -241,23 +307,25 @@ async def _rank_task(sim: SimRank, client: Any, stats: Stats, t_end: float, drai
 
 
 async def _client_main(cfg: Config) -> Stats:
-    import httpx
-
     stats = Stats()
-    conns = len(cfg.ranks) * (2 if cfg.replicas else 1)
-    limits = httpx.Limits(max_connections=conns, max_keepalive_connections=conns)
-    headers = {"Authorization": f"Bearer {cfg.token}"} if cfg.token else {}
-    async with httpx.AsyncClient(
-        base_url=cfg.proxy or cfg.url, limits=limits, timeout=30.0, headers=headers
-    ) as c:
-        t_end = time.monotonic() + cfg.seconds
-        sims = [SimRank(cfg, r) for r in cfg.ranks]
-        await asyncio.gather(*(_rank_task(s, c, stats, t_end, cfg.drain_timeout) for s in sims))
+    t_end = time.monotonic() + cfg.seconds
+    sims = [SimRank(cfg, r) for r in cfg.ranks]
+    await asyncio.gather(*(_rank_client(s, cfg, stats, t_end) for s in sims))
     return stats
 
 
+async def _rank_client(sim: SimRank, cfg: Config, stats: Stats, t_end: float) -> None:
+    client = Client(cfg.proxy or cfg.url)
+    try:
+        await _rank_task(sim, client, stats, t_end, cfg.drain_timeout)
+    finally:
+        client.close()
+
+
 def _client_process(cfg: Config, out: Any) -> None:
+    cpu = time.process_time()
     stats = asyncio.run(_client_main(cfg))
+    stats.cpu_s = time.process_time() - cpu
     out.put(asdict(stats))
 
 
@@ -286,6 +354,7 @@ def run_clients(cfg: Config, clients: int) -> Stats:
                         p.kill()
                     raise RuntimeError(f"client processes failed (exit codes {dead})") from None
         merged.latencies += got["latencies"]
+        merged.acked_at += got["acked_at"]
         for k, v in got["statuses"].items():
             merged.statuses[k] = merged.statuses.get(k, 0) + v
         merged.points += got["points"]
@@ -293,6 +362,9 @@ def run_clients(cfg: Config, clients: int) -> Stats:
         merged.undrained += got["undrained"]
         for k, v in got["served"].items():
             merged.served[k] = merged.served.get(k, 0) + v
+        merged.lags += got["lags"]
+        merged.advised += got["advised"]
+        merged.cpu_s += got["cpu_s"]
     for p in procs:
         p.join(10)
     return merged
@@ -432,6 +504,7 @@ def simulate(
     drain_timeout: float = 120.0,
     replicas: int = 1,
     duplicate: int = 0,
+    warmup: float = 20.0,
 ) -> dict[str, Any]:
     """One load run against a fresh ``rankwise server``; the figures, verified.
 
@@ -475,7 +548,7 @@ def simulate(
                 on_tick(time.monotonic() - t0, server)
 
     watcher = threading.Thread(target=watch, daemon=True)
-    t_start = time.monotonic()
+    t_start, t0_wall = time.monotonic(), time.time()
     watcher.start()
     try:
         stats = run_clients(cfg, clients)
@@ -493,6 +566,9 @@ def simulate(
     if cpu_window:
         rss_max = max(r for _, _, r in cpu_window) / 2**20
     lat = stats.latencies
+    # Steady state: the acks from `warmup` s into the load until training ends (the start,
+    # when every rank creates its stream and series at once, and the final drain apart).
+    steady = [x for x, at in zip(lat, stats.acked_at) if warmup <= at - t0_wall <= seconds]
     expected = sum(stats.steps.values()) * METRICS
     return {
         "ranks": ranks,
@@ -503,6 +579,9 @@ def simulate(
         "ack_p50_s": round(pct(lat, 0.5), 4),
         "ack_p99_s": round(pct(lat, 0.99), 4),
         "ack_max_s": round(max(lat), 4) if lat else None,
+        "ack_p50_steady_s": round(pct(steady, 0.5), 4),
+        "ack_p99_steady_s": round(pct(steady, 0.99), 4),
+        "steady_from_s": warmup,
         "statuses": stats.statuses,
         "points_per_s": round(stats.points / max(1e-9, seconds)),
         "points_expected": expected,
@@ -515,6 +594,11 @@ def simulate(
         "verified": not problems and not stats.undrained,
         "problems": problems[:10],
         "latency_mean_s": round(statistics.fmean(lat), 4) if lat else None,
+        "lag_p50_s": round(pct(stats.lags, 0.5), 3),
+        "lag_p99_s": round(pct(stats.lags, 0.99), 3),
+        "advised_max_s": max(stats.advised, default=0.0),
+        "advised_p50_s": round(pct(stats.advised, 0.5), 2) if stats.advised else 0.0,
+        "clients_cpu_pct": round(100.0 * stats.cpu_s / max(1e-9, wall), 1),
     }
 
 

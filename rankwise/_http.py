@@ -21,6 +21,23 @@ from .errors import RunNotFoundError, ServerError, UsageError
 
 MSGPACK = "application/msgpack"
 STREAM_CONTENT_TYPE = "application/x-rankwise-stream"
+# Ingest replies under load: post at most every this many seconds (rankwise.server.pacing).
+UPLOAD_INTERVAL_HEADER = "X-Rankwise-Upload-Interval"
+KEEPALIVE_EXPIRY = 60.0  # seconds an idle connection to the server is kept
+MAX_ADVISED_INTERVAL = 60.0  # an uploader never waits longer than this on the advice
+
+
+def advised_interval(value: str | None) -> float:
+    """The seconds an ``UPLOAD_INTERVAL_HEADER`` value asks for (0: none or unreadable)."""
+    if not value:
+        return 0.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        return 0.0
+    if seconds != seconds or seconds <= 0:  # NaN, zero, negative
+        return 0.0
+    return min(seconds, MAX_ADVISED_INTERVAL)
 
 
 def normalize_url(url: str) -> str:
@@ -57,6 +74,9 @@ def make_client(
         transport=transport,
         timeout=httpx.Timeout(timeout, connect=min(connect_timeout, timeout)),
         headers=headers,
+        # Uploads come every 1-10 s (rankwise.server.pacing): keep the connection between
+        # them, under the server's own keep-alive (rankwise.server.serve.KEEP_ALIVE).
+        limits=httpx.Limits(keepalive_expiry=KEEPALIVE_EXPIRY),
         # Environment proxies would route loopback and cluster-internal servers through
         # a corporate proxy; a tracking server is reached directly.
         trust_env=False,

@@ -284,6 +284,22 @@ def _server_commands(sub: Any) -> None:
         help="uploads handled at once per worker; past it: 429 with Retry-After (0: no limit)",
     )
     p.add_argument(
+        "--max-upload-interval",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="under load, ask uploaders to post at most every N seconds, N up to this "
+        "(default 10; 0: never ask)",
+    )
+    p.add_argument(
+        "--pace-target",
+        type=float,
+        default=0.5,
+        metavar="SECONDS",
+        help="the time an upload may take in this process before uploaders are asked to "
+        "post less often (default 0.5)",
+    )
+    p.add_argument(
         "--blobs",
         default=None,
         metavar="PATH_OR_URL",
@@ -398,6 +414,10 @@ def cmd_server(args: argparse.Namespace) -> int:
         raise UsageError("--workers must be at least 1")
     if args.max_inflight < 0:
         raise UsageError("--max-inflight must be 0 (no limit) or more")
+    if args.max_upload_interval < 0:
+        raise UsageError("--max-upload-interval must be 0 (never ask) or more seconds")
+    if args.pace_target <= 0:
+        raise UsageError("--pace-target must be above 0 seconds")
     if args.max_blob_mb <= 0:
         raise UsageError("--max-blob-mb must be above 0")
     from .artifacts.manifest import CHUNK_BYTES
@@ -422,6 +442,8 @@ def cmd_server(args: argparse.Namespace) -> int:
     settings = ServerSettings(
         max_body_bytes=int(args.max_body_mb * 1024 * 1024),
         max_inflight=args.max_inflight,
+        max_upload_interval=args.max_upload_interval,
+        pace_target=args.pace_target,
         allowed_hosts=_allowed_hosts(args),
         auth=not args.insecure_no_auth,
         blobs=blobs,

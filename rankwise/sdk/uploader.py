@@ -209,6 +209,8 @@ class StreamUpload:
         self.acked = -1
         self.sent_bytes = 0
         self.finished = False  # a Finish record was acknowledged (watch_finish only)
+        # The upload interval the server last asked for (0: none): it is loaded.
+        self.advised = 0.0
         from .blobsend import BlobSender
 
         # Streams live in <run dir>/streams/, blobs in <run dir>/blobs/.
@@ -280,6 +282,9 @@ class StreamUpload:
         except httpx.TransportError as exc:
             raise Retry(f"{type(exc).__name__}: {exc}") from exc
         status = response.status_code
+        if method == "POST":  # only an accepted upload paces the next one
+            advice = response.headers.get(_http.UPLOAD_INTERVAL_HEADER)
+            self.advised = _http.advised_interval(advice) if status == 200 else 0.0
         if status == 200:
             return _http.decode(response)  # type: ignore[no-any-return]
         message = _http.error_message(response)
@@ -534,6 +539,11 @@ class Uploader:
                 self._problem = None
             if more:
                 last_post = time.monotonic()
+                if upload.advised > self._settings.upload_interval and not self._closing.is_set():
+                    # The server is loaded and asked for fewer, larger uploads: the
+                    # records wait in the stream file. Draining at the end ignores this.
+                    spread = upload.advised * random.uniform(0.8, 1.2)  # out of step
+                    self._sleep(last_post + spread - time.monotonic())
                 continue
             if self._closing.is_set():
                 self._drained.set()

@@ -28,6 +28,11 @@ class ServerSettings:
     max_inflight: int = 256
     # The Retry-After advised with 429 (overload) and 503 (store unavailable), seconds.
     retry_after: int = 1
+    # Upload pacing (rankwise.server.pacing): under load, ingest replies ask uploaders to
+    # post at most every N seconds, N up to this (0: never ask). ``pace_target`` is the
+    # time an ingest request may take in this process before the interval grows (s).
+    max_upload_interval: float = 10.0
+    pace_target: float = 0.5
 
     # -- authentication (rankwise.server.auth) --
     # False only for the local `rankwise ui` and `rankwise server --insecure-no-auth`.

@@ -26,6 +26,7 @@ from __future__ import annotations
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 
@@ -33,6 +34,7 @@ from ..store.base import Store, StreamKey
 from ..stream import records as R
 
 _Item = tuple[StreamKey, Sequence[R.AnyRecord], "Future[int]"]
+FIRST_GUESS = 0.005  # seconds per upload before any batch was timed
 
 
 class GroupCommit:
@@ -41,15 +43,35 @@ class GroupCommit:
         self.max_items = max_items
         self.batches = 0  # store calls made (for tests and figures)
         self.items = 0  # uploads applied through them
+        # Seconds of store time per upload (moving average over batches; a cautious
+        # first guess) and uploads submitted but not yet answered: their product is how
+        # long a new upload would wait (``expected_wait``).
+        self.per_item = FIRST_GUESS
+        self._waiting = 0
+        self._count = threading.Lock()
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="rankwise-group-commit", daemon=True)
         self._thread.start()
 
     def ingest(self, key: StreamKey, records: Sequence[R.AnyRecord]) -> int:
         """Apply ``records`` of stream ``key`` with whatever else is waiting; the mark."""
+        return self.submit(key, records).result()
+
+    def submit(self, key: StreamKey, records: Sequence[R.AnyRecord]) -> Future[int]:
+        """Queue ``records`` of stream ``key``; the future of its mark once applied.
+
+        The ingest route awaits it on the event loop, so a request waiting for its batch
+        holds no thread: a batch is as large as what is waiting, not as the thread pool.
+        """
         fut: Future[int] = Future()
+        with self._count:
+            self._waiting += 1
         self._queue.put((key, records, fut))
-        return fut.result()
+        return fut
+
+    def expected_wait(self) -> float:
+        """Seconds an upload submitted now would wait for its mark, by the recent pace."""
+        return self._waiting * self.per_item
 
     def _run(self) -> None:
         while True:
@@ -62,6 +84,16 @@ class GroupCommit:
             self._commit(batch)
 
     def _commit(self, batch: list[_Item]) -> None:
+        started = time.monotonic()
+        try:
+            self._apply(batch)
+        finally:
+            took = (time.monotonic() - started) / len(batch)
+            self.per_item += 0.3 * (took - self.per_item)
+            with self._count:
+                self._waiting -= len(batch)
+
+    def _apply(self, batch: list[_Item]) -> None:
         try:
             marks = self.store.ingest([(key, recs) for key, recs, _ in batch])
         except BaseException as exc:
@@ -70,7 +102,7 @@ class GroupCommit:
                     self._fail(item, exc)
             else:
                 for item in batch:  # find the one that fails; the others still land
-                    self._commit([item])
+                    self._apply([item])
             return
         self.batches += 1
         self.items += len(batch)

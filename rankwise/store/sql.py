@@ -129,6 +129,7 @@ class SQLStore(SavedViews, HealthReads, MediaReads, TokenStore, ArtifactStore):
             merged.setdefault(key, []).extend(recs)
         out: dict[StreamKey, int] = {}
         todo = []
+        self._ensure_streams([k for k, recs in merged.items() if recs])
         for key, recs in merged.items():
             if not recs:
                 out[key] = self.acked(key)
@@ -160,32 +161,45 @@ class SQLStore(SavedViews, HealthReads, MediaReads, TokenStore, ArtifactStore):
     def _ids(self, key: StreamKey) -> tuple[int, int]:
         """(stream id, run id) of ``key``, creating the rows (empty) when new."""
         got = self._stream_ids.get(key)
-        if got is not None:
-            return got
-
-        def ensure(tx: Tx) -> tuple[int, int]:
-            tx.run(
-                "INSERT INTO runs (project, run_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                (key.project, key.run_id),
-            )
-            run = tx.one(
-                "SELECT id FROM runs WHERE project = ? AND run_id = ?", (key.project, key.run_id)
-            )
-            assert run is not None
-            tx.run(
-                "INSERT INTO streams (run, label, incarnation) VALUES (?, ?, ?) "
-                "ON CONFLICT DO NOTHING",
-                (run[0], key.label, key.incarnation),
-            )
-            sid = tx.one(
-                "SELECT id FROM streams WHERE run = ? AND label = ? AND incarnation = ?",
-                (run[0], key.label, key.incarnation),
-            )
-            assert sid is not None
-            return int(sid[0]), int(run[0])
-
-        got = self._stream_ids[key] = self._write(ensure)
+        if got is None:
+            self._ensure_streams([key])
+            got = self._stream_ids[key]
         return got
+
+    def _ensure_streams(self, keys: Sequence[StreamKey]) -> None:
+        """Create the run and stream rows of the ``keys`` not seen yet, in one transaction
+        (a thousand ranks starting at once are one write, not a thousand)."""
+        new = sorted({k for k in keys if k not in self._stream_ids})
+        if not new:
+            return
+
+        def ensure(tx: Tx) -> list[tuple[int, int]]:
+            out = []
+            for key in new:  # sorted: two ingesters creating rows cannot deadlock
+                tx.run(
+                    "INSERT INTO runs (project, run_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                    (key.project, key.run_id),
+                )
+                run = tx.one(
+                    "SELECT id FROM runs WHERE project = ? AND run_id = ?",
+                    (key.project, key.run_id),
+                )
+                assert run is not None
+                tx.run(
+                    "INSERT INTO streams (run, label, incarnation) VALUES (?, ?, ?) "
+                    "ON CONFLICT DO NOTHING",
+                    (run[0], key.label, key.incarnation),
+                )
+                sid = tx.one(
+                    "SELECT id FROM streams WHERE run = ? AND label = ? AND incarnation = ?",
+                    (run[0], key.label, key.incarnation),
+                )
+                assert sid is not None
+                out.append((int(sid[0]), int(run[0])))
+            return out
+
+        for key, ids in zip(new, self._write(ensure)):
+            self._stream_ids[key] = ids
 
     def _metrics(self, names: set[str]) -> dict[str, int]:
         missing = sorted(n for n in names if n not in self._metric_ids)

@@ -57,7 +57,30 @@ class _Tx:
     def many_returning(
         self, sql: str, rows: Sequence[Sequence[Any]]
     ) -> list[tuple[Any, ...] | None]:
-        return [self._c.execute(sql, row).fetchone() for row in rows]
+        if not rows:
+            return []
+        table = _plain_insert(sql)
+        if table is None or len(rows) == 1:
+            return [self._c.execute(sql, row).fetchone() for row in rows]
+        # One executemany: within this (the only) write transaction SQLite gives each new
+        # row the table's largest rowid + 1, so the ids are the next len(rows) after it.
+        top = self._c.execute(f"SELECT COALESCE(MAX(rowid), 0) FROM {table}").fetchone()[0]
+        self._c.executemany(sql[: -len(_RETURNING_ID)], rows)
+        last = self._c.execute("SELECT last_insert_rowid()").fetchone()[0]
+        if last != top + len(rows):  # never, by SQLite's rowid rule; checked all the same
+            raise RuntimeError(f"rowids of {table} are not consecutive ({top} + {len(rows)})")
+        return [(i,) for i in range(top + 1, last + 1)]
+
+
+_RETURNING_ID = " RETURNING id"
+
+
+def _plain_insert(sql: str) -> str | None:
+    """The table of ``INSERT INTO t (...) VALUES (...) RETURNING id``, else None."""
+    if not sql.startswith("INSERT INTO ") or not sql.endswith(_RETURNING_ID):
+        return None
+    table = sql[len("INSERT INTO ") :].split(" ", 1)[0]
+    return table if table.isidentifier() else None
 
 
 def _connect(path: str) -> sqlite3.Connection:

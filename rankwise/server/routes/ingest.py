@@ -24,7 +24,10 @@ same bytes as the file), optionally compressed. Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import math
+import time
 import zlib
 from typing import Annotated
 
@@ -34,6 +37,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from ... import names
+from ..._http import UPLOAD_INTERVAL_HEADER
 from ...store import media as rich
 from ...store.base import Store, StreamKey
 from ...stream import records as R
@@ -43,6 +47,7 @@ from ..config import ServerSettings
 from ..encoding import ApiError, error_reply, reply
 from ..group_commit import GroupCommit, store_unavailable
 from ..keycap import MAX_KEYS_PER_RUN, run_keys
+from ..pacing import Pacer
 from ..replies import AckReply
 from .deps import Responses, answers, refusal
 from .deps import store as _store
@@ -105,49 +110,62 @@ async def ingest(request: Request, key: Key) -> Response:
     """Apply the records of one stream above its mark; replies with the new mark."""
     settings: ServerSettings = request.app.state.settings
     state = request.app.state
+    pacer = _pacer(request)
     inflight = getattr(state, "ingest_inflight", 0)  # the event loop's own counter
-    if 0 < settings.max_inflight <= inflight:
-        return _retry_later(
-            request,
-            429,
-            f"the server is handling {inflight} uploads (--max-inflight "
-            f"{settings.max_inflight}): retry after the Retry-After seconds",
-            settings.retry_after,
+    behind = _group_commit(request).expected_wait()
+    if 0 < settings.max_inflight <= inflight or (
+        pacer.enabled and behind > ADMIT_WAIT * settings.pace_target
+    ):
+        # Come back no sooner than the pace this process asks of every uploader.
+        wait = max(settings.retry_after, math.ceil(pacer.interval))
+        why = (
+            f"the server is handling {inflight} uploads (--max-inflight {settings.max_inflight})"
+            if inflight >= settings.max_inflight > 0
+            else f"the server is {behind:.1f}s behind"
+        )
+        return _paced(
+            pacer,
+            _retry_later(request, 429, f"{why}: retry after the Retry-After seconds", wait),
         )
     state.ingest_inflight = inflight + 1
     try:
         limit = settings.max_body_bytes
         raw = await read_body(request, limit)
+        started = time.monotonic()  # what the pacer weighs: this process's own time
         data = decode_body(raw, request.headers.get("content-encoding", ""), limit)
         try:
-            commit = _group_commit(request)
-            acked = await run_in_threadpool(
-                apply_upload,
+            acked, fresh = await run_in_threadpool(
+                prepare_upload,
                 _store(request),
                 key,
                 data,
-                commit,
                 settings.max_keys_per_run,
                 settings.max_table_cells,
                 request.app.state.blobs,
             )
+            if fresh:  # waits for its group-commit batch without holding a thread
+                acked = await asyncio.wrap_future(_group_commit(request).submit(key, fresh))
         except Exception as exc:
             if not store_unavailable(exc):
                 raise
             _logger.warning("ingest of %s refused: the store cannot write (%r)", key, exc)
-            return _retry_later(
+            return _retry_later(  # not paced: Retry-After says when to come back
                 request,
                 503,
                 "the store cannot write now; nothing of this upload was applied: retry "
                 "after the Retry-After seconds",
                 settings.retry_after,
             )
-        return reply(request, AckReply(acked_seq=acked))
+        pacer.observe(time.monotonic() - started)
+        return _paced(pacer, reply(request, AckReply(acked_seq=acked)))
     finally:
         state.ingest_inflight -= 1
 
 
 _logger = logging.getLogger("rankwise.server")
+# An upload is admitted only while the group commit's backlog would apply it within this
+# many pace targets (1 s by default); past it, 429 at once rather than a wait that grows.
+ADMIT_WAIT = 2.0
 
 
 def _group_commit(request: Request) -> GroupCommit:
@@ -156,6 +174,24 @@ def _group_commit(request: Request) -> GroupCommit:
     if group is None:  # made on first use: the event loop's thread, no race
         group = state.group_commit = GroupCommit(state.store)
     return group
+
+
+def _pacer(request: Request) -> Pacer:
+    state = request.app.state
+    pacer = getattr(state, "pacer", None)
+    if pacer is None:  # made on first use: the event loop's thread, no race
+        settings: ServerSettings = state.settings
+        pacer = state.pacer = Pacer(settings.max_upload_interval, settings.pace_target)
+        pacer.start_probe()
+    return pacer
+
+
+def _paced(pacer: Pacer, response: Response) -> Response:
+    """``response`` with the upload interval this process advises, if any."""
+    value = pacer.header()
+    if value is not None:
+        response.headers[UPLOAD_INTERVAL_HEADER] = value
+    return response
 
 
 def _retry_later(request: Request, status: int, message: str, seconds: int) -> Response:
@@ -288,6 +324,24 @@ def apply_upload(
 ) -> int:
     """Check ``data`` whole, then hand the records above the mark to the store (through
     ``commit``, which applies it with the uploads that arrived with it)."""
+    mark, fresh = prepare_upload(store, key, data, max_keys_per_run, max_table_cells, blobs)
+    if not fresh:
+        return mark
+    if commit is not None:
+        return commit.ingest(key, fresh)
+    return store.ingest([(key, fresh)]).get(key, mark)
+
+
+def prepare_upload(
+    store: Store,
+    key: StreamKey,
+    data: bytes,
+    max_keys_per_run: int = MAX_KEYS_PER_RUN,
+    max_table_cells: int = rich.MAX_TABLE_CELLS,
+    blobs: BlobStore | None = None,
+) -> tuple[int, list[R.AnyRecord]]:
+    """Check ``data`` whole (raising ``ApiError``); the stream's mark and the records
+    above it, which the caller hands to the store (none: the mark is the reply)."""
     try:
         found = scan(data)
     except (msgspec.DecodeError, ValueError, RecursionError):
@@ -302,7 +356,7 @@ def apply_upload(
         )
     records = found.records
     if not records:
-        return store.acked(key)
+        return store.acked(key), []
     first = records[0].seq
     for i, rec in enumerate(records):
         if rec.seq != first + i:
@@ -334,12 +388,9 @@ def apply_upload(
             acked_seq=mark,
         )
     fresh = records[mark + 1 - first :] if mark >= first else records
-    if not fresh:
-        return mark
-    check_blobs(blobs, key.project, fresh)
-    if commit is not None:
-        return commit.ingest(key, fresh)
-    return store.ingest([(key, fresh)]).get(key, mark)
+    if fresh:
+        check_blobs(blobs, key.project, fresh)
+    return mark, fresh
 
 
 def blob_digests(records: list[R.AnyRecord]) -> list[str]:

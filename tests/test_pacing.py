@@ -1,0 +1,197 @@
+"""Upload pacing: a loaded server asks its uploaders to post less often, and they do.
+
+The controller is checked on a clock the test moves (its rules are arithmetic); the whole
+loop with a real ``rankwise server`` and real rank processes: under pressure the ranks
+post a fraction as often, every row still lands exactly once, and the end of the run
+drains without waiting out the interval.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import time
+from pathlib import Path
+
+import pytest
+
+import rankwise
+from rankwise._http import MAX_ADVISED_INTERVAL, advised_interval
+from rankwise.server.pacing import CALM_WINDOWS, FLOOR, Pacer
+
+from .helpers.runs import assert_same_history, launch_ranks, wait_all
+from .helpers.servers import ServerProcess
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _second(pacer: Pacer, clock: Clock, *times: float) -> None:
+    """One window: these ingest times observed, then the clock moves on a second."""
+    for t in times:
+        pacer.observe(t)
+    clock.now += 1.0
+    pacer.header()  # the next reply closes the window
+
+
+def test_no_advice_while_uploads_are_quick() -> None:
+    clock = Clock()
+    pacer = Pacer(max_interval=10.0, target=0.5, clock=clock)
+    for _ in range(20):
+        _second(pacer, clock, *[0.01] * 50)
+    assert pacer.interval == 0.0 and pacer.header() is None
+
+
+def test_the_interval_grows_with_pressure_up_to_the_cap() -> None:
+    clock = Clock()
+    pacer = Pacer(max_interval=10.0, target=0.5, clock=clock)
+    _second(pacer, clock, *[0.75] * 20)  # 1.5x the target: from the floor, 1.5x
+    assert pacer.interval == pytest.approx(FLOOR * 1.5)
+    assert pacer.header() == "1.5"
+    _second(pacer, clock, *[5.0] * 20)  # 10x the target: at most doubled in a second
+    assert pacer.interval == pytest.approx(3.0)
+    for _ in range(5):
+        _second(pacer, clock, *[5.0] * 20)
+    assert pacer.interval == 10.0  # never past max_interval
+
+
+def test_the_p90_is_what_counts_not_one_slow_request() -> None:
+    clock = Clock()
+    pacer = Pacer(max_interval=10.0, target=0.5, clock=clock)
+    _second(pacer, clock, *([0.01] * 95 + [30.0] * 5))
+    assert pacer.interval == 0.0
+    _second(pacer, clock, *([0.01] * 80 + [2.0] * 20))
+    assert pacer.interval == pytest.approx(2.0)
+
+
+def test_event_loop_lag_counts_as_pressure() -> None:
+    clock = Clock()
+    pacer = Pacer(max_interval=10.0, target=0.5, clock=clock)
+    pacer.observe_lag(1.0)
+    clock.now += 1.0
+    pacer.header()
+    assert pacer.interval == pytest.approx(2.0)
+
+
+def test_it_shrinks_slowly_after_calm_and_then_stops() -> None:
+    clock = Clock()
+    pacer = Pacer(max_interval=10.0, target=0.5, clock=clock)
+    for _ in range(6):
+        _second(pacer, clock, 5.0)
+    assert pacer.interval == 10.0
+    for _ in range(CALM_WINDOWS - 1):  # calm, but not for long enough yet
+        _second(pacer, clock, 0.01)
+    assert pacer.interval == 10.0
+    _second(pacer, clock, 0.3)  # between a third of the target and the target: holds
+    _second(pacer, clock, 0.01)
+    assert pacer.interval == 10.0  # the calm streak started again
+    seen = []
+    for _ in range(60):
+        _second(pacer, clock, 0.01)
+        seen.append(pacer.interval)
+    shrinking = [b for a, b in itertools.pairwise(seen) if 0 < b < a]
+    assert shrinking and all(b >= 0.9 * a - 1e-9 for a, b in itertools.pairwise(seen) if b > 0)
+    assert seen[-1] == 0.0 and pacer.header() is None  # under the floor: no advice at all
+
+
+def test_max_interval_zero_never_advises() -> None:
+    clock = Clock()
+    pacer = Pacer(max_interval=0.0, target=0.5, clock=clock)
+    for _ in range(5):
+        _second(pacer, clock, *[10.0] * 10)
+    assert pacer.header() is None and not pacer.enabled
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [("2.5", 2.5), (" 3 ", 3.0), (None, 0.0), ("", 0.0), ("soon", 0.0), ("-1", 0.0),
+     ("nan", 0.0), ("0", 0.0), ("1e9", MAX_ADVISED_INTERVAL), ("inf", MAX_ADVISED_INTERVAL)],
+)  # fmt: skip
+def test_the_uploader_reads_the_advice_defensively(value: str | None, seconds: float) -> None:
+    assert advised_interval(value) == seconds
+
+
+_POST = re.compile(r'"POST /api/v1/ingest\?[^"]*label=rank-0[^"]*" 200')
+
+
+def _ingest_posts(tmp_path: Path, name: str, *server_args: str) -> tuple[int, float]:
+    """Two ranks logging 100 steps 50 ms apart with a 50 ms upload interval against a
+    server run with ``server_args``: rank 0's accepted ingest POSTs and the job's time."""
+    data = tmp_path / name / "data"
+    data.mkdir(parents=True)
+    db = f"sqlite:///{tmp_path / name / 'server.db'}"
+    log = tmp_path / name / "server.log"
+    args = ("--log-level", "debug", *server_args)  # debug: uvicorn's access log
+    with ServerProcess.db(db, log, *args) as server:
+        t0 = time.monotonic()
+        procs = launch_ranks(
+            data, "paced", 2, "--steps", "100", "--sleep", "0.05", server=server.url,
+            RANKWISE_UPLOAD_INTERVAL="0.05", RANKWISE_UPLOAD_TIMEOUT="60",
+        )  # fmt: skip
+        outs = wait_all(procs, timeout=120)
+        took = time.monotonic() - t0
+        assert all("not uploaded" not in err for _, err in outs), outs
+        local = rankwise.Api(dir=data).run("paced")
+        remote = rankwise.Api(server=server.url, token=server.token).run("paced")
+        assert_same_history(local, remote)  # every row exactly once, paced or not
+        assert len(remote.history()) == 2 * 100 * 2
+    return len(_POST.findall(log.read_text())), took
+
+
+def test_a_loaded_server_spaces_the_uploads_and_loses_nothing(tmp_path: Path) -> None:
+    """The pace target is set so low that every upload counts as pressure: the server
+    asks for a 2 s interval from its first second on. Rank 0 then posts a fraction as
+    often as against the same server not pacing, and the job is not held up by it."""
+    free, free_took = _ingest_posts(tmp_path, "free", "--max-upload-interval", "0")
+    paced, paced_took = _ingest_posts(
+        tmp_path, "paced", "--pace-target", "0.000001", "--max-upload-interval", "2"
+    )
+    assert free >= 30, f"only {free} posts unpaced: the workload did not post often"
+    # ~1 s unpaced before the first advice, then one post per ~2 s, then the drain.
+    assert paced <= free // 2, (paced, free)
+    # The drain at the end ignores the interval: no run waits ~2 s more for its last post.
+    assert paced_took < free_took + 10, (paced_took, free_took)
+
+
+def test_the_end_of_a_run_does_not_wait_out_the_interval(data_dir: Path, tmp_path: Path) -> None:
+    """Once the uploader has been asked for a long interval (here >= 8 s) it sleeps that
+    long between posts; ``finish()`` then cuts the sleep and drains at once."""
+    from rankwise.sdk.uploader import Uploader
+    from rankwise.server import ServerSettings, create_app
+    from rankwise.store import open_store
+
+    from .helpers.servers import serve_in_thread, wait_until
+
+    store = open_store(f"sqlite:///{tmp_path / 'server.db'}")
+    store.migrate()
+    settings = ServerSettings(pace_target=1e-6, max_upload_interval=30.0)
+    fast = {"flush_interval": 0.02, "upload_interval": 0.05, "upload_timeout": 20}
+    try:
+        with serve_in_thread(create_app(store, settings)) as url:
+            run = rankwise.init(project="p", id="drain", server=url, settings=fast)
+            uploader = next(c for c, _ in run._components if isinstance(c, Uploader))
+            step = 0
+
+            def paced_long() -> bool:
+                nonlocal step
+                run.log({"x": float(step)}, step=step)
+                step += 1
+                upload = uploader._upload
+                return upload is not None and upload.advised >= 8.0
+
+            wait_until(paced_long, timeout=30, every=0.02)  # just told: it now sleeps >= 6.4 s
+            run.log({"x": float(step)}, step=step)
+            step += 1
+            t0 = time.monotonic()
+            run.finish()
+            took = time.monotonic() - t0
+            remote = rankwise.Api(server=url).run("drain", project="p")
+            assert [r["x"] for r in remote.history()] == [float(i) for i in range(step)]
+    finally:
+        store.close()
+    assert took < 3.0, f"finish() took {took:.1f}s: it waited out the paced interval"
