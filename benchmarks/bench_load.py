@@ -22,7 +22,11 @@ rank's uploads rotating over them (every ``--duplicate K``-th to two at once).
 ``--kill-server-at T`` SIGKILLs the server(s) at T seconds and restarts them (a fault
 run); ``--pg-restart-at T`` stops PostgreSQL at T seconds and starts it again
 ``--pg-down-for`` seconds later: only on the private cluster (implies
-``--private-postgres``), never on a server others use.
+``--private-postgres``), never on a server others use. ``--cut-network-at T`` has the
+ranks post through a TCP proxy (the tests' ``TcpProxy``) that is cut at T s, every
+connection reset, and restored ``--cut-for`` s later; ``--disk-full-at T`` puts the
+SQLite store on a small tmpfs (``--disk-mb``; mounting needs root) and fills it at T s,
+freeing it ``--full-for`` s later.
 """
 
 from __future__ import annotations
@@ -93,6 +97,62 @@ def restart_postgres(cluster: Any, at: float, down_for: float) -> Any:
     return on_tick
 
 
+def cut_network(proxy: Any, at: float, down_for: float) -> Any:
+    """An ``on_tick``: cut the proxy ``at`` s into the load, restore it ``down_for`` later."""
+    done: set[str] = set()
+
+    def on_tick(t: float, _server: Any) -> None:
+        if t >= at and "cut" not in done:
+            done.add("cut")
+            proxy.cut()
+        if t >= at + down_for and "restore" not in done:
+            done.add("restore")
+            proxy.restore()
+
+    return on_tick
+
+
+@contextmanager
+def small_disk(mb: int) -> Iterator[Path]:
+    """A tmpfs of ``mb`` MiB, mounted for the run and removed after (needs root)."""
+    import subprocess
+
+    if os.geteuid() != 0:
+        raise SystemExit("--disk-full-at mounts a small tmpfs: run as root")
+    with tempfile.TemporaryDirectory() as tmp:
+        where = Path(tmp) / "disk"
+        where.mkdir()
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={mb}m", "tmpfs", str(where)],
+                       check=True)  # fmt: skip
+        try:
+            yield where
+        finally:
+            subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def fill_disk(where: Path, at: float, full_for: float) -> Any:
+    """An ``on_tick``: fill ``where`` to the last byte ``at`` s in, free it ``full_for`` later."""
+    filler = where / "filler"
+    done: set[str] = set()
+
+    def on_tick(t: float, _server: Any) -> None:
+        if t >= at and "full" not in done:
+            done.add("full")
+            fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+            for size in (1 << 20, 4096, 64):
+                try:
+                    while True:
+                        os.write(fd, b"\0" * size)
+                except OSError:
+                    pass
+            os.close(fd)
+        if t >= at + full_for and "freed" not in done:
+            done.add("freed")
+            filler.unlink()
+
+    return on_tick
+
+
 def row(store: str, got: dict[str, object]) -> str:
     statuses = " ".join(f"{k}:{v}" for k, v in sorted(got["statuses"].items()))  # type: ignore[attr-defined]
     return (
@@ -119,6 +179,11 @@ def main() -> None:
     ap.add_argument("--private-postgres", action="store_true")
     ap.add_argument("--pg-restart-at", type=float, default=None)
     ap.add_argument("--pg-down-for", type=float, default=3.0)
+    ap.add_argument("--cut-network-at", type=float, default=None)
+    ap.add_argument("--cut-for", type=float, default=3.0)
+    ap.add_argument("--disk-full-at", type=float, default=None, help="SQLite only; needs root")
+    ap.add_argument("--full-for", type=float, default=3.0)
+    ap.add_argument("--disk-mb", type=int, default=256)
     ap.add_argument("--json", default=None, help="also write every row here (JSON lines)")
     args = ap.parse_args()
     counts = [int(n) for n in args.ranks.split(",")]
@@ -147,18 +212,27 @@ def _rows(args: argparse.Namespace, counts: list[int], dsn: str | None, cluster:
                 extra += ["--max-inflight", str(args.max_inflight)]
             if args.max_upload_interval is not None:
                 extra += ["--max-upload-interval", str(args.max_upload_interval)]
+            full = args.disk_full_at is not None and store == "sqlite"
             with (
                 tempfile.TemporaryDirectory() as tmp,
                 pg_database(dsn) if store == "postgres" and dsn else _nothing() as pg,
+                small_disk(args.disk_mb) if full else _nothing() as disk,
+                _proxy(args.cut_network_at) as (proxy, port),
             ):
-                replicas, on_tick = 1, None
+                replicas, ticks = 1, []
                 if store == "postgres":
                     db, extra = pg, [*extra, "--workers", str(args.pg_workers)]
                     replicas = args.replicas
                     if args.pg_restart_at is not None:
-                        on_tick = restart_postgres(cluster, args.pg_restart_at, args.pg_down_for)
+                        ticks.append(
+                            restart_postgres(cluster, args.pg_restart_at, args.pg_down_for)
+                        )
                 else:
-                    db = f"sqlite:///{tmp}/load.db"
+                    db = f"sqlite:///{disk or tmp}/load.db"
+                if disk is not None:
+                    ticks.append(fill_disk(disk, args.disk_full_at, args.full_for))
+                if proxy is not None:
+                    ticks.append(cut_network(proxy, args.cut_network_at, args.cut_for))
                 got = simulate(
                     n,
                     args.seconds,
@@ -168,7 +242,9 @@ def _rows(args: argparse.Namespace, counts: list[int], dsn: str | None, cluster:
                     kill_server_at=args.kill_server_at,
                     replicas=replicas,
                     duplicate=args.duplicate,
-                    on_tick=on_tick,
+                    on_tick=_all(ticks),
+                    port=port,
+                    via=proxy.url if proxy is not None else None,
                 )
             print(row(store if replicas == 1 else f"{store}x{replicas}", got), flush=True)
             if args.json:
@@ -183,6 +259,35 @@ def _rows(args: argparse.Namespace, counts: list[int], dsn: str | None, cluster:
 @contextmanager
 def _nothing() -> Iterator[None]:
     yield None
+
+
+@contextmanager
+def _proxy(cut_at: float | None) -> Iterator[tuple[Any, int | None]]:
+    """A cuttable proxy in front of the server's port when ``cut_at`` is set."""
+    if cut_at is None:
+        yield None, None
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.helpers.proxy import TcpProxy
+    from tests.helpers.servers import free_port
+
+    port = free_port()
+    proxy = TcpProxy(port)
+    try:
+        yield proxy, port
+    finally:
+        proxy.close()
+
+
+def _all(ticks: list[Any]) -> Any:
+    if not ticks:
+        return None
+
+    def on_tick(t: float, server: Any) -> None:
+        for tick in ticks:
+            tick(t, server)
+
+    return on_tick
 
 
 if __name__ == "__main__":

@@ -195,3 +195,73 @@ def test_the_end_of_a_run_does_not_wait_out_the_interval(data_dir: Path, tmp_pat
     finally:
         store.close()
     assert took < 3.0, f"finish() took {took:.1f}s: it waited out the paced interval"
+
+
+@pytest.mark.parametrize("pacing", [True, False])
+def test_uploads_past_the_backlog_budget_are_refused_at_once(tmp_path: Path, pacing: bool) -> None:
+    """With the group commit already holding more work than two pace targets allow (the
+    store's writer held for a second), a new upload gets 429 at once (``Retry-After``,
+    nothing applied) instead of joining a wait that grows; every upload sent again until
+    accepted lands exactly once. With pacing off the same burst is only bounded by
+    ``--max-inflight``."""
+    import asyncio
+    import os
+
+    import httpx
+
+    from rankwise.server import ServerSettings, create_app
+    from rankwise.store import open_store
+
+    from .helpers.servers import serve_in_thread
+    from .helpers.streams import body, records
+
+    store = open_store(f"sqlite:///{tmp_path / 'server.db'}")
+    store.migrate()
+    # A target so small that one upload waiting is already over the budget.
+    settings = ServerSettings(pace_target=1e-6, max_upload_interval=10.0 if pacing else 0.0)
+    labels = [f"rank-{i}" for i in range(16)]
+    bodies = {lb: body(records(lb, steps=200, run="burst")) for lb in labels}
+
+    async def burst(url: str) -> dict[str, list[int]]:
+        token = os.environ["RANKWISE_TOKEN"]
+        seen: dict[str, list[int]] = {lb: [] for lb in labels}
+        async with httpx.AsyncClient(base_url=url, timeout=60) as client:
+
+            async def send(label: str) -> None:
+                params = {"project": "p", "run": "burst", "label": label, "incarnation": "0"}
+                headers = {"Authorization": f"Bearer {token}",
+                           "Content-Type": "application/x-rankwise-stream"}  # fmt: skip
+                while True:
+                    r = await client.post(
+                        "/api/v1/ingest", params=params, content=bodies[label], headers=headers
+                    )
+                    seen[label].append(r.status_code)
+                    if r.status_code != 429:
+                        return
+                    assert int(r.headers["retry-after"]) >= 1
+                    await asyncio.sleep(0.05)
+
+            await asyncio.gather(*(send(lb) for lb in labels))
+        return seen
+
+    import threading
+
+    release = threading.Event()
+    try:
+        with serve_in_thread(create_app(store, settings)) as url:
+            # The store's writer is held (as by a slow disk) while the burst arrives, so
+            # the first upload is still waiting when the others come.
+            held = threading.Thread(target=lambda: store._write(lambda tx: release.wait(30)))
+            held.start()
+            threading.Timer(1.0, release.set).start()
+            seen = asyncio.run(burst(url))
+            held.join(30)
+            run = rankwise.Api(server=url).run("burst", project="p")
+            rows = run.history()
+    finally:
+        release.set()
+        store.close()
+    assert all(codes[-1] == 200 for codes in seen.values()), seen
+    refused = sum(codes.count(429) for codes in seen.values())
+    assert (refused > 0) == pacing, seen
+    assert len(rows) == 16 * 200  # every row once, refused or not

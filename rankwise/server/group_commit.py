@@ -34,7 +34,8 @@ from ..store.base import Store, StreamKey
 from ..stream import records as R
 
 _Item = tuple[StreamKey, Sequence[R.AnyRecord], "Future[int]"]
-FIRST_GUESS = 0.005  # seconds per upload before any batch was timed
+FIRST_GUESS = 0.01  # seconds per upload before any batch was timed (a first upload, which
+# creates its stream's series, costs more than later ones)
 
 
 class GroupCommit:

@@ -38,6 +38,7 @@ FLOOR = 1.0  # the SDK's default upload_interval: advice below it means none
 WINDOW = 1.0  # seconds of observations per adjustment
 LAG_EVERY = 0.25  # the event-loop probe's period
 CALM_WINDOWS = 5  # calm windows in a row before the interval shrinks
+REFUSED_FLOOR = 2.0  # the interval asked for, at least, once uploads are being refused
 
 
 class Pacer:
@@ -75,6 +76,14 @@ class Pacer:
         with self._lock:
             self._lag = max(self._lag, seconds)
         self._adjust()
+
+    def refused(self) -> None:
+        """This process just answered 429: it is behind now, whatever the last window
+        said. Ask for at least ``REFUSED_FLOOR`` at once (a flood of ranks starting
+        together is refused and retried within a second or two, before any window
+        closes)."""
+        if self.enabled and self.interval < REFUSED_FLOOR:
+            self.interval = min(self.max_interval, REFUSED_FLOOR)
 
     def header(self) -> str | None:
         """The reply header's value, or None while there is no advice."""

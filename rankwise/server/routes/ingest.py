@@ -117,6 +117,7 @@ async def ingest(request: Request, key: Key) -> Response:
         pacer.enabled and behind > ADMIT_WAIT * settings.pace_target
     ):
         # Come back no sooner than the pace this process asks of every uploader.
+        pacer.refused()
         wait = max(settings.retry_after, math.ceil(pacer.interval))
         why = (
             f"the server is handling {inflight} uploads (--max-inflight {settings.max_inflight})"
