@@ -17,7 +17,7 @@ import pytest
 
 import rankwise
 from rankwise._http import MAX_ADVISED_INTERVAL, advised_interval
-from rankwise.server.pacing import CALM_WINDOWS, FLOOR, Pacer
+from rankwise.server.pacing import CALM_WINDOWS, FIRST_CAPACITY, FLOOR, MIN_ADMITTED, Pacer
 
 from .helpers.runs import assert_same_history, launch_ranks, wait_all
 from .helpers.servers import ServerProcess
@@ -97,6 +97,24 @@ def test_it_shrinks_slowly_after_calm_and_then_stops() -> None:
     shrinking = [b for a, b in itertools.pairwise(seen) if 0 < b < a]
     assert shrinking and all(b >= 0.9 * a - 1e-9 for a, b in itertools.pairwise(seen) if b > 0)
     assert seen[-1] == 0.0 and pacer.header() is None  # under the floor: no advice at all
+
+
+def test_admission_follows_what_the_process_has_shown_it_can_finish() -> None:
+    """Little's law: with ``capacity`` uploads finished a second, ``inflight`` uploads in
+    progress take ``inflight / capacity`` seconds; past the budget a new one is refused."""
+    clock = Clock()
+    pacer = Pacer(max_interval=10.0, target=0.5, clock=clock)
+    assert pacer.capacity == FIRST_CAPACITY  # before any window: a cautious guess
+    assert pacer.admits(int(FIRST_CAPACITY) - 1, 1.0)
+    assert not pacer.admits(int(FIRST_CAPACITY), 1.0)
+    _second(pacer, clock, *[0.01] * 300)  # 300 finished in a second
+    assert pacer.capacity == pytest.approx(300.0)
+    assert pacer.admits(299, 1.0) and not pacer.admits(300, 1.0)
+    assert pacer.admits(100, 0.5) and not pacer.admits(160, 0.5)
+    for _ in range(10):  # quiet seconds do not make a busy server look slow at once
+        _second(pacer, clock, 0.01)
+    assert 0.99**10 * 300 - 1 < pacer.capacity <= 300.0
+    assert pacer.admits(MIN_ADMITTED - 1, 0.0)  # a few are always let in
 
 
 def test_max_interval_zero_never_advises() -> None:

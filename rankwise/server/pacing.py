@@ -39,6 +39,8 @@ WINDOW = 1.0  # seconds of observations per adjustment
 LAG_EVERY = 0.25  # the event-loop probe's period
 CALM_WINDOWS = 5  # calm windows in a row before the interval shrinks
 REFUSED_FLOOR = 2.0  # the interval asked for, at least, once uploads are being refused
+FIRST_CAPACITY = 64.0  # uploads/s this process is assumed to finish before it has shown more
+MIN_ADMITTED = 8  # uploads always admitted at once, whatever the estimate
 
 
 class Pacer:
@@ -59,6 +61,9 @@ class Pacer:
         self._lag = 0.0
         self._since = clock()
         self._calm = 0  # windows in a row with pressure under a third of the target
+        # Uploads finished per second at the busiest recent window (decaying 1 % a
+        # window): what this process has shown it can do. ``admits`` uses it.
+        self.capacity = FIRST_CAPACITY
         self._probe: asyncio.Task[None] | None = None
 
     @property
@@ -70,6 +75,13 @@ class Pacer:
         with self._lock:
             self._times.append(seconds)
         self._adjust()
+
+    def admits(self, inflight: int, budget: float) -> bool:
+        """Would an upload arriving now, with ``inflight`` others in this process, be
+        answered within ``budget`` seconds? By Little's law the time in the process is
+        ``inflight / throughput``; the throughput is ``capacity``. It counts every stage
+        (the event loop, the checks, the group commit), not only the store."""
+        return inflight < max(MIN_ADMITTED, self.capacity * budget)
 
     def observe_lag(self, seconds: float) -> None:
         """The event loop ran a timer ``seconds`` late."""
@@ -95,8 +107,9 @@ class Pacer:
         with self._lock:
             if now - self._since < WINDOW:
                 return
-            times, lag = self._times, self._lag
+            times, lag, since = self._times, self._lag, self._since
             self._times, self._lag, self._since = [], 0.0, now
+        self.capacity = max(len(times) / (now - since), self.capacity * 0.99)
         if not self.enabled:
             return
         pressure = max(_p90(times), lag)

@@ -113,8 +113,9 @@ async def ingest(request: Request, key: Key) -> Response:
     pacer = _pacer(request)
     inflight = getattr(state, "ingest_inflight", 0)  # the event loop's own counter
     behind = _group_commit(request).expected_wait()
+    budget = ADMIT_WAIT * settings.pace_target
     if 0 < settings.max_inflight <= inflight or (
-        pacer.enabled and behind > ADMIT_WAIT * settings.pace_target
+        pacer.enabled and (behind > budget or not pacer.admits(inflight, budget))
     ):
         # Come back no sooner than the pace this process asks of every uploader.
         pacer.refused()
@@ -122,7 +123,7 @@ async def ingest(request: Request, key: Key) -> Response:
         why = (
             f"the server is handling {inflight} uploads (--max-inflight {settings.max_inflight})"
             if inflight >= settings.max_inflight > 0
-            else f"the server is {behind:.1f}s behind"
+            else f"the server is behind ({inflight} uploads in progress)"
         )
         return _paced(
             pacer,
@@ -164,8 +165,11 @@ async def ingest(request: Request, key: Key) -> Response:
 
 
 _logger = logging.getLogger("rankwise.server")
-# An upload is admitted only while the group commit's backlog would apply it within this
-# many pace targets (1 s by default); past it, 429 at once rather than a wait that grows.
+# An upload is admitted only while this process expects to answer it within this many
+# pace targets (1 s by default): by the group commit's backlog (uploads waiting x store
+# time per upload) and by Little's law over the whole process (uploads in progress /
+# uploads finished per second, ``Pacer.admits``). Past it, 429 at once rather than a
+# wait that grows.
 ADMIT_WAIT = 2.0
 
 
