@@ -132,20 +132,16 @@ def small_disk(mb: int) -> Iterator[Path]:
 
 def fill_disk(where: Path, at: float, full_for: float) -> Any:
     """An ``on_tick``: fill ``where`` to the last byte ``at`` s in, free it ``full_for`` later."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.helpers.stores import fill_up
+
     filler = where / "filler"
     done: set[str] = set()
 
     def on_tick(t: float, _server: Any) -> None:
         if t >= at and "full" not in done:
             done.add("full")
-            fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
-            for size in (1 << 20, 4096, 64):
-                try:
-                    while True:
-                        os.write(fd, b"\0" * size)
-                except OSError:
-                    pass
-            os.close(fd)
+            fill_up(filler)
         if t >= at + full_for and "freed" not in done:
             done.add("freed")
             filler.unlink()

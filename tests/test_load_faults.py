@@ -21,6 +21,7 @@ import pytest
 
 from .helpers.env import REPO, free_port
 from .helpers.proxy import TcpProxy
+from .helpers.stores import fill_up
 
 RANKS, SECONDS = 24, 8.0
 
@@ -101,14 +102,7 @@ def test_disk_full_for_the_store(small_disk: Path) -> None:
     def on_tick(t: float, _server: Any) -> None:
         if t >= 2.5 and "full" not in state:
             state["full"] = True
-            fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
-            for size in (1 << 20, 4096, 64):  # every free byte, down to the last few
-                try:
-                    while True:
-                        os.write(fd, b"\0" * size)
-                except OSError:
-                    pass
-            os.close(fd)
+            fill_up(filler)
         if t >= 5.5 and "freed" not in state:
             state["freed"] = True
             filler.unlink()

@@ -54,6 +54,20 @@ def race(work: Callable[[SQLStore, int], None], stores: Sequence[SQLStore]) -> N
     assert not errors, errors
 
 
+def fill_up(path: Path) -> None:
+    """Write zeros into ``path`` until its filesystem has not a byte left (a disk full)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT)
+    try:
+        for size in (1 << 20, 4096, 64):  # every free byte, down to the last few
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
+
+
 class PrivatePostgres:
     """A throwaway PostgreSQL cluster of this test's own, which it may stop and restart.
 
