@@ -114,6 +114,9 @@ def test_admission_follows_what_the_process_has_shown_it_can_finish() -> None:
     for _ in range(10):  # quiet seconds do not make a busy server look slow at once
         _second(pacer, clock, 0.01)
     assert 0.99**10 * 300 - 1 < pacer.capacity <= 300.0
+    for _ in range(3600):  # nor does a quiet hour make a burst look like overload
+        _second(pacer, clock)
+    assert pacer.capacity == FIRST_CAPACITY
     assert pacer.admits(MIN_ADMITTED - 1, 0.0)  # a few are always let in
 
 

@@ -62,7 +62,7 @@ class Pacer:
         self._since = clock()
         self._calm = 0  # windows in a row with pressure under a third of the target
         # Uploads finished per second at the busiest recent window (decaying 1 % a
-        # window): what this process has shown it can do. ``admits`` uses it.
+        # window, never under FIRST_CAPACITY): what this process has shown it can do.
         self.capacity = FIRST_CAPACITY
         self._probe: asyncio.Task[None] | None = None
 
@@ -109,7 +109,9 @@ class Pacer:
                 return
             times, lag, since = self._times, self._lag, self._since
             self._times, self._lag, self._since = [], 0.0, now
-        self.capacity = max(len(times) / (now - since), self.capacity * 0.99)
+        # Never under the first guess: a quiet hour must not make a burst look like
+        # overload (the group commit's backlog still guards a slow store).
+        self.capacity = max(FIRST_CAPACITY, len(times) / (now - since), self.capacity * 0.99)
         if not self.enabled:
             return
         pressure = max(_p90(times), lag)
