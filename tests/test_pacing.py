@@ -286,3 +286,50 @@ def test_uploads_past_the_backlog_budget_are_refused_at_once(tmp_path: Path, pac
     refused = sum(codes.count(429) for codes in seen.values())
     assert (refused > 0) == pacing, seen
     assert len(rows) == 16 * 200  # every row once, refused or not
+
+
+def test_a_stall_is_sent_at_once_past_the_pacing(data_dir: Path, tmp_path: Path) -> None:
+    """While the server asks for >= 8 s between posts, a record the watchdog marks urgent
+    (a stall) still reaches the server within a couple of seconds."""
+    from rankwise.sdk.uploader import Uploader
+    from rankwise.server import ServerSettings, create_app
+    from rankwise.store import open_store
+
+    from .helpers.servers import serve_in_thread, wait_until
+
+    store = open_store(f"sqlite:///{tmp_path / 'server.db'}")
+    store.migrate()
+    settings = ServerSettings(pace_target=1e-6, max_upload_interval=30.0)
+    fast = {"flush_interval": 0.02, "upload_interval": 0.05, "upload_timeout": 20}
+    try:
+        with serve_in_thread(create_app(store, settings)) as url:
+            run = rankwise.init(project="p", id="urgent", server=url, settings=fast)
+            uploader = next(c for c, _ in run._components if isinstance(c, Uploader))
+            step = 0
+
+            def paced_long() -> bool:
+                nonlocal step
+                run.log({"x": float(step)}, step=step)
+                step += 1
+                upload = uploader._upload
+                return upload is not None and upload.advised >= 8.0
+
+            wait_until(paced_long, timeout=30, every=0.02)  # just told: it now sleeps >= 6.4 s
+            last = step
+            run.log({"x": float(last)}, step=last)
+            handle = run.handle()
+            assert handle is not None
+            handle.urgent()
+            api = rankwise.Api(server=url)
+
+            def landed() -> bool:
+                rows = api.run("urgent", project="p").history()
+                return bool(rows) and rows[-1]["step"] == last
+
+            t0 = time.monotonic()
+            wait_until(landed, timeout=6, every=0.1)
+            took = time.monotonic() - t0
+            run.finish()
+    finally:
+        store.close()
+    assert took < 4.0, took

@@ -60,6 +60,9 @@ class RunHandle:
     # come first, so optional records (console lines) are skipped meanwhile.
     behind: Callable[[], bool]
     _add_component: Callable[[Component, bool], None]
+    # Ask this process's uploader to send what is new now, past any pacing the server
+    # asked for (a stall record: the job's story is in it). A no-op in local mode.
+    urgent: Callable[[], None] = lambda: None
 
     def add_component(self, component: Component, after_writer: bool = False) -> None:
         """Stop ``component`` when the run ends: before the finish record is written

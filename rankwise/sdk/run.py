@@ -525,7 +525,14 @@ class Run:
             metrics_records=lambda: writer.metrics_records,
             behind=lambda: self.queued_units() > max_units,
             _add_component=self.add_component,
+            urgent=self._urgent,
         )
+
+    def _urgent(self) -> None:
+        for component, _ in list(self._components):
+            hurry = getattr(component, "urgent", None)
+            if hurry is not None:
+                hurry()
 
     def add_component(self, component: Component, after_writer: bool = False) -> None:
         """Attach something with ``stop(deadline)`` to this run's lifetime.

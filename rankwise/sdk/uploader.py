@@ -374,6 +374,9 @@ def _has_finish(frames: bytes) -> bool:
     return False
 
 
+URGENT_FOR = 5.0  # seconds of unpaced uploads after Uploader.urgent()
+
+
 class Uploader:
     """The live uploader of one process's stream: a run component (``stop(deadline)``).
 
@@ -409,12 +412,21 @@ class Uploader:
         self._reached = threading.Event()  # the server answered at least once
         self._attempted = threading.Event()  # the first request has an outcome
         self._failures = 0  # failed attempts in a row
+        self._unpaced_until = 0.0  # monotonic time until which pacing is skipped
         self._problem: str | None = None
         self._refused = False  # warned once already, with the sync command
         self._thread = threading.Thread(target=self._run, name="rankwise-uploader", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
+
+    def urgent(self) -> None:
+        """Send what is new now and for ``URGENT_FOR`` seconds at ``upload_interval``,
+        whatever pacing the server asked for: the record that called for it (a stall) may
+        be written a moment after this call."""
+        self._unpaced_until = time.monotonic() + URGENT_FOR
+        self._interrupt.set()
+        self._wake.set()
 
     def wake(self) -> None:
         """Flush listener: called on the writer thread, so it only sets an event."""
@@ -539,7 +551,11 @@ class Uploader:
                 self._problem = None
             if more:
                 last_post = time.monotonic()
-                if upload.advised > self._settings.upload_interval and not self._closing.is_set():
+                if (
+                    upload.advised > self._settings.upload_interval
+                    and not self._closing.is_set()
+                    and time.monotonic() >= self._unpaced_until
+                ):
                     # The server is loaded and asked for fewer, larger uploads: the
                     # records wait in the stream file. Draining at the end ignores this.
                     spread = upload.advised * random.uniform(0.8, 1.2)  # out of step

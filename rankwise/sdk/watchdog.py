@@ -196,6 +196,7 @@ def attach(run: RunHandle, settings: Settings) -> Watchdog | None:
 
     def put(idle: float, place: str, stacks: dict[str, str], cleared: bool) -> None:
         run.put_control(lambda seq, t: R.Stall(seq, t, idle, place, stacks, cleared))
+        run.urgent()  # a stall must reach the server now, not at the paced interval
         _tell(who, idle, place, cleared)
 
     dog = Watchdog(progress, put, timeout, threading.get_ident())
