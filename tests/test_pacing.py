@@ -11,7 +11,10 @@ from __future__ import annotations
 import itertools
 import re
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -179,9 +182,11 @@ def test_a_loaded_server_spaces_the_uploads_and_loses_nothing(tmp_path: Path) ->
     assert paced_took < free_took + 10, (paced_took, free_took)
 
 
-def test_the_end_of_a_run_does_not_wait_out_the_interval(data_dir: Path, tmp_path: Path) -> None:
-    """Once the uploader has been asked for a long interval (here >= 8 s) it sleeps that
-    long between posts; ``finish()`` then cuts the sleep and drains at once."""
+@contextmanager
+def _paced_long(tmp_path: Path, run_id: str) -> Iterator[tuple[Any, str, int]]:
+    """A run uploading to a server that asks every uploader for up to 30 s between posts,
+    logging a step every 20 ms until its uploader has just been told >= 8 s (it now
+    sleeps >= 6.4 s): the run, the server's URL and the next step."""
     from rankwise.sdk.uploader import Uploader
     from rankwise.server import ServerSettings, create_app
     from rankwise.store import open_store
@@ -194,7 +199,7 @@ def test_the_end_of_a_run_does_not_wait_out_the_interval(data_dir: Path, tmp_pat
     fast = {"flush_interval": 0.02, "upload_interval": 0.05, "upload_timeout": 20}
     try:
         with serve_in_thread(create_app(store, settings)) as url:
-            run = rankwise.init(project="p", id="drain", server=url, settings=fast)
+            run = rankwise.init(project="p", id=run_id, server=url, settings=fast)
             uploader = next(c for c, _ in run._components if isinstance(c, Uploader))
             step = 0
 
@@ -205,16 +210,25 @@ def test_the_end_of_a_run_does_not_wait_out_the_interval(data_dir: Path, tmp_pat
                 upload = uploader._upload
                 return upload is not None and upload.advised >= 8.0
 
-            wait_until(paced_long, timeout=30, every=0.02)  # just told: it now sleeps >= 6.4 s
-            run.log({"x": float(step)}, step=step)
-            step += 1
-            t0 = time.monotonic()
-            run.finish()
-            took = time.monotonic() - t0
-            remote = rankwise.Api(server=url).run("drain", project="p")
-            assert [r["x"] for r in remote.history()] == [float(i) for i in range(step)]
+            wait_until(paced_long, timeout=30, every=0.02)
+            try:
+                yield run, url, step
+            finally:
+                run.finish()
     finally:
         store.close()
+
+
+def test_the_end_of_a_run_does_not_wait_out_the_interval(data_dir: Path, tmp_path: Path) -> None:
+    """Once the uploader has been asked for a long interval (here >= 8 s) it sleeps that
+    long between posts; ``finish()`` then cuts the sleep and drains at once."""
+    with _paced_long(tmp_path, "drain") as (run, url, step):
+        run.log({"x": float(step)}, step=step)
+        t0 = time.monotonic()
+        run.finish()
+        took = time.monotonic() - t0
+        remote = rankwise.Api(server=url).run("drain", project="p")
+        assert [r["x"] for r in remote.history()] == [float(i) for i in range(step + 1)]
     assert took < 3.0, f"finish() took {took:.1f}s: it waited out the paced interval"
 
 
@@ -291,45 +305,20 @@ def test_uploads_past_the_backlog_budget_are_refused_at_once(tmp_path: Path, pac
 def test_a_stall_is_sent_at_once_past_the_pacing(data_dir: Path, tmp_path: Path) -> None:
     """While the server asks for >= 8 s between posts, a record the watchdog marks urgent
     (a stall) still reaches the server within a couple of seconds."""
-    from rankwise.sdk.uploader import Uploader
-    from rankwise.server import ServerSettings, create_app
-    from rankwise.store import open_store
+    from .helpers.servers import wait_until
 
-    from .helpers.servers import serve_in_thread, wait_until
+    with _paced_long(tmp_path, "urgent") as (run, url, last):
+        run.log({"x": float(last)}, step=last)
+        handle = run.handle()
+        assert handle is not None
+        handle.urgent()
+        api = rankwise.Api(server=url)
 
-    store = open_store(f"sqlite:///{tmp_path / 'server.db'}")
-    store.migrate()
-    settings = ServerSettings(pace_target=1e-6, max_upload_interval=30.0)
-    fast = {"flush_interval": 0.02, "upload_interval": 0.05, "upload_timeout": 20}
-    try:
-        with serve_in_thread(create_app(store, settings)) as url:
-            run = rankwise.init(project="p", id="urgent", server=url, settings=fast)
-            uploader = next(c for c, _ in run._components if isinstance(c, Uploader))
-            step = 0
+        def landed() -> bool:
+            rows = api.run("urgent", project="p").history()
+            return bool(rows) and rows[-1]["step"] == last
 
-            def paced_long() -> bool:
-                nonlocal step
-                run.log({"x": float(step)}, step=step)
-                step += 1
-                upload = uploader._upload
-                return upload is not None and upload.advised >= 8.0
-
-            wait_until(paced_long, timeout=30, every=0.02)  # just told: it now sleeps >= 6.4 s
-            last = step
-            run.log({"x": float(last)}, step=last)
-            handle = run.handle()
-            assert handle is not None
-            handle.urgent()
-            api = rankwise.Api(server=url)
-
-            def landed() -> bool:
-                rows = api.run("urgent", project="p").history()
-                return bool(rows) and rows[-1]["step"] == last
-
-            t0 = time.monotonic()
-            wait_until(landed, timeout=6, every=0.1)
-            took = time.monotonic() - t0
-            run.finish()
-    finally:
-        store.close()
+        t0 = time.monotonic()
+        wait_until(landed, timeout=6, every=0.1)
+        took = time.monotonic() - t0
     assert took < 4.0, took
