@@ -228,7 +228,7 @@ def main() -> None:
     args = ap.parse_args()
 
     root = args.dir or Path(tempfile.mkdtemp(prefix="rankwise-bench-read-"))
-    data = root / "rankwise"
+    data = root / "rankwise-runs"
     if not (data / "bench" / "one").exists():
         print(f"writing {args.points} points and {args.ranks} x {args.steps} x 10 with rankwise")
         write_rankwise(data, args.points, args.ranks, args.steps)

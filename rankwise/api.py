@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._datadir import default_dir
 from .errors import UsageError
 from .read.local import LocalReader
 from .read.model import RunInfo, StreamInfo
@@ -29,7 +29,8 @@ __all__ = ["Api", "RunInfo", "StreamInfo"]
 class Api:
     """Read runs from a data directory, ``Api(dir=...)``, or a server, ``Api(server=URL)``.
 
-    ``dir`` defaults to ``RANKWISE_DIR`` or ``./rankwise``. ``crash_timeout`` (seconds) is
+    ``dir`` defaults to ``RANKWISE_DIR`` or ``./rankwise-runs`` (an earlier rankwise's
+    ``./rankwise`` when there is no ``./rankwise-runs``). ``crash_timeout`` (seconds) is
     how old a silent stream's last record must be before it is called crashed (a server
     applies its own). With ``server=`` the same methods return the same objects, read
     through the HTTP API (``rankwise.read.remote``), authenticated with ``token`` (a read
@@ -43,7 +44,7 @@ class Api:
         server: str | None = None,
         token: str | None = None,
     ) -> None:
-        self.dir = Path(dir or os.environ.get("RANKWISE_DIR") or "rankwise").expanduser()
+        self.dir = default_dir(dir, read=True)
         self.crash_timeout = crash_timeout
         self._local = LocalReader(self.dir, crash_timeout)
         self._remote: RemoteReader | None = None

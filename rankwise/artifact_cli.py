@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from ._datadir import default_dir
 from .errors import ServerError, UsageError
 
 
@@ -46,7 +47,7 @@ def add_artifact_commands(sub: Any) -> None:
 
 
 def _where(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--dir", default=None, help="data directory (RANKWISE_DIR, ./rankwise)")
+    p.add_argument("--dir", default=None, help="data directory (RANKWISE_DIR, ./rankwise-runs)")
     p.add_argument("--project", default=None, help="project (RANKWISE_PROJECT, default)")
     p.add_argument("--server", default=None, help="a server instead (RANKWISE_SERVER)")
     p.add_argument("--token", default=None, help="token for --server (RANKWISE_TOKEN)")
@@ -134,7 +135,7 @@ def cmd_put(args: argparse.Namespace) -> int:
     else:
         raise UsageError(f"{path} is not a file or a directory")
     files = art.pending()
-    root = Path(args.dir or os.environ.get("RANKWISE_DIR") or "rankwise")
+    root = default_dir(args.dir)
     store = LocalArtifacts(root, project)
     server = args.server or os.environ.get("RANKWISE_SERVER") or None
     likely = latest_sizes(store, art.name) if server is None else {}

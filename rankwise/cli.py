@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ._datadir import default_dir
 from .api import Api, RunInfo
 from .errors import RankwiseError, RunNotFoundError, UsageError
 from .read.model import CrossRankValue
@@ -247,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--dir", default=None, help="data directory (RANKWISE_DIR, ./rankwise)")
+        p.add_argument("--dir", default=None, help="data directory (RANKWISE_DIR, ./rankwise-runs)")
         p.add_argument("--project", default=None, help="only this project")
 
     p = sub.add_parser("runs", help="list runs")
@@ -266,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _server_commands(sub: Any) -> None:
     p = sub.add_parser("ui", help="index a data directory, follow live runs, serve the dashboard")
-    p.add_argument("--dir", default=None, help="data directory (RANKWISE_DIR, ./rankwise)")
+    p.add_argument("--dir", default=None, help="data directory (RANKWISE_DIR, ./rankwise-runs)")
     _listen(p)
     _insecure(p)
     p.set_defaults(func=cmd_ui)
@@ -389,7 +390,7 @@ def _serve_module() -> Any:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    root = Path(args.dir or os.environ.get("RANKWISE_DIR") or "rankwise")
+    root = default_dir(args.dir, read=True)
     serve = _serve_module()
     from .server import ServerSettings
 
@@ -482,7 +483,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
     server = args.server or os.environ.get("RANKWISE_SERVER")
     if not server:
         raise UsageError("rankwise sync needs --server URL (or RANKWISE_SERVER)")
-    path = Path(args.path or os.environ.get("RANKWISE_DIR") or "rankwise")
+    path = default_dir(args.path, read=True)
     report = sync(
         path,
         server,

@@ -302,20 +302,20 @@ def test_the_wandb_variables_reach_the_run(
     assert run.offline and run.url is None
     run.log({"a": 1})
     run.finish()
-    info = rankwise.Api(dir=tmp_path / "w" / "rankwise").run("envrun", "envp")
+    info = rankwise.Api(dir=tmp_path / "w" / "rankwise-runs").run("envrun", "envp")
     assert (info.group, info.job_type, info.tags, info.name) == (
         "grp",
         "eval",
         ["x", "y"],
         "pretty",
     )
-    assert run.dir == str(tmp_path / "w" / "rankwise" / "envp" / "envrun" / "files")
+    assert run.dir == str(tmp_path / "w" / "rankwise-runs" / "envp" / "envrun" / "files")
     monkeypatch.setenv("WANDB_DISABLED", "true")
     off = wandb.init(project="other")
     assert isinstance(off, wandb.RunDisabled) and off.disabled and wandb.run is off
     off.log({"a": 1})
     off.finish()
-    assert not (tmp_path / "w" / "rankwise" / "other").exists()
+    assert not (tmp_path / "w" / "rankwise-runs" / "other").exists()
 
 
 # -- module globals, reinit, context manager ---------------------------------------------

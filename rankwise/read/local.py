@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._datadir import DEFAULT
 from .._summary import CrossRankLast, complete_step
 from ..errors import RunNotFoundError, UsageError
 from ..health import RankHealth
@@ -79,7 +80,7 @@ class LocalRun:
         # Api.run() keeps what it read to fold the streams (every key, by path): the
         # first scan() uses it instead of reading the files again.
         self._kept_columns = columns or {}
-        self._root = root if root is not None else Path("rankwise")  # the data directory
+        self._root = root if root is not None else Path(DEFAULT)  # the data directory
 
     def _fold(self, info: StreamInfo) -> StreamFold:
         return self._folds[(info.label, info.incarnation)]

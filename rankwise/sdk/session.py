@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _log
+from .._datadir import default_dir
 from .._version import __version__
 from ..errors import RunExistsError, UsageError
 from ..settings import Settings, env_flag
@@ -76,7 +77,7 @@ def init(
     """Start (or continue) a run on this process; call it on every rank.
 
     ``project`` defaults to ``RANKWISE_PROJECT`` or ``"default"``; ``dir`` to
-    ``RANKWISE_DIR`` or ``./rankwise``; ``id`` (the *base* id the run mode builds on) to
+    ``RANKWISE_DIR`` or ``./rankwise-runs``; ``id`` (the *base* id the run mode builds on) to
     ``RANKWISE_RUN_ID`` or an id all ranks of this launch agree on by themselves.
     ``label`` may use ``{rank}``, ``{local_rank}`` and ``{node}``. ``resume`` is
     ``allow`` (continue a run that exists, as a new incarnation), ``must`` or ``never``.
@@ -107,7 +108,7 @@ def init(
         raise UsageError(f"resume={resume!r} is not one of {', '.join(RESUME)}")
     tag_list = _tags(tags)
     config_dict = as_config_dict(config)
-    root = Path(dir or env.get("RANKWISE_DIR") or "rankwise").expanduser().absolute()
+    root = default_dir(dir, env).absolute()
 
     if current is not None:
         current.finish()  # one current run per process, as in the other trackers

@@ -30,7 +30,7 @@ class Api:
         from ..api import Api as RankwiseApi
 
         overrides = overrides or {}
-        self._dir = data_dir(overrides.get("root_dir") or os.environ.get("WANDB_DIR"))
+        self._dir = data_dir(overrides.get("root_dir") or os.environ.get("WANDB_DIR"), read=True)
         self._api = RankwiseApi(dir=self._dir, server=os.environ.get("RANKWISE_SERVER") or None)
 
     def run(self, path: str) -> ApiRun:

@@ -17,8 +17,8 @@ one run a process   each ``init`` without ``id`` is its own run (``run_mode="sha
                     server (W&B's ``WANDB_BASE_URL`` is not used: it names W&B's server)
 ``offline``         local files only (``RANKWISE_SERVER`` ignored)
 ``disabled``        a ``RunDisabled``: every call works, nothing is recorded
-``dir=``            the data directory is ``<dir>/rankwise`` (W&B: ``<dir>/wandb``);
-                    default ``RANKWISE_DIR`` or ``./rankwise``
+``dir=``            the data directory is ``<dir>/rankwise-runs`` (W&B:
+                    ``<dir>/wandb``); default ``RANKWISE_DIR`` or ``./rankwise-runs``
 ``x_stats_gpu_…``   ``gpu_device_ids``; ``x_disable_stats`` turns system metrics off
 ==================  ================================================================
 
@@ -38,6 +38,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .._datadir import default_dir, subdir
 from .._environ import scoped_env
 from ._run import Run, RunDisabled
 from ._settings import Settings
@@ -60,11 +61,13 @@ REINIT = {None: "return_previous", "default": "return_previous", False: "return_
           "finish_previous": "finish_previous", "create_new": "create_new"}  # fmt: skip
 
 
-def data_dir(root_dir: str | os.PathLike[str] | None) -> Path:
-    """Where runs are written: ``<dir>/rankwise``, else ``RANKWISE_DIR`` or ``./rankwise``."""
+def data_dir(root_dir: str | os.PathLike[str] | None, read: bool = False) -> Path:
+    """Where runs are written: ``<dir>/rankwise-runs``, else ``RANKWISE_DIR`` or
+    ``./rankwise-runs`` (``rankwise._datadir``; for reading, an earlier rankwise's
+    ``rankwise`` folder when there is no ``rankwise-runs``)."""
     if root_dir:
-        return (Path(root_dir).expanduser() / "rankwise").absolute()
-    return Path(os.environ.get("RANKWISE_DIR") or "rankwise").expanduser().absolute()
+        return subdir(Path(root_dir).expanduser(), read=read).absolute()
+    return default_dir(read=read).absolute()
 
 
 def resolve(settings: Settings | Mapping[str, Any] | None, **explicit: Any) -> Settings:
