@@ -1,6 +1,14 @@
 """Accelerate's own ``log_with="wandb"`` tracker, unchanged, recording into rankwise:
-``torchrun --nproc-per-node=2 -m rankwise.wandb wandb_accelerate.py`` (the opt-in
-shim). Accelerate's tracker logs from the main process only, with ``step=``."""
+``torchrun --nproc-per-node=2 -m rankwise.wandb wandb_accelerate.py OUT`` or
+``python -m rankwise.wandb accelerate launch --num_processes 2 --cpu wandb_accelerate.py
+OUT`` (the opt-in shim). Accelerate's tracker logs from the main process only, with
+``step=``. Each rank writes what it passed to ``accelerator.log`` to
+``OUT/rank-<r>.json``."""
+
+import importlib.metadata
+import json
+import sys
+from pathlib import Path
 
 import torch
 from accelerate import Accelerator
@@ -13,13 +21,22 @@ if __name__ == "__main__":
     model = torch.nn.Linear(2, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     model, optimizer = accelerator.prepare(model, optimizer)
+    rank = accelerator.process_index
+    logged = []
     for step in range(4):
-        loss = model(torch.ones(4, 2)).pow(2).mean()
+        loss = model(torch.full((4, 2), 1.0 + rank)).pow(2).mean()
         accelerator.backward(loss)
         optimizer.step()
         optimizer.zero_grad()
-        accelerator.log({"loss": loss.item(), "rank_seen": accelerator.process_index}, step=step)
+        values = {"loss": loss.item(), "rank_seen": rank}
+        accelerator.log(values, step=step)
+        logged.append(values)
     if accelerator.is_main_process:
         run = accelerator.get_tracker("wandb", unwrap=True)
         print(f"RUN {run.id}", flush=True)
+    import wandb
+
+    seen = {"rank": rank, "world_size": accelerator.num_processes, "wandb": wandb.__name__,
+            "version": importlib.metadata.version("wandb"), "logged": logged}  # fmt: skip
+    Path(sys.argv[1], f"rank-{rank}.json").write_text(json.dumps(seen))
     accelerator.end_training()

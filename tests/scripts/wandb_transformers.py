@@ -1,12 +1,29 @@
 """The Transformers ``WandbCallback``, unchanged (``report_to="wandb"``), recording into
-rankwise: run with ``python -m rankwise.wandb wandb_transformers.py OUT`` (the shim).
-A tiny GPT-2 built from a config: nothing is downloaded."""
+rankwise: run with ``python -m rankwise.wandb wandb_transformers.py OUT`` or under
+``torchrun ... -m rankwise.wandb`` (the shim). A tiny GPT-2 built from a config: nothing
+is downloaded. Each rank writes the losses it computed to ``OUT/rank-<r>.json``."""
 
+import importlib.metadata
+import json
 import sys
+from pathlib import Path
 
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 from transformers.integrations import WandbCallback
+
+
+class Recording(Trainer):
+    """The Trainer, keeping each step's loss of this rank (what the callback averages)."""
+
+    losses: list[float]
+
+    def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
+        loss = super().compute_loss(model, inputs, return_outputs=return_outputs, **kwargs)
+        value = loss[0] if return_outputs else loss
+        self.losses.append(float(value.detach()))
+        return loss
+
 
 if __name__ == "__main__":
     torch.manual_seed(0)
@@ -22,10 +39,17 @@ if __name__ == "__main__":
         per_device_train_batch_size=4, use_cpu=True, save_strategy="no", run_name="tiny",
         disable_tqdm=True,
     )  # fmt: skip
-    trainer = Trainer(model=model, args=args, train_dataset=data)
+    trainer = Recording(model=model, args=args, train_dataset=data)
+    trainer.losses = []
     assert any(isinstance(c, WandbCallback) for c in trainer.callback_handler.callbacks)
     trainer.train()
     import wandb
 
-    print(f"RUN {wandb.run.id}", flush=True)
+    rank = trainer.args.process_index
+    seen = {"rank": rank, "world_size": trainer.args.world_size, "wandb": wandb.__name__,
+            "version": importlib.metadata.version("wandb"), "losses": trainer.losses,
+            "run": wandb.run.id if wandb.run else None}  # fmt: skip
+    Path(sys.argv[1], f"rank-{rank}.json").write_text(json.dumps(seen))
+    if rank == 0:
+        print(f"RUN {wandb.run.id}", flush=True)
     wandb.finish()
