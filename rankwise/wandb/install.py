@@ -16,7 +16,9 @@ It is never active unless asked for, in one of two ways:
 * ``import rankwise.wandb; rankwise.wandb.install()`` at the top of the program, before
   the integration is imported;
 * ``python -m rankwise.wandb train.py ARGS`` (or ``torchrun ... -m rankwise.wandb
-  train.py ARGS``), which installs it and runs the script as ``__main__``.
+  train.py ARGS``), which installs it, runs the script as ``__main__`` and carries it to
+  every process the script starts (``rankwise.wandb._launch``: a marker and a start-up
+  hook on ``PYTHONPATH``).
 
 ``install()`` refuses (``ImportError``) when the real ``wandb`` is already imported, and
 ``uninstall()`` takes everything back.
