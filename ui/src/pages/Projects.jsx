@@ -34,7 +34,7 @@ for step, batch in enumerate(loader):
     loss = train_step(batch)
     run.log({"train/loss": loss}, step=step)`}</Code>
           <p>then start it as usual, e.g. <code>torchrun --nproc-per-node=4 train.py</code>. Runs are
-            written under <code>./rankwise</code> (or <code>RANKWISE_DIR</code>); <code>rankwise ui --dir DIR</code> serves
+            written under <code>./rankwise-runs</code> (or <code>RANKWISE_DIR</code>); <code>rankwise ui --dir DIR</code> serves
             that directory. This page checks for new runs every two seconds.</p>
         </Empty>
       </main>
