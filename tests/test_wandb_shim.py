@@ -13,6 +13,7 @@ where the marker asks for it."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -230,7 +231,7 @@ def children(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, An
     )
     env = clean_env(**FAST)
     shimmed([str(SCRIPTS / "wandb_children.py"), str(folder)], folder,
-            PYTHONPATH=str(user) + ":" + env["PYTHONPATH"])  # fmt: skip
+            PYTHONPATH=os.pathsep.join([str(user), env["PYTHONPATH"]]))  # fmt: skip
     return {p.stem: json.loads(p.read_text()) for p in folder.glob("*.json")}
 
 
@@ -265,7 +266,7 @@ def test_a_failing_shim_never_stops_the_process(tmp_path: Path) -> None:
     broken.mkdir()
     (broken / "__init__.py").write_text("raise RuntimeError('broken on purpose')\n")
     env = clean_env(**{MARKER: "1"})
-    env["PYTHONPATH"] = f"{HOOK_DIR}:{tmp_path}"
+    env["PYTHONPATH"] = os.pathsep.join([HOOK_DIR, str(tmp_path)])
     out = subprocess.run([sys.executable, "-c", "print('ran')"], env=env, cwd=tmp_path,
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert out.returncode == 0 and out.stdout == "ran\n", out.stderr

@@ -6,8 +6,8 @@ Lightning's DDP launcher, ``mp.spawn``, ``multiprocessing`` spawn and forkserver
 It installs the ``wandb`` shim (``rankwise.wandb.install``) only where the environment
 holds the marker ``RANKWISE_WANDB_SHIM=1``, set by an ancestor that asked for it; then it
 runs the ``sitecustomize`` this one hides, if there is one. It never stops a process: a
-failure is one line on stderr. Deliberately written for any Python: a process of another
-interpreter that inherits the path does not fail here either.
+failure is one line on stderr; a process of another Python without rankwise that inherits
+the path is left alone.
 """
 
 import os
@@ -23,8 +23,15 @@ def _install() -> None:
         from rankwise.wandb.install import install
 
         install()
+    except ModuleNotFoundError as e:
+        if e.name != "rankwise":  # else another Python, without rankwise: not ours to touch
+            _warn(e)
     except Exception as e:  # never stop the process over tracking
-        sys.stderr.write(f"rankwise.wandb: the wandb shim is not installed in this process: {e}\n")
+        _warn(e)
+
+
+def _warn(e: BaseException) -> None:
+    sys.stderr.write(f"rankwise.wandb: the wandb shim is not installed in this process: {e}\n")
 
 
 def _chain() -> None:
