@@ -162,7 +162,7 @@ def _ingest_posts(tmp_path: Path, name: str, *server_args: str) -> tuple[int, fl
         assert all("not uploaded" not in err for _, err in outs), outs
         local = rankwise.Api(dir=data).run("paced")
         remote = rankwise.Api(server=server.url, token=server.token).run("paced")
-        assert_same_history(local, remote)  # every row exactly once, paced or not
+        assert_same_history(local, remote, db)  # every row exactly once, paced or not
         assert len(remote.history()) == 2 * 100 * 2
     return len(_POST.findall(log.read_text())), took
 

@@ -95,7 +95,7 @@ def test_sdk_ranks_upload_through_a_database_restart(
         outs = wait_all(procs)
         local = rankwise.Api(dir=data).run("pgdown")
         remote = rankwise.Api(server=server.url).run("pgdown")
-        assert_same_history(local, remote)
+        assert_same_history(local, remote, pg.dsn)
         assert len(remote.history()) == 2 * 80 * 2
         assert remote.state == "finished" and len(remote.streams) == 2
     finally:
