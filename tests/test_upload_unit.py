@@ -20,6 +20,7 @@ from rankwise.settings import Settings
 from rankwise.stream import records as R
 from rankwise.stream.frames import MAGIC, scan
 
+from .helpers.env import need
 from .helpers.servers import free_port
 from .helpers.streams import body, records
 
@@ -133,7 +134,7 @@ def test_413_halves_the_batch_and_one_huge_frame_gives_up(tmp_path: Path) -> Non
 
 
 def test_415_falls_back_to_gzip(tmp_path: Path) -> None:
-    pytest.importorskip("zstandard")
+    need("zstandard")
     path, last = stream_file(tmp_path)
     server = ScriptedServer()
     server.fail = lambda req: (

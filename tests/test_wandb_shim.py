@@ -16,7 +16,7 @@ import rankwise
 from .helpers.env import clean_env, need
 from .helpers.jobs import FAST, SCRIPTS, torchrun
 
-pytest.importorskip("torch")
+need("torch")
 
 
 def shimmed(script: str, cwd: Path, *args: str, launch: list[str] | None = None, **env: str) -> str:
