@@ -135,7 +135,7 @@ def test_server_down_from_before_init_then_sync(tmp_path: Path) -> None:
     outs = wait_all(procs)
     for out, err in outs:
         took = float(out.split("finish took")[1])
-        assert took < 3.0, out  # bounded by upload_timeout, not by the outage
+        assert took < 5.0, out  # bounded by upload_timeout (1 s; 5x), not by the outage
         assert "rankwise sync" in err and "Nothing is lost" in err, err
     db = f"sqlite:///{tmp_path / 'db.sqlite'}"
     server = ServerProcess.db(db, tmp_path / "server.log", port=port)
