@@ -4,7 +4,11 @@ For each store and rank count, a fresh ``rankwise server`` takes ``--seconds`` o
 from simulated ranks (``loadsim.py``: real frames, the real upload protocol, a metrics
 record of 50 values a second per rank, plus heartbeats, console lines and system
 samples), then every point of every rank is checked to be stored exactly once. Printed
-per row: ack latency p50/p99 (per acknowledged POST), the replies by status, points/s,
+per row: ack latency p50/p99 (per acknowledged POST), the replies by status, the
+offered load (50 values a second per rank) and the measured throughput (values
+acknowledged within the load window over its real duration: under the offered load when
+the server does not keep up) with the drain (seconds from the load's end to the last
+acknowledgement),
 the server's CPU (100% = one core) and peak RSS, the data lag p50/p99 (from a metrics
 record's creation to the ack that covered it: what the dashboard's freshness is), the
 upload interval the server advised (median and largest of the replies that carried one,
@@ -153,7 +157,8 @@ def row(store: str, got: dict[str, object]) -> str:
     statuses = " ".join(f"{k}:{v}" for k, v in sorted(got["statuses"].items()))  # type: ignore[attr-defined]
     return (
         f"{store:9s} {got['ranks']:5d} {got['ack_p50_s']:8.3f} {got['ack_p99_s']:8.3f} "
-        f"{got['points_per_s']:9,d} {got['server_cpu_pct']:6.1f} {got['server_rss_max_mb']:7.1f}"
+        f"{got['points_offered_per_s']:9,d} {got['throughput_per_s']:6,d} {got['drain_s']:7.1f}"
+        f" {got['server_cpu_pct']:6.1f} {got['server_rss_max_mb']:7.1f}"
         f" {got['lag_p50_s']:6.2f} {got['lag_p99_s']:6.2f} {got['advised_p50_s']:5.1f}"
         f" {got['advised_max_s']:5.1f} {got['clients_cpu_pct']:6.1f}"
         f"  {'yes' if got['verified'] else 'NO'}   {statuses}"
@@ -194,8 +199,8 @@ def main() -> None:
 def _rows(args: argparse.Namespace, counts: list[int], dsn: str | None, cluster: Any) -> None:
     print(f"{args.seconds:g} s of load per row; ack latency per acknowledged POST")
     print(
-        "store     ranks  p50 (s)  p99 (s)  points/s  cpu %  rss MB  lag50  lag99 pace50"
-        " pacemx clicpu  exact  replies"
+        "store     ranks  p50 (s)  p99 (s) offered/s thru/s drain s  cpu %  rss MB"
+        "  lag50  lag99 pace50 pacemx clicpu  exact  replies"
     )
     broke: dict[str, int | None] = {}
     for store in args.stores.split(","):

@@ -18,7 +18,8 @@ With ``--replicas N`` (PostgreSQL), N server processes share one database and ea
 sends its uploads to them in turn, as a client behind a load balancer may; with
 ``--duplicate K`` every K-th upload of a rank goes to two replicas at once (a retry
 crossing the request it repeats). ``verify`` then reads every rank's history back
-through the store and checks that every point is there exactly once.
+through the store, counts each series' stored points in SQL and the band's values per
+step, and so checks that every point is there exactly once.
 
     python benchmarks/loadsim.py --ranks 300 --seconds 30 [--db sqlite:///x.db]
         [--workers 2] [--max-inflight 256] [--clients 4] [--kill-server-at 10]
@@ -82,6 +83,9 @@ class Stats:
     acked_at: list[float] = field(default_factory=list)  # when each of them was acked
     statuses: dict[str, int] = field(default_factory=dict)
     points: int = 0  # metric values acknowledged
+    points_at: list[tuple[float, int]] = field(default_factory=list)  # (when, values) acked
+    load_from: float = 0.0  # wall time the ranks' training began (the earliest client's)
+    load_to: float = 0.0  # and ended (the latest client's): the load window
     steps: dict[int, int] = field(default_factory=dict)  # rank -> steps logged
     undrained: list[int] = field(default_factory=list)  # ranks not fully acknowledged
     served: dict[str, int] = field(default_factory=dict)  # server URL -> uploads it acked
@@ -211,6 +215,7 @@ class SimRank:
             if mark > self.acked:  # counted once, however many replicas acknowledged it
                 stats.points += points
                 now = time.time()
+                stats.points_at.append((now, points))
                 stats.lags += [now - t for f, last, _, p, t in self.frames
                                if p and f > self.acked and last <= mark]  # fmt: skip
             self.acked = max(self.acked, mark)
@@ -309,6 +314,8 @@ async def _rank_task(
 async def _client_main(cfg: Config) -> Stats:
     stats = Stats()
     t_end = time.monotonic() + cfg.seconds
+    stats.load_from = time.time()
+    stats.load_to = stats.load_from + cfg.seconds
     sims = [SimRank(cfg, r) for r in cfg.ranks]
     await asyncio.gather(*(_rank_client(s, cfg, stats, t_end) for s in sims))
     return stats
@@ -358,6 +365,9 @@ def run_clients(cfg: Config, clients: int) -> Stats:
         for k, v in got["statuses"].items():
             merged.statuses[k] = merged.statuses.get(k, 0) + v
         merged.points += got["points"]
+        merged.points_at += [tuple(x) for x in got["points_at"]]  # type: ignore[misc]
+        merged.load_from = min(merged.load_from or got["load_from"], got["load_from"])
+        merged.load_to = max(merged.load_to, got["load_to"])
         merged.steps.update({int(k): v for k, v in got["steps"].items()})
         merged.undrained += got["undrained"]
         for k, v in got["served"].items():
@@ -371,25 +381,60 @@ def run_clients(cfg: Config, clients: int) -> Stats:
 
 
 def verify(db_url: str, run_id: str, steps: dict[int, int]) -> list[str]:
-    """Every point of every rank stored exactly once; the problems found (none: [])."""
+    """Every point of every rank stored exactly once; the problems found (none: []).
+
+    Three looks, since ``history`` merges rows by (stream, seq) and so shows a point
+    stored twice once: the rows and values (``history_problems``), the points each
+    series holds counted in SQL, and the band's count at each step, which must be the
+    number of ranks that logged that step (``double_problems``)."""
     from rankwise.store import open_store
 
-    problems = []
     store = open_store(db_url)
     try:
-        for rank, n in sorted(steps.items()):
-            rows = store.history(PROJECT, run_id, keys=KEYS, label=f"rank-{rank}")
-            got = [r["step"] for r in rows]
-            if got != list(range(n)):
-                problems.append(f"rank {rank}: steps {_summary(got)}, want 0..{n - 1}")
-                continue
-            for r in rows:
-                want = [value(rank, r["step"], j) for j in range(METRICS)]
-                if [r.get(k) for k in KEYS] != want:
-                    problems.append(f"rank {rank} step {r['step']}: wrong values")
-                    break
+        return history_problems(store, run_id, steps) + double_problems(store, run_id, steps)
     finally:
         store.close()
+
+
+def history_problems(store: Any, run_id: str, steps: dict[int, int]) -> list[str]:
+    """Each rank's history rows are its steps 0..n-1 with the values it logged."""
+    problems = []
+    for rank, n in sorted(steps.items()):
+        rows = store.history(PROJECT, run_id, keys=KEYS, label=f"rank-{rank}")
+        got = [r["step"] for r in rows]
+        if got != list(range(n)):
+            problems.append(f"rank {rank}: steps {_summary(got)}, want 0..{n - 1}")
+            continue
+        for r in rows:
+            want = [value(rank, r["step"], j) for j in range(METRICS)]
+            if [r.get(k) for k in KEYS] != want:
+                problems.append(f"rank {rank} step {r['step']}: wrong values")
+                break
+    return problems
+
+
+def double_problems(store: Any, run_id: str, steps: dict[int, int]) -> list[str]:
+    """Each series holds exactly its rank's steps (counted in SQL), and the band counts
+    at each step as many values as ranks logged it: a point stored twice shows here."""
+    problems = []
+    stored = store.stored_points(PROJECT, run_id)
+    for rank, n in sorted(steps.items()):
+        wrong = {k: stored.get((f"rank-{rank}", k), 0) for k in KEYS}
+        wrong = {k: c for k, c in wrong.items() if c != n}
+        if wrong:
+            k, c = next(iter(wrong.items()))
+            problems.append(f"rank {rank}: {len(wrong)} series hold other than {n} points "
+                            f"({k}: {c})")  # fmt: skip
+    top = max(steps.values(), default=0)
+    want = [sum(1 for n in steps.values() if n > s) for s in range(top)]
+    for k in KEYS:
+        band = store.band(PROJECT, run_id, k, max_points=10**9)
+        got = dict(zip(band.step, band.n))
+        bad = [s for s in range(top) if got.get(s, 0) != want[s]]
+        if bad:
+            s = bad[0]
+            problems.append(f"band of {k}: {len(bad)} steps count other than the ranks that "
+                            f"logged them (step {s}: {got.get(s, 0)}, want {want[s]})")  # fmt: skip
     return problems
 
 
@@ -570,6 +615,7 @@ def simulate(
     # when every rank creates its stream and series at once, and the final drain apart).
     steady = [x for x, at in zip(lat, stats.acked_at) if warmup <= at - t0_wall <= seconds]
     expected = sum(stats.steps.values()) * METRICS
+    thru, drain = throughput(stats)
     return {
         "ranks": ranks,
         "replicas": replicas,
@@ -583,7 +629,14 @@ def simulate(
         "ack_p99_steady_s": round(pct(steady, 0.99), 4),
         "steady_from_s": warmup,
         "statuses": stats.statuses,
+        # Offered: every value acknowledged (drain included) over the nominal seconds,
+        # 50 x ranks whenever all drained. Throughput: the values acknowledged while the
+        # load ran, over its real duration; a server that cannot keep up shows it here,
+        # and in the drain (from the load's end to the last ack).
         "points_per_s": round(stats.points / max(1e-9, seconds)),
+        "points_offered_per_s": METRICS * ranks,
+        "throughput_per_s": round(thru),
+        "drain_s": round(drain, 1),
         "points_expected": expected,
         "points_acked": stats.points,
         "server_cpu_pct": round(cpu_pct, 1),
@@ -600,6 +653,15 @@ def simulate(
         "advised_p50_s": round(pct(stats.advised, 0.5), 2) if stats.advised else 0.0,
         "clients_cpu_pct": round(100.0 * stats.cpu_s / max(1e-9, wall), 1),
     }
+
+
+def throughput(stats: Stats) -> tuple[float, float]:
+    """(Values acknowledged within the load window per second of it, seconds from the
+    window's end to the last acknowledgement: 0 when everything was acked in it)."""
+    window = max(1e-9, stats.load_to - stats.load_from)
+    inside = sum(p for t, p in stats.points_at if stats.load_from <= t <= stats.load_to)
+    last = max((t for t, _ in stats.points_at), default=stats.load_to)
+    return inside / window, max(0.0, last - stats.load_to)
 
 
 def _free_port() -> int:

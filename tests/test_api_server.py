@@ -80,7 +80,7 @@ def test_filters_and_objects_match_the_local_reader(data_dir: Path, server: str)
         assert rr.summary_cross_rank == lr.summary_cross_rank
         assert lr.summary_cross_rank["loss"]["step"] == 4
         assert [s.label for s in rr.streams] == [s.label for s in lr.streams]
-        assert_same_history(lr, rr)
+        assert_same_history(lr, rr, f"sqlite:///{data_dir.parent / 'server.db'}")
         assert remote.run(f"{lr.project}/{lr.id}").id == lr.id
     listed = {r.id: r for r in remote.runs()}  # from a list: fetched on first use
     assert {i: r.summary_ranks for i, r in listed.items()} == {

@@ -164,9 +164,7 @@ def test_log_use_download_round_trip(tmp_path: Path, files: Path) -> None:
     art.add_dir(files, name="src")
     with art.new_file("notes/readme.txt", mode="w") as f:
         f.write("notes")
-    t = time.perf_counter()
     assert run.log_artifact(art, aliases=["best"]) is art
-    assert time.perf_counter() - t < 1.0
     art.wait(30)
     assert art.version == "v0" and art.aliases == ["best", "latest"]
     assert art.qualified_name == "p/data:v0" and art.state == "COMMITTED"
@@ -455,9 +453,8 @@ def test_a_large_file_is_hashed_and_stored_with_bounded_memory(tmp_path: Path) -
         run = rankwise.init(project="p", dir=sys.argv[1] + "/data", system=False,
                             console="off")
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        t = time.perf_counter()
         art = run.log_artifact(big, name="big", type="t")
-        returned = time.perf_counter() - t
+        returned = art.bytes_copied  # what was copied when log_artifact returned
         art.wait(120)
         after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         run.finish()
@@ -471,7 +468,9 @@ def test_a_large_file_is_hashed_and_stored_with_bounded_memory(tmp_path: Path) -
     returned, grew, copied, size = out.stdout.split()
     assert int(size) == int(copied) == 160 * 2**20
     assert int(grew) < 48 * 2**20, f"peak RSS grew by {int(grew) / 2**20:.0f} MiB"
-    assert float(returned) < 1.0  # the benchmark measures it; here: not the hashing
+    # log_artifact returned before the copy and hash were done (bench_artifacts.py
+    # measures how fast it returns).
+    assert int(returned) < int(size), returned
     store = LocalArtifacts(tmp_path / "data", "p")
     info = store.resolve("big")
     assert info.manifest is not None

@@ -18,12 +18,11 @@ from typing import Any
 import pytest
 
 import rankwise
+import rankwise.artifacts.remote  # part of the package: a broken client fails, never skips
 from rankwise.artifacts.local import LocalArtifacts
 from rankwise.cli import main
 
 from .helpers.servers import serve_in_thread
-
-pytest.importorskip("rankwise.artifacts.remote", reason="the server's artifact client")
 
 
 @pytest.fixture

@@ -16,9 +16,10 @@ import pytest
 import rankwise
 from rankwise.artifacts.local import LocalArtifacts
 
+from .helpers.env import need
 from .helpers.jobs import SCRIPTS, job_env, torchrun
 
-pytest.importorskip("torch")
+need("torch")
 
 RANKS = 4
 

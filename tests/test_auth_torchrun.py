@@ -61,7 +61,7 @@ def test_torchrun_with_ingest_token_uploads_exactly_once(tmp_path: Path) -> None
         local = rankwise.Api(dir=data).run("good", project="up")
         remote = rankwise.Api(server=srv.url, token=srv.token).run("good", project="up")
         assert len(remote.streams) == WORLD and remote.state == "finished"
-        assert_same_history(local, remote)
+        assert_same_history(local, remote, db)
         assert len(remote.history()) == WORLD * STEPS * 2  # loss and acc per step
     for f in data.rglob("*.rwlog"):
         assert _secret(ingest).encode() not in f.read_bytes()
@@ -95,9 +95,9 @@ def test_refused_token_keeps_training_warns_once_then_sync_uploads(
         first = sync_cli(data, srv.url, "--token", good)
         assert f"synced {WORLD} stream(s)" in first
         remote = rankwise.Api(server=srv.url, token=srv.token).run("refused", project="up")
-        assert_same_history(local, remote)
+        assert_same_history(local, remote, db)
         assert "0 new bytes" in sync_cli(data, srv.url, "--token", good)
         again = rankwise.Api(server=srv.url, token=srv.token).run("refused", project="up")
-        assert_same_history(local, again)  # still exactly once
+        assert_same_history(local, again, db)  # still exactly once
     for f in data.rglob("*.rwlog"):
         assert _secret(bad).encode() not in f.read_bytes()

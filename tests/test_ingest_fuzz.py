@@ -28,6 +28,7 @@ from rankwise.store import open_store
 from rankwise.store.base import StreamKey
 from rankwise.stream.frames import MAGIC
 
+from .helpers.env import need
 from .helpers.servers import call
 from .helpers.streams import body, records
 
@@ -155,7 +156,7 @@ def test_compressed_bodies(
     elif compress and encoding == "deflate":
         data = zlib.compress(data)
     elif compress and encoding == "zstd":
-        zstandard = pytest.importorskip("zstandard")
+        zstandard = need("zstandard")
         data = zstandard.ZstdCompressor().compress(data)
     if len(data) <= LIMIT:
         post(target, data, encoding)
@@ -182,7 +183,7 @@ def test_decoding_a_bomb_holds_about_the_limit_in_memory(encoding: str) -> None:
     limit = 4 * 1024 * 1024
     plain = b"\0" * (256 * 1024 * 1024)  # 256 MiB of zeros: a few hundred KiB compressed
     if encoding == "zstd":
-        zstandard = pytest.importorskip("zstandard")
+        zstandard = need("zstandard")
         bomb = zstandard.ZstdCompressor().compress(plain)
     else:
         bomb = gzip.compress(plain) if encoding == "gzip" else zlib.compress(plain)

@@ -21,7 +21,7 @@ import rankwise
 from .helpers.env import need
 from .helpers.jobs import SCRIPTS, job_env, torchrun
 
-pytest.importorskip("torch")
+need("torch")
 need("accelerate")
 
 STEPS = 4

@@ -13,7 +13,7 @@ import pytest
 import rankwise
 from rankwise.integrations import _common
 
-from .helpers.env import PYTHON, REPO
+from .helpers.env import PYTHON, REPO, need
 
 FRAMEWORKS = ("pytorch_lightning", "lightning", "lightning_fabric", "transformers", "accelerate")
 
@@ -57,7 +57,7 @@ def test_artifact_names_are_made_valid() -> None:
 
 
 def test_images_follow_wandb_loggers_rules() -> None:
-    pytest.importorskip("numpy")
+    need("numpy")
     import numpy as np
 
     pixels = np.zeros((2, 3, 3), dtype=np.uint8)

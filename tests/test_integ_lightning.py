@@ -22,7 +22,7 @@ import rankwise
 from .helpers.env import free_port, need
 from .helpers.jobs import SCRIPTS, job_env
 
-pytest.importorskip("torch")
+need("torch")
 need("pytorch_lightning")
 
 STEPS = 4

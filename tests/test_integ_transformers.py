@@ -22,7 +22,7 @@ import rankwise
 from .helpers.env import need
 from .helpers.jobs import SCRIPTS, job_env, torchrun
 
-pytest.importorskip("torch")
+need("torch")
 need("transformers")
 
 SINGLE = {"train_runtime", "train_samples_per_second", "train_steps_per_second"}

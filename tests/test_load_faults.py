@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from .helpers.env import REPO, free_port
+from .helpers.env import REPO, free_port, skip_or_fail
 from .helpers.proxy import TcpProxy
 from .helpers.stores import fill_up
 
@@ -82,7 +82,7 @@ def test_network_cut_mid_upload(tmp_path: Path) -> None:
 @pytest.fixture
 def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
     if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root (CI runs as root)")
+        skip_or_fail("mounting a small tmpfs needs root (CI runs as root)")
     where = tmp_path / "disk"
     where.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(where)], check=True)

@@ -21,10 +21,11 @@ from rankwise.server.blobs import LocalBlobStore, RunDirBlobStore
 from rankwise.server.indexer import DirectoryTailer
 from rankwise.store import open_store
 
+from .helpers.env import need
 from .helpers.servers import serve_in_thread
 
-pytest.importorskip("PIL")
-pytest.importorskip("pyarrow")
+need("PIL")
+need("pyarrow")
 
 FAST = {"flush_interval": 0.02}
 STEPS = 4

@@ -21,10 +21,11 @@ import pytest
 import rankwise
 
 from .helpers.browser import Page, launch_browser, need_browser
+from .helpers.env import need
 from .helpers.jobs import job_env, torchrun
 from .helpers.servers import ServerProcess, wait_until
 
-pytest.importorskip("torch")
+need("torch")
 
 STEPS = 10
 

@@ -61,7 +61,7 @@ def test_clients_back_off_from_a_busy_server_and_everything_lands_once(tmp_path:
         assert all("not uploaded" not in err for _, err in outs), outs
         local = rankwise.Api(dir=data).run("busy")
         remote = rankwise.Api(server=server.url).run("busy")
-        assert_same_history(local, remote)
+        assert_same_history(local, remote, db)
         assert len(remote.history()) == ranks * steps * 2
         assert remote.state == "finished" and len(remote.streams) == ranks
 

@@ -162,7 +162,7 @@ def _ingest_posts(tmp_path: Path, name: str, *server_args: str) -> tuple[int, fl
         assert all("not uploaded" not in err for _, err in outs), outs
         local = rankwise.Api(dir=data).run("paced")
         remote = rankwise.Api(server=server.url, token=server.token).run("paced")
-        assert_same_history(local, remote)  # every row exactly once, paced or not
+        assert_same_history(local, remote, db)  # every row exactly once, paced or not
         assert len(remote.history()) == 2 * 100 * 2
     return len(_POST.findall(log.read_text())), took
 
@@ -229,7 +229,8 @@ def test_the_end_of_a_run_does_not_wait_out_the_interval(data_dir: Path, tmp_pat
         took = time.monotonic() - t0
         remote = rankwise.Api(server=url).run("drain", project="p")
         assert [r["x"] for r in remote.history()] == [float(i) for i in range(step + 1)]
-    assert took < 3.0, f"finish() took {took:.1f}s: it waited out the paced interval"
+    # Typically well under a second; the paced sleep it cut was >= 6.4 s.
+    assert took < 5.0, f"finish() took {took:.1f}s: it waited out the paced interval"
 
 
 @pytest.mark.parametrize("pacing", [True, False])
@@ -321,4 +322,4 @@ def test_a_stall_is_sent_at_once_past_the_pacing(data_dir: Path, tmp_path: Path)
         t0 = time.monotonic()
         wait_until(landed, timeout=6, every=0.1)
         took = time.monotonic() - t0
-    assert took < 4.0, took
+    assert took < 5.0, took  # typically under a second; the paced sleep is >= 6.4 s

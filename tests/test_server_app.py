@@ -14,6 +14,7 @@ from rankwise.server import ServerSettings, create_app
 from rankwise.store import open_store
 from rankwise.stream import records as R
 
+from .helpers.env import need
 from .helpers.servers import call
 from .helpers.streams import body, records, start, value
 
@@ -65,7 +66,7 @@ def test_gap_is_409_with_the_mark(app) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_compressed_bodies(app) -> None:  # type: ignore[no-untyped-def]
-    zstandard = pytest.importorskip("zstandard")
+    zstandard = need("zstandard")
     recs = records(steps=6)
     r = ingest(app, gzip.compress(body(recs[:4])), **{"Content-Encoding": "gzip"})
     assert r.json() == {"acked_seq": 3}

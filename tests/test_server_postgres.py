@@ -63,7 +63,7 @@ def test_two_servers_on_one_postgres_double_nothing(tmp_path: Path, pg: str) -> 
             local = rankwise.Api(dir=data).run(run_id)
             for server in (a, b):
                 remote = rankwise.Api(server=server.url).run(run_id)
-                assert_same_history(local, remote)
+                assert_same_history(local, remote, pg)
                 assert remote.state == "finished" and len(remote.streams) == world
         assert _band(a.url, "pg2")["n"] == [2] * 40
         assert _band(b.url, "pgoff")["n"] == [3] * 300

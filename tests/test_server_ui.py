@@ -42,7 +42,7 @@ def test_ui_indexes_and_follows_a_live_run(data_dir: Path, tmp_path: Path) -> No
             wait_until(lambda s=step: s in _steps(ui.url, run.id), timeout=10, every=0.02)
             lags.append(time.monotonic() - t0)
             time.sleep(0.1)
-        assert max(lags) < 1.0, lags
+        assert max(lags) < 5.0, lags  # followed live (typically ~0.3 s), not at a restart
         state = httpx.get(f"{ui.url}/api/v1/projects/live/runs/{run.id}").json()["state"]
         assert state == "running"
         run.finish()

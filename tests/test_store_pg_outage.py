@@ -50,9 +50,9 @@ def test_outage_fails_fast_and_reconnects(private_postgres: PrivatePostgres) -> 
                 raise AssertionError("an ingest succeeded with the database down")
             except psycopg.OperationalError:  # PoolTimeout is one: the server's 503
                 pass
-            # Told within the wait (2 s, and slack for a loaded machine), not psycopg's
-            # default 30 s of a request thread held.
-            assert time.monotonic() - t0 < 6.0
+            # Told within the wait (2 s; 5x for a loaded machine), not psycopg's default
+            # 30 s of a request thread held.
+            assert time.monotonic() - t0 < 10.0
             time.sleep(0.3)
         pg.start()
         back = time.monotonic()
@@ -61,11 +61,13 @@ def test_outage_fails_fast_and_reconnects(private_postgres: PrivatePostgres) -> 
                 marks = store.ingest([(KEY, _records(10, 5))])
                 break
             except psycopg.OperationalError:
-                assert time.monotonic() - back < 8.0, "the store did not reconnect"
+                # Typically within a second or two: bounded, with room for a loaded machine.
+                assert time.monotonic() - back < 30.0, "the store did not reconnect"
                 time.sleep(0.1)
         assert marks == {KEY: 14}
         rows = store.history("p", "r", keys=["loss"], label="rank-0")
-        assert [r["step"] for r in rows] == list(range(1, 15))  # nothing lost or doubled
+        assert [r["step"] for r in rows] == list(range(1, 15))  # nothing lost
+        assert store.stored_points("p", "r") == {("rank-0", "loss"): 14}  # nor doubled
     finally:
         store.close()
 
@@ -95,7 +97,7 @@ def test_sdk_ranks_upload_through_a_database_restart(
         outs = wait_all(procs)
         local = rankwise.Api(dir=data).run("pgdown")
         remote = rankwise.Api(server=server.url).run("pgdown")
-        assert_same_history(local, remote)
+        assert_same_history(local, remote, pg.dsn)
         assert len(remote.history()) == 2 * 80 * 2
         assert remote.state == "finished" and len(remote.streams) == 2
     finally:

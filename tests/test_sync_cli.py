@@ -59,7 +59,7 @@ def test_sync_levels_and_twice_doubles_nothing(offline: Path, server: str) -> No
     for project, run_id in (("pa", "one"), ("pb", "two")):
         local = rankwise.Api(dir=offline).run(run_id, project=project)
         remote = rankwise.Api(server=server).run(run_id, project=project)
-        assert_same_history(local, remote)
+        assert_same_history(local, remote, f"sqlite:///{offline.parent / 'server.db'}")
         assert remote.state == "finished"
 
 
@@ -125,5 +125,5 @@ def test_sync_follow_uploads_a_run_until_it_finishes(tmp_path: Path, server: str
     assert follow.returncode == 0, out
     local = rankwise.Api(dir=data).run("live")
     remote = rankwise.Api(server=server).run("live")
-    assert_same_history(local, remote)
+    assert_same_history(local, remote, f"sqlite:///{tmp_path / 'server.db'}")
     assert remote.state == "finished"

@@ -21,10 +21,11 @@ def test_a_run_that_never_reached_its_server_exits_promptly(tmp_path: Path) -> N
     data = tmp_path / "data"
     data.mkdir()
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    procs = launch_ranks(data, "down", 2, "--steps", "20", server=url, RANKWISE_UPLOAD_TIMEOUT="20")
-    for out, err in wait_all(procs, timeout=60):
+    procs = launch_ranks(data, "down", 2, "--steps", "20", server=url, RANKWISE_UPLOAD_TIMEOUT="60")
+    for out, err in wait_all(procs, timeout=120):
         took = float(out.split("finish took")[1])
-        assert took < 5.0, (out, err)  # not the 20 s upload_timeout
+        # About the 2 s last try (5x for a loaded machine), not the 60 s upload_timeout.
+        assert took < 10.0, (out, err)
         hints = [ln for ln in err.splitlines() if "rankwise sync" in ln]
         assert len(hints) == 1, err
         assert "was not reachable during this run" in hints[0] and url in hints[0]
@@ -40,15 +41,17 @@ def test_sync_says_at_once_that_it_is_retrying(tmp_path: Path) -> None:
     t0 = time.monotonic()
     with subprocess.Popen(
         [sys.executable, "-m", "rankwise.cli", "sync", str(data), "--server", url,
-         "--no-progress", "--retry-for", "4"],
+         "--no-progress", "--retry-for", "12"],
         env=subprocess_env(), cwd=REPO, stderr=subprocess.PIPE, text=True,
     ) as proc:  # fmt: skip
         assert proc.stderr is not None
         first = proc.stderr.readline()
         said_after = time.monotonic() - t0
         rest = proc.stderr.read()
-        assert proc.wait(30) != 0
-    assert said_after < 3.0, first  # at once, not after the 4 s of retrying
+        assert proc.wait(60) != 0
+    # At once (about the CLI's start-up, ~1 s; 5x for a loaded machine), not after the
+    # 12 s of retrying.
+    assert said_after < 5.0, first
     assert first.startswith(f"rankwise: cannot reach {url} ("), first + rest
-    assert "retrying for up to 4 s" in first and "nothing is lost" in first
+    assert "retrying for up to 12 s" in first and "nothing is lost" in first
     assert "run rankwise sync again once the server is up" in rest

@@ -29,7 +29,9 @@ def thread_server(tmp_path: Path):  # type: ignore[no-untyped-def]
     store.close()
 
 
-def test_remote_run_reads_back_like_the_local_one(data_dir: Path, thread_server: str) -> None:
+def test_remote_run_reads_back_like_the_local_one(
+    data_dir: Path, thread_server: str, tmp_path: Path
+) -> None:
     settings = {"flush_interval": 0.02, "upload_interval": 0.05, "upload_timeout": 10}
     run = rankwise.init(
         project="e2e",
@@ -57,7 +59,7 @@ def test_remote_run_reads_back_like_the_local_one(data_dir: Path, thread_server:
     [rs], [ls] = remote.streams, local.streams
     for name in ("label", "incarnation", "rank", "state", "last_step", "points", "exit_code"):
         assert getattr(rs, name) == getattr(ls, name), name
-    assert_same_history(local, remote)
+    assert_same_history(local, remote, f"sqlite:///{tmp_path / 'server.db'}")
     assert remote.history(keys=["inf"]) == [
         {
             "step": 49,
@@ -117,7 +119,7 @@ def test_sigkill_and_restart_lose_and_double_nothing(tmp_path: Path) -> None:
     with ServerProcess.db(db, tmp_path / "server2.log") as again:
         local = rankwise.Api(dir=data).run("killed")
         remote = rankwise.Api(server=again.url).run("killed")
-        assert_same_history(local, remote)
+        assert_same_history(local, remote, db)
         assert len(remote.history()) == 2 * 60 * 2
         assert remote.state == "finished" and len(remote.streams) == 2
 
@@ -133,18 +135,17 @@ def test_server_down_from_before_init_then_sync(tmp_path: Path) -> None:
     outs = wait_all(procs)
     for out, err in outs:
         took = float(out.split("finish took")[1])
-        assert took < 3.0, out  # bounded by upload_timeout, not by the outage
+        assert took < 5.0, out  # bounded by upload_timeout (1 s; 5x), not by the outage
         assert "rankwise sync" in err and "Nothing is lost" in err, err
-    server = ServerProcess.db(
-        f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path / "server.log", port=port
-    )
+    db = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    server = ServerProcess.db(db, tmp_path / "server.log", port=port)
     with server:
         first = sync_cli(data, url)
         assert "synced 2 stream(s)" in first
         local = rankwise.Api(dir=data).run("offline")
         remote = rankwise.Api(server=url).run("offline")
-        assert_same_history(local, remote)
+        assert_same_history(local, remote, db)
         second = sync_cli(data, url)
         assert "0 new bytes" in second
-        assert_same_history(local, rankwise.Api(server=url).run("offline"))
+        assert_same_history(local, rankwise.Api(server=url).run("offline"), db)
         assert rankwise.Api(server=url).run("offline").state == "finished"

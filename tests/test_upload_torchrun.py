@@ -29,7 +29,8 @@ WORLD = 4
 def test_four_rank_torchrun_band_matches_numpy(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
-    with ServerProcess.db(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path / "server.log") as srv:
+    db = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    with ServerProcess.db(db, tmp_path / "server.log") as srv:
         env = subprocess_env(
             **FAST_ENV,
             RANKWISE_DIR=str(data),
@@ -58,7 +59,7 @@ def test_four_rank_torchrun_band_matches_numpy(tmp_path: Path) -> None:
         remote = rankwise.Api(server=srv.url).run("tr4")
         assert remote.state == "finished" and len(remote.streams) == WORLD
         assert sorted(s.rank for s in remote.streams) == list(range(WORLD))
-        assert_same_history(local, remote)  # every point, exactly once
+        assert_same_history(local, remote, db)  # every point, exactly once
 
         # The truth, from the stream files: values[rank, step] and their weights.
         values = np.full((WORLD, STEPS), np.nan)

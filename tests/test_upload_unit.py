@@ -20,6 +20,7 @@ from rankwise.settings import Settings
 from rankwise.stream import records as R
 from rankwise.stream.frames import MAGIC, scan
 
+from .helpers.env import need
 from .helpers.servers import free_port
 from .helpers.streams import body, records
 
@@ -133,7 +134,7 @@ def test_413_halves_the_batch_and_one_huge_frame_gives_up(tmp_path: Path) -> Non
 
 
 def test_415_falls_back_to_gzip(tmp_path: Path) -> None:
-    pytest.importorskip("zstandard")
+    need("zstandard")
     path, last = stream_file(tmp_path)
     server = ScriptedServer()
     server.fail = lambda req: (
@@ -187,7 +188,7 @@ def test_uploader_reports_what_is_left(tmp_path: Path, capsys: pytest.CaptureFix
     up.start()
     t0 = time.monotonic()
     up.stop(time.monotonic() + 30)
-    assert time.monotonic() - t0 < 2.0
+    assert time.monotonic() - t0 < 10.0  # gave up after upload_timeout (0.3 s), not at 30 s
     assert not up.drained
     err = capsys.readouterr().err
     assert "rankwise sync" in err and str(path) in err and "503" in err
@@ -215,10 +216,12 @@ def test_server_down_never_slows_log_and_finish_is_bounded(
     t0 = time.perf_counter()
     for step in range(2000):
         run.log({"loss": 1.0 / (step + 1)})
-    assert time.perf_counter() - t0 < 1.0
+    # A call that waited on the network even once would take upload_timeout (0.5 s); the
+    # calls' cost is benchmarks/bench_log.py's (under a microsecond each).
+    assert time.perf_counter() - t0 < 0.5
     t0 = time.monotonic()
     run.finish()
-    assert time.monotonic() - t0 < 3.0
+    assert time.monotonic() - t0 < 10.0  # bounded (upload_timeout 0.5 s + the last try)
     err = capsys.readouterr().err
     assert f"rankwise sync {run.dir}" in err and url in err
     assert len(rankwise.Api(dir=data_dir).run(run.id).history()) == 2000  # all kept locally

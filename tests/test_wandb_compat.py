@@ -24,7 +24,7 @@ import rankwise.wandb as wandb
 from rankwise.wandb import _init
 from rankwise.wandb._history import History
 
-from .helpers.env import clean_env
+from .helpers.env import clean_env, need
 from .test_sdk import HEAVY
 
 
@@ -120,7 +120,7 @@ def test_log_checks_its_arguments_like_wandb(wb: Path) -> None:
 
 
 def test_tensors_and_arrays_convert_as_json_friendly(wb: Path) -> None:
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     run = wandb.init(project="values")
     run.log(
         {

@@ -23,7 +23,9 @@ from rankwise.stream import records as R
 from rankwise.stream.files import read_whole_frames
 from rankwise.stream.frames import MAGIC, iter_frames
 
-torch = pytest.importorskip("torch")
+from .helpers.env import need
+
+torch = need("torch")
 pytestmark = pytest.mark.torch
 
 

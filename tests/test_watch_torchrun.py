@@ -17,9 +17,10 @@ import pytest
 
 import rankwise
 
+from .helpers.env import need
 from .helpers.jobs import SCRIPTS, job_env, torchrun
 
-pytest.importorskip("torch")
+need("torch")
 
 
 def per_rank(run: rankwise.RunInfo, key: str) -> dict[str, Any]:

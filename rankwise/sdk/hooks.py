@@ -5,12 +5,22 @@ how the process ends            state recorded
 ==============================  =========================================================
 returns / ``sys.exit(0)``       finished (at interpreter exit)
 ``sys.exit(n)``, n != 0         failed, exit code n
+builtin ``exit(n)``/``quit(n)``  failed, exit code n (wrapped like ``sys.exit``)
+``raise SystemExit(n)``         failed, exit code n on Python 3.12+ (``sys.monitoring``
+                                sees it leave ``__main__``); finished, 0 before 3.12
 uncaught exception              failed, with type, message and traceback
 KeyboardInterrupt (SIGINT)      killed, signal 2
 SIGTERM (torchrun, scancel)     killed, signal 15; then the previous handler runs
 SIGKILL, OOM killer, os._exit   nothing can run: readers see a dead pid or a stale
                                 heartbeat and call the stream crashed
 ==============================  =========================================================
+
+A ``SystemExit`` raised directly bypasses ``sys.exit`` and reaches no excepthook, and
+CPython clears it before ``atexit`` runs. On 3.12+ a ``sys.monitoring`` tool watches for
+``PY_UNWIND`` and keeps the code of a ``SystemExit`` leaving the ``__main__`` module's
+frame (the only unwind that ends the program). The event fires only while an exception
+propagates out of a Python frame, never on ``log()``'s path; until Python makes
+``PY_UNWIND`` a per-code event it is enabled process-wide and filtered by code object.
 
 Each hook chains to what was installed before it. A forked child drops the parent's runs
 without touching their files.
@@ -109,6 +119,8 @@ def register(run: Ending) -> None:
     atexit.register(_at_exit)
     _wrap_excepthook()
     _wrap_sys_exit()
+    _wrap_builtin_exit()
+    _watch_main_unwind()
     _install_signal(signal.SIGTERM)
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_after_fork)
@@ -202,6 +214,77 @@ def _wrap_sys_exit() -> None:
 
     exit.__doc__ = previous.__doc__
     sys.exit = exit  # type: ignore[assignment]
+
+
+class _BuiltinExit:
+    """``site``'s ``exit``/``quit``, noting the code as ``sys.exit``'s wrapper does."""
+
+    def __init__(self, previous: Any) -> None:
+        self._previous = previous
+
+    def __repr__(self) -> str:
+        return repr(self._previous)
+
+    def __call__(self, code: Any = None) -> None:
+        global _exit_code
+        _exit_code = code
+        self._previous(code)
+
+
+def _wrap_builtin_exit() -> None:
+    import builtins
+
+    for name in ("exit", "quit"):
+        previous = getattr(builtins, name, None)
+        if callable(previous) and not isinstance(previous, _BuiltinExit):
+            setattr(builtins, name, _BuiltinExit(previous))
+
+
+def _main_module_code() -> Any:
+    """The code object of the ``__main__`` module's frame when it is on the main
+    thread's stack (``python script.py``, ``python -m mod``, ``python -c``), else None."""
+    main = sys.modules.get("__main__")
+    if main is None:
+        return None
+    frame: Any = (
+        sys._getframe()
+        if threading.current_thread() is threading.main_thread()
+        else sys._current_frames().get(threading.main_thread().ident or -1)
+    )
+    found = None
+    while frame is not None:
+        if frame.f_globals is vars(main) and frame.f_code.co_name == "<module>":
+            found = frame.f_code  # the outermost one: the module's own frame
+        frame = frame.f_back
+    return found
+
+
+def _watch_main_unwind() -> None:
+    """Python 3.12+: note the code of a ``SystemExit`` unwinding ``__main__``'s frame."""
+    mon: Any = getattr(sys, "monitoring", None)
+    code = _main_module_code() if mon is not None else None
+    if code is None:
+        return
+    # Tool ids 0-2 and 5 are the debugger's, coverage's, profiler's and optimizer's.
+    tool = next((t for t in (4, 3) if mon.get_tool(t) is None), None)
+    if tool is None:
+        return
+    event = mon.events.PY_UNWIND
+
+    def unwind(where: Any, offset: int, exc: BaseException) -> None:
+        global _exit_code
+        if where is code and isinstance(exc, SystemExit):
+            _exit_code = exc.code
+
+    try:
+        mon.use_tool_id(tool, "rankwise")
+        mon.register_callback(tool, event, unwind)
+        try:
+            mon.set_local_events(tool, code, event)  # a per-code event (newer Pythons)
+        except ValueError:
+            mon.set_events(tool, mon.get_events(tool) | event)
+    except (ValueError, RuntimeError):
+        pass  # another tool took the id meanwhile: the end is seen as before 3.12
 
 
 def _install_signal(signum: int) -> None:

@@ -128,6 +128,10 @@ class Store(Protocol):
     ) -> list[dict[str, Any]]:
         """Every logged row, as ``rankwise.Api`` returns it (step, time, label, values)."""
 
+    def stored_points(self, project: str, run_id: str) -> dict[tuple[str, str], int]:
+        """Per (label, metric key), the points stored, each copy counted (``history``
+        merges rows by stream and seq, so it cannot show a point stored twice)."""
+
     def list_views(self, project: str) -> list[SavedView]:
         """The dashboard's saved views of the project's runs table, by name."""
 

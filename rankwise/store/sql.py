@@ -394,6 +394,22 @@ class SQLStore(SavedViews, HealthReads, MediaReads, TokenStore, ArtifactStore):
 
         return self._read(read)
 
+    def stored_points(self, project: str, run_id: str) -> dict[tuple[str, str], int]:
+        """Per (label, metric key), how many points the run's chunks hold (a label's
+        incarnations together), counted in SQL. A point stored twice counts twice here,
+        while ``history`` (one row per stream and seq) shows it once."""
+        rows = self._read(
+            lambda tx: tx.all(
+                "SELECT s.label, m.name, SUM(c.n) FROM chunks c "
+                "JOIN streams s ON s.id = c.stream JOIN runs r ON r.id = s.run "
+                "JOIN metrics m ON m.id = c.metric "
+                "WHERE r.project = ? AND r.run_id = ? AND s.acked_seq >= 0 "
+                "GROUP BY s.label, m.name",
+                (project, run_id),
+            )
+        )
+        return {(label, name): int(n) for label, name, n in rows}
+
     def history(
         self,
         project: str,

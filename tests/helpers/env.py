@@ -39,17 +39,25 @@ def in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 
 
-def need(module: str) -> Any:
-    """Import an optional dependency a test module needs: skip the module without it,
-    fail under CI. (Tests marked ``torchrun`` or ``torch`` get this from conftest.)"""
+def skip_or_fail(reason: str) -> Any:
+    """Skip the test (or the module, at import) locally; fail it under CI, where what it
+    needs must be there. Every test that cannot run here goes through this."""
     import pytest
 
+    if in_ci():
+        pytest.fail(f"CI is set but this test cannot run: {reason}", pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+
+def need(module: str) -> Any:
+    """Import an optional dependency a test needs (at module level or in a test): skip
+    without it locally, fail under CI (``skip_or_fail``). Tests marked ``torchrun`` or
+    ``torch`` get this for torch from conftest; never ``pytest.importorskip``, which
+    skips under CI too."""
     try:
         return importlib.import_module(module)
     except ImportError:
-        if in_ci():
-            pytest.fail(f"CI is set but {module} is not installed: these tests must run")
-        pytest.skip(f"needs {module}", allow_module_level=True)
+        return skip_or_fail(f"needs {module}")
 
 
 def free_port() -> int:

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import rankwise
+from rankwise.store import open_store
+from rankwise.store.sql import SQLStore
 
 from .servers import REPO, subprocess_env
 
@@ -94,10 +96,60 @@ def _row_key(row: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
-def assert_same_history(local: rankwise.RunInfo, remote: rankwise.RunInfo) -> None:
-    """Every logged row is on the server exactly once: the multisets are equal."""
+_NOT_KEYS = frozenset({"step", "time", "label", "weight"})
+
+
+def assert_same_rows(local: rankwise.RunInfo, remote: rankwise.RunInfo) -> None:
+    """The server's history rows are the logged ones: none missing, none extra. Blind to
+    a point stored twice (the store's ``history`` merges rows by stream and seq), which
+    ``assert_same_history`` also checks."""
     mine = Counter(_row_key(r) for r in local.history())
     theirs = Counter(_row_key(r) for r in remote.history())
     assert sum(mine.values()) > 0
     missing, doubled = mine - theirs, theirs - mine
     assert not missing and not doubled, f"missing {missing}, extra {doubled}"
+
+
+def assert_stored_once(local: rankwise.RunInfo, store: SQLStore | str) -> None:
+    """Every logged point is stored once: per (label, key) the points the run's chunks
+    hold, counted in SQL, are the logged ones; per (key, step) the band counts as many
+    values as ranks logged there. ``store``: the server's store, or its URL."""
+    rows = local.history()
+    logged: Counter[tuple[str, str]] = Counter()
+    per_step: Counter[tuple[str, int]] = Counter()
+    for r in rows:
+        for k in r.keys() - _NOT_KEYS:
+            logged[(r["label"], k)] += 1
+            per_step[(k, r["step"])] += 1
+    assert logged, "nothing was logged"
+    opened = open_store(store) if isinstance(store, str) else None
+    st = store if opened is None else opened
+    assert isinstance(st, SQLStore)
+    try:
+        stored = Counter(st.stored_points(local.project, local.id))
+        assert stored == logged, f"stored points per (label, key): extra {stored - logged}, " \
+            f"missing {logged - stored}"  # fmt: skip
+        for key in sorted({k for k, _ in per_step}):
+            band = st.band(local.project, local.id, key, max_points=10**9)
+            counted = Counter(
+                {
+                    (key, s): n + a + b + c
+                    for s, n, a, b, c in zip(band.step, band.n, band.nan, band.posinf, band.neginf)
+                }
+            )
+            want = Counter({ks: v for ks, v in per_step.items() if ks[0] == key})
+            assert counted == want, f"band of {key!r}: values per step {counted - want} over " \
+                f"the ranks that logged them, {want - counted} under"  # fmt: skip
+    finally:
+        if opened is not None:
+            opened.close()
+
+
+def assert_same_history(
+    local: rankwise.RunInfo, remote: rankwise.RunInfo, store: SQLStore | str
+) -> None:
+    """Every logged row is on the server exactly once: the multisets of rows are equal,
+    the stored points per series are the logged ones, and the band's count per step is
+    the number of ranks that logged it (``store``: the server's store or its URL)."""
+    assert_same_rows(local, remote)
+    assert_stored_once(local, store)

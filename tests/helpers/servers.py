@@ -140,6 +140,7 @@ class ServerProcess:
         self.log = log
         self.proc: subprocess.Popen[bytes] | None = None
         self.token = token
+        self.extra_env: dict[str, str] = {}  # more of the server process's environment
 
     @classmethod
     def db(cls, url: str, log: Path, *extra: str, port: int | None = None) -> ServerProcess:
@@ -176,7 +177,11 @@ class ServerProcess:
         cmd = [sys.executable, "-m", "rankwise.cli", *self.args, "--port", str(self.port)]
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, env=subprocess_env(), cwd=self.log.parent
+                cmd,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=subprocess_env(**self.extra_env),
+                cwd=self.log.parent,
             )
         if wait:
             wait_until(self.ready, timeout=30, every=0.1)

@@ -5,7 +5,8 @@ Usage: ``lifecycle.py SCENARIO DATA_DIR [REPORT_JSON]``. Every scenario uses pro
 until the writer has put them in the stream file; ``ready`` is printed after that, so a
 test may kill the process as soon as it reads it. Scenarios:
 
-ending:   ok, exception, sys_exit_3, raise_systemexit_3, with_raises, keyboard_interrupt,
+ending:   ok, exception, sys_exit_3, raise_systemexit_3, builtin_exit_3,
+          main_raises_systemexit_3, caught_systemexit, with_raises, keyboard_interrupt,
           wait (sleeps until the test sends a signal)
 fork:     fork (os.fork child uses the run, prints, exits through atexit),
           dataloader (torch DataLoader, 2 fork-context workers that log)
@@ -100,6 +101,25 @@ elif scenario == "sys_exit_3":
 elif scenario == "raise_systemexit_3":
     start()
     raise SystemExit(3)
+
+elif scenario == "builtin_exit_3":
+    start()
+    exit(3)  # site's exit(), not sys.exit
+
+elif scenario == "main_raises_systemexit_3":
+
+    def main() -> None:
+        start()
+        raise SystemExit(3)
+
+    main()
+
+elif scenario == "caught_systemexit":
+    start()
+    try:
+        raise SystemExit(3)
+    except SystemExit:
+        pass  # handled: the program goes on and ends normally
 
 elif scenario == "with_raises":
     with rankwise.init(project="life", id=scenario, dir=data, settings=FAST) as run:
