@@ -41,12 +41,16 @@ lint: setup
 typecheck: setup
 	$(BIN)/mypy
 
-# Train under torchrun (2 processes, every rank tracked), print the run, then serve the
-# dashboard on http://127.0.0.1:$(PORT) until Ctrl-C.
+# The MNIST DDP tutorial under torchrun (2 processes, every rank tracked): charts, a
+# gallery, the predictions table, gradient histograms from run.watch, console lines and
+# the model as an artifact. Print the run, then serve the dashboard on
+# http://127.0.0.1:$(PORT) until Ctrl-C.
+DEMO_RUN := demo-$(shell date +%Y%m%d-%H%M%S)
 demo: setup
-	RANKWISE_DIR=$(DATA) $(BIN)/torchrun --nproc-per-node=2 examples/ddp_digits.py --epochs 10
+	RANKWISE_DIR=$(DATA) $(BIN)/torchrun --nproc-per-node=2 examples/ddp_mnist_tutorial.py \
+	  --epochs 5 --run-id $(DEMO_RUN) --out $(DATA)/mnist-out
 	$(BIN)/rankwise runs --dir $(DATA)
-	$(BIN)/rankwise show --dir $(DATA) --project digits $$(ls -t $(DATA)/digits | head -n 1)
+	$(BIN)/rankwise show --dir $(DATA) --project mnist-tutorial $(DEMO_RUN)
 	$(BIN)/rankwise ui --dir $(DATA) --port $(PORT)
 
 bench: setup

@@ -65,11 +65,17 @@ def _project(args: argparse.Namespace) -> str:
 
 
 def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1000 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000  # type: ignore[assignment]
-    return str(n)
+    """Bytes in binary units, three significant digits: 21,400 -> "20.9 KiB", as the
+    dashboard's ``fmtBytes`` (ui/src/lib/system.js) writes them."""
+    a, unit = float(abs(n)), "B"
+    for bigger in ("KiB", "MiB", "GiB", "TiB", "PiB"):
+        if a < 1024:
+            break
+        a, unit = a / 1024, bigger
+    if unit == "B":
+        return f"{n} B"
+    r = float(f"{a:.3g}")
+    return f"{'-' if n < 0 else ''}{r:.{2 if r < 10 else 1 if r < 100 else 0}f} {unit}"
 
 
 def _when(t: float) -> str:

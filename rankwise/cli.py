@@ -34,6 +34,20 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(lines)
 
 
+def _mode(run: RunInfo) -> str:
+    """The run mode as what was recorded (the dashboard's ``fmtMode``): "shared" alone
+    reads wrong for a script whose rank 0 alone called init (W&B's default)."""
+    if run.run_mode == "new":
+        return f"new: one run per process (this is {run.label})" if run.label else "new"
+    if run.world_size > 1 and run.run_ranks == 1:
+        return f"{run.label or 'one rank'} only, of {run.world_size} ranks"
+    if run.run_mode == "shared":
+        if run.world_size > 1 and run.run_ranks < run.world_size:
+            return f"shared: {run.run_ranks} of {run.world_size} ranks"
+        return "shared: every rank"
+    return str(run.run_mode)
+
+
 def _state(run: RunInfo) -> str:
     first = run.first_failure
     if run.crashed:  # the first failure leads the list
@@ -186,7 +200,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     job = ""
     if (run.run_ranks, run.run_nodes) != (run.world_size, run.num_nodes):
         job = f" (the job: {run.world_size} on {run.num_nodes})"
-    print(f"ranks    {run.run_ranks} on {run.run_nodes} node(s){job}, mode {run.run_mode}")
+    print(f"ranks    {run.run_ranks} on {run.run_nodes} node(s){job}, mode {_mode(run)}")
     print(f"created  {_ago(run.created)}   last seen {_ago(run.updated)}")
     env = run.environment
     if env:

@@ -90,6 +90,19 @@ def test_cli_put_ls_get(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert "artifact name" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(("size", "shown"), [(21_400, "20.9 KiB"), (1023 * 1024, "1020 KiB")])
+def test_cli_sizes_are_the_dashboards_binary_units(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], size: int, shown: str
+) -> None:
+    """The same strings as the dashboard's fmtBytes (ui/test/system.test.js)."""
+    (tmp_path / "w.bin").write_bytes(b"w" * size)
+    _put(tmp_path, tmp_path / "w.bin", "--name", "w", "--type", "model")
+    capsys.readouterr()
+    assert main(["artifact", "ls", "--dir", str(tmp_path / "data"), "--project", "p"]) == 0
+    row = capsys.readouterr().out.splitlines()[1]
+    assert f"  {shown}  " in row, row
+
+
 def test_sync_publishes_local_versions_with_numbers_aliases_and_lineage(tmp_path: Path) -> None:
     src = tmp_path / "f.txt"
     run = rankwise.init(project="p", dir=tmp_path / "data", system=False, console="off")

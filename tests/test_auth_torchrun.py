@@ -85,7 +85,15 @@ def test_refused_token_keeps_training_warns_once_then_sync_uploads(
         data = tmp_path / "data"
         _, err = _torchrun(data, "refused", srv.url, bad, tmp_path)
         assert err.count(REFUSED) == WORLD, err  # once per rank
-        assert "RANKWISE_TOKEN" in err and "rankwise sync" in err
+        refusals = [line for line in err.splitlines() if REFUSED in line]
+        for line in refusals:  # one short line per rank, naming the one fix
+            assert "RANKWISE_TOKEN" in line and "rankwise sync" in line, line
+            assert "--role ingest" in line and "--role read" not in line, line
+            assert len(line.replace(str(data), "DIR")) < 360, line  # was ~700
+        assert {line.split(": ")[2] for line in refusals} == {f"rank-{r}" for r in range(WORLD)}
+        # init printed no link to a run page the server will never have
+        assert "see it at" not in err and "/#/p/up/r/refused" not in err, err
+        assert "rankwise: run up/refused in" in err  # the local line instead
         assert _secret(bad) not in err and _secret(good) not in err
         assert "not uploaded" not in err  # no second warning at finish
         assert rankwise.Api(server=srv.url, token=srv.token).projects() == []

@@ -33,7 +33,7 @@ import pytest
 from tests.helpers.browser import Page, drawn, first_charts_ms, need_browser
 from tests.helpers.env import REPO, clean_env
 from tests.helpers.jobs import torchrun
-from tests.helpers.servers import ServerProcess, wait_until
+from tests.helpers.servers import ServerProcess, browser_login, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -369,6 +369,8 @@ def test_empty_states(browser: Any, tmp_path: Path) -> None:
         page.goto(server.url + "/")
         page.get_by_role("heading", name="No runs yet").wait_for()
         assert page.get_by_text("rankwise.init", exact=False).first.is_visible()
+        empty = page.locator(".empty").inner_text()
+        assert "rankwise ui --dir" in empty and "RANKWISE_TOKEN" not in empty  # local story
         page.screenshot(path=tmp_path / "empty-project.png")
         quiet = "import rankwise; rankwise.init(project='quiet', id='nothing').finish()"
         subprocess.run(
@@ -382,5 +384,26 @@ def test_empty_states(browser: Any, tmp_path: Path) -> None:
         page.screenshot(path=tmp_path / "empty-run.png")
         page.goto(server.url + "/#/p/quiet?q=zzz")
         page.get_by_role("heading", name="No run matches these filters").wait_for()
+        p.check()
+        p.close()
+
+
+def test_a_servers_empty_page_tells_how_to_upload(browser: Any, tmp_path: Path) -> None:
+    """`rankwise server` holds no files: its empty page says how ranks reach it (the
+    address, an ingest token and how to make one), not the local-directory story."""
+    need_browser()
+    with ServerProcess.db(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path / "server.log") as srv:
+        p = Page(browser)
+        assert srv.token is not None
+        browser_login(p.ctx, srv.url, srv.token)
+        p.page.goto(srv.url + "/")
+        p.page.get_by_role("heading", name="No runs yet").wait_for()
+        empty = p.page.locator(".empty").inner_text()
+        assert f"RANKWISE_SERVER={srv.url}" in empty
+        assert "RANKWISE_TOKEN=" in empty
+        assert "rankwise token create --db DB_URL --role ingest" in empty
+        assert f'server="{srv.url}"' in empty
+        assert "rankwise ui --dir" not in empty and "./rankwise" not in empty
+        p.page.screenshot(path=tmp_path / "empty-server.png")
         p.check()
         p.close()

@@ -8,9 +8,10 @@ the step, the rank picker the rank, the table pages, sorts and filters on the se
 sits in a sandboxed frame whose scripts never run, and captions, cells and text panels
 carrying HTML are shown as text. The Compare page shows one media key side by side.
 
-The MNIST tutorial (``examples/ddp_mnist_tutorial.py``, 2 ranks, 2 epochs) gives the
-README's screenshot of the Media and Tables tabs: with ``RANKWISE_UPDATE_DOCS=1`` it goes
-to ``docs/img/media-panels.png`` and ``docs/img/table-panel.png``.
+The MNIST tutorial (``examples/ddp_mnist_tutorial.py``, what ``make demo`` runs; 2 ranks,
+3 epochs) gives the README's screenshots of its rich tabs: with ``RANKWISE_UPDATE_DOCS=1``
+they go to ``docs/img/`` (``media-panels.png``, ``table-panel.png``,
+``histograms-panel.png``, ``logs-panel.png``, ``run-artifacts.png``).
 """
 
 from __future__ import annotations
@@ -229,6 +230,12 @@ def test_histograms_tab(browser: Any, media_server: str) -> None:
     # One column per logged step (0, 10, 20), painted.
     assert canvas.evaluate("c => c.width") == 3
     assert canvas.evaluate(PAINTED)
+    # Every step labelled (up to six), and a colour scale from 0 to the fullest bin.
+    assert card.locator("[data-step-ticks] .tick").all_inner_texts() == ["step 0", "10", "20"]
+    scale = card.locator("[data-heat-scale]")
+    assert scale.is_visible()
+    counts = scale.locator(".heat-scale-ticks span").all_inner_texts()
+    assert len(counts) == 3 and counts[0] == "0" and float(counts[2]) > float(counts[1]) > 0
     assert card.get_attribute("data-label") == "rank-0"
     page.locator(".histograms-tab .rank-picker select").select_option("rank-1")
     page.locator('[data-histogram-key="grad/fc0"][data-label="rank-1"] canvas').wait_for()
@@ -372,6 +379,21 @@ def tutorial_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield server.url
 
 
+TUTORIAL_SHOTS = (
+    "media-panels.png",
+    "table-panel.png",
+    "histograms-panel.png",
+    "logs-panel.png",
+    "run-artifacts.png",
+)
+# Every heatmap on the page is painted.
+PAINTED_ALL = """() => {
+  const cs = [...document.querySelectorAll('canvas.heatmap-canvas')];
+  return cs.length > 0 && cs.every(c => c.width > 0 && c.getContext('2d')
+    .getImageData(0, 0, c.width, c.height).data.some((v, i) => i % 4 === 3 && v > 0));
+}"""
+
+
 def test_tutorial_panels(browser: Any, tutorial_server: str, tmp_path: Path) -> None:
     p = Page(browser, width=1280, height=900)
     page = p.page
@@ -388,9 +410,31 @@ def test_tutorial_panels(browser: Any, tutorial_server: str, tmp_path: Path) -> 
     assert head[4:] == [f"score_{i}" for i in range(10)]
     _all_decoded(page, f"{card} tbody tr:nth-child(-n+5) img.thumb")
     page.screenshot(path=tmp_path / "table-panel.png")
+
+    # Histograms from run.watch: many steps, six of them labelled, and the colour scale.
+    page.get_by_role("tab", name="Histograms").click()
+    heat = page.locator('[data-histogram-key$="fc1.weight"]')
+    heat.locator("canvas.heatmap-canvas").wait_for()
+    page.wait_for_function(PAINTED_ALL)
+    assert heat.locator("[data-step-ticks] .tick").count() == 6
+    assert heat.locator("[data-heat-scale]").is_visible()
+    page.mouse.move(5, 5)
+    page.screenshot(path=tmp_path / "histograms-panel.png")
+
+    # Every rank's console lines, one per epoch.
+    page.get_by_role("tab", name="Logs").click()
+    page.get_by_text("epoch 2: rank 1 test loss", exact=False).first.wait_for()
+    page.get_by_text("epoch 2: rank 0 test loss", exact=False).first.wait_for()
+    page.screenshot(path=tmp_path / "logs-panel.png")
+
+    # The model and the accuracies, logged by the primary rank, as artifacts.
+    page.get_by_role("tab", name="Artifacts").click()
+    page.get_by_text("mnist-cnn", exact=False).first.wait_for()
+    page.get_by_text("mnist-accuracies", exact=False).first.wait_for()
+    page.screenshot(path=tmp_path / "run-artifacts.png")
     if os.environ.get("RANKWISE_UPDATE_DOCS") == "1":
         DOCS.mkdir(parents=True, exist_ok=True)
-        (DOCS / "media-panels.png").write_bytes((tmp_path / "media-panels.png").read_bytes())
-        (DOCS / "table-panel.png").write_bytes((tmp_path / "table-panel.png").read_bytes())
+        for name in TUTORIAL_SHOTS:
+            (DOCS / name).write_bytes((tmp_path / name).read_bytes())
     p.check()
     p.close()

@@ -1,13 +1,17 @@
 """``examples/ddp_mnist_tutorial.py`` under torchrun (2 gloo CPU ranks, 2 epochs), read
 back with ``Api(dir=)``: one shared run of both ranks, ``test_loss`` and ``accuracy`` per
 epoch from each rank, and each rank's predictions table ``(id, image, guess, truth,
-score_0 ... score_9)`` per epoch with its images. Then the primary's artifacts (the
-model and the accuracies), evaluated by ``examples/ddp_mnist_eval.py`` with lineage."""
+score_0 ... score_9)`` per epoch with its images, console lines from every rank. Then the
+primary's artifacts (the model and the accuracies), evaluated by
+``examples/ddp_mnist_eval.py`` with lineage. ``make demo`` runs this example: a test
+reads the Makefile's recipe (``make -n``) to keep it so."""
 
 from __future__ import annotations
 
 import json
 import math
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +19,8 @@ from pathlib import Path
 import pytest
 
 import rankwise
+from rankwise.stream import records as R
+from rankwise.stream.frames import scan
 from tests.helpers.env import REPO, clean_env
 from tests.helpers.jobs import torchrun
 
@@ -129,3 +135,33 @@ def test_model_and_accuracies_artifacts_then_evaluated(root: Path, run: rankwise
     version = api.artifact("mnist-tutorial/mnist-cnn:final")
     assert version.info is not None and version.info.run_id == "tutorial"
     assert [u.run_id for u in version.info.used_by] == [evaluation.id]
+
+
+def test_every_rank_prints_a_console_line_per_epoch(root: Path, run: rankwise.RunInfo) -> None:
+    assert run.state == "finished"
+    lines: dict[str, list[str]] = {}
+    for path in (root / "mnist-tutorial" / "tutorial" / "streams").glob("*.rwlog"):
+        for rec in scan(path.read_bytes()).records:
+            if type(rec) is R.Console and rec.stream == "stdout":
+                lines.setdefault(path.stem.split(".")[0], []).extend(rec.lines)
+    for rank, label in enumerate(LABELS):
+        epochs = [line for line in lines.get(label, []) if line.startswith("epoch ")]
+        assert len(epochs) == EPOCHS, lines
+        assert all(f"rank {rank} test loss" in line for line in epochs), epochs
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_make_demo_trains_this_example_under_torchrun() -> None:
+    """`make demo` shows every tab: it must run this example (asserted above) on 2 ranks."""
+    out = subprocess.run(
+        ["make", "-n", "demo"],
+        cwd=REPO, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    recipe = out.stdout.replace("\\\n", " ")
+    train = next(line for line in recipe.splitlines() if "torchrun" in line)
+    argv = shlex.split(train)
+    assert "--nproc-per-node=2" in argv and "examples/ddp_mnist_tutorial.py" in argv
+    run_id = argv[argv.index("--run-id") + 1]
+    assert "rankwise show --dir " in recipe and recipe.rstrip().splitlines()[-1].split()[1] == "ui"
+    assert f"--project mnist-tutorial {run_id}" in recipe

@@ -139,7 +139,7 @@ def test_live_shared_run_partial_step_and_summaries(tmp_path: Path) -> None:
     assert "command  " in shown.stdout and "story_job.py --dir" in shown.stdout
     assert (
         "launcher torchrun" in shown.stdout
-        and "ranks    3 on 1 node(s), mode shared" in shown.stdout
+        and "ranks    3 on 1 node(s), mode shared: every rank" in shown.stdout
     )
 
 

@@ -163,6 +163,9 @@ def test_a_run_passed_to_a_child_process_gets_its_stream(tmp_path: Path, method:
     labels = sorted(s.label for s in run.streams)
     assert len(labels) == 3 and labels[0] == "rank-0"
     assert all(re.fullmatch(r"rank-0-child-\d+", lab) for lab in labels[1:])
+    # The children are rank 0's processes, not ranks of their own: "1 x 1", one rank.
+    assert (run.run_ranks, run.run_nodes, run.world_size) == (1, 1, 1)
+    assert run.label == "rank-0"
     assert all(s.state == "finished" for s in run.streams)
     assert [s.is_primary for s in run.streams if s.label == "rank-0"] == [True]
     assert values(run, "rank-0") == [

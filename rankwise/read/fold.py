@@ -14,6 +14,7 @@ record, config and summary win.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -98,6 +99,20 @@ def stream_info(s: StreamFacts, state: str) -> StreamInfo:
     )
 
 
+# The label of a stream that a rank's child process wrote with the rank's run object (an
+# ``mp.Process`` it passed the run to): ``<rank's label>-child-<pid>`` (rankwise.wandb).
+_CHILD = re.compile(r"(.+)-child-\d+")
+
+
+def ranks_of(streams: Sequence[StreamInfo]) -> set[str]:
+    """The ranks (labels) of ``streams``: a child process's stream is its rank's."""
+    out: set[str] = set()
+    for s in streams:
+        child = _CHILD.fullmatch(s.label)
+        out.add(child.group(1) if child else s.label)
+    return out
+
+
 def fold_run(
     project: str,
     run_id: str,
@@ -141,6 +156,7 @@ def fold_run(
         ranks = {}
         for s in facts:
             ranks.setdefault(s.label, {}).update(s.summary)
+    own_ranks = ranks_of(streams)
     return RunInfo(
         project=project,
         id=run_id,
@@ -157,7 +173,8 @@ def fold_run(
         world_size=primary.world_size if primary else len(facts),
         num_nodes=primary.num_nodes if primary else 1,
         # The run's own ranks and nodes; world_size and num_nodes are the job's.
-        run_ranks=len({s.label for s in streams}),
+        run_ranks=len(own_ranks),
+        label=next(iter(own_ranks)) if len(own_ranks) == 1 else None,
         run_nodes=max(1, len({(s.node, s.host) for s in streams if s.rank >= 0 or s.host})),
         created=created,
         updated=updated,

@@ -224,7 +224,7 @@ class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
     crashed: list[str]  # labels of the crashed streams
     world_size: int  # the job's; run_ranks is this run's own
     num_nodes: int
-    run_ranks: int  # the ranks (stream labels) this run holds
+    run_ranks: int  # the ranks (stream labels, a rank's child processes not counted) it holds
     run_nodes: int  # the nodes this run's streams ran on
     created: float | None
     updated: float | None
@@ -234,6 +234,9 @@ class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
     config: dict[str, Any]
     summary: dict[str, Any]  # the primary rank's last value of each key, or what it set
     first_failure: Failure | None  # the failed or crashed stream that went first
+    # The rank a run of one rank is (its stream label, e.g. "rank-3"): which process a
+    # per-process run (run_mode="new", W&B's run per process) is. None for several ranks.
+    label: str | None = None
     # From a server, crashed streams that may hold records not yet uploaded (None: none,
     # or read from the files); ``unsynced`` is its message.
     sync_hint: Unsynced | None = msgspec.field(name="unsynced")

@@ -5,7 +5,9 @@
 The address is ``run.url``: the server's in remote mode, else that of a ``rankwise ui``
 serving this data directory (it leaves ``<dir>/.rankwise/ui.json`` while it runs; a file
 whose process is gone is ignored). Without either, the line gives the ``rankwise ui``
-command to run. ``RANKWISE_SILENT=1`` turns the line off.
+command to run, as it does when the server refused this process's token (``init`` waits
+for the uploader's first answer, a few seconds at most, to know). ``RANKWISE_SILENT=1``
+turns the line off.
 """
 
 from __future__ import annotations

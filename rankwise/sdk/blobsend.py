@@ -132,7 +132,7 @@ class BlobSender:
         import httpx
 
         from .. import _http
-        from .uploader import GiveUp, Refused, Retry, retry_after
+        from .uploader import GiveUp, Refused, Retry, refusal, retry_after
 
         url = f"{BLOBS}/{self.project}/{tail}"
         try:
@@ -151,11 +151,7 @@ class BlobSender:
         if status in (408, 425) or status >= 500:
             raise Retry(f"server answered {status}: {message}")
         if status in (401, 403):
-            raise Refused(
-                f"the server at {self.client.base_url} refused a blob upload ({message}). Set "
-                f"RANKWISE_TOKEN (or init(token=...)) to an ingest token for project "
-                f"{self.project!r}"
-            )
+            raise Refused(refusal(str(self.client.base_url), self.project, status, message))
         hint = " (a server older than this SDK keeps no blobs: upgrade it)" if status == 404 else ""
         raise GiveUp(
             f"server at {self.client.base_url} answered {status} to a blob{hint}: {message}"

@@ -15,7 +15,7 @@ import socket
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import _log
 from .._datadir import default_dir
@@ -31,6 +31,9 @@ from .mappings import as_config_dict
 from .modes import place
 from .run import Run, process_start_time
 from .writer import StreamWriter
+
+if TYPE_CHECKING:
+    from .uploader import Uploader
 
 current: Run | None = None
 _warned_no_run = False
@@ -48,6 +51,9 @@ def _after_fork() -> None:
 hooks.after_fork(_after_fork)
 
 RESUME = ("allow", "must", "never")
+# How long the primary rank's init() waits for the server's first answer before printing
+# its line (s): a refused token then gets no link to a page that stays empty.
+REFUSAL_WAIT = 3.0
 
 
 def init(
@@ -202,13 +208,20 @@ def init(
         first_step=first_step,
         ending=hooks.ending,
     )
-    server_url = _attach_uploader(run, writer, server or env.get("RANKWISE_SERVER") or None, opts)
+    uploader = _attach_uploader(run, writer, server or env.get("RANKWISE_SERVER") or None, opts)
+    server_url = uploader.server if uploader is not None else None
     run.server = server_url
     base_url = server_url or announce.ui_address(root)
     run.url = announce.page_url(base_url, project, where.run_id) if base_url else None
     if where.is_primary and not env_flag("RANKWISE_SILENT", env):
         # Before console capture starts: the line is rankwise's, not the program's output.
-        announce.say(announce.line(project, where.run_id, root, run.url))
+        # No link to a server page that a refused token will never fill (the uploader's
+        # first answer, a round trip, decides; a server that does not answer soon gets
+        # its link: the records reach it when it does).
+        shown = run.url
+        if uploader is not None and uploader.refused(REFUSAL_WAIT):
+            shown = None
+        announce.say(announce.line(project, where.run_id, root, shown))
     writer.start()
     hooks.register(run)
     _attach_health(run, opts)
@@ -218,9 +231,9 @@ def init(
 
 def _attach_uploader(
     run: Run, writer: StreamWriter, server: str | None, opts: Settings
-) -> str | None:
+) -> Uploader | None:
     """Remote mode: upload the stream file as it grows (see ``rankwise.sdk.uploader``).
-    Returns the server's URL (None in local mode)."""
+    Returns the uploader (None in local mode)."""
     if not server or run.path is None:
         return None
     from .._http import normalize_url
@@ -233,7 +246,7 @@ def _attach_uploader(
     writer.flush_listeners.append(uploader.wake)
     run.add_component(uploader, after_writer=True)
     uploader.start()
-    return server
+    return uploader
 
 
 def _server_url(server: str | None) -> str | None:

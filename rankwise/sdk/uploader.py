@@ -96,6 +96,16 @@ class Refused(GiveUp):
     """The server refused the credentials (401) or their scope (403)."""
 
 
+def refusal(server: str, project: str, status: int, message: str) -> str:
+    """What a 401/403 means to a rank, short and naming the one fix: an ingest token.
+    (The server's own 401 text is for people with a browser: it suggests a read token.)"""
+    why = "no valid token" if status == 401 else message
+    return (
+        f"the server at {server} refused the upload ({why}): set RANKWISE_TOKEN to an ingest "
+        f"token (rankwise token create --db URL --role ingest --project {project})"
+    )
+
+
 def backoff_delay(
     failures: int, cap: float, base: float = 0.25, advised: float | None = None
 ) -> float:
@@ -304,13 +314,7 @@ class StreamUpload:
         if status in (408, 425) or status >= 500:
             raise Retry(f"server answered {status}: {message}")
         if status in (401, 403):
-            what = "has no valid token" if status == 401 else "has a token not allowed here"
-            raise Refused(
-                f"the server at {self.client.base_url} refused the upload: this process {what} "
-                f"({message}). Set RANKWISE_TOKEN (or init(token=...)) to an ingest token for "
-                f"project {self.ref.project!r} (rankwise token create --db URL --role ingest "
-                f"--project {self.ref.project})"
-            )
+            raise Refused(refusal(str(self.client.base_url), self.ref.project, status, message))
         hint = " (is it a rankwise server?)" if status == 404 else ""
         raise GiveUp(f"server at {self.client.base_url}{hint} answered {status}: {message}")
 
@@ -432,6 +436,12 @@ class Uploader:
         """Flush listener: called on the writer thread, so it only sets an event."""
         self._wake.set()
 
+    def refused(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the first request's outcome: did the server refuse
+        this process's token? (``init`` prints no dashboard link to a run that is refused.)"""
+        self._attempted.wait(timeout)
+        return self._refused
+
     @property
     def drained(self) -> bool:
         return self._drained.is_set()
@@ -533,10 +543,11 @@ class Uploader:
             except Refused as exc:
                 self._problem = str(exc)
                 self._refused = True
+                # One line per rank: what is wrong, the fix, and that nothing is lost.
                 _log.warn(
-                    f"stopped uploading {self.ref}: {exc}. Training goes on and nothing is "
-                    f"lost: the records stay in {self.path}; upload them later with: rankwise "
-                    f"sync {self.path.parent.parent} --server {self.server} --token <token>"
+                    f"{self.ref.label}: {exc}; training goes on, the records stay on disk for "
+                    f"rankwise sync {self.path.parent.parent} --server {self.server} "
+                    "--token <ingest token>"
                 )
                 return
             except GiveUp as exc:

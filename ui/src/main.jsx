@@ -41,7 +41,7 @@ function App() {
       page = <ComparePage params={route.params} />;
       break;
     default:
-      page = <ProjectsPage />;
+      page = <ProjectsPage who={who} />;
   }
   return (
     <>

@@ -40,6 +40,11 @@ class WhoAmI(BaseModel):
     projects: list[str] | None = Field(description="null: every project")
     name: str = ""
     via: str = Field(description="bearer, session or local")
+    local: bool = Field(
+        default=False,
+        description="true on `rankwise ui` (it reads a data directory); false on a server "
+        "that ranks upload to",
+    )
 
 
 ProjectName = Annotated[str, StringConstraints(pattern=names.ID_CHARS_PATTERN)]
@@ -87,10 +92,12 @@ class NewTokenReply(TokenRow):
     token: str = Field(description="the token itself: shown this once, never again")
 
 
-def _who(p: auth.Principal, enabled: bool) -> dict[str, Any]:
+def _who(request: Request, p: auth.Principal) -> dict[str, Any]:
     info = p.token
+    settings = request.app.state.settings
     return {
-        "auth": enabled,
+        "auth": settings.auth,
+        "local": settings.tails_dir is not None,
         "role": p.role,
         "projects": None if info is None or info.projects is None else list(info.projects),
         "name": info.name if info is not None else "",
@@ -119,7 +126,7 @@ def whoami(
     request: Request, who: Annotated[auth.Principal, Depends(auth.authenticated)]
 ) -> Response:
     """Who this request acts as (the dashboard asks on load; 401 sends it to login)."""
-    return reply(request, _who(who, request.app.state.settings.auth))
+    return reply(request, _who(request, who))
 
 
 @router.post(
@@ -135,7 +142,7 @@ def login(request: Request, body: Login) -> Response:
         raise ApiError(403, f"login needs the {auth.CSRF_HEADER} header (use the dashboard)")
     settings = request.app.state.settings
     if not settings.auth:
-        return reply(request, _who(auth.LOCAL, False))
+        return reply(request, _who(request, auth.LOCAL))
     info = request.app.state.verifier.verify(body.token)
     if info is None:
         raise auth.AuthError()
@@ -143,7 +150,7 @@ def login(request: Request, body: Login) -> Response:
         raise ApiError(403, "an ingest token cannot log in: use a read or admin token")
     sid = secrets.token_urlsafe(32)
     request.app.state.store.create_session(sid, info.id)
-    response = reply(request, _who(auth.Principal(info, "session"), True))
+    response = reply(request, _who(request, auth.Principal(info, "session")))
     secure = request.url.scheme == "https"
     prefix = auth.SECURE_PREFIX if secure else ""
     common: dict[str, Any] = {"path": "/", "secure": secure, "samesite": "strict"}

@@ -13,7 +13,9 @@ import "uplot/dist/uPlot.min.css";
 import { extentInRange, isolated, lowerBound, nearestIndex, upperBound } from "../lib/series.js";
 import { fmtTicks } from "../lib/format.js";
 import { themeColors } from "../lib/colors.js";
+import { collapseLabels } from "../lib/stalls.js";
 
+const AXIS_FONT = "11px system-ui, -apple-system, Segoe UI, Roboto, sans-serif";
 const HOVER_PX = 24; // how close (CSS px) the pointer must be to a rank line to pick it
 
 /**
@@ -126,7 +128,7 @@ function makeOpts(live, hoverKey, model, xMode, log, width, height) {
     stroke: c.text,
     grid: { stroke: c.grid, width: 1 },
     ticks: { stroke: c.grid, width: 1, size: 4 },
-    font: "11px system-ui, -apple-system, Segoe UI, Roboto, sans-serif",
+    font: AXIS_FONT,
   };
   const color = (v) => ({ accent: c.accent, raw: c.raw, ink: c.ink })[v] ?? v;
   const series = [{}];
@@ -159,6 +161,13 @@ function makeOpts(live, hoverKey, model, xMode, log, width, height) {
   const xRange = (u, dmin, dmax) => {
     const r = live.current.xRange;
     if (r) return [r[0], r[1]];
+    // One x value: uPlot pads it before asking (step 0 came back as 0..100); centre it
+    // in a step (a minute by time) either side instead.
+    const xs = live.current.model.x;
+    if (xs.length && xs[0] === xs[xs.length - 1]) {
+      const pad = xMode === "time" ? 60 : 1;
+      return [xs[0] - pad, xs[0] + pad];
+    }
     if (dmin === null || dmax === null) return [0, 1];
     if (dmin === dmax) return [dmin - 1, dmax + 1];
     return [dmin, dmax];
@@ -193,7 +202,9 @@ function makeOpts(live, hoverKey, model, xMode, log, width, height) {
     width,
     height,
     legend: { show: false },
-    padding: [8, 8, 0, 0],
+    // Right: room for half the last x tick's label, centred on the plot's right edge
+    // (8 px would clip "1,200" or "12:04:05" there).
+    padding: [8, rightPad, 0, 0],
     cursor: {
       drag: { x: true, y: false, setScale: false },
       points: { show: false },
@@ -259,6 +270,7 @@ function noteAxes(u, model) {
   el.dataset.yticks = JSON.stringify(u.axes[1]?._values ?? []);
   el.dataset.xticks = JSON.stringify(u.axes[0]?._values ?? []);
   el.dataset.xsize = String(u.axes[0]?._size ?? "");
+  el.dataset.xclip = String(Math.round(lastTickOverflow(u)));
   const dots = [];
   const over = u.over.getBoundingClientRect();
   const wrap = el.getBoundingClientRect();
@@ -272,6 +284,36 @@ function noteAxes(u, model) {
   });
   el.dataset.dots = dots.join(" ");
   el.dataset.marks = (model.marks ?? []).map((m) => `${m.x}:${m.text}`).join(" ");
+}
+
+let measurer = null;
+
+/** How far (CSS px) the last x tick label runs past the canvas's right edge (<= 0: not). */
+function lastTickOverflow(u) {
+  const vals = u.axes[0]?._values ?? [];
+  const splits = u.axes[0]?._splits ?? [];
+  if (!vals.length || vals.length !== splits.length) return 0;
+  const i = vals.length - 1;
+  measurer ??= document.createElement("canvas").getContext("2d");
+  if (!measurer) return 0;
+  measurer.font = AXIS_FONT;
+  const text = String(vals[i] ?? "").split("\n");
+  const w = Math.max(...text.map((t) => measurer.measureText(t).width));
+  const x = u.bbox.left / uPlot.pxRatio + u.valToPos(splits[i], "x");
+  return x + w / 2 - u.width;
+}
+
+/** Right padding: half the last x tick's label, which uPlot centres on its tick (the
+ * right edge at most): 8 px would clip "1,200" or "12:04:05". uPlot asks again once the
+ * ticks exist. */
+function rightPad(u) {
+  const vals = u.axes?.[0]?._values;
+  if (!vals || !vals.length) return 16;
+  measurer ??= document.createElement("canvas").getContext("2d");
+  if (!measurer) return 16;
+  measurer.font = AXIS_FONT;
+  const lines = String(vals[vals.length - 1] ?? "").split("\n");
+  return Math.max(8, Math.ceil(Math.max(...lines.map((t) => measurer.measureText(t).width)) / 2) + 3);
 }
 
 /** The y axis as wide as its longest tick label needs (labels never clipped). */
@@ -289,6 +331,8 @@ function drawMarks(u, marks, c) {
   if (!marks || !marks.length) return;
   const { ctx, left, top, width, height, px } = plotCanvas(u);
   ctx.font = `${Math.round(11 * px)}px system-ui, sans-serif`;
+  const upper = [];
+  const bottom = [];
   for (const m of marks) {
     if (m.x < u.scales.x.min || m.x > u.scales.x.max) continue;
     const cx = u.valToPos(m.x, "x", true);
@@ -303,14 +347,32 @@ function drawMarks(u, marks, c) {
     ctx.lineTo(cx, top + height);
     ctx.stroke();
     ctx.setLineDash([]);
-    ctx.textBaseline = low ? "bottom" : "top";
-    // Near an edge the label is set inside the plot, never cut by it.
-    const edge = 14 * px;
-    ctx.textAlign = cx > left + width - edge ? "right" : cx < left + edge ? "left" : "center";
-    const tx = ctx.textAlign === "right" ? cx - 3 * px : ctx.textAlign === "left" ? cx + 3 * px : cx;
-    ctx.fillText(m.text, tx, low ? top + height - 2 * px : top + 2 * px);
+    (low ? bottom : upper).push({ px: cx, text: m.text, key: m.text === "∞" || m.text === "−∞" ? "Inf" : m.text, color: m.color });
   }
+  // One label per cluster of nearby marks (many ranks' NaN at close steps would print
+  // over each other as a band): "5 NaN" at the cluster's first mark.
+  const gap = ctx.measureText("NaN").width + 8 * px;
+  for (const [items, low] of [[upper, false], [bottom, true]]) {
+    for (const g of collapseLabels(items, gap)) {
+      const one = items.find((i) => i.px === g.px);
+      ctx.fillStyle = (g.n === 1 && one?.color) || c.bad || "#c0392b";
+      ctx.textBaseline = low ? "bottom" : "top";
+      // Near an edge the label is set inside the plot, never cut by it.
+      const edge = 14 * px;
+      const cx = g.px;
+      ctx.textAlign = cx > left + width - edge * (g.n > 1 ? 3 : 1) ? "right" : g.n > 1 || cx < left + edge ? "left" : "center";
+      const tx = ctx.textAlign === "right" ? cx - 3 * px : ctx.textAlign === "left" ? cx + 3 * px : cx;
+      ctx.fillText(g.text, tx, low ? top + height - 2 * px : top + 2 * px);
+    }
+  }
+  noteLabels(u, "nonfiniteLabels", [...upper, ...bottom], gap);
   ctx.restore();
+}
+
+/** The labels drawn, on the canvas wrapper, for tests: ["5 NaN", "∞"]. */
+function noteLabels(u, name, items, gap) {
+  const el = u.root?.parentElement;
+  if (el) el.dataset[name] = JSON.stringify(collapseLabels(items, gap).map((g) => g.text));
 }
 
 /** The canvas, saved and clipped to the plot area (restore it when done), with the
@@ -331,6 +393,7 @@ const STALL = "#8e44ad"; // the health strip's stalled colour
 function drawStalls(u, marks) {
   if (!marks || !marks.length) return;
   const { ctx, top, height, xmin, xmax, px } = plotCanvas(u);
+  const labels = [];
   for (const m of marks) {
     const x1 = m.x1 ?? xmax;
     if (x1 < xmin || m.x0 > xmax) continue;
@@ -350,9 +413,17 @@ function drawStalls(u, marks) {
     ctx.lineTo(a, top + height);
     ctx.stroke();
     ctx.setLineDash([]);
-    ctx.font = `${10 * px}px sans-serif`;
-    ctx.fillText(m.rank >= 0 ? `stall r${m.rank}` : "stall", a + 3 * px, top + 11 * px);
+    labels.push({ px: a, text: m.rank >= 0 ? `stall r${m.rank}` : "stall", key: "stall" });
   }
+  // Stalls at nearly the same place share one label ("3 stalls"), never overprinted.
+  ctx.font = `${10 * px}px sans-serif`;
+  ctx.globalAlpha = 0.85;
+  ctx.fillStyle = STALL;
+  ctx.textAlign = "left"; // uPlot's axes leave theirs set
+  ctx.textBaseline = "alphabetic";
+  const gap = Math.max(...labels.map((l) => ctx.measureText(l.text).width), 0) + 6 * px;
+  for (const g of collapseLabels(labels, gap)) ctx.fillText(g.text, g.px + 3 * px, top + 11 * px);
+  noteLabels(u, "stallLabels", labels, gap);
   ctx.restore();
 }
 

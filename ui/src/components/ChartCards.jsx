@@ -9,7 +9,7 @@ import {
   LINES, alignSeries, bandColumns, bandTable, gaps, lineColumn, markAt, mergeRange, mergeSeriesList,
   nonfiniteMarks, nonfiniteNote, pointsFor, pointsPerRank, positiveOnly, smooth, tableBand,
 } from "../lib/series.js";
-import { fmtTime, fmtValue } from "../lib/format.js";
+import { fmtTime, fmtValue, runTitle } from "../lib/format.js";
 import { charts, priorityOf } from "../lib/queue.js";
 import { Chart } from "./Chart.jsx";
 
@@ -421,7 +421,7 @@ export function OverlayChartCard(props) {
     return {
       x: cols[0],
       lines: present.map((p, i) => ({
-        key: `${p.run.project}/${p.run.id}`, label: p.run.name, color: p.run.color,
+        key: `${p.run.project}/${p.run.id}`, label: runTitle(p.run), color: p.run.color,
         y: cols[i + 1], width: 1.75,
       })),
       band: null,

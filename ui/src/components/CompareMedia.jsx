@@ -5,6 +5,7 @@ import { useMemo, useState } from "preact/hooks";
 import { api } from "../api.js";
 import { useLoad } from "../hooks.js";
 import { mergeMediaKeys, orderItems, pickLabel, pickStep } from "../lib/media.js";
+import { runTitle } from "../lib/format.js";
 import { ErrorBox, Spinner } from "./common.jsx";
 import { FullSize, MediaItemView, RankPicker, StepSlider } from "./MediaPanels.jsx";
 
@@ -35,7 +36,7 @@ export function CompareMedia({ runs, keys }) {
       <div class="compare-media-cols">
         {runs.map((r, i) => (
           <section key={`${r.project}/${r.id}`} class="card compare-media-col" style={{ "--c": r.color }} data-run={r.id} aria-label={r.name || r.id}>
-            <h3 class="media-key"><span class="swatch" aria-hidden="true" /> {r.name || r.id}</h3>
+            <h3 class="media-key"><span class="swatch" aria-hidden="true" /> {runTitle(r)}</h3>
             {mkey.runs.has(i) ? (
               <RunMedia run={r} mkey={mkey.key} steps={keys[i]?.find((k) => k.key === mkey.key)?.steps ?? []} step={step} label={label} onOpen={setOpen} />
             ) : (

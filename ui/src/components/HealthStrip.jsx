@@ -83,7 +83,7 @@ export function HealthStrip({ run, health, tab }) {
             onBlur={() => setHover(null)}
             onClick={() => open(c)}
           >
-            {big ? null : c.rank >= 0 ? c.rank : "?"}
+            {big ? null : c.text}
           </button>
         ))}
       </div>

@@ -125,3 +125,29 @@ export function fmtTicks(vals) {
   }
   return vals.map((v) => tickAt(v, 15));
 }
+
+/**
+ * Which rank a run of one rank is ("rank-3"), for a per-process run (run_mode="new", or
+ * W&B's run per process) of a multi-process job; "" for a run of several ranks.
+ */
+export function runRank(run) {
+  if (!run?.label) return "";
+  return run.run_mode === "new" || (run.world_size ?? 1) > 1 ? run.label : "";
+}
+
+/** A run's name for legends: "fuzzy-otter-7 · rank-3" when it is one rank of a job. */
+export function runTitle(run) {
+  const name = run.name || run.id;
+  const rank = runRank(run);
+  return rank && !name.endsWith(rank) ? `${name} · ${rank}` : name;
+}
+
+/** The run mode in words, as what was recorded: "shared" alone reads wrong for a
+ * script whose rank 0 alone called init (W&B's default). */
+export function fmtMode(run) {
+  const world = run.world_size ?? 1;
+  if (run.run_mode === "new") return `new: one run per process${run.label ? ` (this is ${run.label})` : ""}`;
+  if (world > 1 && run.run_ranks === 1) return `${run.label ?? "one rank"} only, of ${world} ranks`;
+  if (run.run_mode === "shared") return world > 1 && run.run_ranks < world ? `shared: ${run.run_ranks} of ${world} ranks` : "shared: every rank";
+  return run.run_mode ?? "";
+}

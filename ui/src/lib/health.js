@@ -51,9 +51,11 @@ export function cellDetails(r, medianRate) {
 /** The strip's cells, in rank order, with what each needs to render. */
 export function healthCells(health) {
   const ranks = [...(health?.ranks ?? [])].sort((a, b) => a.rank - b.rank || (a.label < b.label ? -1 : 1));
-  return ranks.map((r) => ({
+  const texts = cellTexts(ranks);
+  return ranks.map((r, i) => ({
     label: r.label,
     rank: r.rank,
+    text: texts[i],
     node: r.node,
     state: cellState(r),
     slow: !!r.slow,
@@ -61,6 +63,22 @@ export function healthCells(health) {
     details: cellDetails(r, health.median_rate),
     summary: r.message,
   }));
+}
+
+/**
+ * What each cell says: its rank, unless several streams share one (a rank's child
+ * processes, "rank-0-child-4242"): then the rank's own stream keeps the number and the
+ * others read "0c1", "0c2"… so no two cells look alike. Input sorted by rank, label.
+ */
+export function cellTexts(ranks) {
+  const seen = new Map();
+  return ranks.map((r) => {
+    if (r.rank < 0) return "?";
+    const n = seen.get(r.rank) ?? 0;
+    seen.set(r.rank, n + 1);
+    const child = /-child-\d+$/.test(r.label);
+    return n === 0 && !child ? String(r.rank) : `${r.rank}c${child ? n || 1 : n}`;
+  });
 }
 
 /** Counts per cell state (for the strip's legend), most severe first. */

@@ -284,3 +284,36 @@ export function heatColor(v, max) {
   const mix = (k) => Math.round(stops[i][k] + (stops[i + 1][k] - stops[i][k]) * f);
   return [mix(0), mix(1), mix(2), 255];
 }
+
+/**
+ * The step labels under a heatmap of `steps` (one column each): up to `n` columns spread
+ * evenly, first and last included, each at its column's centre as a fraction of the
+ * width: `[{step, at}]`.
+ */
+export function heatStepTicks(steps, n = 6) {
+  const cols = steps?.length ?? 0;
+  if (!cols) return [];
+  const k = Math.min(n, cols);
+  const picked = new Set();
+  for (let i = 0; i < k; i++) picked.add(k === 1 ? 0 : Math.round((i * (cols - 1)) / (k - 1)));
+  return [...picked].sort((a, b) => a - b).map((c) => ({ step: steps[c], at: (c + 0.5) / cols }));
+}
+
+/**
+ * The colour scale's labels: counts at even steps of the ramp (which is a square-root
+ * scale, so the middle of the bar is a quarter of the maximum): `[{count, at}]`, `at`
+ * from 0 (empty) to 1 (the maximum).
+ */
+export function heatScaleTicks(max) {
+  if (!(max > 0)) return [];
+  return [0, 0.5, 1].map((at) => ({ count: max * at * at, at }));
+}
+
+/** The ramp of `heatColor` as a CSS gradient, for the colour scale's bar. */
+export function heatGradient() {
+  const stops = [0, 0.25, 0.5, 0.75, 1].map((t) => {
+    const [r, g, b] = heatColor(t * t || 1e-12, 1);
+    return `rgb(${r}, ${g}, ${b}) ${Math.round(t * 100)}%`;
+  });
+  return `linear-gradient(to right, ${stops.join(", ")})`;
+}

@@ -46,3 +46,31 @@ export function describeMark(m) {
   const how = m.open ? "stalled (still)" : `stalled ${m.seconds < 10 ? m.seconds.toFixed(1) : Math.round(m.seconds)} s`;
   return `${who} ${how}${m.where ? ` in ${m.where}` : ""}`;
 }
+
+/**
+ * Labels that would print over each other, merged: `items` are `{px, text, key}` (the
+ * label's x on the canvas, its text, what it counts as: "stall", "NaN"…), any order.
+ * Items within `gap` px of the previous one join its group; a group of one keeps its
+ * text, a larger one reads "3 stalls" (or "3 NaN", "3 non-finite" when kinds differ).
+ * Returns `[{px, text, n}]`, left to right, `px` the group's first.
+ */
+export function collapseLabels(items, gap) {
+  const sorted = [...items].sort((a, b) => a.px - b.px);
+  const groups = [];
+  for (const it of sorted) {
+    const g = groups[groups.length - 1];
+    if (g && it.px - g.last < gap) {
+      g.items.push(it);
+      g.last = it.px;
+    } else {
+      groups.push({ px: it.px, last: it.px, items: [it] });
+    }
+  }
+  return groups.map((g) => {
+    const n = g.items.length;
+    if (n === 1) return { px: g.px, text: g.items[0].text, n };
+    const kinds = new Set(g.items.map((i) => i.key));
+    const kind = kinds.size === 1 ? [...kinds][0] : "non-finite";
+    return { px: g.px, text: `${n} ${kind === "stall" ? "stalls" : kind}`, n };
+  });
+}

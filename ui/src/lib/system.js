@@ -41,7 +41,8 @@ export function describeKey(key) {
   return { title: name.replace(/_/g, " "), unit: "", kind: "plain" };
 }
 
-/** 1536 → "1.5 KiB": bytes in binary units. */
+/** 1536 → "1.50 KiB": bytes in binary units, three significant digits (the CLI's
+ * `rankwise artifact ls` writes the same: rankwise/artifact_cli.py `_size`). */
 export function fmtBytes(v) {
   if (v === null || v === undefined || !Number.isFinite(v)) return "–";
   const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
@@ -51,8 +52,9 @@ export function fmtBytes(v) {
     a /= 1024;
     i++;
   }
-  const n = v < 0 ? -a : a;
-  return `${i === 0 ? n.toFixed(0) : n.toPrecision(3)} ${units[i]}`;
+  if (i === 0) return `${v.toFixed(0)} B`;
+  const r = Number(a.toPrecision(3)); // 1023 KiB: "1020 KiB", never "1.02e+3 KiB"
+  return `${v < 0 ? "-" : ""}${r.toFixed(r < 10 ? 2 : r < 100 ? 1 : 0)} ${units[i]}`;
 }
 
 /** A value with the chart's unit. */

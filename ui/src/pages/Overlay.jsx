@@ -8,6 +8,7 @@ import { api } from "../api.js";
 import { useChartSettings, useLoad } from "../hooks.js";
 import { href, listParam, navigate } from "../router.js";
 import { runColor } from "../lib/colors.js";
+import { runRank } from "../lib/format.js";
 import { createFirstDraw } from "../lib/firstDraw.js";
 import { Empty, ErrorBox, Spinner, StateBadge, Tabs } from "../components/common.jsx";
 import { CompareMedia } from "../components/CompareMedia.jsx";
@@ -111,6 +112,7 @@ function OverlayBody({ title, kicker, subtitle, back, loaded, onRemove }) {
               <li key={`${r.project}/${r.id}`} style={{ "--c": r.color }}>
                 <span class="swatch" aria-hidden="true" />
                 <a href={href.run(r.project, r.id)}>{r.name || r.id}</a>
+                {runRank(r) ? <span class="rank-of" data-rank-of>{runRank(r)}</span> : null}
                 <StateBadge state={r.state} crashed={r.crashed} />
                 {onRemove ? (
                   <button type="button" class="icon" aria-label={`Remove ${r.name || r.id} from the comparison`} title="Remove from the comparison" onClick={() => onRemove(`${r.project}/${r.id}`)}>

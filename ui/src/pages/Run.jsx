@@ -7,7 +7,7 @@ import { useEffect, useMemo, useState } from "preact/hooks";
 import { api, askAhead } from "../api.js";
 import { LIVE_MS, useLoad, useNow } from "../hooks.js";
 import { href, navigate } from "../router.js";
-import { fmtDuration, fmtRanks, fmtTime, runDuration } from "../lib/format.js";
+import { fmtDuration, fmtMode, fmtRanks, fmtTime, runDuration } from "../lib/format.js";
 import { ErrorBox, Spinner, StateBadge, Tabs, Tag } from "../components/common.jsx";
 import { latestStreams } from "../lib/streams.js";
 import { ConfigTab } from "./run/ConfigTab.jsx";
@@ -141,7 +141,7 @@ function RunHeader({ run }) {
         <div><dt>Duration</dt><dd>{fmtDuration(runDuration(run, now))}</dd></div>
         <div><dt>Steps</dt><dd>{run.steps >= 0 ? run.steps.toLocaleString("en-US") : "–"}</dd></div>
         <div><dt>Created</dt><dd>{fmtTime(run.created)}</dd></div>
-        {run.run_mode ? <div><dt>Mode</dt><dd>{run.run_mode}</dd></div> : null}
+        {run.run_mode ? <div><dt>Mode</dt><dd data-mode>{fmtMode(run)}</dd></div> : null}
         {run.job_type ? <div><dt>Job type</dt><dd>{run.job_type}</dd></div> : null}
         <div>
           <dt>Group</dt>

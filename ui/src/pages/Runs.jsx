@@ -5,7 +5,7 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api } from "../api.js";
 import { useLoad, useNow } from "../hooks.js";
 import { href, navigate } from "../router.js";
-import { fmtDuration, fmtRanks, fmtShortTime, fmtTime, fmtValue, runDuration } from "../lib/format.js";
+import { fmtDuration, fmtRanks, fmtShortTime, fmtTime, fmtValue, runDuration, runRank } from "../lib/format.js";
 import { numericSummaryKeys, summaryValue } from "../lib/metrics.js";
 import { cellText, what } from "../lib/failures.js";
 import { Empty, ErrorBox, Spinner, StateBadge, Tag } from "../components/common.jsx";
@@ -272,7 +272,7 @@ function ColumnPicker({ keys, chosen, onChange }) {
   const shown = keys.filter((k) => k.toLowerCase().includes(q.toLowerCase())).slice(0, 200);
   const toggle = (k) => onChange(chosen.includes(k) ? chosen.filter((c) => c !== k) : [...chosen, k]);
   return (
-    <details class="dropdown">
+    <details class="dropdown" data-columns onToggle={(e) => keepInWindow(e.currentTarget)}>
       <summary class="btn">Columns{chosen.length ? ` (${chosen.length})` : ""}</summary>
       <div class="menu">
         <p class="muted small">Summary values as columns</p>
@@ -286,6 +286,16 @@ function ColumnPicker({ keys, chosen, onChange }) {
       </div>
     </details>
   );
+}
+
+/** An open dropdown's menu moved left as far as needed to end inside the window. */
+function keepInWindow(details) {
+  const menu = details.querySelector(".menu");
+  if (!menu || !details.open) return;
+  menu.style.left = "0px";
+  const box = menu.getBoundingClientRect();
+  const over = box.right - (document.documentElement.clientWidth - 8);
+  if (over > 0) menu.style.left = `${-Math.min(over, box.left - 8)}px`;
 }
 
 const BASE_COLUMNS = [
@@ -388,6 +398,7 @@ function cell(project, r, c, now) {
       return (
         <a class="run-name" href={href.run(project, r.id)} title={r.name && r.name !== r.id ? `${r.name} (${r.id})` : r.id}>
           <span class="name">{r.name || r.id}</span>
+          {runRank(r) ? <span class="rank-of" data-rank-of title="The rank this per-process run recorded">{runRank(r)}</span> : null}
           {r.name && r.name !== r.id ? <span class="muted small id">{r.id}</span> : null}
         </a>
       );

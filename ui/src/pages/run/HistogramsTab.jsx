@@ -6,7 +6,7 @@
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api } from "../../api.js";
 import { useInView, useLoad } from "../../hooks.js";
-import { heatColor, heatmapGrid, pickLabel, sortLabels } from "../../lib/media.js";
+import { heatColor, heatGradient, heatmapGrid, heatScaleTicks, heatStepTicks, pickLabel, sortLabels } from "../../lib/media.js";
 import { Empty, ErrorBox, Spinner } from "../../components/common.jsx";
 import { RankPicker } from "../../components/MediaPanels.jsx";
 
@@ -118,10 +118,39 @@ function Heatmap({ grid }) {
         onMouseLeave={() => setHover(null)}
       />
       <span class="axis-y-lo muted small">{fmt(grid.lo)}</span>
-      <div class="axis-x muted small">
-        <span>step {grid.steps[0]}</span>
+      <div class="axis-x muted small" data-step-ticks>
+        {heatStepTicks(grid.steps).map((t, i, all) => (
+          <span
+            key={t.step}
+            class="tick"
+            style={i === 0 ? { left: 0 } : i === all.length - 1 ? { right: 0 } : { left: `${t.at * 100}%`, transform: "translateX(-50%)" }}
+          >
+            {i === 0 ? `step ${t.step}` : t.step}
+          </span>
+        ))}
+      </div>
+      <div class="heat-foot small">
         <span class="readout">{hover ? `step ${hover.step}: [${fmt(hover.lo)}, ${fmt(hover.hi)}) ${fmt(hover.n)}` : ""}</span>
-        <span>step {grid.steps[grid.steps.length - 1]}</span>
+        <HeatScale max={grid.max} fmt={fmt} />
+      </div>
+    </div>
+  );
+}
+
+/** The colour scale: the ramp as a bar, counts per bin under it (square-root scale). */
+function HeatScale({ max, fmt }) {
+  const ticks = heatScaleTicks(max);
+  if (!ticks.length) return null;
+  return (
+    <div class="heat-scale" data-heat-scale title="Values per bin (square-root colour scale)">
+      <span class="muted">count</span>
+      <div class="heat-scale-bar">
+        <span class="heat-ramp" style={{ background: heatGradient() }} />
+        <div class="heat-scale-ticks muted">
+          {ticks.map((t) => (
+            <span key={t.at} style={{ left: `${t.at * 100}%` }}>{fmt(t.count)}</span>
+          ))}
+        </div>
       </div>
     </div>
   );

@@ -1,6 +1,7 @@
 // The run page's Streams tab: one row per process (rank identity, state, progress,
 // heartbeat, drops, how it ended); earlier incarnations (restarts) on demand.
 
+import { Fragment } from "preact";
 import { useState } from "preact/hooks";
 import { useNow } from "../../hooks.js";
 import { fmtAgo, fmtInt, fmtTime } from "../../lib/format.js";
@@ -12,6 +13,13 @@ export function StreamsTab({ run }) {
   const live = run.state === "running";
   const now = useNow(1000, live);
   const [all, setAll] = useState(false);
+  const [opened, setOpened] = useState(() => new Set());
+  const toggle = (key) => {
+    const next = new Set(opened);
+    if (next.has(key)) next.delete(key);
+    else next.add(key);
+    setOpened(next);
+  };
   const latest = latestStreams(streams);
   const rows = all ? [...streams].sort((a, b) => a.rank - b.rank || a.incarnation - b.incarnation) : latest;
   const restarted = streams.length > latest.length;
@@ -43,8 +51,12 @@ export function StreamsTab({ run }) {
             </tr>
           </thead>
           <tbody>
-            {rows.map((s) => (
-              <tr key={`${s.label}.${s.incarnation}`} class={s.state === "crashed" || s.error_type ? "bad-row" : ""}>
+            {rows.map((s) => {
+              const key = `${s.label}.${s.incarnation}`;
+              const shown = opened.has(key) && s.traceback;
+              return (
+              <Fragment key={key}>
+              <tr class={s.state === "crashed" || s.error_type ? "bad-row" : ""}>
                 <td>
                   {s.label}
                   {s.is_primary ? <span class="pill" title="Decides the run's final state">primary</span> : null}
@@ -58,9 +70,19 @@ export function StreamsTab({ run }) {
                 <td title={fmtTime(s.last_seen)}>{fmtAgo(s.last_seen, now)}</td>
                 <td class="num">{fmtInt(s.points)}</td>
                 <td class={s.dropped ? "num warn" : "num"}>{fmtInt(s.dropped)}</td>
-                <td><Ending s={s} /></td>
+                <td><Ending s={s} open={!!shown} onToggle={() => toggle(key)} /></td>
               </tr>
-            ))}
+              {shown ? (
+                // The traceback spans the whole row below, and scrolls inside its box.
+                <tr class="traceback-row" data-traceback={s.label}>
+                  <td colSpan={COLUMNS}>
+                    <pre class="traceback">{s.traceback}</pre>
+                  </td>
+                </tr>
+              ) : null}
+              </Fragment>
+              );
+            })}
           </tbody>
         </table>
       </div>
@@ -68,15 +90,16 @@ export function StreamsTab({ run }) {
   );
 }
 
-function Ending({ s }) {
+const COLUMNS = 10;
+
+function Ending({ s, open, onToggle }) {
   if (s.error_type) {
+    const what = <><code>{s.error_type}</code> {s.error_message}</>;
+    if (!s.traceback) return <span class="ending">{what}</span>;
     return (
-      <details class="ending">
-        <summary>
-          <code>{s.error_type}</code> {s.error_message}
-        </summary>
-        {s.traceback ? <pre class="traceback">{s.traceback}</pre> : null}
-      </details>
+      <button type="button" class="ending linkish" aria-expanded={open} title={open ? "Hide the traceback" : "Show the traceback"} onClick={onToggle}>
+        <span class="caret" aria-hidden="true">{open ? "▾" : "▸"}</span> {what}
+      </button>
     );
   }
   if (s.signal) return <span>signal {s.signal}</span>;
