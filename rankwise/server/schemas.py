@@ -38,8 +38,9 @@ class CompareRequest(BaseModel):
     runs: list[RunRef] = Field(min_length=1, description='"project/run" ids')
     key: str = Field(min_length=1, max_length=names.KEY_MAX, pattern=names.KEY_PATTERN)
     x: XAxis = "step"
-    from_: JsonFloat | None = Field(None, alias="from")
-    to: JsonFloat | None = None
+    # Finite and within a 64-bit step (``routes.deps.X_BOUNDS``): else 422, not a 500.
+    from_: JsonFloat | None = Field(None, alias="from", ge=-9.2e18, le=9.2e18, allow_inf_nan=False)
+    to: JsonFloat | None = Field(None, ge=-9.2e18, le=9.2e18, allow_inf_nan=False)
     max_points: JsonInt = Field(2000, ge=2, le=100_000)
     streams: str = Field(
         "all", description="all, none, or comma-separated labels", pattern=STREAMS_PATTERN

@@ -89,7 +89,7 @@ def _decode(raw: bytes, struct: type[Any]) -> Any:
         return msgspec.json.decode(raw, type=struct)
     except msgspec.ValidationError as exc:
         raise ApiError(422, f"body: {exc}") from None
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # RecursionError: nested too deep
         raise ApiError(422, f"body must be a JSON {struct.__name__}") from None
 
 
@@ -104,6 +104,24 @@ def _check_ref(ref: str) -> str:
         except UsageError as exc:
             raise ApiError(422, str(exc)) from None
     return ref
+
+
+def _check_chunks(
+    blobs: BlobStore, project: str, req: CommitRequest
+) -> tuple[list[str], str | None]:
+    """The chunks the blob store lacks, and the first file whose manifest gives a chunk
+    another size than the stored blob's (a download would then send a ``Content-Length``
+    its bytes do not match)."""
+    sizes: dict[str, int | None] = {}
+    for d in req.manifest.chunk_digests():
+        sizes[d] = blobs.size(project, d)
+    missing = [d for d, size in sizes.items() if size is None]
+    if missing:
+        return missing, None
+    for e in req.manifest.entries:
+        if any(sizes[c.digest] != c.size for c in e.chunks):
+            return [], e.path
+    return [], None
 
 
 _COMMIT_REPLIES = answers(
@@ -135,13 +153,19 @@ async def commit(request: Request, project: str, artifact: Name) -> Response:
     except UsageError as exc:
         raise ApiError(422, str(exc)) from None
     blobs = blob_store(request)
-    missing = await run_in_threadpool(blobs.missing, project, req.manifest.chunk_digests())
+    missing, wrong = await run_in_threadpool(_check_chunks, blobs, project, req)
     if missing:
         raise ApiError(
             409,
             f"{len(missing)} chunk(s) of this artifact are not on the server: PUT each to "
             f"/api/v1/blobs/{project}/<digest>, then commit again",
             missing=missing,
+        )
+    if wrong is not None:
+        raise ApiError(
+            422,
+            f"artifact file {wrong!r}: a chunk's size is not the size of the stored blob "
+            "of its digest",
         )
     try:
         info, created = await run_in_threadpool(store(request).commit_artifact, project, name, req)
@@ -250,6 +274,25 @@ def _chunks(blobs: BlobStore, project: str, entry: Entry) -> Iterator[bytes]:
         yield from iter_chunks(f)
 
 
+def _check_not_media(request: Request, project: str, entry: Entry) -> None:
+    """403 for an ingest token when a chunk of ``entry`` is a blob a run record of the
+    project names (an image, a table...): committing a manifest that names a digest must
+    not turn an ingest token into a reader of the project's media. A read token may."""
+    who = getattr(request.state, "principal", None)
+    if who is None or who.role != "ingest":
+        return
+    kind_of = getattr(store(request), "blob_kind", None)
+    if kind_of is None:
+        return
+    digests = dict.fromkeys([entry.digest, *(c.digest for c in entry.chunks)])
+    if any(kind_of(project, d) is not None for d in digests if d):
+        raise ApiError(
+            403,
+            "this file's bytes are also media a run of the project logged: an ingest token "
+            "cannot download them, use a read token",
+        )
+
+
 @files_router.get(
     "/artifacts/{project}/{artifact}/{ref}/files/{path:path}",
     response_model=None,
@@ -272,6 +315,7 @@ def file(request: Request, project: str, artifact: Name, ref: Ref, path: FilePat
     if entry.ref is not None:
         raise ApiError(404, f"{path!r} is a reference: the server holds no bytes for it")
     blobs = blob_store(request)
+    _check_not_media(request, project, entry)
     whole = None
     if blobs.missing(project, [c.digest for c in entry.chunks]):
         # rankwise ui serves a local store's files whole, by the file's own digest.

@@ -134,7 +134,9 @@ async def ingest(request: Request, key: Key) -> Response:
         limit = settings.max_body_bytes
         raw = await read_body(request, limit)
         started = time.monotonic()  # what the pacer weighs: this process's own time
-        data = decode_body(raw, request.headers.get("content-encoding", ""), limit)
+        # Inflating up to the body cap is CPU work: in a thread, never on the event loop.
+        encoding = request.headers.get("content-encoding", "")
+        data = await run_in_threadpool(decode_body, raw, encoding, limit) if encoding else raw
         try:
             acked, fresh = await run_in_threadpool(
                 prepare_upload,
@@ -318,6 +320,45 @@ def check_records(records: list[R.AnyRecord]) -> set[str]:
     return seen
 
 
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Record fields whose free-form JSON is stored as JSON (any size of number is JSON).
+_JSON_FIELDS = frozenset({"config", "items"})
+# Float fields that place a record in time: NaN or an infinity there is no place.
+_TIME_FIELDS = frozenset({"time", "times", "idle_seconds"})
+
+
+def _out_of_range(value: object, finite: bool) -> bool:
+    cls = type(value)
+    if cls is int:
+        return not INT64_MIN <= value <= INT64_MAX  # type: ignore[operator]
+    if cls is float:
+        return finite and not math.isfinite(value)  # type: ignore[arg-type]
+    if cls is list:
+        return any(_out_of_range(v, finite) for v in value)  # type: ignore[attr-defined]
+    if cls is dict:
+        return any(_out_of_range(v, finite) for v in value.values())  # type: ignore[attr-defined]
+    if isinstance(value, msgspec.Struct):
+        return any(_out_of_range(getattr(value, f), False) for f in value.__struct_fields__)
+    return False
+
+
+def check_ranges(records: list[R.AnyRecord]) -> None:
+    """Refuse (422) what msgpack carries but the stores cannot hold: an integer outside
+    64 bits (a step or count of 2**63 or more; msgpack goes up to 2**64 - 1) anywhere in
+    a record, and a NaN or infinite time. Config and summary values are JSON, kept as
+    they are. Without this such a record failed in the database: a 500."""
+    for rec in records:
+        for name in rec.__struct_fields__:
+            if name in _JSON_FIELDS:
+                continue
+            if _out_of_range(getattr(rec, name), name in _TIME_FIELDS):
+                raise ApiError(
+                    422,
+                    f"a {type(rec).__name__} record's {name!r} is out of range: integers must "
+                    "fit in 64 bits, times must be finite",
+                )
+
+
 def apply_upload(
     store: Store,
     key: StreamKey,
@@ -378,6 +419,7 @@ def prepare_upload(
                 "the body's stream start names another stream than the project, run, label "
                 "and incarnation it was posted as: post each stream under its own identity",
             )
+    check_ranges(records)
     keys = check_records(records)
     try:  # tables over the size cap, malformed digests, unknown kinds: refused whole
         rich.check_records(records, max_table_cells)
