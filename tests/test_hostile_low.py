@@ -335,3 +335,42 @@ def test_19_an_uploaded_pid_is_never_looked_up_in_the_servers_process_table(
         timeout=15,
     )
     assert state == "crashed"
+
+
+# -- 23 / 24: aliases and enumerated fields ---------------------------------------------------
+
+
+def test_23_an_ingest_token_cannot_move_a_protected_alias(server: Server) -> None:
+    data = b"model v1 " + os.urandom(8)
+    ingest = server.token("ingest")
+    digest = server.put_blob(data, ingest)
+    entry = {"path": "m.bin", "digest": digest, "size": len(data),
+             "chunks": [[digest, len(data)]]}  # fmt: skip
+
+    def with_aliases(aliases: list[str], headers: dict[str, str]) -> httpx.Response:
+        req = {"type": "model", "client_id": uuid.uuid4().hex, "aliases": aliases,
+               "manifest": {"entries": [entry]}}  # fmt: skip
+        return httpx.post(f"{server.url}/api/v1/artifacts/p/deploy/versions", json=req,
+                          headers=headers)  # fmt: skip
+
+    assert_4xx(with_aliases(["production"], ingest), 403)
+    assert server.get("/api/v1/artifacts/p/deploy").status_code == 404  # nothing stored
+    assert with_aliases(["best"], ingest).status_code == 201  # other aliases still move
+    assert with_aliases(["production"], server.admin).status_code in (200, 201)
+    got = server.get("/api/v1/artifacts/p/deploy/production")
+    assert got.status_code == 200 and "production" in got.json()["aliases"]
+
+
+@pytest.mark.parametrize(
+    "recs",
+    [
+        lambda run: [start("p", run), R.Finish(1, 1001.0, "bogus")],
+        lambda run: [start("p", run), R.Console(1, 1001.0, "stdin", ["x"])],
+        lambda run: [start("p", run, group="../odd group")],
+    ],
+    ids=["finish-state", "console-stream", "group"],
+)
+def test_24_values_outside_their_set_are_422(server: Server, recs: Any) -> None:
+    run = run_id()
+    assert_4xx(server.ingest(recs(run), run), 422)
+    assert server.get(f"/api/v1/projects/p/runs/{run}").status_code == 404

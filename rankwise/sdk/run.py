@@ -39,7 +39,7 @@ _CLOSED = -(2**62)  # Run._room of a run that takes no more values
 # nothing for them. A room below -_ARMED (and above _CLOSED) means "armed".
 _RICH = 2**50
 _ARMED = 2**49
-END_STATES = ("finished", "failed", "killed")
+END_STATES = R.END_STATES
 
 
 def _not_hooked(run: Run) -> AbstractContextManager[None]:

@@ -297,3 +297,5 @@ def decode_payload(data: bytes | memoryview) -> list[AnyRecord]:
 
 
 STATES = ("running", "finished", "failed", "killed", "crashed")
+END_STATES = ("finished", "failed", "killed")  # what a Finish record may say
+CONSOLE_STREAMS = ("stdout", "stderr")  # what a Console record's ``stream`` may be

@@ -106,6 +106,20 @@ def _check_ref(ref: str) -> str:
     return ref
 
 
+def _check_protected_aliases(request: Request, req: CommitRequest) -> None:
+    who = getattr(request.state, "principal", None)
+    if who is None or who.role != "ingest":
+        return
+    protected = set(request.app.state.settings.protected_aliases)
+    if any(alias in protected for alias in req.aliases):
+        raise ApiError(
+            403,
+            "an ingest token cannot set a protected alias ("
+            + ", ".join(sorted(protected))
+            + "): commit it with an admin token",
+        )
+
+
 def _check_chunks(
     blobs: BlobStore, project: str, req: CommitRequest
 ) -> tuple[list[str], str | None]:
@@ -126,9 +140,11 @@ def _check_chunks(
 
 _COMMIT_REPLIES = answers(
     VersionInfo,
+    403,
     409,
     422,
     503,
+    e403="an ingest token naming a protected alias (ServerSettings.protected_aliases)",
     e409="chunks the server lacks (error.missing lists them: PUT them, commit again), "
     "or another type for this name",
     e422="a bad name, alias, file path or manifest (the message names it); nothing stored",
@@ -152,6 +168,7 @@ async def commit(request: Request, project: str, artifact: Name) -> Response:
         check_commit(name, req)
     except UsageError as exc:
         raise ApiError(422, str(exc)) from None
+    _check_protected_aliases(request, req)
     blobs = blob_store(request)
     missing, wrong = await run_in_threadpool(_check_chunks, blobs, project, req)
     if missing:
@@ -301,7 +318,14 @@ def _check_not_media(request: Request, project: str, entry: Entry) -> None:
             "description": "the file's bytes, always an attachment",
             "content": {OCTET: {"schema": {"type": "string", "format": "binary"}}},
         },
-        **answers(None, 404, 422, e404="no such version or file, or a reference entry"),
+        **answers(
+            None,
+            403,
+            404,
+            422,
+            e403="an ingest token, for bytes that are also media a run of the project logged",
+            e404="no such version or file, or a reference entry",
+        ),
     },
 )
 def file(request: Request, project: str, artifact: Name, ref: Ref, path: FilePath) -> Response:

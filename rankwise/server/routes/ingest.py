@@ -359,6 +359,22 @@ def check_ranges(records: list[R.AnyRecord]) -> None:
                 )
 
 
+def check_enums(records: list[R.AnyRecord]) -> None:
+    """Refuse (422) a value outside the fixed set its field names: a Finish's state (a
+    run in state "bogus" would have no place in the dashboard's filters), a console
+    line's stream, and a group that breaks the id rule (it names a group's page)."""
+    for rec in records:
+        cls = type(rec)
+        if cls is R.Finish and rec.state not in R.END_STATES:  # type: ignore[union-attr]
+            raise ApiError(422, "a Finish record's state must be one of " + ", ".join(R.END_STATES))
+        if cls is R.Console and rec.stream not in R.CONSOLE_STREAMS:  # type: ignore[union-attr]
+            raise ApiError(422, "a Console record's stream must be stdout or stderr")
+        if cls is R.StreamStart:
+            group = rec.group  # type: ignore[union-attr]
+            if group is not None and not names.is_id(group):
+                raise ApiError(422, "a StreamStart's group breaks the id rule: " + names.ID_RULE)
+
+
 def apply_upload(
     store: Store,
     key: StreamKey,
@@ -420,6 +436,7 @@ def prepare_upload(
                 "and incarnation it was posted as: post each stream under its own identity",
             )
     check_ranges(records)
+    check_enums(records)
     keys = check_records(records)
     try:  # tables over the size cap, malformed digests, unknown kinds: refused whole
         rich.check_records(records, max_table_cells)
