@@ -322,7 +322,7 @@ def check_records(records: list[R.AnyRecord]) -> set[str]:
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # Record fields whose free-form JSON is stored as JSON (any size of number is JSON).
-_JSON_FIELDS = frozenset({"config", "items"})
+_JSON_FIELDS = {R.StreamStart: "config", R.ConfigUpdate: "items", R.SummaryUpdate: "items"}
 # Float fields that place a record in time: NaN or an infinity there is no place.
 _TIME_FIELDS = frozenset({"time", "times", "idle_seconds"})
 
@@ -348,8 +348,9 @@ def check_ranges(records: list[R.AnyRecord]) -> None:
     a record, and a NaN or infinite time. Config and summary values are JSON, kept as
     they are. Without this such a record failed in the database: a 500."""
     for rec in records:
+        json_field = _JSON_FIELDS.get(type(rec))
         for name in rec.__struct_fields__:
-            if name in _JSON_FIELDS:
+            if name == json_field:
                 continue
             if _out_of_range(getattr(rec, name), name in _TIME_FIELDS):
                 raise ApiError(
