@@ -387,3 +387,48 @@ def test_24_values_outside_their_set_are_422(server: Server, recs: Any) -> None:
     run = run_id()
     assert_4xx(server.ingest(recs(run), run), 422)
     assert server.get(f"/api/v1/projects/p/runs/{run}").status_code == 404
+
+
+# -- 18: /api/docs from the package -----------------------------------------------------------
+
+WATCH_CSP = """
+window.__violations = [];
+document.addEventListener('securitypolicyviolation',
+  (e) => window.__violations.push(e.violatedDirective + ' ' + e.blockedURI));
+"""
+
+
+@pytest.mark.browser
+def test_18_api_docs_load_nothing_from_outside_the_origin(tmp_path: Path) -> None:
+    """Swagger UI renders the API document in Chromium under the page's real CSP, and
+    every request the page makes goes to this server."""
+    from .helpers.browser import STATIC, launch_browser
+
+    store = open_store(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    store.migrate()
+    app = create_app(store, ServerSettings(static_dir=STATIC))
+    try:
+        with serve_in_thread(app) as url:
+            r = httpx.get(f"{url}/api/docs")
+            csp = r.headers["content-security-policy"]
+            assert r.status_code == 200 and "http" not in csp and "unsafe" not in csp
+            assert "cdn." not in r.text and "<script>" not in r.text  # no inline script
+            with launch_browser() as browser:
+                page = browser.new_page()
+                requested: list[str] = []
+                errors: list[str] = []
+                page.on("request", lambda req: requested.append(req.url))
+                page.on("pageerror", lambda e: errors.append(str(e)))
+                page.add_init_script(WATCH_CSP)
+                page.goto(f"{url}/api/docs")
+                page.wait_for_selector(".opblock", timeout=30_000)  # operations rendered
+                assert page.locator(".opblock").count() > 20
+                violations = page.evaluate("window.__violations")
+                page.close()
+    finally:
+        store.close()
+    assert not errors, errors
+    assert not violations, violations
+    outside = [u for u in requested if not u.startswith(url) and not u.startswith("data:")]
+    assert not outside, outside
+    assert f"{url}/api/openapi.json" in requested

@@ -29,7 +29,7 @@ from .encoding import ApiError, error_reply
 from .hardening import install_hardening
 from .openapi import document_replies
 from .routes import artifacts, blobs, health, ingest, login, media, runs, saved_views
-from .static import mount_dashboard
+from .static import mount_api_docs, mount_dashboard
 
 API = "/api/v1"
 _logger = logging.getLogger("rankwise.server")
@@ -43,7 +43,7 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
         version=__version__,
         summary="Experiment tracking built for distributed training.",
         openapi_url="/api/openapi.json",
-        docs_url="/api/docs",
+        docs_url=None,  # served from the package by static.mount_api_docs, no CDN
         redoc_url=None,
     )
     app.state.store = store
@@ -72,6 +72,7 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
         artifacts.files_router, prefix=API, dependencies=[Depends(auth.read_or_ingest)]
     )
     app.include_router(login.router, prefix=API)
+    mount_api_docs(app, settings.static_dir)
 
     @app.api_route(
         "/api/{rest:path}",
