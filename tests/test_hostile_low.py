@@ -432,3 +432,22 @@ def test_18_api_docs_load_nothing_from_outside_the_origin(tmp_path: Path) -> Non
     outside = [u for u in requested if not u.startswith(url) and not u.startswith("data:")]
     assert not outside, outside
     assert f"{url}/api/openapi.json" in requested
+
+
+# -- 21: every method is authenticated first ------------------------------------------------
+
+
+def test_21_any_method_on_api_is_authenticated_before_routing(server: Server) -> None:
+    for method in ("PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"):
+        for path in ("/api/v1/projects", "/api/v1/projects/p/runs", "/api/v1/no-such"):
+            r = httpx.request(method, server.url + path)
+            assert r.status_code == 401, (method, path, r.status_code)
+    # With a token the answer is what the route table says: 405 with Allow, or 404.
+    r = httpx.delete(f"{server.url}/api/v1/projects", headers=server.admin)
+    assert_4xx(r, 405)
+    assert r.headers["allow"] == "GET"
+    assert_4xx(httpx.delete(f"{server.url}/api/v1/no-such", headers=server.admin), 404)
+    ingest = server.token("ingest")
+    r = httpx.put(f"{server.url}/api/v1/ingest", headers=ingest)
+    assert_4xx(r, 405)
+    assert r.headers["allow"] == "POST"
