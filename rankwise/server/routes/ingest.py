@@ -320,46 +320,6 @@ def check_records(records: list[R.AnyRecord]) -> set[str]:
     return seen
 
 
-INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-# Record fields whose free-form JSON is stored as JSON (any size of number is JSON).
-_JSON_FIELDS = {R.StreamStart: "config", R.ConfigUpdate: "items", R.SummaryUpdate: "items"}
-# Float fields that place a record in time: NaN or an infinity there is no place.
-_TIME_FIELDS = frozenset({"time", "times", "idle_seconds"})
-
-
-def _out_of_range(value: object, finite: bool) -> bool:
-    cls = type(value)
-    if cls is int:
-        return not INT64_MIN <= value <= INT64_MAX  # type: ignore[operator]
-    if cls is float:
-        return finite and not math.isfinite(value)  # type: ignore[arg-type]
-    if cls is list:
-        return any(_out_of_range(v, finite) for v in value)  # type: ignore[attr-defined]
-    if cls is dict:
-        return any(_out_of_range(v, finite) for v in value.values())  # type: ignore[attr-defined]
-    if isinstance(value, msgspec.Struct):
-        return any(_out_of_range(getattr(value, f), False) for f in value.__struct_fields__)
-    return False
-
-
-def check_ranges(records: list[R.AnyRecord]) -> None:
-    """Refuse (422) what msgpack carries but the stores cannot hold: an integer outside
-    64 bits (a step or count of 2**63 or more; msgpack goes up to 2**64 - 1) anywhere in
-    a record, and a NaN or infinite time. Config and summary values are JSON, kept as
-    they are. Without this such a record failed in the database: a 500."""
-    for rec in records:
-        json_field = _JSON_FIELDS.get(type(rec))
-        for name in rec.__struct_fields__:
-            if name == json_field:
-                continue
-            if _out_of_range(getattr(rec, name), name in _TIME_FIELDS):
-                raise ApiError(
-                    422,
-                    f"a {type(rec).__name__} record's {name!r} is out of range: integers must "
-                    "fit in 64 bits, times must be finite",
-                )
-
-
 def check_enums(records: list[R.AnyRecord]) -> None:
     """Refuse (422) a value outside the fixed set its field names: a Finish's state (a
     run in state "bogus" would have no place in the dashboard's filters), a console
@@ -411,6 +371,14 @@ def prepare_upload(
         raise ApiError(
             422, "body is not in the rankwise stream format: send MAGIC followed by whole frames"
         ) from None
+    if found.damage is not None and "failed to decode" in found.damage.reason:
+        # Whole frames whose records break the schema (``stream.records``: a wrong type,
+        # an integer past 64 bits, a NaN or infinite time): msgspec's text names the field.
+        raise ApiError(
+            422,
+            f"a record does not fit the stream schema ({found.damage.reason}); nothing of "
+            "the body was applied: integers must fit in 64 bits, times must be finite",
+        )
     if found.damage is not None:
         raise ApiError(
             422,
@@ -436,7 +404,6 @@ def prepare_upload(
                 "the body's stream start names another stream than the project, run, label "
                 "and incarnation it was posted as: post each stream under its own identity",
             )
-    check_ranges(records)
     check_enums(records)
     keys = check_records(records)
     try:  # tables over the size cap, malformed digests, unknown kinds: refused whole
