@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -126,9 +127,13 @@ def _check_chunks(
     """The chunks the blob store lacks, and the first file whose manifest gives a chunk
     another size than the stored blob's (a download would then send a ``Content-Length``
     its bytes do not match)."""
-    sizes: dict[str, int | None] = {}
-    for d in req.manifest.chunk_digests():
-        sizes[d] = blobs.size(project, d)
+    digests = req.manifest.chunk_digests()
+    if len(digests) <= 4:
+        found = [blobs.size(project, d) for d in digests]
+    else:  # one stat (a HEAD on object storage) per digest: overlap them
+        with ThreadPoolExecutor(8) as pool:
+            found = list(pool.map(lambda d: blobs.size(project, d), digests))
+    sizes = dict(zip(digests, found))
     missing = [d for d, size in sizes.items() if size is None]
     if missing:
         return missing, None
