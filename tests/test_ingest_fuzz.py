@@ -197,3 +197,88 @@ def test_decoding_a_bomb_holds_about_the_limit_in_memory(encoding: str) -> None:
         tracemalloc.stop()
     assert refused.value.status == 413
     assert peak < 3 * limit + len(bomb), f"peak {peak} bytes decoding a bomb with limit {limit}"
+
+
+EXTREMES = [2**63, 2**64 - 1, -(2**63), float("nan"), float("inf"), -1e308]
+
+
+def _numeric_slots(rec: Any) -> list[tuple[str, ...]]:
+    """Paths to every number in ``rec`` but its free-form JSON (config, summary items)."""
+    out: list[tuple[str, ...]] = []
+    for name in rec.__struct_fields__:
+        value = getattr(rec, name)
+        if name in ("config", "items") and not isinstance(value, list):
+            continue
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            out.append((name,))
+        elif isinstance(value, list) and value and isinstance(value[0], msgspec.Struct):
+            out += [(name, "0", *sub) for sub in _numeric_slots(value[0])]
+        elif isinstance(value, list) and value and isinstance(value[0], (int, float)):
+            out.append((name, "0"))
+        elif isinstance(value, dict) and value and isinstance(next(iter(value.values())), float):
+            out.append((name, next(iter(value))))
+    return out
+
+
+def _with(rec: Any, path: tuple[str, ...], value: Any) -> Any:
+    head, *rest = path
+    current = getattr(rec, head)
+    if not rest:
+        return msgspec.structs.replace(rec, **{head: value})
+    if isinstance(current, dict):
+        return msgspec.structs.replace(rec, **{head: {**current, rest[0]: value}})
+    first = _with(current[0], tuple(rest[1:]), value) if rest[1:] else value
+    return msgspec.structs.replace(rec, **{head: [first, *current[1:]]})
+
+
+def test_extreme_numbers_in_every_record_field(target: tuple[Any, Any]) -> None:
+    """Every number of every record type, set to what msgpack carries past the stores'
+    range (2**63 and up, NaN, infinities, -1e308): a 2xx or a 4xx, never a 500, and
+    what was accepted reads back on every read of the run, JSON and msgpack alike."""
+    import hashlib
+    import io
+
+    from rankwise.stream import records as R
+    from rankwise.stream.frames import encode_frame
+
+    app, _ = target
+    png = b"\x89PNG fuzz"
+    digest = hashlib.sha256(png).hexdigest()
+    app.state.blobs.put("fuzz", digest, io.BytesIO(png))
+    item = R.MediaItem(kind="image", digest=digest, size=len(png), format="png", width=2,
+                       height=2)  # fmt: skip
+    templates: list[Any] = [
+        R.Metrics(1, 1001.0, 3, {"loss": 1.5}, 2.0),
+        R.Heartbeat(1, 1001.0, last_step=3, dropped=1),
+        R.Finish(1, 1001.0, "finished", exit_code=1, signal=9, last_step=3, dropped=1),
+        R.Console(1, 1001.0, "stdout", ["x"], [1001.0]),
+        R.System(1, 1001.0, {"gpu/0/util_percent": 5.0}),
+        R.Stall(1, 1001.0, 30.0),
+        R.Dropped(1, 1001.0, 3),
+        R.Media(1, 1001.0, 3, "img", [item]),
+        R.HistogramRec(1, 1001.0, 3, "h", [1.0, 2.0], [0.0, 1.0, 2.0], 1, 1, 1),
+    ]
+    reads = ["", "/series?key=loss", "/system", "/console", "/stalls", "/media?key=img",
+             "/histograms?key=h", "/history", "/health"]  # fmt: skip
+    tried = 0
+    for template in templates:
+        for path in _numeric_slots(template):
+            for value in EXTREMES:
+                run = new_run()
+                recs = [
+                    R.StreamStart(0, 1000.0, "fuzz", run, "rank-0", 0),
+                    _with(template, path, value),
+                ]
+                try:
+                    data = MAGIC + encode_frame(recs)
+                except (TypeError, OverflowError, ValueError):
+                    continue  # not msgpack at all
+                tried += 1
+                if post(target, data, run=run) != 200:
+                    continue
+                for read in reads:
+                    for accept in ("application/json", "application/msgpack"):
+                        got = call(app, "GET", f"/api/v1/projects/fuzz/runs/{run}{read}",
+                                   headers={"Accept": accept})  # fmt: skip
+                        assert got.status_code < 500, (template, path, value, read, got.text)
+    assert tried > 100

@@ -321,12 +321,16 @@ def test_log_never_raises_on_odd_input(data_dir: Path, fast: dict) -> None:
     run.log({"x": 1}, step="seven")  # type: ignore[arg-type]
     run.log({"x": 2}, weight="heavy")
     run.log([("y", 3.0)])  # type: ignore[arg-type]
+    # A step past 64 bits would make the frame undecodable (stream.records.Int): the
+    # next step is used instead, and the frame's other records stay readable.
+    run.log({"z": 4}, step=2**63)
     run.finish()
     rows = rankwise.Api().run(run.id).history()
-    assert [(r["step"], r.get("x"), r.get("y"), r.get("weight")) for r in rows] == [
+    assert [(r["step"], r.get("x"), r.get("y"), r.get("z")) for r in rows] == [
         (0, 1, None, None),
         (1, 2, None, None),
         (2, None, 3.0, None),
+        (3, None, None, 4),
     ]
 
 

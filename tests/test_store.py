@@ -431,9 +431,15 @@ def test_states_and_crash_timeout(
             k = StreamKey("p", run_id, "rank-0", 0)
             recs = make_stream(k, 2, finish=None, heartbeat_interval=2.0, **kw)
             st.ingest([(k, recs)])
+        # A server never judges an uploaded (host, pid) by its own process table: the
+        # live pid's silent stream is crashed like any other.
+        states = {r.id: r.state for r in st.list_runs(RunQuery(project="p"))[0]}
+        assert states["live-pid"] == "crashed"
+        st.local_pids = True  # rankwise ui: the streams are this host's own files
         states = {r.id: r.state for r in st.list_runs(RunQuery(project="p"))[0]}
         assert states == {"live-pid": "running", "recent": "running", "silent": "crashed",
                           "dead-pid": "crashed"}  # fmt: skip
+        st.local_pids = False
         # a failed rank under a killed primary: the run failed
         keys = [StreamKey("p", "fk", f"rank-{i}", 0) for i in range(2)]
         st.ingest([(keys[0], make_stream(keys[0], 2, finish="killed")),

@@ -120,12 +120,16 @@ def fold_run(
     crash_timeout: float,
     now: float,
     with_rank_summaries: bool = True,
+    local_pids: bool = False,
 ) -> RunInfo:
     """The run of ``facts`` (one per stream file), every state settled for ``now``."""
     facts = sorted(facts, key=lambda s: (s.label, s.incarnation))
     states = [
         stream_state(
-            StreamFold(start=s.start, finish=s.finish, last_time=s.last_time), now, crash_timeout
+            StreamFold(start=s.start, finish=s.finish, last_time=s.last_time),
+            now,
+            crash_timeout,
+            local_pids,
         )
         for s in facts
     ]

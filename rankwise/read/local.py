@@ -254,7 +254,9 @@ class LocalReader:
         loaded = [
             load_stream(label, inc, p, keep) for label, inc, p in list_streams(path / "streams")
         ]
-        run = fold_run(project, path.name, [f for f, _, _ in loaded], self.crash_timeout, now)
+        run = fold_run(
+            project, path.name, [f for f, _, _ in loaded], self.crash_timeout, now, local_pids=True
+        )
         folds = {(f.label, f.incarnation): fold for f, fold, _ in loaded}
         columns = {f.path: cols for f, _, cols in loaded if cols is not None}
         return run.attach(LocalRun(folds, columns, self.dir))

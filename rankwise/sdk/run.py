@@ -39,7 +39,8 @@ _CLOSED = -(2**62)  # Run._room of a run that takes no more values
 # nothing for them. A room below -_ARMED (and above _CLOSED) means "armed".
 _RICH = 2**50
 _ARMED = 2**49
-END_STATES = ("finished", "failed", "killed")
+END_STATES = R.END_STATES
+_MAX_STEP = 2**63 - 1  # a step the stream format holds (``stream.records.Int``)
 
 
 def _not_hooked(run: Run) -> AbstractContextManager[None]:
@@ -155,7 +156,7 @@ class Run:
             return self._log_slow(values, step, weight, room)
         if step is None:
             step = self._step + 1
-        elif step.__class__ is not int or step < self._step:
+        elif step.__class__ is not int or step < self._step or step > _MAX_STEP:
             step = self._odd_step(step)
         self._step = step
         self._room = room
@@ -168,7 +169,7 @@ class Run:
             return self._log_closed()
         if step is None:
             step = self._step + 1
-        elif step.__class__ is not int or step < self._step:
+        elif step.__class__ is not int or step < self._step or step > _MAX_STEP:
             step = self._odd_step(step)
         self._step = step  # a dropped call still takes its step
         if self._room < -_ARMED:
@@ -291,10 +292,10 @@ class Run:
     def _odd_step(self, step: Any) -> int:
         try:
             value = int(step)
-            if value != step:
+            if value != step or not -_MAX_STEP <= value <= _MAX_STEP:
                 raise ValueError
         except (TypeError, ValueError, OverflowError):
-            _log.warn(f"log() step={step!r} is not an integer: using step {self._step + 1}")
+            _log.warn(f"log() step={step!r} is not a 64-bit integer: using step {self._step + 1}")
             return self._step + 1
         if value < self._step and not self._warned_step:
             self._warned_step = True

@@ -10,6 +10,7 @@ errors and unknown paths, is answered in the one shape of ``encoding.error_reply
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
 from typing import Any
 
@@ -29,7 +30,7 @@ from .encoding import ApiError, error_reply
 from .hardening import install_hardening
 from .openapi import document_replies
 from .routes import artifacts, blobs, health, ingest, login, media, runs, saved_views
-from .static import mount_dashboard
+from .static import mount_api_docs, mount_dashboard
 
 API = "/api/v1"
 _logger = logging.getLogger("rankwise.server")
@@ -43,7 +44,7 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
         version=__version__,
         summary="Experiment tracking built for distributed training.",
         openapi_url="/api/openapi.json",
-        docs_url="/api/docs",
+        docs_url=None,  # served from the package by static.mount_api_docs, no CDN
         redoc_url=None,
     )
     app.state.store = store
@@ -72,14 +73,22 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
         artifacts.files_router, prefix=API, dependencies=[Depends(auth.read_or_ingest)]
     )
     app.include_router(login.router, prefix=API)
+    mount_api_docs(app, settings.static_dir)
 
+    # Every method: an /api request no route answers is authenticated before it learns
+    # anything, a wrong method (405) included; the router would answer 405 first.
     @app.api_route(
         "/api/{rest:path}",
-        methods=["GET", "POST"],
+        methods=["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"],
         include_in_schema=False,
         dependencies=[Depends(auth.authenticated)],
     )
     def unknown(request: Request, rest: str) -> Response:
+        allowed = _methods_at(request)
+        if allowed:
+            wrong = ApiError(405, f"{request.method} is not allowed here: use {', '.join(allowed)}")
+            wrong.headers = {"Allow": ", ".join(allowed)}  # type: ignore[attr-defined]
+            raise wrong
         raise ApiError(
             404,
             f"no endpoint {request.method} /api/{rest}: the API is under {API}, "
@@ -90,6 +99,30 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
     document_replies(app)
     install_hardening(app, settings)
     return app
+
+
+def _methods_at(request: Request) -> list[str]:
+    """The methods the API document lists at this request's path (none: no such path)."""
+    table = getattr(request.app.state, "route_table", None)
+    if table is None:  # built on first use, from the document every client reads
+        table = request.app.state.route_table = [
+            (_template(path), sorted(m.upper() for m in ops))
+            for path, ops in request.app.openapi()["paths"].items()
+        ]
+    path = request.url.path
+    return sorted({m for pattern, methods in table if pattern.fullmatch(path) for m in methods})
+
+
+def _template(path: str) -> re.Pattern[str]:
+    """``/a/{b}/c/{path}`` as a regex: a parameter is one segment, ``{path}`` the rest."""
+    out = ""
+    for part in re.split(r"(\{[^}]*\})", path):
+        if part.startswith("{"):
+            # FastAPI's document drops ``:path``; the one such parameter is ``{path}``.
+            out += ".+" if part in ("{path}",) or part.endswith(":path}") else "[^/]+"
+        else:
+            out += re.escape(part)
+    return re.compile(out)
 
 
 def _api_error(request: Request, exc: ApiError) -> Response:

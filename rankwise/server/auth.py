@@ -191,10 +191,20 @@ def _refuse_query_tokens(request: Request) -> None:
         )
 
 
+def _cookie(request: Request, name: str) -> str | None:
+    """The cookie ``name`` as this origin set it: under TLS only the ``__Host-`` one.
+
+    A ``__Host-`` cookie can only come from this origin over HTTPS; the plain name can be
+    planted by a sibling subdomain or a plain-HTTP page of the same host (cookie
+    tossing), so accepting it under TLS would give the prefix up.
+    """
+    if request.url.scheme == "https":
+        return request.cookies.get(SECURE_PREFIX + name)
+    return request.cookies.get(name)
+
+
 def session_id(request: Request) -> str | None:
-    return request.cookies.get(SECURE_PREFIX + SESSION_COOKIE) or request.cookies.get(
-        SESSION_COOKIE
-    )
+    return _cookie(request, SESSION_COOKIE)
 
 
 def _session_principal(request: Request, sid: str) -> Principal | None:
@@ -226,7 +236,7 @@ def authenticate(
             raise AuthError()
         who = Principal(info, "bearer")
     else:
-        sid = session_id(request) or cookie
+        sid = session_id(request)  # ``cookie`` only documents it in the OpenAPI schema
         found = _session_principal(request, sid) if sid else None
         if found is None:
             raise AuthError()
@@ -257,7 +267,7 @@ def check_same_origin(request: Request) -> None:
 def check_csrf(request: Request) -> None:
     check_same_origin(request)
     sent = request.headers.get(CSRF_HEADER, "")
-    kept = request.cookies.get(SECURE_PREFIX + CSRF_COOKIE) or request.cookies.get(CSRF_COOKIE)
+    kept = _cookie(request, CSRF_COOKIE)
     if not sent or not kept or not hmac.compare_digest(sent.encode(), kept.encode()):
         raise _forbidden(f"missing or wrong {CSRF_HEADER} header (reload the dashboard)")
 

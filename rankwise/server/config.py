@@ -56,6 +56,9 @@ class ServerSettings:
     max_keys_per_run: int = 100_000
     # Cells (rows x columns) of one logged table; an upload holding a bigger one is 413.
     max_table_cells: int = 100_000_000
+    # Artifact aliases only an admin token may set or move (an ingest token's commit
+    # naming one is 403): a leaked training token must not repoint what deploys.
+    protected_aliases: tuple[str, ...] = ("production",)
 
     # -- blobs (rankwise.server.blobs) --
     # Where blobs are kept. None: ``blobs/`` beside a SQLite store's file; for any other

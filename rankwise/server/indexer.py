@@ -33,7 +33,7 @@ from ..stream.files import iter_stream_files, read_whole_frames
 from ..stream.frames import MAGIC, scan
 from .artifact_index import LocalArtifactIndex
 from .encoding import ApiError
-from .routes.ingest import check_records
+from .routes.ingest import check_enums, check_records
 
 log = logging.getLogger("rankwise.server")
 
@@ -133,7 +133,8 @@ class DirectoryTailer:
             tail.mark = self.store.acked(tail.key)
         fresh = [r for r in records if r.seq > tail.mark]
         try:
-            check_records(fresh)  # what an upload could not store, a file cannot either
+            check_enums(fresh)  # what an upload could not store, a file cannot either
+            check_records(fresh)
         except ApiError as exc:
             self._warn(tail, f"not indexed: {exc.message}")
             tail.done = True

@@ -28,6 +28,11 @@ def _a_number(value: Any) -> Any:
 JsonInt = Annotated[int, BeforeValidator(_a_number)]
 JsonFloat = Annotated[float, BeforeValidator(_a_number)]
 JsonBool = Annotated[bool, Strict()]
+# An x range end: finite and within a 64-bit step (``routes.deps.X_BOUNDS``), else 422,
+# never a 500 from the database.
+XValue = Annotated[
+    float, Field(ge=-9.2e18, le=9.2e18, allow_inf_nan=False), BeforeValidator(_a_number)
+]
 
 _ID = names.ID_CHARS_PATTERN[1:-1]
 RunRef = Annotated[str, StringConstraints(pattern=f"^{_ID}/{_ID}$")]
@@ -38,8 +43,8 @@ class CompareRequest(BaseModel):
     runs: list[RunRef] = Field(min_length=1, description='"project/run" ids')
     key: str = Field(min_length=1, max_length=names.KEY_MAX, pattern=names.KEY_PATTERN)
     x: XAxis = "step"
-    from_: JsonFloat | None = Field(None, alias="from")
-    to: JsonFloat | None = None
+    from_: XValue | None = Field(None, alias="from")
+    to: XValue | None = None
     max_points: JsonInt = Field(2000, ge=2, le=100_000)
     streams: str = Field(
         "all", description="all, none, or comma-separated labels", pattern=STREAMS_PATTERN

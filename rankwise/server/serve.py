@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import json
 import logging
 import os
 import sys
@@ -21,6 +22,7 @@ import uvicorn
 
 from ..errors import RankwiseError, UsageError
 from ..store.base import Store
+from ..store.sql import SQLStore
 from .app import create_app
 from .blobs import BlobStore, FsspecBlobStore, LocalBlobStore, default_root, open_blob_store
 from .config import ServerSettings
@@ -30,18 +32,15 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8585
 INDEX = Path(".rankwise") / "index.db"
 _DB_ENV = "RANKWISE_SERVER_DB"
-_MAX_BODY_ENV = "RANKWISE_SERVER_MAX_BODY"
 _CRASH_ENV = "RANKWISE_SERVER_CRASH_TIMEOUT"
-_INFLIGHT_ENV = "RANKWISE_SERVER_MAX_INFLIGHT"
-_PACE_ENV = "RANKWISE_SERVER_PACE"  # max_upload_interval,pace_target
-_NO_AUTH_ENV = "RANKWISE_SERVER_NO_AUTH"
-_HOSTS_ENV = "RANKWISE_SERVER_ALLOWED_HOSTS"
+# Every ServerSettings field but the blob store, as one JSON object: a knob added to
+# ServerSettings reaches the workers of --workers N without a line here.
+_SETTINGS_ENV = "RANKWISE_SERVER_SETTINGS"
 _BLOBS_ENV = "RANKWISE_SERVER_BLOBS"
 _BLOBS_ENDPOINT_ENV = "RANKWISE_SERVER_BLOBS_ENDPOINT"
-_MAX_BLOB_ENV = "RANKWISE_SERVER_MAX_BLOB"
 
 
-def open_db(url: str, crash_timeout: float = 60.0) -> Store:
+def open_db(url: str, crash_timeout: float = 60.0) -> SQLStore:
     """Open and migrate the store at ``url`` (``sqlite:///PATH`` or ``postgresql://...``).
 
     ``crash_timeout``: how long a silent stream whose process cannot be seen alive is
@@ -169,6 +168,7 @@ def serve_ui(
     # Blobs are served from the run folders that wrote them: nothing is copied.
     settings = dataclasses.replace(settings, tails_dir=root, blobs=RunDirBlobStore(root))
     store = open_db(index_url(root), crash_timeout)
+    store.local_pids = True  # the streams are this host's own files, not uploads
     tailer = DirectoryTailer(root, store)
     tailer.poll()  # the first pass before serving: the dashboard opens on full data
     tailer.start()
@@ -238,15 +238,10 @@ def serve_db(
         return
     store.close()
     os.environ[_DB_ENV] = url
-    os.environ[_MAX_BODY_ENV] = str(settings.max_body_bytes)
     os.environ[_CRASH_ENV] = str(crash_timeout)
-    os.environ[_INFLIGHT_ENV] = str(settings.max_inflight)
-    os.environ[_PACE_ENV] = f"{settings.max_upload_interval},{settings.pace_target}"
-    os.environ[_NO_AUTH_ENV] = "" if settings.auth else "1"
-    os.environ[_HOSTS_ENV] = ",".join(settings.allowed_hosts)
+    os.environ[_SETTINGS_ENV] = settings_to_env(settings)
     os.environ[_BLOBS_ENV] = blobs_spec(settings.blobs)
     os.environ[_BLOBS_ENDPOINT_ENV] = getattr(settings.blobs, "endpoint", None) or ""
-    os.environ[_MAX_BLOB_ENV] = str(settings.max_blob_bytes)
     say(f"http://{_url_host(host)}:{port} ({workers} workers)")
     uvicorn.run(
         "rankwise.server.serve:worker_app",
@@ -269,21 +264,8 @@ def worker_app() -> Any:
     if not url:
         raise RuntimeError(f"{_DB_ENV} is not set: start workers with `rankwise server`")
     tune_gil()
-    hosts = os.environ.get(_HOSTS_ENV)
-    pace_env = os.environ.get(_PACE_ENV)
-    pace = (
-        tuple(float(v) for v in pace_env.split(","))
-        if pace_env
-        else (ServerSettings.max_upload_interval, ServerSettings.pace_target)
-    )
-    settings = ServerSettings(
-        max_body_bytes=int(os.environ.get(_MAX_BODY_ENV) or ServerSettings.max_body_bytes),
-        max_inflight=int(os.environ.get(_INFLIGHT_ENV) or ServerSettings.max_inflight),
-        max_upload_interval=pace[0],
-        pace_target=pace[1],
-        auth=not os.environ.get(_NO_AUTH_ENV),
-        allowed_hosts=tuple(hosts.split(",")) if hosts else ServerSettings.allowed_hosts,
-        max_blob_bytes=int(os.environ.get(_MAX_BLOB_ENV) or ServerSettings.max_blob_bytes),
+    settings = dataclasses.replace(
+        settings_from_env(os.environ.get(_SETTINGS_ENV) or "{}"),
         blobs=open_blob_store(
             os.environ.get(_BLOBS_ENV) or str(default_root(url)),
             os.environ.get(_BLOBS_ENDPOINT_ENV) or None,
@@ -293,6 +275,34 @@ def worker_app() -> Any:
 
     crash_timeout = float(os.environ.get(_CRASH_ENV) or 60.0)
     return create_app(open_store(url, crash_timeout=crash_timeout), settings)
+
+
+def settings_to_env(settings: ServerSettings) -> str:
+    """``settings`` as JSON for the worker processes (all but the blob store)."""
+    out: dict[str, Any] = {}
+    for field in dataclasses.fields(settings):
+        if field.name == "blobs":
+            continue
+        value = getattr(settings, field.name)
+        out[field.name] = str(value) if isinstance(value, Path) else value
+    return json.dumps(out)
+
+
+def settings_from_env(text: str) -> ServerSettings:
+    """The ``ServerSettings`` ``settings_to_env`` wrote (blobs left to the caller)."""
+    given = json.loads(text)
+    known = {f.name for f in dataclasses.fields(ServerSettings)} - {"blobs"}
+    values: dict[str, Any] = {}
+    for name, value in given.items():
+        if name not in known:
+            continue
+        if name in ("static_dir", "tails_dir"):
+            values[name] = None if value is None else Path(value)
+        elif isinstance(getattr(ServerSettings, name), tuple):
+            values[name] = tuple(value)
+        else:
+            values[name] = value
+    return ServerSettings(**values)
 
 
 def default_blobs(url: str) -> BlobStore:

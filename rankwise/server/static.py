@@ -34,6 +34,37 @@ spec at <a href="/api/openapi.json">/api/openapi.json</a>, browsable at
 """
 
 
+# /api/docs: Swagger UI from the package (swagger-ui-dist, pinned in ui/package.json and
+# copied into static/api-docs/ by the dashboard's build), never from a CDN. No inline
+# script: the page runs under hardening.DOCS_CSP (script-src 'self').
+API_DOCS = "api-docs"
+_DOCS_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>rankwise API</title>
+<link rel="stylesheet" href="/api-docs/swagger-ui.css"></head>
+<body><div id="swagger-ui"></div>
+<script src="/api-docs/swagger-ui-bundle.js"></script>
+<script src="/api-docs/init.js"></script>
+</body></html>
+"""
+_NO_DOCS_PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>rankwise API</title></head>
+<body><h1>rankwise API</h1>
+<p>The API browser ships with the built dashboard, which this server does not have. The
+API document is at <a href="/api/openapi.json">/api/openapi.json</a>.</p>
+</body></html>
+"""
+
+
+def mount_api_docs(app: FastAPI, static_dir: Path) -> None:
+    """``GET /api/docs``: the API browser, served from ``static_dir`` (no CDN)."""
+    built = (static_dir / API_DOCS / "swagger-ui-bundle.js").is_file()
+    page = _DOCS_PAGE if built else _NO_DOCS_PAGE
+
+    @app.get("/api/docs", include_in_schema=False, dependencies=[Depends(public)])
+    def api_docs(request: Request) -> HTMLResponse:
+        return HTMLResponse(page)
+
+
 def mount_dashboard(app: FastAPI, static_dir: Path) -> None:
     """Serve ``static_dir`` at ``/`` if it holds ``index.html``, else the placeholder."""
     if (static_dir / "index.html").is_file():

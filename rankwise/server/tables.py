@@ -205,5 +205,13 @@ class TablePager:
                     f"the table's file does not match its record: {exc}"
                 ) from None
             return Page(rows=[list(r) for r in rows], total=total)
+        except (duckdb.InvalidInputException, duckdb.ConversionException):
+            # A record naming a blob that is not Parquet, or whose columns hold other
+            # types than it says: the uploaded data is wrong, not the server (DuckDB's
+            # text names a server path, so it is not passed on).
+            raise TableQueryError(
+                "the table's blob is not a Parquet file matching its record (columns and "
+                "types): log the table again"
+            ) from None
         finally:
             cur.close()

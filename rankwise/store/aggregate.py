@@ -223,6 +223,13 @@ class Agg:
         )
 
 
+# Values near the float range (a diverging loss of 1e300, a logged -1e308) make sums,
+# weighted sums and squared deviations overflow to ±inf (and inf - inf to NaN): those are
+# the honest aggregates of such values, not errors, so numpy is not asked to warn.
+_FLOAT_RANGE = np.errstate(over="ignore", invalid="ignore")
+
+
+@_FLOAT_RANGE
 def point_cols(value: F8, weight: F8, time: F8) -> F8:
     """Aggregate columns of single points, one entry each (not yet reduced). A NaN or
     ±Inf point counts in its own column and is the identity everywhere else."""
@@ -256,6 +263,7 @@ def point_cols(value: F8, weight: F8, time: F8) -> F8:
     return cols
 
 
+@_FLOAT_RANGE
 def _combine(a: F8, b: F8) -> F8:
     """Fold aggregate columns ``b`` into ``a`` (same steps), in place; returns ``a``."""
     na, nb = a[0].copy(), b[0]
@@ -271,6 +279,7 @@ def _combine(a: F8, b: F8) -> F8:
     return a
 
 
+@_FLOAT_RANGE
 def reduce(step: I8, cols: F8) -> Agg:
     """Combine the entries of equal steps into one (the monoid's merge, vectorised)."""
     if step.shape[0] == 0:

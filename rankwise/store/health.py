@@ -47,7 +47,7 @@ STREAM_NAMES = ("stdout", "stderr")
 _json = msgspec.json.Encoder()
 _step = operator.attrgetter("step")
 _time = operator.attrgetter("time")
-_GPU = re.compile(r"(^|/)gpu/(\d+)/")
+_GPU = re.compile(r"(^|/)gpu/([0-9]{1,6})/")  # an index past 6 digits names no GPU
 
 
 def clean_text(text: str) -> str:

@@ -76,6 +76,7 @@ class HealthReads:
 
     dialect: str
     crash_timeout: float
+    local_pids: bool
     _read: Callable[..., Any]
     _write: Callable[..., Any]
 
@@ -335,7 +336,9 @@ class HealthReads:
                 ids[key] = int(row[0])
                 folds[key] = fold
                 facts.append(run_rows.stream_facts(row[2:], fold))
-            run = run_rows.run_info(project, run_id, facts, self.crash_timeout, wall)
+            run = run_rows.run_info(
+                project, run_id, facts, self.crash_timeout, wall, local_pids=self.local_pids
+            )
             at = now
             if at is None:
                 seen = [s.last_seen for s in run.streams if s.last_seen is not None]

@@ -65,10 +65,20 @@ def run_info(
     crash_timeout: float,
     now: float | None = None,
     full: bool = True,
+    local_pids: bool = False,
 ) -> RunInfo:
-    """Fold a run's streams (``rankwise.read.fold``), settling every state for ``now``."""
+    """Fold a run's streams (``rankwise.read.fold``), settling every state for ``now``;
+    ``local_pids`` as for ``rankwise.stream.fold.stream_state``."""
     now = time.time() if now is None else now
-    return fold_run(project, run_id, streams, crash_timeout, now, with_rank_summaries=full)
+    return fold_run(
+        project,
+        run_id,
+        streams,
+        crash_timeout,
+        now,
+        with_rank_summaries=full,
+        local_pids=local_pids,
+    )
 
 
 def check_sort(sort: str) -> tuple[str, bool]:

@@ -59,6 +59,9 @@ class SQLStore(SavedViews, HealthReads, MediaReads, TokenStore, ArtifactStore):
         if not crash_timeout > 0:
             raise UsageError("crash_timeout must be a positive number of seconds")
         self.crash_timeout = float(crash_timeout)
+        # Whether a stream's (host, pid) may be checked against this host's processes:
+        # only for ``rankwise ui``'s index of local files (stream_state's ``local_pids``).
+        self.local_pids = False
         self._stream_ids: dict[StreamKey, tuple[int, int]] = {}
         self._metric_ids: dict[str, int] = {}
         self._system_ids: dict[str, int] = {}  # system key names (rank health)
@@ -273,7 +276,9 @@ class SQLStore(SavedViews, HealthReads, MediaReads, TokenStore, ArtifactStore):
                 grouped.setdefault((row[0], row[1]), []).append(runs.stream_facts(row[2:]))
             now = time.time()
             light = [
-                runs.run_info(p, r, s, self.crash_timeout, now, full=False)
+                runs.run_info(
+                    p, r, s, self.crash_timeout, now, full=False, local_pids=self.local_pids
+                )
                 for (p, r), s in grouped.items()
             ]
             page, total = runs.select(light, query)
@@ -293,7 +298,9 @@ class SQLStore(SavedViews, HealthReads, MediaReads, TokenStore, ArtifactStore):
         if not rows:
             return None
         streams = [runs.stream_facts(r[1:], decode_fold(r[0])) for r in rows]
-        return runs.run_info(project, run_id, streams, self.crash_timeout, now)
+        return runs.run_info(
+            project, run_id, streams, self.crash_timeout, now, local_pids=self.local_pids
+        )
 
     def _streams(self, tx: Tx, project: str, run_id: str) -> list[tuple[int, int, str, int]]:
         """(stream id, run id, label, incarnation) of a run's non-empty streams."""

@@ -159,14 +159,24 @@ def process_alive(host: str, pid: int, start_time: float) -> bool | None:
         return None
 
 
-def stream_state(fold: StreamFold, now: float, crash_timeout: float) -> str:
+def stream_state(
+    fold: StreamFold, now: float, crash_timeout: float, local_pids: bool = False
+) -> str:
+    """``running``, ``crashed`` or the Finish's state, as of ``now``.
+
+    ``local_pids``: the stream was read from a file on this host (the local reader,
+    ``rankwise ui``), so its (host, pid) may be looked up in this host's process table.
+    A server judging uploaded streams passes False: an uploaded (host, pid) is only a
+    claim, and checking it would answer whether a pid lives on the server (an oracle)
+    and keep a stream that names a live server pid running forever.
+    """
     if fold.finish is not None:
         return fold.finish.state
     start = fold.start
     age = float("inf") if fold.last_time is None else now - fold.last_time
     if start is None:
         return "crashed" if age > crash_timeout else "running"
-    alive = process_alive(start.host, start.pid, start.pid_start_time)
+    alive = process_alive(start.host, start.pid, start.pid_start_time) if local_pids else None
     if alive is True:
         return "running"
     # A dead pid is trusted once the heartbeat is late too: a same-named host in another

@@ -24,21 +24,29 @@ Values that travel in ``Metrics.values`` have already been coerced to ``float`` 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
 SCHEMA_VERSION = 3
 
-Number = bool | int | float
+# What a store can hold, checked by the decoder (in C, at no cost): integers within 64
+# bits (msgpack goes up to 2**64 - 1) and finite times. A frame holding anything else
+# does not decode, so it is damage to the local reader and a 422 to ingest, never a
+# database error. The SDK writes nothing outside these (``sdk.values`` makes an int past
+# 64 bits a float; ``log()`` refuses such a step).
+Int = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
+_FLOAT_MAX = 1.7976931348623157e308
+Time = Annotated[float, msgspec.Meta(ge=-_FLOAT_MAX, le=_FLOAT_MAX)]  # finite: NaN, ±Inf fail
+Number = bool | Int | float
 Json = Any  # config and summary values: str, number, bool, None, list, dict
 
 
 class Record(msgspec.Struct, array_like=True, tag_field="t", omit_defaults=False):
     """Base of every record. ``seq`` is per stream; ``time`` is Unix seconds."""
 
-    seq: int
-    time: float
+    seq: Int
+    time: Time
 
     def blob_digests(self) -> list[str]:
         """The sha256 digests of the blob files this record names (none for most)."""
@@ -51,7 +59,7 @@ class StreamStart(Record, tag=1):
     project: str
     run_id: str
     label: str
-    incarnation: int
+    incarnation: Int
     name: str | None = None
     group: str | None = None
     job_type: str | None = None
@@ -61,17 +69,17 @@ class StreamStart(Record, tag=1):
     rank_scope: str = "global"
     base_id: str = ""
     is_primary: bool = True
-    rank: int = 0
-    world_size: int = 1
-    local_rank: int = 0
-    local_world_size: int = 1
-    node_rank: int = 0
-    num_nodes: int = 1
+    rank: Int = 0
+    world_size: Int = 1
+    local_rank: Int = 0
+    local_world_size: Int = 1
+    node_rank: Int = 0
+    num_nodes: Int = 1
     launcher: str = "none"
     host: str = ""
-    pid: int = 0
-    pid_start_time: float = 0.0
-    heartbeat_interval: float = 5.0
+    pid: Int = 0
+    pid_start_time: Time = 0.0
+    heartbeat_interval: Time = 5.0
     config: dict[str, Json] = {}
     python: str = ""
     platform: str = ""
@@ -82,7 +90,7 @@ class StreamStart(Record, tag=1):
 class Metrics(Record, tag=2):
     """One ``run.log()`` call. ``weight`` applies to every value of the call."""
 
-    step: int
+    step: Int
     values: dict[str, Number]
     weight: float | None = None
 
@@ -102,21 +110,21 @@ class SummaryUpdate(Record, tag=4):
 class Heartbeat(Record, tag=5):
     """Written every ``heartbeat_interval`` seconds while the stream is open."""
 
-    last_step: int = -1
-    dropped: int = 0
+    last_step: Int = -1
+    dropped: Int = 0
 
 
 class Finish(Record, tag=6):
     """Last record of a stream that ended on purpose (or by an exception or a signal)."""
 
     state: str  # finished | failed | killed
-    exit_code: int = 0
-    signal: int | None = None
+    exit_code: Int = 0
+    signal: Int | None = None
     error_type: str | None = None
     error_message: str | None = None
     traceback: str | None = None
-    last_step: int = -1
-    dropped: int = 0
+    last_step: Int = -1
+    dropped: Int = 0
 
 
 class Console(Record, tag=7):
@@ -129,7 +137,7 @@ class Console(Record, tag=7):
 
     stream: str
     lines: list[str]
-    times: list[float] = []
+    times: list[Time] = []
 
 
 class System(Record, tag=8):
@@ -146,7 +154,7 @@ class Stall(Record, tag=9):
     ``cleared=True`` says logging resumed after ``idle_seconds``.
     """
 
-    idle_seconds: float
+    idle_seconds: Time
     where: str = ""
     stacks: dict[str, str] = {}
     cleared: bool = False
@@ -155,7 +163,7 @@ class Stall(Record, tag=9):
 class Dropped(Record, tag=10):
     """Values dropped because the client's memory bound was hit (cumulative count)."""
 
-    count: int
+    count: Int
 
 
 class MediaItem(msgspec.Struct, omit_defaults=True):
@@ -171,23 +179,23 @@ class MediaItem(msgspec.Struct, omit_defaults=True):
 
     kind: str
     digest: str
-    size: int
+    size: Int
     format: str
     caption: str | None = None
-    width: int | None = None
-    height: int | None = None
-    frames: int | None = None
+    width: Int | None = None
+    height: Int | None = None
+    frames: Int | None = None
     fps: float | None = None
-    sample_rate: int | None = None
+    sample_rate: Int | None = None
     duration: float | None = None
-    channels: int | None = None
+    channels: Int | None = None
 
 
 class Media(Record, tag=11):
     """One logged rich value at ``step`` under ``key``: an image, a gallery (a list of
     images logged under one key: one record, many items), audio, video, html or text."""
 
-    step: int
+    step: Int
     key: str
     items: list[MediaItem]
 
@@ -203,12 +211,12 @@ class TableRec(Record, tag=12):
     the Parquet file; each image is its own PNG blob, listed once in ``blobs``.
     """
 
-    step: int
+    step: Int
     key: str
     digest: str
-    size: int
-    nrows: int
-    ncols: int
+    size: Int
+    nrows: Int
+    ncols: Int
     columns: list[str]
     types: list[str]
     blobs: list[str] = []
@@ -221,13 +229,13 @@ class HistogramRec(Record, tag=13):
     """One logged ``Histogram``, inline (at most 512 bins): ``len(edges) == len(counts)
     + 1``. NaN, +Inf and -Inf values are left out of ``counts`` and counted here."""
 
-    step: int
+    step: Int
     key: str
     counts: list[float]
     edges: list[float]
-    nan: int = 0
-    posinf: int = 0
-    neginf: int = 0
+    nan: Int = 0
+    posinf: Int = 0
+    neginf: Int = 0
 
 
 class DefineMetric(Record, tag=14):
@@ -297,3 +305,5 @@ def decode_payload(data: bytes | memoryview) -> list[AnyRecord]:
 
 
 STATES = ("running", "finished", "failed", "killed", "crashed")
+END_STATES = ("finished", "failed", "killed")  # what a Finish record may say
+CONSOLE_STREAMS = ("stdout", "stderr")  # what a Console record's ``stream`` may be

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -89,7 +90,7 @@ def _decode(raw: bytes, struct: type[Any]) -> Any:
         return msgspec.json.decode(raw, type=struct)
     except msgspec.ValidationError as exc:
         raise ApiError(422, f"body: {exc}") from None
-    except msgspec.DecodeError:
+    except (msgspec.DecodeError, RecursionError):  # RecursionError: nested too deep
         raise ApiError(422, f"body must be a JSON {struct.__name__}") from None
 
 
@@ -106,11 +107,49 @@ def _check_ref(ref: str) -> str:
     return ref
 
 
+def _check_protected_aliases(request: Request, req: CommitRequest) -> None:
+    who = getattr(request.state, "principal", None)
+    if who is None or who.role != "ingest":
+        return
+    protected = set(request.app.state.settings.protected_aliases)
+    if any(alias in protected for alias in req.aliases):
+        raise ApiError(
+            403,
+            "an ingest token cannot set a protected alias ("
+            + ", ".join(sorted(protected))
+            + "): commit it with an admin token",
+        )
+
+
+def _check_chunks(
+    blobs: BlobStore, project: str, req: CommitRequest
+) -> tuple[list[str], str | None]:
+    """The chunks the blob store lacks, and the first file whose manifest gives a chunk
+    another size than the stored blob's (a download would then send a ``Content-Length``
+    its bytes do not match)."""
+    digests = req.manifest.chunk_digests()
+    if len(digests) <= 4:
+        found = [blobs.size(project, d) for d in digests]
+    else:  # one stat (a HEAD on object storage) per digest: overlap them
+        with ThreadPoolExecutor(8) as pool:
+            found = list(pool.map(lambda d: blobs.size(project, d), digests))
+    sizes = dict(zip(digests, found))
+    missing = [d for d, size in sizes.items() if size is None]
+    if missing:
+        return missing, None
+    for e in req.manifest.entries:
+        if any(sizes[c.digest] != c.size for c in e.chunks):
+            return [], e.path
+    return [], None
+
+
 _COMMIT_REPLIES = answers(
     VersionInfo,
+    403,
     409,
     422,
     503,
+    e403="an ingest token naming a protected alias (ServerSettings.protected_aliases)",
     e409="chunks the server lacks (error.missing lists them: PUT them, commit again), "
     "or another type for this name",
     e422="a bad name, alias, file path or manifest (the message names it); nothing stored",
@@ -134,14 +173,21 @@ async def commit(request: Request, project: str, artifact: Name) -> Response:
         check_commit(name, req)
     except UsageError as exc:
         raise ApiError(422, str(exc)) from None
+    _check_protected_aliases(request, req)
     blobs = blob_store(request)
-    missing = await run_in_threadpool(blobs.missing, project, req.manifest.chunk_digests())
+    missing, wrong = await run_in_threadpool(_check_chunks, blobs, project, req)
     if missing:
         raise ApiError(
             409,
             f"{len(missing)} chunk(s) of this artifact are not on the server: PUT each to "
             f"/api/v1/blobs/{project}/<digest>, then commit again",
             missing=missing,
+        )
+    if wrong is not None:
+        raise ApiError(
+            422,
+            f"artifact file {wrong!r}: a chunk's size is not the size of the stored blob "
+            "of its digest",
         )
     try:
         info, created = await run_in_threadpool(store(request).commit_artifact, project, name, req)
@@ -250,6 +296,25 @@ def _chunks(blobs: BlobStore, project: str, entry: Entry) -> Iterator[bytes]:
         yield from iter_chunks(f)
 
 
+def _check_not_media(request: Request, project: str, entry: Entry) -> None:
+    """403 for an ingest token when a chunk of ``entry`` is a blob a run record of the
+    project names (an image, a table...): committing a manifest that names a digest must
+    not turn an ingest token into a reader of the project's media. A read token may."""
+    who = getattr(request.state, "principal", None)
+    if who is None or who.role != "ingest":
+        return
+    kind_of = getattr(store(request), "blob_kind", None)
+    if kind_of is None:
+        return
+    digests = dict.fromkeys([entry.digest, *(c.digest for c in entry.chunks)])
+    if any(kind_of(project, d) is not None for d in digests if d):
+        raise ApiError(
+            403,
+            "this file's bytes are also media a run of the project logged: an ingest token "
+            "cannot download them, use a read token",
+        )
+
+
 @files_router.get(
     "/artifacts/{project}/{artifact}/{ref}/files/{path:path}",
     response_model=None,
@@ -258,7 +323,14 @@ def _chunks(blobs: BlobStore, project: str, entry: Entry) -> Iterator[bytes]:
             "description": "the file's bytes, always an attachment",
             "content": {OCTET: {"schema": {"type": "string", "format": "binary"}}},
         },
-        **answers(None, 404, 422, e404="no such version or file, or a reference entry"),
+        **answers(
+            None,
+            403,
+            404,
+            422,
+            e403="an ingest token, for bytes that are also media a run of the project logged",
+            e404="no such version or file, or a reference entry",
+        ),
     },
 )
 def file(request: Request, project: str, artifact: Name, ref: Ref, path: FilePath) -> Response:
@@ -272,6 +344,7 @@ def file(request: Request, project: str, artifact: Name, ref: Ref, path: FilePat
     if entry.ref is not None:
         raise ApiError(404, f"{path!r} is a reference: the server holds no bytes for it")
     blobs = blob_store(request)
+    _check_not_media(request, project, entry)
     whole = None
     if blobs.missing(project, [c.digest for c in entry.chunks]):
         # rankwise ui serves a local store's files whole, by the file's own digest.

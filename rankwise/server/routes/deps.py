@@ -65,6 +65,15 @@ def found(value: T | None, project: str, run: str) -> T:
     return value
 
 
+# Bounds of every number a read takes (``from``/``to``/``at``, ``offset``/``after``/
+# ``before``): finite, and within what the stores' 64-bit integers hold, so a NaN, an
+# infinity or 1e300 is a 422 from the parameter check, never a 500 from the database.
+INT64 = 2**63 - 1
+X_MAX = 9.2e18  # just under 2**63: converted to a step, still a 64-bit integer
+X_BOUNDS: dict[str, Any] = {"ge": -X_MAX, "le": X_MAX, "allow_inf_nan": False}
+ID_BOUNDS: dict[str, Any] = {"ge": -INT64, "le": INT64}
+
+
 def check_range(lo: float | None, hi: float | None) -> None:
     if lo is not None and hi is not None and lo > hi:
         raise ApiError(422, f"from={lo} is above to={hi}: pass from <= to")

@@ -27,7 +27,9 @@ from ...store.health_reads import MAX_LIMIT
 from ...store.types import ConsolePage, ConsoleQuery
 from ..encoding import ApiError, reply
 from ..replies import StallsReply, SystemReply, SystemSeriesReply
-from .deps import answers, check_range, found
+from .deps import ID_BOUNDS as ID
+from .deps import INT64, answers, check_range, found
+from .deps import X_BOUNDS as X
 from .deps import store as _store
 
 router = APIRouter(tags=["rank health"])
@@ -90,12 +92,14 @@ def console(
     node: Annotated[list[int] | None, Query(description="node indices; repeatable")] = None,
     stream: Annotated[str | None, Query(pattern="^(stdout|stderr)$")] = None,
     q: Annotated[str | None, Query(description="case-insensitive substring")] = None,
-    since: Annotated[float | None, Query(alias="from", description="time range start")] = None,
-    until: Annotated[float | None, Query(alias="to", description="time range end")] = None,
-    offset: Annotated[int | None, Query(ge=0, description="index among the matches")] = None,
-    after: Annotated[int | None, Query(description="the lines after this line id")] = None,
-    before: Annotated[int | None, Query(description="the lines before this line id")] = None,
-    at: Annotated[float | None, Query(description="the lines from this time on")] = None,
+    since: Annotated[float | None, Query(alias="from", description="time range start", **X)] = None,
+    until: Annotated[float | None, Query(alias="to", description="time range end", **X)] = None,
+    offset: Annotated[
+        int | None, Query(ge=0, le=INT64, description="index among the matches")
+    ] = None,
+    after: Annotated[int | None, Query(description="the lines after this line id", **ID)] = None,
+    before: Annotated[int | None, Query(description="the lines before this line id", **ID)] = None,
+    at: Annotated[float | None, Query(description="the lines from this time on", **X)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 200,
     count: Annotated[bool, Query(description="compute total and offset")] = True,
 ) -> Response:
@@ -134,8 +138,8 @@ def system_series(
     project: str,
     run: str,
     key: Annotated[str, Query(min_length=1, description="a chart from /system")],
-    lo: Annotated[float | None, Query(alias="from", description="time range start")] = None,
-    hi: Annotated[float | None, Query(alias="to", description="time range end")] = None,
+    lo: Annotated[float | None, Query(alias="from", description="time range start", **X)] = None,
+    hi: Annotated[float | None, Query(alias="to", description="time range end", **X)] = None,
     max_points: Annotated[int, Query(ge=2, le=100_000)] = 2000,
 ) -> Response:
     """One system chart: a line per node, GPU or recording process, x = time (M4)."""

@@ -134,7 +134,9 @@ async def ingest(request: Request, key: Key) -> Response:
         limit = settings.max_body_bytes
         raw = await read_body(request, limit)
         started = time.monotonic()  # what the pacer weighs: this process's own time
-        data = decode_body(raw, request.headers.get("content-encoding", ""), limit)
+        # Inflating up to the body cap is CPU work: in a thread, never on the event loop.
+        encoding = request.headers.get("content-encoding", "")
+        data = await run_in_threadpool(decode_body, raw, encoding, limit) if encoding else raw
         try:
             acked, fresh = await run_in_threadpool(
                 prepare_upload,
@@ -318,6 +320,22 @@ def check_records(records: list[R.AnyRecord]) -> set[str]:
     return seen
 
 
+def check_enums(records: list[R.AnyRecord]) -> None:
+    """Refuse (422) a value outside the fixed set its field names: a Finish's state (a
+    run in state "bogus" would have no place in the dashboard's filters), a console
+    line's stream, and a group that breaks the id rule (it names a group's page)."""
+    for rec in records:
+        cls = type(rec)
+        if cls is R.Finish and rec.state not in R.END_STATES:  # type: ignore[union-attr]
+            raise ApiError(422, "a Finish record's state must be one of " + ", ".join(R.END_STATES))
+        if cls is R.Console and rec.stream not in R.CONSOLE_STREAMS:  # type: ignore[union-attr]
+            raise ApiError(422, "a Console record's stream must be stdout or stderr")
+        if cls is R.StreamStart:
+            group = rec.group  # type: ignore[union-attr]
+            if group is not None and not names.is_id(group):
+                raise ApiError(422, "a StreamStart's group breaks the id rule: " + names.ID_RULE)
+
+
 def apply_upload(
     store: Store,
     key: StreamKey,
@@ -353,6 +371,14 @@ def prepare_upload(
         raise ApiError(
             422, "body is not in the rankwise stream format: send MAGIC followed by whole frames"
         ) from None
+    if found.damage is not None and "failed to decode" in found.damage.reason:
+        # Whole frames whose records break the schema (``stream.records``: a wrong type,
+        # an integer past 64 bits, a NaN or infinite time): msgspec's text names the field.
+        raise ApiError(
+            422,
+            f"a record does not fit the stream schema ({found.damage.reason}); nothing of "
+            "the body was applied: integers must fit in 64 bits, times must be finite",
+        )
     if found.damage is not None:
         raise ApiError(
             422,
@@ -378,6 +404,7 @@ def prepare_upload(
                 "the body's stream start names another stream than the project, run, label "
                 "and incarnation it was posted as: post each stream under its own identity",
             )
+    check_enums(records)
     keys = check_records(records)
     try:  # tables over the size cap, malformed digests, unknown kinds: refused whole
         rich.check_records(records, max_table_cells)

@@ -26,7 +26,7 @@ from ..config import ServerSettings
 from ..encoding import ApiError, reply, wants_msgpack
 from ..replies import CompareReply, CompareRun, HistoryReply, MetricsReply, SeriesReply
 from ..schemas import STREAMS_PATTERN, CompareRequest, RunState, XAxis
-from .deps import answers, check_range, found
+from .deps import X_BOUNDS, answers, check_range, found
 from .deps import store as _store
 
 router = APIRouter(tags=["read"])
@@ -210,8 +210,10 @@ def series(
     run: str,
     key: Annotated[str, Query(min_length=1, description="metric name")],
     x: XAxis = "step",
-    lo: Annotated[float | None, Query(alias="from", description="x range start")] = None,
-    hi: Annotated[float | None, Query(alias="to", description="x range end")] = None,
+    lo: Annotated[
+        float | None, Query(alias="from", description="x range start", **X_BOUNDS)
+    ] = None,
+    hi: Annotated[float | None, Query(alias="to", description="x range end", **X_BOUNDS)] = None,
     max_points: Annotated[int, Query(ge=2, le=100_000)] = 2000,
     streams: Annotated[
         str, Query(description="all, none, or comma-separated labels", pattern=STREAMS_PATTERN)
