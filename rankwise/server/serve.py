@@ -10,20 +10,23 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import json
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import uvicorn
 
+from ..alerting import Destination
 from ..errors import RankwiseError, UsageError
 from ..store.base import Store
+from .alert_watch import start_alerts
 from .app import create_app
 from .blobs import BlobStore, FsspecBlobStore, LocalBlobStore, default_root, open_blob_store
-from .config import ServerSettings
+from .config import AlertSettings, ServerSettings
 from .indexer import DirectoryTailer
 
 DEFAULT_HOST = "127.0.0.1"
@@ -39,6 +42,7 @@ _HOSTS_ENV = "RANKWISE_SERVER_ALLOWED_HOSTS"
 _BLOBS_ENV = "RANKWISE_SERVER_BLOBS"
 _BLOBS_ENDPOINT_ENV = "RANKWISE_SERVER_BLOBS_ENDPOINT"
 _MAX_BLOB_ENV = "RANKWISE_SERVER_MAX_BLOB"
+_ALERTS_ENV = "RANKWISE_SERVER_ALERTS"  # AlertSettings as JSON
 
 
 def open_db(url: str, crash_timeout: float = 60.0) -> Store:
@@ -142,11 +146,14 @@ def serve_ui(
     log_level: str = "warning",
     announce: Callable[[str], None] | None = None,
     insecure_no_auth: bool = False,
+    alert_destinations: Sequence[Destination] = (),
 ) -> None:
     """Index ``root`` into ``<root>/.rankwise/index.db``, follow it, and serve it.
 
     No login: it is one person's local directory. Off loopback that would expose it to
     the network, so a non-loopback ``host`` needs ``insecure_no_auth``.
+    ``alert_destinations`` (``--alerts FILE``, ``--alert-*``) replace those of the
+    previous start; the alert threads run alongside.
     """
     if not is_loopback(host) and not insecure_no_auth:
         raise UsageError(
@@ -169,9 +176,11 @@ def serve_ui(
     # Blobs are served from the run folders that wrote them: nothing is copied.
     settings = dataclasses.replace(settings, tails_dir=root, blobs=RunDirBlobStore(root))
     store = open_db(index_url(root), crash_timeout)
+    store.replace_config_destinations(alert_destinations)
     tailer = DirectoryTailer(root, store)
     tailer.poll()  # the first pass before serving: the dashboard opens on full data
     tailer.start()
+    alerts = start_alerts(store, settings.alerts, crash_timeout)
     noted: list[Path | None] = []
 
     def ready(url: str) -> None:
@@ -187,6 +196,8 @@ def serve_ui(
     try:
         _Server(uvicorn_config(create_app(store, settings), host, port, log_level), ready).run()
     finally:
+        if alerts is not None:
+            alerts.stop()
         tailer.stop()
         store.close()
         for path in noted:
@@ -231,9 +242,12 @@ def serve_db(
         store.close()
         raise
     if workers <= 1:
+        alerts = start_alerts(store, settings.alerts, crash_timeout)
         try:
             _Server(uvicorn_config(create_app(store, settings), host, port, log_level), say).run()
         finally:
+            if alerts is not None:
+                alerts.stop()
             store.close()
         return
     store.close()
@@ -247,6 +261,7 @@ def serve_db(
     os.environ[_BLOBS_ENV] = blobs_spec(settings.blobs)
     os.environ[_BLOBS_ENDPOINT_ENV] = getattr(settings.blobs, "endpoint", None) or ""
     os.environ[_MAX_BLOB_ENV] = str(settings.max_blob_bytes)
+    os.environ[_ALERTS_ENV] = json.dumps(dataclasses.asdict(settings.alerts))
     say(f"http://{_url_host(host)}:{port} ({workers} workers)")
     uvicorn.run(
         "rankwise.server.serve:worker_app",
@@ -289,10 +304,17 @@ def worker_app() -> Any:
             os.environ.get(_BLOBS_ENDPOINT_ENV) or None,
         ),
     )
+    alerts_env = os.environ.get(_ALERTS_ENV)
+    if alerts_env:
+        settings = dataclasses.replace(settings, alerts=AlertSettings(**json.loads(alerts_env)))
     from ..store import open_store
 
     crash_timeout = float(os.environ.get(_CRASH_ENV) or 60.0)
-    return create_app(open_store(url, crash_timeout=crash_timeout), settings)
+    store = open_store(url, crash_timeout=crash_timeout)
+    # Each worker judges and delivers too; the store decides each event once and hands
+    # each delivery to one worker (rankwise.server.alert_watch).
+    start_alerts(store, settings.alerts, crash_timeout)
+    return create_app(store, settings)
 
 
 def default_blobs(url: str) -> BlobStore:
