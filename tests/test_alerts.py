@@ -128,6 +128,7 @@ def test_bad_events_and_urls_name_the_fix() -> None:
         "100.64.0.1",
         "0.0.0.0",
         "localhost",
+        "2130706433",
     ],
 )
 def test_webhooks_inside_the_network_are_refused(host: str) -> None:

@@ -11,9 +11,12 @@
    media items, tables and histograms (``rankwise.store.media``);
 4. merge their per-step aggregates into the run's aggregate blocks, locking blocks in
    (metric, block) order so that ingesters of different ranks never deadlock;
-5. move the mark.
+5. move the mark;
+6. decide the alert events the records show (``alert_ingest``: the first non-finite
+   value of a metric, ``run.alert()``), after the blocks, so every ingester takes its
+   locks in one order.
 
-Data, aggregates and mark commit together or not at all, so a batch is applied exactly
+Data, aggregates, alert decisions and mark commit together or not at all, so a batch is applied exactly
 once however often it is sent and by however many ingesters: a second ingester of the
 same stream waits for the row lock and then finds the mark already past its records.
 """
