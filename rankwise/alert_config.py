@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from . import names
 from .alerting import KINDS, Destination, check_email, check_url, parse_events, parse_rule
-from .errors import UsageError
+from .errors import DeliveryError, UsageError
 
 _SMTP_KEYS = ("host", "port", "user", "password", "password_env", "sender", "tls")
 
@@ -70,7 +70,10 @@ def make_destination(
 
             parts = urlsplit(target)
             port = parts.port or (443 if parts.scheme == "https" else 80)
-            resolve_host(parts.hostname or "", port, allow_private)
+            try:
+                resolve_host(parts.hostname or "", port, allow_private)
+            except DeliveryError as exc:
+                raise UsageError(str(exc)) from None
         if kind == "webhook" and not secret:
             secret = secrets.token_urlsafe(32)
     return Destination(

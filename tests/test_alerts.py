@@ -135,7 +135,7 @@ def test_webhooks_inside_the_network_are_refused(host: str) -> None:
     with pytest.raises(DeliveryError, match="--allow-private-webhooks"):
         resolve(host, 80, allow_private=False)
     assert resolve(host, 80, allow_private=True)
-    with pytest.raises(DeliveryError, match="--allow-private-webhooks"):
+    with pytest.raises(UsageError, match="--allow-private-webhooks"):
         make_destination(
             project="p",
             kind="webhook",
@@ -414,3 +414,104 @@ def test_cli_add_refuses_bad_input_naming_the_fix(
     db = f"sqlite:///{tmp_path / 's.db'}"
     code, _, err = run_cli("alert", "add", "--db", db, "--project", "p", *args)
     assert code == 2 and says in err, err
+
+
+# -- run.alert() ---------------------------------------------------------------------------
+
+
+def test_run_alert_records_and_never_raises(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import datetime
+
+    import rankwise
+    from rankwise.stream.frames import scan
+
+    run = rankwise.init(project="p", settings={"flush_interval": 0.02})
+    run.alert("saved", "step 3", "WARN", datetime.timedelta(seconds=0))
+    run.alert("saved", "again at once", "WARN", 0)  # wait 0: recorded too
+    run.alert("saved", "inside the default 60 s", "WARN")  # dropped
+    run.alert("odd", 42, level="LOUD", wait_duration="soon")  # type: ignore[arg-type]
+    run.alert("odd2", "x", level="LOUDER", wait_duration=-1)  # warned once already
+    run.alert(None, "no title")  # type: ignore[arg-type]
+    run.alert("", "empty title")
+    run.finish()
+    run.alert("late", "after finish")
+    (stream,) = Path(run.dir, "streams").glob("*.rwlog")
+    alerts = [r for r in scan(stream.read_bytes()).records if type(r) is R.Alert]
+    assert [(a.title, a.text, a.level) for a in alerts] == [
+        ("saved", "step 3", "WARN"),
+        ("saved", "again at once", "WARN"),
+        ("odd", "42", "INFO"),
+        ("odd2", "x", "INFO"),
+    ]
+    assert alerts[2].wait_duration == 60.0
+    warned = capsys.readouterr().err.splitlines()
+    assert sum("level=" in w for w in warned) == 1
+    assert sum("wait_duration=" in w for w in warned) == 1
+    assert sum("non-empty string title" in w for w in warned) == 1
+    assert sum("after the run ended" in w for w in warned) == 1
+
+
+# -- the HTTP API -------------------------------------------------------------------------
+
+
+def test_destination_routes_are_admin_only_and_never_show_secrets(
+    tmp_path: Path, hook: WebhookReceiver
+) -> None:
+    import dataclasses
+
+    from rankwise.server import ServerSettings, create_app
+    from rankwise.store import open_store
+
+    from .helpers.servers import bearer, call
+
+    store = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    store.migrate()
+    settings = ServerSettings(static_dir=tmp_path / "none")
+    strict = create_app(store, settings)
+    body = {
+        "project": "p",
+        "kind": "webhook",
+        "target": hook.url + "/s3cret-path",
+        "events": ["failed"],
+        "secret": "hmac-key",
+    }
+    r = call(strict, "POST", "/api/v1/alerts/destinations", json=body)
+    assert r.status_code == 422 and "--allow-private-webhooks" in r.json()["error"]["message"]
+    for bad, says in [
+        ({"events": ["nope"]}, "unknown alert event"),
+        ({"target": "gopher://x/"}, "http:// or https://"),
+        ({"events": ["rule"], "rules": ["loss >"]}, "malformed alert rule"),
+    ]:
+        r = call(strict, "POST", "/api/v1/alerts/destinations", json={**body, **bad})
+        assert r.status_code == 422 and says in r.json()["error"]["message"], r.text
+    app = create_app(
+        store,
+        dataclasses.replace(settings, alerts=AlertSettings(allow_private_webhooks=True)),
+    )
+    r = call(app, "POST", "/api/v1/alerts/destinations", json=body)
+    assert r.status_code == 200, r.text
+    dest = r.json()["id"]
+    listed = call(app, "GET", "/api/v1/alerts/destinations")
+    assert listed.json()["destinations"][0]["target"] == "http://127.0.0.1/…"
+    for reply in (r, listed):
+        assert "s3cret-path" not in reply.text and "hmac-key" not in reply.text
+    r = call(app, "POST", f"/api/v1/alerts/destinations/{dest}/test")
+    assert r.json() == {"ok": True, "error": ""}
+    assert [g.path for g in hook.accepted()] == ["/s3cret-path"]
+    hook.status = 503
+    r = call(app, "POST", f"/api/v1/alerts/destinations/{dest}/test")
+    assert r.json()["ok"] is False and "HTTP 503" in r.json()["error"]
+    assert "s3cret-path" not in r.text
+    reader = bearer(store.create_token("read", None, "r").value)
+    for method, url in [
+        ("GET", "/api/v1/alerts/destinations"),
+        ("POST", f"/api/v1/alerts/destinations/{dest}/test"),
+        ("DELETE", f"/api/v1/alerts/destinations/{dest}"),
+    ]:
+        assert call(app, method, url, headers=reader).status_code == 403
+    assert call(app, "DELETE", f"/api/v1/alerts/destinations/{dest}").status_code == 204
+    assert call(app, "DELETE", f"/api/v1/alerts/destinations/{dest}").status_code == 404
+    assert call(app, "GET", "/api/v1/projects/p/runs/none/alerts").status_code == 404
+    store.close()

@@ -16,9 +16,9 @@
    value of a metric, ``run.alert()``), after the blocks, so every ingester takes its
    locks in one order.
 
-Data, aggregates, alert decisions and mark commit together or not at all, so a batch is applied exactly
-once however often it is sent and by however many ingesters: a second ingester of the
-same stream waits for the row lock and then finds the mark already past its records.
+Data, aggregates, alert decisions and mark commit together or not at all, so a batch is
+applied exactly once however often it is sent and by however many ingesters: a second
+ingester of the same stream waits for the row lock and then finds the mark already past its records.
 """
 
 from __future__ import annotations
