@@ -515,3 +515,130 @@ def test_destination_routes_are_admin_only_and_never_show_secrets(
     assert call(app, "DELETE", f"/api/v1/alerts/destinations/{dest}").status_code == 404
     assert call(app, "GET", "/api/v1/projects/p/runs/none/alerts").status_code == 404
     store.close()
+
+
+# -- the evaluator -------------------------------------------------------------------------
+
+
+def test_evaluator_decides_each_event_once_and_rate_limits_a_straggler(store: SQLStore) -> None:
+    from rankwise.server.alert_watch import Evaluator
+
+    store.add_destination(webhook("http://127.0.0.1:9/", "failed,hang,heartbeat,straggler"))
+    store.add_destination(
+        make_destination(
+            project="p",
+            kind="slack",
+            target="http://127.0.0.1:9/",
+            resolve=False,
+            events="rule",
+            rules=["loss > 10", "loss < 0.5*median"],
+        )
+    )
+    settings = AlertSettings(
+        straggler_window=5, straggler_every=4, heartbeat_timeout=3, hang_grace=1
+    )
+    judge = Evaluator(store, settings)
+    base = time.time() - 30  # well inside the store's crash timeout (60 s)
+    seqs = {0: 1, 1: 1}
+
+    def steps(rank: int, t0: float, t1: float, every: float, first: int) -> int:
+        recs: list[R.AnyRecord] = [start(rank)] if seqs[rank] == 1 else []
+        t, step = t0, first
+        while t <= t1:
+            recs.append(R.Metrics(seqs[rank], t, step, {"loss": 20.0}))
+            seqs[rank] += 1
+            t, step = t + every, step + 1
+        store.ingest([(key(rank), recs)])
+        return step
+
+    def kinds() -> list[tuple[str, str]]:
+        return sorted((e.kind, e.key) for e in store.run_alerts("p", "r1"))
+
+    s0 = steps(0, base, base + 10, 0.1, 0)
+    s1 = steps(1, base, base + 10, 1.0, 0)
+    now = base + 10.5
+    assert judge.evaluate(now) == 2
+    assert kinds() == [("rule", "loss > 10"), ("straggler", f"rank-1:{int(now // 4)}")]
+    assert judge.evaluate(now + 0.1) == 0  # decided already
+    # Still slow two seconds later (a new time bucket, maybe): not told again yet.
+    s0 = steps(0, base + 10.1, base + 12.5, 0.1, s0)
+    s1 = steps(1, base + 11, base + 12.5, 1.0, s1)
+    assert judge.evaluate(base + 12.6) == 0
+    # Past straggler_every: told again.
+    s0 = steps(0, base + 12.6, base + 15, 0.1, s0)
+    s1 = steps(1, base + 13, base + 15, 1.0, s1)
+    assert judge.evaluate(base + 15.1) == 1
+    assert [k for k in kinds() if k[0] == "straggler"][1] == (
+        "straggler",
+        f"rank-1:{int((base + 15.1) // 4)}",
+    )
+    # Both silent past the heartbeat timeout: one heartbeat event naming both.
+    assert judge.evaluate(base + 18.5) == 1
+    (beat,) = [e for e in store.run_alerts("p", "r1") if e.kind == "heartbeat"]
+    assert beat.details == {"ranks": ["rank-0", "rank-1"]}
+    # A stall, once hang_grace old: the hang names the rank and where it waits.
+    stall = R.Stall(seqs[0], base + 19, 2.0, "all_reduce at train.py:88")
+    store.ingest([(key(0), [stall])])
+    assert judge.evaluate(base + 19.5) == 0  # not hang_grace old yet
+    assert judge.evaluate(base + 20.5) == 1
+    (hang,) = [e for e in store.run_alerts("p", "r1") if e.kind == "hang"]
+    assert "rank 0 in all_reduce at train.py:88" in hang.text
+    # A rank fails: the failed event carries the first failure.
+    store.ingest(
+        [(key(1), [R.Finish(seqs[1], base + 21, "failed", 1, None, "RuntimeError", "boom")])]
+    )
+    assert judge.evaluate(base + 21.5) == 1
+    (failed,) = [e for e in store.run_alerts("p", "r1") if e.kind == "failed"]
+    assert failed.text == "rank 1 failed: RuntimeError: boom" and failed.key == "i0"
+    assert failed.details["label"] == "rank-1"
+    # Only the destinations that want an event get it; each rule its own destination's.
+    by_kind = {e.kind: len(e.deliveries) for e in store.run_alerts("p", "r1")}
+    assert by_kind == {"rule": 1, "straggler": 1, "heartbeat": 1, "hang": 1, "failed": 1}
+
+
+def test_rankwise_ui_delivers_to_destinations_from_flags_and_a_file(
+    tmp_path: Path, hook: WebhookReceiver
+) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from .helpers.servers import ServerProcess, subprocess_env
+
+    data = tmp_path / "data"
+    script = (
+        "import rankwise\n"
+        "run = rankwise.init(project='local', settings={'flush_interval': 0.02})\n"
+        "run.log({'loss': 1.0}, step=0)\n"
+        "run.log({'loss': float('nan')}, step=1)\n"
+        "run.alert('done', 'all steps logged', 'INFO')\n"
+        "run.finish()\n"
+    )
+    env = subprocess_env(RANKWISE_DIR=str(data))
+    subprocess.run([sys.executable, "-c", script], env=env, check=True, timeout=60)
+    (tmp_path / "alerts.json").write_text(
+        json.dumps({"destinations": [{"slack": hook.url + "/slack", "on": ["nonfinite"]}]})
+    )
+    ui = ServerProcess(
+        [
+            "ui",
+            "--dir",
+            str(data),
+            "--alerts",
+            str(tmp_path / "alerts.json"),
+            "--alert-webhook",
+            hook.url + "/hook",
+            "--alert-on",
+            "nonfinite,alert",
+            "--allow-private-webhooks",
+            "--public-url",
+            "http://me.example:8585",
+        ],
+        tmp_path / "ui.log",
+    )
+    with ui:
+        wait_until(lambda: len(hook.accepted()) == 3, timeout=30)
+    got = sorted((r.path, r.body.get("kind", "slack")) for r in hook.accepted())
+    assert got == [("/hook", "alert"), ("/hook", "nonfinite"), ("/slack", "slack")]
+    slack = hook.accepted("/slack")[0].body["text"]
+    assert "loss is NaN" in slack and "<http://me.example:8585/#/p/local/r/" in slack

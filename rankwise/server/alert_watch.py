@@ -83,10 +83,12 @@ class Evaluator:
         self.settings = settings
         self.crash_timeout = crash_timeout
         self._bad_rules: set[str] = set()
+        self._now = 0.0
 
     def evaluate(self, now: float | None = None) -> int:
         """One pass over the recent runs; returns how many events it decided."""
         now = time.time() if now is None else now
+        self._now = now  # each event's time: the straggler rate limit compares with it
         made = 0
         since = now - _HORIZON - self.crash_timeout
         for project, run_id in self.store.alert_candidates(since):
@@ -107,7 +109,15 @@ class Evaluator:
         details: dict[str, Any],
     ) -> int:
         made = self.store.decide_event(
-            run.project, run.id, kind, key, f"{run.name}: {title}", text, level, details
+            run.project,
+            run.id,
+            kind,
+            key,
+            f"{run.name}: {title}",
+            text,
+            level,
+            details,
+            self._now,
         )
         return 1 if made is not None else 0
 
