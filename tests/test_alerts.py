@@ -538,7 +538,9 @@ def test_evaluator_decides_each_event_once_and_rate_limits_a_straggler(store: SQ
         straggler_window=5, straggler_every=4, heartbeat_timeout=3, hang_grace=1
     )
     judge = Evaluator(store, settings)
-    base = time.time() - 30  # well inside the store's crash timeout (60 s)
+    # Well inside the store's crash timeout (60 s); aligned so that the second look
+    # (base + 12.6) falls in a new straggler_every bucket: only the rate limit holds it.
+    base = (time.time() - 30) // 4 * 4 + 1
     seqs = {0: 1, 1: 1}
 
     def steps(rank: int, t0: float, t1: float, every: float, first: int) -> int:
