@@ -644,3 +644,32 @@ def test_rankwise_ui_delivers_to_destinations_from_flags_and_a_file(
     assert got == [("/hook", "alert"), ("/hook", "nonfinite"), ("/slack", "slack")]
     slack = hook.accepted("/slack")[0].body["text"]
     assert "loss is NaN" in slack and "<http://me.example:8585/#/p/local/r/" in slack
+
+
+def test_two_processes_claiming_at_once_send_each_delivery_once(
+    store: SQLStore, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Process A reads the due rows, process B claims them meanwhile, then A tries: the
+    compare-and-set on ``next_at`` leaves A nothing (the window every race falls in)."""
+    other = open_sql_store(request.node.callspec.params["store"], tmp_path, request)
+    try:
+        store.add_destination(webhook("http://127.0.0.1:9/", "failed"))
+        for i in range(5):
+            store.ingest([(key(0, f"r{i}"), [start(0, f"r{i}")])])
+            store.decide_event("p", f"r{i}", "failed", "i0", "boom", "x")
+        now = time.time()
+        taken: list[int] = []
+        real_read = store._read
+
+        def read_then_b_claims(fn: Any) -> Any:
+            got = real_read(fn)
+            if not taken:
+                taken.extend(c.outbox for c in other.claim_deliveries(now, 60, limit=10))
+            return got
+
+        store._read = read_then_b_claims  # type: ignore[method-assign]
+        assert len(taken) == 0
+        assert store.claim_deliveries(now, 60, limit=10) == []
+        assert len(taken) == 5
+    finally:
+        other.close()
