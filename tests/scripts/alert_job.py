@@ -45,12 +45,12 @@ def main() -> None:
         raise RuntimeError("rank 1 was not stopped")
     run.alert("checkpoint written", f"rank {rank} saved step {step}", "WARN", 0)
     run.alert("checkpoint written", "inside wait_duration: dropped", "WARN", 60)
-    end = time.monotonic() + 2.0
+    # Logging on (no stall of its own) while rank 1's stall is recorded and uploaded.
+    end = time.monotonic() + 3.5
     while time.monotonic() < end:
         run.log({"loss": 20.0}, step=step)
         step += 1
         time.sleep(0.05)
-    time.sleep(1.5)  # the uploader sends what was logged (and rank 1's stall is recorded)
     os.kill(os.getpid(), signal.SIGKILL)
 
 
