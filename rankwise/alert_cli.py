@@ -15,6 +15,8 @@ import smtplib
 import sys
 from typing import Any
 
+import msgspec
+
 from .alerting import EVENTS, Destination
 from .errors import DeliveryError, UsageError
 
@@ -140,7 +142,7 @@ def cmd_alert_add(args: argparse.Namespace) -> int:
         dest = store.add_destination(dest)
     shown = dest.public()
     print(
-        f"rankwise: added alert destination {dest.id}: {kind} {shown['target']} for "
+        f"rankwise: added alert destination {dest.id}: {kind} {shown.target} for "
         f"{', '.join(dest.events)} in project {dest.project}"
     )
     if made_secret:
@@ -156,14 +158,14 @@ def cmd_alert_list(args: argparse.Namespace) -> int:
         dests: list[Destination] = store.list_destinations(args.project)
     if args.json:
         for d in dests:
-            print(json.dumps(d.public()))
+            print(json.dumps(msgspec.to_builtins(d.public())))
         return 0
     rows = [
         [
             d.id,
             d.project,
             d.kind,
-            d.public()["target"],
+            d.public().target,
             ",".join(d.events),
             "; ".join(d.rules) or "-",
             d.name or "-",
@@ -202,7 +204,7 @@ def cmd_alert_test(args: argparse.Namespace) -> int:
     except DeliveryError as exc:
         print(f"rankwise: error: the test alert was not delivered: {exc}", file=sys.stderr)
         return 1
-    print(f"rankwise: test alert delivered to {dest.id} ({dest.kind} {dest.public()['target']})")
+    print(f"rankwise: test alert delivered to {dest.id} ({dest.kind} {dest.public().target})")
     return 0
 
 

@@ -66,27 +66,43 @@ class Destination(msgspec.Struct, kw_only=True, omit_defaults=True):
     created: float = 0.0
     origin: str = "cli"  # cli | api | config (``rankwise ui --alerts``; replaced at start)
 
-    def public(self) -> dict[str, Any]:
+    def public(self) -> DestinationInfo:
         """What may be shown: never the URL's path or query, the secret or a password."""
-        out: dict[str, Any] = {
-            "id": self.id,
-            "project": self.project,
-            "kind": self.kind,
-            "events": list(self.events),
-            "rules": list(self.rules),
-            "target": shown_target(self.kind, self.target),
-            "name": self.name,
-            "created": self.created,
-            "origin": self.origin,
-        }
+        smtp_host = ""
         if self.kind == "email":
-            out["smtp_host"] = f"{self.smtp.get('host', '')}:{self.smtp.get('port', 25)}"
-        return out
+            smtp_host = f"{self.smtp.get('host', '')}:{self.smtp.get('port', 25)}"
+        return DestinationInfo(
+            id=self.id,
+            project=self.project,
+            kind=self.kind,
+            events=list(self.events),
+            rules=list(self.rules),
+            target=shown_target(self.kind, self.target),
+            name=self.name,
+            created=self.created,
+            origin=self.origin,
+            smtp_host=smtp_host,
+        )
 
     def wants(self, kind: str, key: str) -> bool:
         if kind == "rule":
             return "rule" in self.events and key in self.rules
         return kind in self.events
+
+
+class DestinationInfo(msgspec.Struct, kw_only=True):
+    """A destination as the API and the CLI show it (``Destination.public``)."""
+
+    id: str
+    project: str
+    kind: str
+    events: list[str]
+    rules: list[str]
+    target: str  # a webhook as scheme://host/… (shown_target)
+    name: str
+    created: float
+    origin: str
+    smtp_host: str  # host:port of an e-mail destination's SMTP server ("" otherwise)
 
 
 def shown_target(kind: str, target: str) -> str:

@@ -14,21 +14,18 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 from starlette.responses import Response
 
-from ...alerting import AlertEvent, Destination, message
+from ...alerting import AlertEvent, Destination, DestinationInfo, message
 from ...errors import DeliveryError, UsageError
 from ...store.alerts import check_destination_id
 from ..alert_send import send
 from ..config import ServerSettings
 from ..encoding import ApiError, reply
+from ..replies import AlertsReply, DeliveryTest, DestinationsReply
 from .deps import answers
 from .deps import store as _store
 
 router = APIRouter(tags=["alerts"])
 admin_router = APIRouter(tags=["alerts"])
-
-
-class AlertsReply(BaseModel):
-    alerts: list[dict[str, Any]] = Field(description="the run's events, newest first")
 
 
 class NewDestination(BaseModel):
@@ -60,17 +57,19 @@ def run_alerts(request: Request, project: str, run: str) -> Response:
     if store.get_run(project, run) is None:
         raise ApiError(404, f"no run {run!r} in project {project!r}")
     events: list[AlertEvent] = store.run_alerts(project, run)
-    return reply(request, {"alerts": events})
+    return reply(request, AlertsReply(alerts=events))
 
 
-@admin_router.get("/alerts/destinations", response_model=None)
+@admin_router.get("/alerts/destinations", response_model=None, responses=answers(DestinationsReply))
 def list_destinations(request: Request) -> Response:
     """Every alert destination, without its secrets."""
     dests: list[Destination] = _store(request).list_destinations()
-    return reply(request, {"destinations": [d.public() for d in dests]})
+    return reply(request, DestinationsReply(destinations=[d.public() for d in dests]))
 
 
-@admin_router.post("/alerts/destinations", response_model=None, responses=answers(None, 422))
+@admin_router.post(
+    "/alerts/destinations", response_model=None, responses=answers(DestinationInfo, 422)
+)
 def add_destination(request: Request, body: NewDestination) -> Response:
     """Add a destination (checked as ``rankwise alert add`` checks it)."""
     from ...alert_config import make_destination
@@ -108,7 +107,7 @@ def remove_destination(request: Request, dest: str) -> Response:
 
 
 @admin_router.post(
-    "/alerts/destinations/{dest}/test", response_model=None, responses=answers(None, 404)
+    "/alerts/destinations/{dest}/test", response_model=None, responses=answers(DeliveryTest, 404)
 )
 def test_destination(request: Request, dest: str) -> Response:
     """Send a test alert now; ``ok`` false with ``error`` (why, never a secret)."""
@@ -128,8 +127,8 @@ def test_destination(request: Request, dest: str) -> Response:
             allow_private=alerts.allow_private_webhooks,
         )
     except DeliveryError as exc:
-        return reply(request, {"ok": False, "error": str(exc)})
-    return reply(request, {"ok": True, "error": ""})
+        return reply(request, DeliveryTest(ok=False, error=str(exc)))
+    return reply(request, DeliveryTest(ok=True, error=""))
 
 
 def test_message(project: str, public_url: str) -> dict[str, Any]:
