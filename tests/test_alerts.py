@@ -673,3 +673,12 @@ def test_two_processes_claiming_at_once_send_each_delivery_once(
         assert len(taken) == 5
     finally:
         other.close()
+
+
+def test_the_api_declares_the_event_names_the_store_knows() -> None:
+    from typing import get_args
+
+    from rankwise.alerting import EVENTS
+    from rankwise.server.routes.alerts import EventName
+
+    assert get_args(EventName) == EVENTS

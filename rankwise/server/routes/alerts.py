@@ -8,7 +8,7 @@ the SSRF rule of this server).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
@@ -26,16 +26,17 @@ from .deps import store as _store
 
 router = APIRouter(tags=["alerts"])
 admin_router = APIRouter(tags=["alerts"])
+EventName = Literal["failed", "hang", "nonfinite", "heartbeat", "straggler", "rule", "alert"]
 
 
 class NewDestination(BaseModel):
     """A destination as the admin page adds it."""
 
-    project: str = Field(max_length=200, description="a project, or '*' for every project")
-    kind: str = Field(description="webhook, slack or email")
+    project: str = Field(max_length=128, description="a project, or '*' for every project")
+    kind: Literal["webhook", "slack", "email"]
     target: str = Field(max_length=2000, description="the URL, or the e-mail address")
-    events: list[str] = Field(description="failed, hang, nonfinite, heartbeat, straggler, ...")
-    rules: list[str] = Field(default_factory=list, description="e.g. 'loss > 10'")
+    events: list[EventName] = Field(min_length=1, description="what it is told of")
+    rules: list[str] = Field(default_factory=list, max_length=50, description="'loss > 10'")
     secret: str = Field("", max_length=500, description="a webhook's HMAC key (never shown)")
     smtp: dict[str, Any] = Field(default_factory=dict, description="host, port, user, ...")
     name: str = Field("", max_length=200)
