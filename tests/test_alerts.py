@@ -480,7 +480,7 @@ def test_destination_routes_are_admin_only_and_never_show_secrets(
     r = call(strict, "POST", "/api/v1/alerts/destinations", json=body)
     assert r.status_code == 422 and "--allow-private-webhooks" in r.json()["error"]["message"]
     for bad, says in [
-        ({"events": ["nope"]}, "unknown alert event"),
+        ({"events": ["nope"]}, "Input should be 'failed', 'hang'"),
         ({"target": "gopher://x/"}, "http:// or https://"),
         ({"events": ["rule"], "rules": ["loss >"]}, "malformed alert rule"),
     ]:
