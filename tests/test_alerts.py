@@ -682,3 +682,17 @@ def test_the_api_declares_the_event_names_the_store_knows() -> None:
     from rankwise.server.routes.alerts import EventName
 
     assert get_args(EventName) == EVENTS
+
+
+def test_the_evaluator_judges_only_projects_someone_is_told_about(store: SQLStore) -> None:
+    from rankwise.server.alert_watch import Evaluator
+
+    now = time.time()
+    store.ingest([(key(), [start(), R.Finish(1, now - 5, "failed", 1, None, "E", "x")])])
+    judge = Evaluator(store, AlertSettings())
+    assert judge.evaluate(now) == 0 and store.run_alerts("p", "r1") == []
+    store.add_destination(webhook("http://127.0.0.1:9/", "failed", project="other"))
+    assert judge.evaluate(now) == 0
+    store.add_destination(webhook("http://127.0.0.1:9/", "failed", project="*"))
+    assert judge.evaluate(now) == 1
+    assert [e.kind for e in store.run_alerts("p", "r1")] == ["failed"]

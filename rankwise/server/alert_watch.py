@@ -9,7 +9,8 @@ Neither thread touches ingest: a slow or failing receiver costs the deliverer's 
 its time and nothing else.
 
 The **evaluator** looks every ``evaluate_every`` s at the runs with a record in the last
-hour (plus the crash timeout) and decides the events that need time to tell:
+hour (plus the crash timeout) of the projects that have a destination, and decides the
+events that need time to tell:
 
 * ``failed``: the run's first failure (``rankwise.failures``), once per incarnation;
 * ``hang``: a rank's open stall once it is ``hang_grace`` old, naming every stalled rank
@@ -90,8 +91,15 @@ class Evaluator:
         now = time.time() if now is None else now
         self._now = now  # each event's time: the straggler rate limit compares with it
         made = 0
+        # Only the projects someone is told about are judged: a pass reads every recent
+        # run's streams, which a project nobody subscribed to need not pay for.
+        wanted = {d.project for d in self.store.list_destinations()}
+        if not wanted:
+            return 0
         since = now - _HORIZON - self.crash_timeout
         for project, run_id in self.store.alert_candidates(since):
+            if "*" not in wanted and project not in wanted:
+                continue
             try:
                 made += self._run(project, run_id, now)
             except Exception:  # one odd run must not stop the others being judged
