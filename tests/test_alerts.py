@@ -382,6 +382,10 @@ def test_cli_add_list_test_remove(tmp_path: Path, hook: WebhookReceiver) -> None
         assert hook.got[0].headers["X-Rankwise-Signature"].startswith("sha256=")
         code, out, _ = run_cli("alert", "test", "--db", db, mail)
         assert code == 0 and smtp.messages[0]["To"] == "ops@example.com"
+        smtp.stop()
+        code, _, err = run_cli("alert", "test", "--db", db, mail)
+        assert code == 1 and f"cannot send e-mail through 127.0.0.1:{smtp.port}" in err
+        assert "--smtp-host/--smtp-port" in err
         hook.status = 500
         code, _, err = run_cli("alert", "test", "--db", db, dest, "--allow-private-webhooks")
         assert code == 1 and "answered HTTP 500" in err and "secret-path" not in err

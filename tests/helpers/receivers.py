@@ -100,4 +100,5 @@ class SmtpReceiver:
     def stop(self) -> None:
         controller = getattr(self, "_controller", None)
         if controller is not None:
+            self._controller = None
             controller.stop()
