@@ -700,3 +700,10 @@ def test_the_evaluator_judges_only_projects_someone_is_told_about(store: SQLStor
     store.add_destination(webhook("http://127.0.0.1:9/", "failed", project="*"))
     assert judge.evaluate(now) == 1
     assert [e.kind for e in store.run_alerts("p", "r1")] == ["failed"]
+
+
+def test_a_failed_send_never_quotes_the_url() -> None:
+    for url in ("http://127.0.0.1:9/hooks/T0KEN x", "http://127.0.0.1:9/hooks/T0KEN"):
+        with pytest.raises(DeliveryError) as got:
+            post_json(url, b"{}", {}, allow_private=True, timeout=5)
+        assert "T0KEN" not in str(got.value) and "127.0.0.1" in str(got.value)

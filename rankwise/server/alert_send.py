@@ -124,7 +124,9 @@ def post_json(
         resp = conn.getresponse()
         resp.read(4096)  # dropped: a receiver's reply is never shown or followed
         status = resp.status
-    except (OSError, http.client.HTTPException) as exc:
+    except http.client.HTTPException as exc:  # its text may quote the URL: name it only
+        raise DeliveryError(f"webhook {host}: {type(exc).__name__}") from None
+    except OSError as exc:  # refused, unreachable, timed out, TLS: no URL in the text
         reason = type(exc).__name__ if not str(exc) else f"{type(exc).__name__}: {exc}"
         raise DeliveryError(f"webhook {host}: {reason}"[:300]) from None
     finally:
