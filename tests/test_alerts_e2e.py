@@ -36,8 +36,6 @@ from .helpers.receivers import SmtpReceiver, WebhookReceiver
 from .helpers.runs import FAST_ENV
 from .helpers.servers import ServerProcess, postgres_dsn, subprocess_env, wait_until
 
-pytest.importorskip("aiosmtpd")
-
 SCRIPT = Path(__file__).parent / "scripts" / "alert_job.py"
 KINDS = {"failed", "hang", "nonfinite", "heartbeat", "straggler", "rule", "alert"}
 PUBLIC = "http://dash.example.com"
