@@ -707,3 +707,29 @@ def test_a_failed_send_never_quotes_the_url() -> None:
         with pytest.raises(DeliveryError) as got:
             post_json(url, b"{}", {}, allow_private=True, timeout=5)
         assert "T0KEN" not in str(got.value) and "127.0.0.1" in str(got.value)
+
+
+def test_a_rule_on_a_system_chart_holds_on_any_one_gpu(store: SQLStore) -> None:
+    from rankwise.server.alert_watch import Evaluator
+
+    store.add_destination(
+        make_destination(
+            project="p",
+            kind="slack",
+            target="http://127.0.0.1:9/",
+            resolve=False,
+            events="rule",
+            rules=["gpu_util < 20 for 10s"],
+        )
+    )
+    now = time.time()
+    recs: list[R.AnyRecord] = [start()]
+    for i in range(20):  # GPU 0 busy, GPU 1 idle, one sample a second
+        values = {"gpu/0/util_percent": 90, "gpu/1/util_percent": 5, "node/cpu_percent": 50.0}
+        recs.append(R.System(len(recs), now - 20 + i, values))
+    store.ingest([(key(), recs)])
+    judge = Evaluator(store, AlertSettings())
+    assert judge.evaluate(now) == 1
+    (event,) = store.run_alerts("p", "r1")
+    assert event.details["value"] == 5 and "gpu 1" in event.details["where"]
+    assert "gpu_util (" in event.text and "gpu 1" in event.text

@@ -18,8 +18,9 @@ events that need time to tell:
 * ``heartbeat``: running ranks silent for ``heartbeat_timeout``, once per incarnation;
 * ``straggler``: a rank slower than the median over ``straggler_window``, at most once
   per ``straggler_every`` per rank;
-* ``rule``: the destinations' metric rules (``rankwise.alerting.Rule``) on the
-  metric's cross-rank line, once per run and rule.
+* ``rule``: the destinations' metric rules (``rankwise.alerting.Rule``) on a logged
+  metric's cross-rank line, or on any one line of a system chart (``gpu/util_percent``,
+  or ``gpu_util`` for short: a GPU idle for ten minutes), once per run and rule.
 
 The **deliverer** claims due deliveries, sends them (``alert_send``), and settles them:
 delivered, or retried after ``retry_base * 2**(attempts-1)`` s (at most ``retry_max``)
@@ -39,12 +40,19 @@ from ..errors import DeliveryError, UsageError
 from ..health import StreamSteps, assess
 from ..read.model import RunInfo
 from ..store.alerts import Claimed
+from ..store.health import quantity
 from .alert_send import send
 from .config import AlertSettings
 
 log = logging.getLogger("rankwise.server")
 
 _HORIZON = 3600.0
+# Rule names for system charts (rankwise.sdk.gpu, system.py) as people say them.
+SYSTEM_ALIASES = {
+    "gpu_util": "gpu/util_percent",
+    "gpu_mem_util": "gpu/mem_util_percent",
+    "cpu_util": "node/cpu_percent",
+}
 
 
 def hang_summary(stalled: Sequence[StreamSteps], now: float) -> tuple[str, str, dict[str, Any]]:
@@ -226,23 +234,46 @@ class Evaluator:
                         self._bad_rules.add(text)
                         log.warning("alerts: skipping the malformed rule %r", text)
         made = 0
+        keys = self.store.system_keys(run.project, run.id) or ()
+        charts = {quantity(k)[0] for k in keys}
         for text, rule in sorted(rules.items()):
-            band = self.store.band(run.project, run.id, rule.metric, x="time", max_points=2000)
-            line = getattr(band, run.reduce_of(rule.metric), band.mean) or band.mean
-            points = [(t, v) for t, v in zip(band.x, line) if v is not None]
-            value = rule.check(points, now)
-            if value is None:
+            metric = SYSTEM_ALIASES.get(rule.metric, rule.metric)
+            if metric in charts:
+                found = self._system_rule(run, rule, metric, now)
+            else:
+                found = self._metric_rule(run, rule, now)
+            if found is None:
                 continue
+            value, where = found
             made += self._decide(
                 run,
                 "rule",
                 text,
                 f"rule {text}",
-                f"{rule.metric} is {value:.6g}: the rule '{text}' holds.",
+                f"{rule.metric}{where} is {value:.6g}: the rule '{text}' holds.",
                 "WARN",
-                {"rule": text, "metric": rule.metric, "value": value},
+                {"rule": text, "metric": rule.metric, "value": value, "where": where.strip(" ()")},
             )
         return made
+
+    def _metric_rule(self, run: RunInfo, rule: Rule, now: float) -> tuple[float, str] | None:
+        """A logged metric's rule, on its cross-rank line."""
+        band = self.store.band(run.project, run.id, rule.metric, x="time", max_points=2000)
+        line = getattr(band, run.reduce_of(rule.metric), band.mean) or band.mean
+        value = rule.check([(t, v) for t, v in zip(band.x, line) if v is not None], now)
+        return None if value is None else (value, "")
+
+    def _system_rule(
+        self, run: RunInfo, rule: Rule, chart: str, now: float
+    ) -> tuple[float, str] | None:
+        """A system chart's rule (``gpu/util_percent < 20 for 10m``): it holds when it
+        holds on any one of the chart's lines (a node, a GPU, a process)."""
+        lo = None if rule.of_median else now - rule.seconds - 60.0
+        for line in self.store.system_series(run.project, run.id, chart, lo=lo) or []:
+            value = rule.check([(t, v) for t, v in zip(line.x, line.y) if v is not None], now)
+            if value is not None:
+                return value, f" ({line.name})"
+        return None
 
 
 class Deliverer:
