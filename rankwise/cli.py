@@ -284,6 +284,9 @@ def _server_commands(sub: Any) -> None:
     p.add_argument("--dir", default=None, help="data directory (RANKWISE_DIR, ./rankwise-runs)")
     _listen(p)
     _insecure(p)
+    from .alert_cli import add_serve_flags
+
+    add_serve_flags(p, ui=True)
     p.set_defaults(func=cmd_ui)
     p = sub.add_parser("server", help="serve a database that runs upload to (remote mode)")
     p.add_argument("--db", required=True, help="sqlite:///PATH or postgresql://USER@HOST/DB")
@@ -341,6 +344,7 @@ def _server_commands(sub: Any) -> None:
         help="largest logged table accepted, rows x columns (default 100000000)",
     )
     _insecure(p)
+    add_serve_flags(p, ui=False)
     p.set_defaults(func=cmd_server)
     from .token_cli import add_token_commands
 
@@ -348,6 +352,9 @@ def _server_commands(sub: Any) -> None:
     from .artifact_cli import add_artifact_commands
 
     add_artifact_commands(sub)
+    from .alert_cli import add_alert_commands
+
+    add_alert_commands(sub)
     p = sub.add_parser("sync", help="upload offline runs to a server (safe to repeat)")
     p.add_argument(
         "path", nargs="?", default=None, help="data dir, project dir, run dir or stream file"
@@ -406,9 +413,11 @@ def _serve_module() -> Any:
 def cmd_ui(args: argparse.Namespace) -> int:
     root = default_dir(args.dir, read=True)
     serve = _serve_module()
+    from .alert_cli import alert_settings, ui_destinations
     from .server import ServerSettings
 
-    settings = ServerSettings(allowed_hosts=_allowed_hosts(args))
+    settings = ServerSettings(allowed_hosts=_allowed_hosts(args), alerts=alert_settings(args))
+    destinations = ui_destinations(args)
     serve.serve_ui(
         root,
         args.host,
@@ -417,6 +426,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         crash_timeout=args.crash_timeout,
         log_level=args.log_level,
         insecure_no_auth=args.insecure_no_auth,
+        alert_destinations=destinations,
     )
     return 0
 
@@ -446,6 +456,8 @@ def cmd_server(args: argparse.Namespace) -> int:
         )
     if args.max_table_cells < 1:
         raise UsageError("--max-table-cells must be at least 1")
+    from .alert_cli import alert_settings
+
     blobs = None
     if args.blobs:
         from .server.blobs import open_blob_store
@@ -464,6 +476,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         blobs=blobs,
         max_blob_bytes=int(args.max_blob_mb * 1024 * 1024),
         max_table_cells=args.max_table_cells,
+        alerts=alert_settings(args),
     )
     serve.serve_db(
         args.db,

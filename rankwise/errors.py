@@ -13,8 +13,9 @@
     ├── SchemaTooNewError     a database migrated by a newer rankwise than this one
     ├── ServerError           Api(server=): the server answered an error or is unreachable
     ├── SyncError             rankwise sync: the server stayed unreachable for retry_for
-    └── ArtifactError         a logged artifact was not stored (Artifact.wait), or a
-                              file read back does not match its digest
+    ├── ArtifactError         a logged artifact was not stored (Artifact.wait), or a
+    │                         file read back does not match its digest
+    └── DeliveryError         an alert could not be sent (webhook, SMTP); says why
 
 Problems with *logged data* never raise: they are warned about once and skipped, so a
 tracking problem cannot stop training. In remote mode the uploader never raises either:
@@ -88,3 +89,8 @@ class ArtifactNotFoundError(UsageError, KeyError):
 class ArtifactError(RankwiseError):
     """A logged artifact could not be stored (``Artifact.wait()`` raises it, naming why),
     or a file read back does not match its digest (a damaged or altered store)."""
+
+
+class DeliveryError(RankwiseError):
+    """An alert was not delivered: the receiver is unreachable, refused, or its address
+    is not allowed (SSRF); the message names the host, never a secret."""

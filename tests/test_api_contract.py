@@ -22,6 +22,7 @@ import pytest
 from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
+from rankwise.alert_config import make_destination
 from rankwise.artifacts.model import CommitRequest
 from rankwise.server import ServerSettings, create_app
 from rankwise.server.blobs import LocalBlobStore
@@ -139,11 +140,28 @@ CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
     ("GET", "/api/v1/artifacts/{project}/{artifact}", ART, {}, None),
     ("GET", "/api/v1/artifacts/{project}/{artifact}/{ref}", ART + "/latest", {}, None),
     ("GET", "/api/v1/runs/{project}/{run}/artifacts", "/api/v1/runs/p/r/artifacts", {}, None),
+    ("GET", "/api/v1/projects/{project}/runs/{run}/alerts", RUN + "/alerts", {}, None),
+    ("GET", "/api/v1/alerts/destinations", "/api/v1/alerts/destinations", {}, None),
+    (
+        "POST",
+        "/api/v1/alerts/destinations",
+        "/api/v1/alerts/destinations",
+        {},
+        {"project": "p", "kind": "email", "target": "ops@example.com", "events": ["failed"]},
+    ),
+    (
+        "POST",
+        "/api/v1/alerts/destinations/{dest}/test",
+        "/api/v1/alerts/destinations/cfg-1/test",
+        {},
+        None,
+    ),
 ]
 # Routes whose success reply has no JSON body (204), or whose body is not JSON.
 NO_JSON = {
     ("DELETE", "/api/v1/projects/{project}/views"),
     ("DELETE", "/api/v1/tokens/{token_id}"),
+    ("DELETE", "/api/v1/alerts/destinations/{dest}"),
     ("DELETE", "/api/v1/session"),
     ("POST", "/api/v1/session"),  # its body needs a live token: tested below
     ("POST", "/api/v1/ingest"),  # its body is a stream: tested below
@@ -177,6 +195,22 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     for chunk in MODEL_CHUNKS:  # an artifact version (v0) and the chunks of its file
         blobs.put("p", hashlib.sha256(chunk).hexdigest(), io.BytesIO(chunk))
     store.commit_artifact("p", "m", msgspec.convert(COMMIT, CommitRequest))
+    # An alert event with one delivery, to a destination whose test fails (port 9 is shut).
+    store.add_destination(
+        make_destination(
+            project="p",
+            kind="webhook",
+            target="http://127.0.0.1:9/h",
+            events="nonfinite",
+            allow_private=True,
+            origin="config",
+        )
+    )
+    store.replace_config_destinations(
+        [msgspec.structs.replace(d, id="cfg-1") for d in store.list_destinations("p")]
+    )
+    nan_key = StreamKey("p", "r", "rank-5", 0)
+    store.ingest([(nan_key, [start(nan_key, 5, 1), R.Metrics(1, T0, 0, {"loss": float("nan")})])])
     yield create_app(store, ServerSettings(static_dir=tmp / "no-static", blobs=blobs))
     store.close()
 

@@ -137,6 +137,15 @@ record_strategies = [
         goal=st.one_of(st.none(), st.sampled_from(["minimize", "maximize"])),
         hidden=st.booleans(),
     ),
+    st.builds(
+        R.Alert,
+        seq=seqs,
+        time=times,
+        title=st.text(max_size=12),
+        text=st.text(max_size=40),
+        level=st.sampled_from(["INFO", "WARN", "ERROR"]),
+        wait_duration=finite,
+    ),
 ]
 any_record = st.one_of(*record_strategies)
 

@@ -371,6 +371,7 @@ def test_public_api_is_pinned() -> None:
             "Audio",
             "BadNameError",
             "ConfigError",
+            "DeliveryError",
             "Failure",
             "Histogram",
             "Html",

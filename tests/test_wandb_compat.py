@@ -21,6 +21,8 @@ import pytest
 
 import rankwise
 import rankwise.wandb as wandb
+from rankwise.stream import records as R
+from rankwise.stream.frames import scan
 from rankwise.wandb import _init
 from rankwise.wandb._history import History
 
@@ -395,6 +397,13 @@ def test_alert_save_and_unsupported_names(
     err = capsys.readouterr().err
     assert err.count("ALERT [ERROR] diverged: loss is NaN") == 1 and "again" not in err
     assert "ALERT [INFO] other: fine" in err
+    # Each alert is also an Alert record the server delivers (docs/alerts.md).
+    (stream,) = Path(run.dir).parent.joinpath("streams").glob("*.rwlog")
+    alerts = [r for r in scan(stream.read_bytes()).records if type(r) is R.Alert]
+    assert [(a.title, a.text, a.level) for a in alerts] == [
+        ("diverged", "loss is NaN", "ERROR"),
+        ("other", "fine", "INFO"),
+    ]
     assert err.count("wandb.sweep() is not supported") == 1
     assert "sync_tensorboard=True is not supported" in err
     api_run = wandb.Api().run(f"team/misc/{run.id}")

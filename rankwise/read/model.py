@@ -419,3 +419,6 @@ class ProjectsReply(msgspec.Struct, kw_only=True):
 class RunsReply(msgspec.Struct, kw_only=True):
     runs: list[RunInfo]  # with streams when with_streams=true
     total: int
+    # Per run id of the page, its alert events not delivered everywhere (yet): the runs
+    # table marks those runs (``rankwise.store.alerts.open_alert_runs``).
+    open_alerts: dict[str, int] = msgspec.field(default_factory=dict)

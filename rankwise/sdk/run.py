@@ -27,6 +27,7 @@ from ..errors import UsageError
 from ..media import base as media_base
 from ..settings import Settings
 from ..stream import records as R
+from .alerts import Alerts
 from .handle import Component, RunHandle
 from .hooks import exit_code_of
 from .mappings import Config, Summary
@@ -76,6 +77,7 @@ class Run:
         self._warned_step = False
         self._warned_drop = False
         self._warned_after: set[str] = set()
+        self._alerts = Alerts()
         self._queue = writer.queue if writer is not None else None
         # Backpressure (see sdk/writer.py), in units: log() may queue ``_room`` more
         # before it must look at the writer's ``taken_units``; what it has queued in all
@@ -350,6 +352,20 @@ class Run:
         define_metric(self, self._writer, self._closed, name, reduce=reduce,
                       step_metric=step_metric, summary=summary, goal=goal,
                       hidden=hidden)  # fmt: skip
+
+    # -- alerts -----------------------------------------------------------------------
+    def alert(
+        self, title: str, text: str = "", level: Any = None, wait_duration: Any = None
+    ) -> None:
+        """Tell people: an alert event the server delivers to the project's alert
+        destinations (webhook, Slack, e-mail; ``rankwise alert add``). W&B's signature:
+        ``level`` is "INFO", "WARN" or "ERROR"; ``wait_duration`` (seconds or a
+        timedelta, default 60 s) is the least time between two alerts of one title.
+        Never raises: bad arguments are warned about once (``rankwise.sdk.alerts``)."""
+        try:
+            self._alerts.alert(self._writer, self._closed, title, text, level, wait_duration)
+        except Exception as exc:  # tracking never stops training
+            _log.warn(f"run.alert() failed and was skipped: {exc!r}")
 
     def _record_config(self, items: dict[str, Any]) -> None:
         if self._writer is not None and not self._closed:

@@ -29,7 +29,7 @@ from .config import ServerSettings
 from .encoding import ApiError, error_reply
 from .hardening import install_hardening
 from .openapi import document_replies
-from .routes import artifacts, blobs, health, ingest, login, media, runs, saved_views
+from .routes import alerts, artifacts, blobs, health, ingest, login, media, runs, saved_views
 from .static import mount_api_docs, mount_dashboard
 
 API = "/api/v1"
@@ -72,6 +72,8 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
     app.include_router(
         artifacts.files_router, prefix=API, dependencies=[Depends(auth.read_or_ingest)]
     )
+    app.include_router(alerts.router, prefix=API, dependencies=[Depends(auth.read)])
+    app.include_router(alerts.admin_router, prefix=API, dependencies=[Depends(auth.admin)])
     app.include_router(login.router, prefix=API)
     mount_api_docs(app, settings.static_dir)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -11,6 +11,38 @@ if TYPE_CHECKING:
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+@dataclass(frozen=True)
+class AlertSettings:
+    """How alerts are judged and delivered (``rankwise.server.alert_watch``)."""
+
+    # The dashboard's address as people reach it (``--public-url``): each alert links to
+    # its run page there. Empty: alerts carry no link.
+    public_url: str = ""
+    # Webhooks to loopback, link-local and private addresses are refused (SSRF) unless
+    # this is set (``--allow-private-webhooks``).
+    allow_private_webhooks: bool = False
+    # Delivery back-off: the first retry after ``retry_base`` s, doubling up to
+    # ``retry_max``; given up ``give_up`` s after the event was decided.
+    retry_base: float = 5.0
+    retry_max: float = 600.0
+    give_up: float = 3600.0
+    # One attempt's connect/read time limit (s), and how often the outbox is polled.
+    send_timeout: float = 10.0
+    poll: float = 1.0
+    # How often runs are judged for the events that need time to tell (s).
+    evaluate_every: float = 10.0
+    # A stall is reported once it is this old (the other ranks' reports arrive meanwhile).
+    hang_grace: float = 10.0
+    # A running rank with no record for this long: its heartbeat stopped (s).
+    heartbeat_timeout: float = 45.0
+    # A rank slower than the median over this long is a straggler (s); told at most once
+    # per ``straggler_every`` s per rank (a flapping rank is not told again and again).
+    straggler_window: float = 300.0
+    straggler_every: float = 3600.0
+    # Off: no thread judges or delivers (the store still decides ingest-time events).
+    enabled: bool = True
 
 
 @dataclass(frozen=True)
@@ -67,3 +99,6 @@ class ServerSettings:
     blobs: BlobStore | None = None
     # Largest blob one PUT may store (bytes): 413 above it (`--max-blob-mb`).
     max_blob_bytes: int = 512 * 1024 * 1024
+
+    # -- alerts (rankwise.server.alert_watch) --
+    alerts: AlertSettings = field(default_factory=AlertSettings)

@@ -85,7 +85,7 @@ ARTIFACTS_PREFIX = "/api/v1/artifacts/"
 ARTIFACT_CSP = "sandbox; default-src 'none'"
 BAD_FILE_PATH = "the artifact file path is not a valid file name: " + names.FILE_RULE
 # Query parameters that carry names, and the rule each follows.
-_ID_PARAMS = frozenset(("project", "run", "label", "group", "token_id"))
+_ID_PARAMS = frozenset(("project", "run", "label", "group", "token_id", "dest"))
 _KEY_PARAMS = frozenset(("key", "name"))
 
 BAD_HOST = (

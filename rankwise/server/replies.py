@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from ..alerting import AlertEvent, DestinationInfo
 from ..artifacts.model import (
     ArtifactsReply,
     ArtifactSummary,
@@ -113,8 +114,25 @@ class ViewsReply(msgspec.Struct, kw_only=True):
     views: list[SavedView]
 
 
+class AlertsReply(msgspec.Struct, kw_only=True):
+    alerts: list[AlertEvent]  # the run's events, newest first, with their deliveries
+
+
+class DestinationsReply(msgspec.Struct, kw_only=True):
+    destinations: list[DestinationInfo]  # never a secret (Destination.public)
+
+
+class DeliveryTest(msgspec.Struct, kw_only=True):
+    ok: bool
+    error: str  # why it failed (the host and the status or error; never a secret)
+
+
 STRUCTS: tuple[type, ...] = (
     ErrorReply,
+    AlertsReply,
+    DestinationsReply,
+    DestinationInfo,
+    DeliveryTest,
     AckReply,
     MetricsReply,
     HistoryReply,

@@ -14,18 +14,20 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import uvicorn
 
+from ..alerting import Destination
 from ..errors import RankwiseError, UsageError
 from ..store.base import Store
 from ..store.sql import SQLStore
+from .alert_watch import start_alerts
 from .app import create_app
 from .blobs import BlobStore, FsspecBlobStore, LocalBlobStore, default_root, open_blob_store
-from .config import ServerSettings
+from .config import AlertSettings, ServerSettings
 from .indexer import DirectoryTailer
 
 DEFAULT_HOST = "127.0.0.1"
@@ -141,11 +143,14 @@ def serve_ui(
     log_level: str = "warning",
     announce: Callable[[str], None] | None = None,
     insecure_no_auth: bool = False,
+    alert_destinations: Sequence[Destination] = (),
 ) -> None:
     """Index ``root`` into ``<root>/.rankwise/index.db``, follow it, and serve it.
 
     No login: it is one person's local directory. Off loopback that would expose it to
     the network, so a non-loopback ``host`` needs ``insecure_no_auth``.
+    ``alert_destinations`` (``--alerts FILE``, ``--alert-*``) replace those of the
+    previous start; the alert threads run alongside.
     """
     if not is_loopback(host) and not insecure_no_auth:
         raise UsageError(
@@ -169,9 +174,11 @@ def serve_ui(
     settings = dataclasses.replace(settings, tails_dir=root, blobs=RunDirBlobStore(root))
     store = open_db(index_url(root), crash_timeout)
     store.local_pids = True  # the streams are this host's own files, not uploads
+    store.replace_config_destinations(alert_destinations)
     tailer = DirectoryTailer(root, store)
     tailer.poll()  # the first pass before serving: the dashboard opens on full data
     tailer.start()
+    alerts = start_alerts(store, settings.alerts, crash_timeout)
     noted: list[Path | None] = []
 
     def ready(url: str) -> None:
@@ -187,6 +194,8 @@ def serve_ui(
     try:
         _Server(uvicorn_config(create_app(store, settings), host, port, log_level), ready).run()
     finally:
+        if alerts is not None:
+            alerts.stop()
         tailer.stop()
         store.close()
         for path in noted:
@@ -231,9 +240,12 @@ def serve_db(
         store.close()
         raise
     if workers <= 1:
+        alerts = start_alerts(store, settings.alerts, crash_timeout)
         try:
             _Server(uvicorn_config(create_app(store, settings), host, port, log_level), say).run()
         finally:
+            if alerts is not None:
+                alerts.stop()
             store.close()
         return
     store.close()
@@ -274,7 +286,11 @@ def worker_app() -> Any:
     from ..store import open_store
 
     crash_timeout = float(os.environ.get(_CRASH_ENV) or 60.0)
-    return create_app(open_store(url, crash_timeout=crash_timeout), settings)
+    store = open_store(url, crash_timeout=crash_timeout)
+    # Each worker judges and delivers too; the store decides each event once and hands
+    # each delivery to one worker (rankwise.server.alert_watch).
+    start_alerts(store, settings.alerts, crash_timeout)
+    return create_app(store, settings)
 
 
 def settings_to_env(settings: ServerSettings) -> str:
@@ -284,6 +300,8 @@ def settings_to_env(settings: ServerSettings) -> str:
         if field.name == "blobs":
             continue
         value = getattr(settings, field.name)
+        if isinstance(value, AlertSettings):
+            value = dataclasses.asdict(value)
         out[field.name] = str(value) if isinstance(value, Path) else value
     return json.dumps(out)
 
@@ -296,7 +314,9 @@ def settings_from_env(text: str) -> ServerSettings:
     for name, value in given.items():
         if name not in known:
             continue
-        if name in ("static_dir", "tails_dir"):
+        if name == "alerts":
+            values[name] = AlertSettings(**value)
+        elif name in ("static_dir", "tails_dir"):
             values[name] = None if value is None else Path(value)
         elif isinstance(getattr(ServerSettings, name), tuple):
             values[name] = tuple(value)

@@ -33,10 +33,12 @@ from .types import (
 )
 
 if TYPE_CHECKING:
+    from ..alerting import AlertEvent, Destination
     from ..artifacts.manifest import Entry
     from ..artifacts.model import ArtifactSummary, CommitRequest, RunArtifacts, VersionInfo
     from ..health import StreamSteps
     from ..tokens import NewToken, TokenInfo
+    from .alerts import Claimed
     from .tokens import SessionInfo
 
 XAxis = Literal["step", "time"]
@@ -258,5 +260,44 @@ class Store(Protocol):
     def touch_session(self, session_id: str, every: float) -> None: ...
 
     def revoke_session(self, session_id: str) -> bool: ...
+
+    # Alerts (``rankwise.store.alerts``): destinations, events decided once, the outbox.
+    def add_destination(self, dest: Destination) -> Destination: ...
+
+    def list_destinations(self, project: str | None = None) -> list[Destination]: ...
+
+    def get_destination(self, dest_id: str) -> Destination | None: ...
+
+    def remove_destination(self, dest_id: str) -> bool: ...
+
+    def replace_config_destinations(self, dests: Sequence[Destination]) -> None: ...
+
+    def decide_event(
+        self,
+        project: str,
+        run_id: str,
+        kind: str,
+        key: str,
+        title: str,
+        text: str,
+        level: str = "ERROR",
+        details: dict[str, Any] | None = None,
+        at: float | None = None,
+    ) -> int | None:
+        """Decide one event of a run once (None: decided before, or no such run)."""
+
+    def alert_candidates(self, since: float) -> list[tuple[str, str]]: ...
+
+    def last_event_time(self, project: str, run_id: str, kind: str, key_prefix: str) -> float: ...
+
+    def run_alerts(self, project: str, run_id: str) -> list[AlertEvent]: ...
+
+    def open_alert_runs(self, project: str | None = None) -> dict[tuple[str, str], int]: ...
+
+    def claim_deliveries(self, now: float, lease: float, limit: int = 16) -> list[Claimed]: ...
+
+    def settle_delivery(
+        self, outbox: int, *, delivered: bool, error: str = "", retry_at: float | None = None
+    ) -> None: ...
 
     def close(self) -> None: ...

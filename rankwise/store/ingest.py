@@ -11,11 +11,14 @@
    media items, tables and histograms (``rankwise.store.media``);
 4. merge their per-step aggregates into the run's aggregate blocks, locking blocks in
    (metric, block) order so that ingesters of different ranks never deadlock;
-5. move the mark.
+5. move the mark;
+6. decide the alert events the records show (``alert_ingest``: the first non-finite
+   value of a metric, ``run.alert()``), after the blocks, so every ingester takes its
+   locks in one order.
 
-Data, aggregates and mark commit together or not at all, so a batch is applied exactly
-once however often it is sent and by however many ingesters: a second ingester of the
-same stream waits for the row lock and then finds the mark already past its records.
+Data, aggregates, alert decisions and mark commit together or not at all, so a batch is
+applied exactly once however often it is sent and by however many ingesters: a second
+ingester of the same stream waits for the row lock and then finds the mark already past its records.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from ..stream import records as R
 from ..stream.fold import StreamFold
 from . import health as rank_health
 from . import media as rich
+from .alert_ingest import Found, decide_found, found
 from .blocks import merge_blocks
 from .chunks import MERGE_BELOW, Points, decode, encode_many, split
 from .tx import Tx, marks
@@ -195,15 +199,20 @@ def apply_streams(
     """
     marks = []
     per_run: dict[int, dict[int, list[Points]]] = {}
+    events: dict[int, list[Found]] = {}
     for stream, run, records in items:
-        mark, points = _apply_one(tx, stream, run, records, metric_ids, system_ids or {})
+        mark, points, seen = _apply_one(tx, stream, run, records, metric_ids, system_ids or {})
         marks.append(mark)
         into = per_run.setdefault(run, {})
         for mid, p in points.items():
             into.setdefault(mid, []).append(p)
+        if seen:
+            events.setdefault(run, []).extend(seen)
     for run in sorted(per_run):
         if per_run[run]:
             merge_blocks(tx, run, per_run[run])
+    if events:  # after the blocks: every ingester takes its locks in the same order
+        decide_found(tx, events)
     return marks
 
 
@@ -226,18 +235,20 @@ def _apply_one(
     records: Sequence[R.AnyRecord],
     metric_ids: dict[str, int],
     system_ids: dict[str, int],
-) -> tuple[int, dict[int, Points]]:
+) -> tuple[int, dict[int, Points], list[Found]]:
     row = tx.one(f"SELECT acked_seq, fold FROM streams WHERE id = ?{tx.for_update}", (stream,))
     if row is None:
         raise LookupError(f"stream row {stream} vanished; was the database reset?")
     mark = int(row[0])
     fresh = contiguous(records, mark)
     if not fresh:
-        return mark, {}
+        return mark, {}, []
     fold = decode_fold(row[1])
     top = fold.last_step
     fold.apply(fresh)
-    points = {metric_ids[k]: p for k, p in extract(fresh).items()}
+    by_name = extract(fresh)
+    points = {metric_ids[k]: p for k, p in by_name.items()}
+    seen = found(fold.start, fresh, by_name)  # alert events (``alert_ingest``)
     # Console lines, stalls, system samples and step progress; only metrics aggregate.
     health = rank_health.apply(tx, stream, run, fresh, top, system_ids)
     rich.apply(tx, stream, run, fresh)
@@ -263,7 +274,7 @@ def _apply_one(
             stream,
         ),
     )
-    return new_mark, points
+    return new_mark, points, seen
 
 
 _CHUNK_COLS = "n, step_lo, step_hi, t_lo, t_hi, kind, xs, ys, seqs, weights, head, subs"

@@ -4,7 +4,7 @@ Each migration is applied in its own transaction together with the row that reco
 so a crash mid-upgrade leaves the schema at the last whole version. Migrations are only
 ever appended: a released one is never edited (the database may already hold it).
 
-Tables (version 8)::
+Tables (version 10)::
 
     runs      one row per (project, run_id); the integer ``id`` keys the rest
     streams   one row per stream: the mark (``acked_seq``), the folded state (``fold``,
@@ -47,6 +47,12 @@ Tables (version 8)::
     artifact_uses      lineage: (project, name, version, run, label) and when
     artifact_commits   (project, client_id) -> (name, version): a retried commit answers
               the version its first attempt made or matched
+    alert_destinations  who is told: id, project ('*': all), origin, the ``Destination``
+              as JSON (its secrets too: never shown), created
+    alert_events  each event decided once: unique (run, kind, key), title, text, level,
+              time, details (JSON) (see ``rankwise.store.alerts``)
+    alert_outbox  one delivery per (event, destination): pending | delivered | failed,
+              attempts, next_at (due time, or the claim's lease), last error, delivered
 """
 
 from __future__ import annotations
@@ -609,6 +615,46 @@ CREATE TABLE artifact_commits (
 # found by id within the series.
 _V9 = "CREATE INDEX chunks_by_id ON chunks (stream, metric, id);"
 
+# Alerts (``rankwise.store.alerts``): who is told of what, each event decided once by its
+# unique (run, kind, key), and the outbox its deliveries are sent from.
+_V10 = """
+CREATE TABLE alert_destinations (
+    id TEXT PRIMARY KEY,
+    project TEXT NOT NULL,
+    origin TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    created DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX alert_destinations_by_project ON alert_destinations (project);
+CREATE TABLE alert_events (
+    id {id},
+    run BIGINT NOT NULL,
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL,
+    title TEXT NOT NULL,
+    text TEXT NOT NULL,
+    level TEXT NOT NULL,
+    time DOUBLE PRECISION NOT NULL,
+    details TEXT NOT NULL,
+    UNIQUE (run, kind, key)
+);
+CREATE TABLE alert_outbox (
+    id {id},
+    event BIGINT NOT NULL,
+    destination TEXT NOT NULL,
+    state TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    next_at DOUBLE PRECISION NOT NULL,
+    created DOUBLE PRECISION NOT NULL,
+    last_error TEXT NOT NULL,
+    delivered DOUBLE PRECISION,
+    UNIQUE (event, destination)
+);
+CREATE INDEX alert_outbox_due ON alert_outbox (state, next_at);
+"""
+_V10_SQLITE = _V10.format(id="INTEGER PRIMARY KEY")
+_V10_POSTGRES = _V10.format(id="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, streams, columnar chunks, aggregates", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "index chunks by time", _V2, _V2),
@@ -619,6 +665,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "media items, tables, histograms, blob kinds", _V7_SQLITE, _V7_POSTGRES),
     Migration(8, "artifacts: names, versions, files, aliases, lineage", _V8_SQLITE, _V8_POSTGRES),
     Migration(9, "index chunks by series and id (the open tail)", _V9, _V9),
+    Migration(10, "alerts: destinations, events, outbox", _V10_SQLITE, _V10_POSTGRES),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -28,6 +28,7 @@ from ..stream import records as R
 from . import health as rank_health
 from . import migrations as M
 from . import query, runs
+from .alerts import AlertStore
 from .artifacts import ArtifactStore
 from .base import RunQuery, StreamKey, XAxis
 from .health_reads import HealthReads
@@ -50,7 +51,7 @@ def _check_axis(x: str, max_points: int) -> None:
         raise UsageError(f"max_points={max_points} must be at least 1")
 
 
-class SQLStore(SavedViews, HealthReads, MediaReads, TokenStore, ArtifactStore):
+class SQLStore(SavedViews, HealthReads, MediaReads, TokenStore, ArtifactStore, AlertStore):
     """Everything of ``Store`` but how transactions run (see the module docstring)."""
 
     dialect: str = ""

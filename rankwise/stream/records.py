@@ -18,6 +18,9 @@ Schema 3 added ``DefineMetric`` (tag 14): ``run.define_metric(name, reduce=...)`
 chooses a metric's cross-rank line (``rankwise.metric_defs``). A schema-1 or -2 file
 reads as before (it holds no definitions: every line is the mean).
 
+Schema 4 added ``Alert`` (tag 15): ``run.alert(title, text, level, wait_duration)``, an
+event the server delivers to the project's alert destinations (``rankwise.alerting``).
+
 Values that travel in ``Metrics.values`` have already been coerced to ``float`` / ``int``
 / ``bool`` by the writer thread (see ``rankwise.sdk.values``); NaN and ±Inf are kept.
 """
@@ -28,7 +31,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # What a store can hold, checked by the decoder (in C, at no cost): integers within 64
 # bits (msgpack goes up to 2**64 - 1) and finite times. A frame holding anything else
@@ -252,6 +255,17 @@ class DefineMetric(Record, tag=14):
     hidden: bool = False
 
 
+class Alert(Record, tag=15):
+    """``run.alert()``: a message for people, delivered by the server as an alert event
+    (each record once). ``level`` is INFO, WARN or ERROR; ``wait_duration`` (seconds) is
+    the least time between two alerts of one title from this process."""
+
+    title: str
+    text: str = ""
+    level: str = "INFO"
+    wait_duration: float = 0.0
+
+
 AnyRecord = (
     StreamStart
     | Metrics
@@ -267,6 +281,7 @@ AnyRecord = (
     | TableRec
     | HistogramRec
     | DefineMetric
+    | Alert
 )
 
 RECORD_TYPES: tuple[type[Record], ...] = (
@@ -284,6 +299,7 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     TableRec,
     HistogramRec,
     DefineMetric,
+    Alert,
 )
 
 # The payload of one frame: [schema version, [record, record, ...]].

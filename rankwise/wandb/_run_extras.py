@@ -103,8 +103,10 @@ class RunExtras:
     def alert(
         self, title: str, text: str, level: str | Any = None, wait_duration: Any = None
     ) -> None:
-        """Recorded as a console line of this process (``wandb: ALERT [LEVEL] title:
-        text``), at most once per ``wait_duration`` (default 60 s) per title."""
+        """An alert event the rankwise server delivers (webhook, Slack, e-mail) and a
+        console line of this process (``wandb: ALERT [LEVEL] title: text``), at most
+        once per ``wait_duration`` (default 60 s) per title. W&B's level check is kept:
+        a level other than INFO, WARN or ERROR raises ``ValueError``."""
         level = getattr(level, "value", level) or "INFO"
         if level not in LEVELS:
             raise ValueError("level must be one of 'INFO', 'WARN', or 'ERROR'")
@@ -117,6 +119,7 @@ class RunExtras:
         self._alerts[title] = now
         if self._inner is not None:
             self._ensure()
+            self._inner.alert(title, text, level, wait)
             termwarn(f"ALERT [{level}] {title}: {text}", prefix=False)
 
     def mark_preempting(self) -> None:

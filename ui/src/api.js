@@ -255,6 +255,13 @@ export const api = {
   /** What a run logged and used (no manifests; empty lists for a run with none). */
   /** @type {(project: string, run: string, opts?: Opts) => Promise<RunArtifacts>} */
   runArtifacts: (project, run, opts) => request("GET", `/runs/${p(project)}/${p(run)}/artifacts`, opts),
+  /** The alert events a run raised, newest first, each with its deliveries' state. */
+  runAlerts: (project, run, opts) => request("GET", runPath(project, run, "/alerts"), opts),
+  /** Alert destinations (admin tokens only): never their secrets. */
+  destinations: (opts) => request("GET", "/alerts/destinations", opts),
+  addDestination: (body) => request("POST", "/alerts/destinations", { body }),
+  removeDestination: (id) => request("DELETE", `/alerts/destinations/${p(id)}`),
+  testDestination: (id) => request("POST", `/alerts/destinations/${p(id)}/test`),
   whoami: (opts) => request("GET", "/session", opts),
   login: (token) => request("POST", "/session", { body: { token } }),
   logout: () => request("DELETE", "/session"),

@@ -10,6 +10,7 @@ import { RunsPage } from "./pages/Runs.jsx";
 import { RunPage } from "./pages/Run.jsx";
 import { ComparePage, GroupPage } from "./pages/Overlay.jsx";
 import { ArtifactsPage } from "./pages/Artifacts.jsx";
+import { AlertsPage } from "./pages/Alerts.jsx";
 import "./styles.css";
 
 function App() {
@@ -40,6 +41,9 @@ function App() {
     case "compare":
       page = <ComparePage params={route.params} />;
       break;
+    case "alerts":
+      page = <AlertsPage />;
+      break;
     default:
       page = <ProjectsPage who={who} />;
   }
@@ -57,6 +61,7 @@ function App() {
           <a class="topnav" href={href.runs(route.project)}>{route.project}</a>
         ) : null}
         <span class="spacer" />
+        {who?.role === "admin" ? <a class="topnav" href={href.alerts()} title="Who is told of failed, hung or diverging runs">Alerts</a> : null}
         <span class="muted small kbd-hint"><kbd>/</kbd> search</span>
         {who?.via === "session" ? (
           <button type="button" class="logout" title={`${who.role} token ${who.name || ""}`} onClick={() => logout(setWho)}>

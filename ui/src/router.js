@@ -6,6 +6,7 @@
 //   #/p/{project}/g/{group}            the runs of a group, overlaid
 //   #/p/{project}/artifacts?type=..&name=..&version=..   the project's artifacts
 //   #/compare?runs=p/r,p/r2            chosen runs, overlaid
+//   #/alerts                           alert destinations (admin)
 //
 // Every user-given segment is URI-encoded (`seg`), so a run name cannot change the route.
 
@@ -26,6 +27,7 @@ export function parseHash(hash) {
     return { page: "runs", project, params };
   }
   if (parts[0] === "compare") return { page: "compare", params };
+  if (parts[0] === "alerts") return { page: "alerts", params };
   return { page: "projects", params };
 }
 
@@ -56,6 +58,7 @@ export const href = {
   group: (project, group) => `#/p/${seg(project)}/g/${seg(group)}`,
   artifacts: (project, params) => withQuery(`#/p/${seg(project)}/artifacts`, params),
   compare: (refs) => withQuery("#/compare", { runs: refs }),
+  alerts: () => "#/alerts",
 };
 
 /** The list form of a comma-separated query parameter. */

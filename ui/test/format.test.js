@@ -45,6 +45,8 @@ describe("routes", () => {
     expect(parseHash(href.group("p", "g#1"))).toMatchObject({ page: "group", group: "g#1" });
     expect(parseHash(href.compare(["p/a", "p/b"])).params.get("runs")).toBe("p/a,p/b");
     expect(parseHash("").page).toBe("projects");
+    expect(parseHash(href.alerts()).page).toBe("alerts");
+    expect(parseHash("#/p/alerts").page).toBe("runs"); // a project named "alerts"
   });
 });
 

@@ -120,7 +120,9 @@ def runs(
     if not with_streams:
         lean["streams"] = []
     out = [_as_sent(request, r, **lean) for r in rows]
-    return reply(request, RunsReply(runs=out, total=total))
+    ids = {r.id for r in rows}
+    open_alerts = {r: n for (_, r), n in store.open_alert_runs(project).items() if r in ids}
+    return reply(request, RunsReply(runs=out, total=total, open_alerts=open_alerts))
 
 
 @router.get("/projects/{project}/runs/{run}", response_model=None, responses=answers(RunInfo, 404))

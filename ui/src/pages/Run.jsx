@@ -1,5 +1,5 @@
-// The Run page: header (state, ranks, nodes, duration, group), rank health (strip and
-// stall banner), then tabs: Charts (one per metric, cross-rank band, per-rank lines on
+// The Run page: header (state, ranks, nodes, duration, group, first failure, alerts),
+// rank health (strip and stall banner), then tabs: Charts (one per metric, cross-rank band, per-rank lines on
 // demand), Media, Tables and Histograms (shown once the run logged any), Artifacts
 // (shown once it logged or used one), Logs, System, Config & summary, Streams.
 
@@ -14,6 +14,7 @@ import { ConfigTab } from "./run/ConfigTab.jsx";
 import { StreamsTab } from "./run/StreamsTab.jsx";
 import { RunHealth } from "../components/HealthStrip.jsx";
 import { FailureBanner } from "../components/FailureBanner.jsx";
+import { RunAlerts } from "../components/RunAlerts.jsx";
 import { ChartsTab } from "./run/ChartsTab.jsx";
 import { LogsTab } from "./run/LogsTab.jsx";
 import { SystemTab } from "./run/SystemTab.jsx";
@@ -153,6 +154,7 @@ function RunHeader({ run }) {
       </dl>
       {run.notes ? <p class="notes">{run.notes}</p> : null}
       <FailureBanner run={run} />
+      <RunAlerts run={run} />
     </header>
   );
 }

@@ -70,6 +70,7 @@ export function RunsPage({ project, params }) {
               project={project}
               runs={runs.data.runs}
               total={runs.data.total}
+              openAlerts={runs.data.open_alerts ?? {}}
               f={f}
               set={set}
               selected={selected}
@@ -309,7 +310,7 @@ const BASE_COLUMNS = [
   { key: "duration", label: "Duration", sort: "duration", num: true },
 ];
 
-function RunsTable({ project, runs, total, f, set, selected, setSelected }) {
+function RunsTable({ project, runs, total, f, set, selected, setSelected, openAlerts }) {
   const anyRunning = runs.some((r) => r.state === "running");
   const now = useNow(1000, anyRunning);
   // The clock re-sorts only while a run is running (its duration grows); else it is still.
@@ -347,7 +348,7 @@ function RunsTable({ project, runs, total, f, set, selected, setSelected }) {
       <td class="sel">
         <input type="checkbox" aria-label={`Select ${r.name}`} checked={selected.has(ref(r))} onChange={() => toggle(r)} />
       </td>
-      {columns.map((c) => <td key={c.key} class={c.num ? "num" : ""}>{cell(project, r, c, now)}</td>)}
+      {columns.map((c) => <td key={c.key} class={c.num ? "num" : ""}>{cell(project, r, c, now, openAlerts)}</td>)}
     </tr>
   );
   const grouped = f.by === "group" ? groupRuns(rows) : null;
@@ -392,15 +393,27 @@ function GroupStates({ runs }) {
   );
 }
 
-function cell(project, r, c, now) {
+function cell(project, r, c, now, openAlerts) {
   switch (c.key) {
     case "name":
       return (
-        <a class="run-name" href={href.run(project, r.id)} title={r.name && r.name !== r.id ? `${r.name} (${r.id})` : r.id}>
-          <span class="name">{r.name || r.id}</span>
-          {runRank(r) ? <span class="rank-of" data-rank-of title="The rank this per-process run recorded">{runRank(r)}</span> : null}
-          {r.name && r.name !== r.id ? <span class="muted small id">{r.id}</span> : null}
-        </a>
+        <>
+          <a class="run-name" href={href.run(project, r.id)} title={r.name && r.name !== r.id ? `${r.name} (${r.id})` : r.id}>
+            <span class="name">{r.name || r.id}</span>
+            {runRank(r) ? <span class="rank-of" data-rank-of title="The rank this per-process run recorded">{runRank(r)}</span> : null}
+            {r.name && r.name !== r.id ? <span class="muted small id">{r.id}</span> : null}
+          </a>
+          {openAlerts?.[r.id] ? (
+            <a
+              class="open-alerts"
+              data-open-alerts={openAlerts[r.id]}
+              href={href.run(project, r.id)}
+              title={`${openAlerts[r.id]} alert${openAlerts[r.id] === 1 ? "" : "s"} not delivered everywhere yet (see the run page)`}
+            >
+              {openAlerts[r.id]} open alert{openAlerts[r.id] === 1 ? "" : "s"}
+            </a>
+          ) : null}
+        </>
       );
     case "state":
       return (
