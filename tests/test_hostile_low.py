@@ -188,6 +188,13 @@ def test_15_settings_survive_the_trip_to_the_workers() -> None:
             changed[f.name] = value + 7
         elif isinstance(value, tuple):
             changed[f.name] = ("tracker.example", "*.cluster.internal")
+        elif dataclasses.is_dataclass(value):  # the alert settings, one field of each kind
+            changed[f.name] = dataclasses.replace(
+                value,
+                public_url="https://rankwise.example",
+                allow_private_webhooks=True,
+                retry_base=1.5,
+            )
         else:  # paths
             changed[f.name] = Path("/srv/rankwise") / f.name
     settings = ServerSettings(**changed)
