@@ -36,7 +36,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 MAX_LIMIT = 1000
-_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf|nan"
+MAX_FILTER = 200  # characters of a filter's text
+# One way only to match each number (no digit can go to two groups), so a failing match
+# backtracks linearly, never quadratically; and a filter is short anyway.
+_NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf|nan"
 _CMP = re.compile(rf"\s*(=|==|!=|>=|<=|>|<)?\s*({_NUM})\s*", re.I)
 _RANGE = re.compile(rf"\s*({_NUM})\s*\.\.\s*({_NUM})\s*", re.I)
 _OPS = {None: "=", "=": "=", "==": "=", "!=": "<>", ">": ">", ">=": ">=", "<": "<", "<=": "<="}
@@ -79,6 +82,8 @@ def _number(text: str, kind: str) -> float | int:
 def where(column: str, kind: str, text: str) -> tuple[str, list[Any]]:
     """The WHERE clause and its parameters for filtering ``column`` (see the module)."""
     col = quote(column)
+    if len(text) > MAX_FILTER:
+        raise TableQueryError(f"a filter is at most {MAX_FILTER} characters")
     if kind in ("int", "float"):
         m = _RANGE.fullmatch(text)
         if m:

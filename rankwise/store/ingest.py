@@ -236,10 +236,11 @@ def _apply_one(
         return mark, {}
     fold = decode_fold(row[1])
     top = fold.last_step
+    console = fold.console_chars
     fold.apply(fresh)
     points = {metric_ids[k]: p for k, p in extract(fresh).items()}
     # Console lines, stalls, system samples and step progress; only metrics aggregate.
-    health = rank_health.apply(tx, stream, run, fresh, top, system_ids)
+    health = rank_health.apply(tx, stream, run, fresh, top, system_ids, console)
     rich.apply(tx, stream, run, fresh)
     if points or health:
         _append_series(tx, stream, {**points, **health} if health else points)
