@@ -384,6 +384,55 @@ def test_number_filters_are_short_and_parse_without_backtracking() -> None:
     assert time.monotonic() - started < 1.0  # was 7 s on one core; linear is ~1 ms
 
 
+# -- 9: table pages ----------------------------------------------------------------------
+
+
+def _parquet(rows: int) -> bytes:
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"id": list(range(rows))}), buf)
+    return buf.getvalue()
+
+
+def _table(seq: int, key: str, data: bytes, nrows: int) -> R.TableRec:
+    import hashlib
+
+    digest = hashlib.sha256(data).hexdigest()
+    return R.TableRec(
+        seq, 1000.0, 0, key, digest, len(data), nrows, 1, ["id"], ["int"]
+    )  # fmt: skip
+
+
+def test_a_tables_parquet_footer_is_checked_at_upload(tmp_path: Path) -> None:
+    """A small file declared 10 rows that holds 100,000: 413 past --max-table-cells, 422
+    under it (the pager trusts the declared count); a true one is paged."""
+    for srv in _serve(tmp_path, max_table_cells=50_000):
+        big, small = _parquet(100_000), _parquet(10)
+        recs: list[R.AnyRecord] = [start(run="t")]
+        for data in (big, small):
+            rec = _table(1, "t", data, 10)
+            assert srv.client.put(f"/api/v1/blobs/p/{rec.digest}", content=data).is_success
+        r = srv.ingest([*recs, _table(1, "lying", big, 10)])
+        assert r.status_code == 413 and "100000 rows" in r.text, r.text
+        r = srv.ingest([*recs, _table(1, "lying", _parquet(10), 9)])
+        assert r.status_code == 422 and "10 rows" in r.text, r.text
+        assert srv.ingest([*recs, _table(1, "true", small, 10)]).status_code == 200
+        q = {"key": "true", "sort": "id"}
+        r = srv.client.get("/api/v1/projects/p/runs/t/tables", params=q)
+        assert r.status_code == 200 and r.json()["total"] == 10, r.text
+        r = srv.client.get("/api/v1/projects/p/runs/t/tables", params={**q, "offset": 10**7 + 1})
+        assert r.status_code == 422, r.text
+        pager = srv.app.state.table_pager
+        limit = pager._db.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+        number, unit = limit.split()
+        units = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+        assert float(number) * units[unit] <= 2**30  # DuckDB's default: 80 % of the RAM
+
+
 # -- 10: no-auth servers refuse cross-site writes -----------------------------------------
 
 

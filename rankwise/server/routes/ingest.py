@@ -462,7 +462,45 @@ def prepare_upload(
     fresh = records[mark + 1 - first :] if mark >= first else records
     if fresh:
         check_blobs(blobs, key.project, fresh)
+        check_tables(blobs, key.project, fresh, max_table_cells)
     return mark, fresh
+
+
+def check_tables(
+    blobs: BlobStore | None, project: str, records: list[R.AnyRecord], max_cells: int
+) -> None:
+    """A table's Parquet footer must hold the rows its record declares (413 past
+    ``max_cells``, 422 otherwise): the size cap is on what DuckDB will page, not on
+    what the uploader says. A blob declared lost is not read."""
+    tables = [r for r in records if type(r) is R.TableRec]
+    if not tables or blobs is None:
+        return
+    import pyarrow.parquet as pq  # the [server] extra; only for uploads holding a table
+
+    for rec in tables:
+        assert isinstance(rec, R.TableRec)
+        f = blobs.open(project, rec.digest)
+        if f is None:
+            continue  # declared lost by its uploader (check_blobs let it through)
+        try:
+            with f:
+                meta = pq.ParquetFile(f).metadata
+                rows, cols = meta.num_rows, meta.num_columns
+        except Exception:
+            raise ApiError(
+                422, f"table {rec.key!r}: its blob is not a readable Parquet file"
+            ) from None
+        if rows * max(cols, rec.ncols, 1) > max_cells:
+            raise ApiError(
+                413,
+                f"table {rec.key!r}'s file holds {rows} rows x {cols} columns, over this "
+                f"server's limit ({max_cells} cells): log fewer rows or columns",
+            )
+        if rows != rec.nrows:
+            raise ApiError(
+                422,
+                f"table {rec.key!r}'s file holds {rows} rows but its record says {rec.nrows}",
+            )
 
 
 def blob_digests(records: list[R.AnyRecord]) -> list[str]:
