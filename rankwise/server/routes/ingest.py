@@ -475,7 +475,7 @@ def check_tables(
     tables = [r for r in records if type(r) is R.TableRec]
     if not tables or blobs is None:
         return
-    import pyarrow.parquet as pq  # the [server] extra; only for uploads holding a table
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]  # [server] extra
 
     for rec in tables:
         assert isinstance(rec, R.TableRec)
