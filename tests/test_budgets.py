@@ -27,7 +27,7 @@ from rankwise.server import ServerSettings, create_app
 from rankwise.store import open_store
 from rankwise.stream import records as R
 
-from .helpers.servers import serve_in_thread
+from .helpers.servers import serve_in_thread, wait_until
 from .helpers.streams import body, records, start
 
 
@@ -195,11 +195,15 @@ def test_a_large_manifest_is_checked_off_the_event_loop(server: Server) -> None:
         for i in range(20_000)
     ]
     manifest = {"entries": entries}
-    raw = json.dumps({"type": "dataset", "client_id": "c0", "manifest": manifest})
+    raw = json.dumps({"type": "dataset", "client_id": "c0", "manifest": manifest}).encode()
     started = time.monotonic()
     check_commit("large", msgspec.json.decode(raw, type=CommitRequest))
     checking = time.monotonic() - started  # what the server spends on it
-    r, longest = _pings_during(server, lambda: _commit(server, "large", manifest))
+    headers = {"Content-Type": "application/json"}
+    url = "/api/v1/artifacts/p/large/versions"  # encoded above: this process only sends
+    r, longest = _pings_during(
+        server, lambda: server.client.post(url, content=raw, headers=headers)
+    )
     assert r.status_code == 409, r.text  # valid; its chunk is not uploaded
     # On the event loop, a request sent while it is checked waits all of it.
     assert longest < checking / 3, (longest, checking)
@@ -283,6 +287,136 @@ def test_a_failing_upload_fails_alone_in_a_postgres_batch(pg_dsn: str) -> None:
         assert store.acked(bad) == -1
     finally:
         store.close()
+
+
+# -- 4: connections before authentication --------------------------------------------
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+def _status(sock: socket.socket, wait: float) -> int | None:
+    """The status of the reply ``sock`` gets within ``wait`` seconds (None: no reply)."""
+    sock.settimeout(wait)
+    try:
+        reply = sock.recv(4096)
+    except TimeoutError:
+        return None
+    return int(reply.split(b" ", 2)[1]) if reply else 0
+
+
+def test_half_sent_requests_are_closed_at_the_header_deadline(tmp_path: Path) -> None:
+    """Idle half-requests held sockets forever: now 408 and closed after the deadline,
+    on new connections and on kept-alive ones alike, and the server goes on answering."""
+    from rankwise.server.guard import guarded
+
+    store = open_store(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    store.migrate()
+    app = create_app(store, ServerSettings(auth=False))
+    half = b"GET /api/v1/projects HTTP/1.1\r\nHost: 127.0.0.1\r\n"  # no blank line
+    try:
+        with serve_in_thread(app, http=guarded(1.0, 1000)) as url:
+            socks = [socket.create_connection(("127.0.0.1", _port(url))) for _ in range(30)]
+            for s in socks:
+                s.sendall(half)
+            kept = socket.create_connection(("127.0.0.1", _port(url)))
+            kept.sendall(half + b"\r\n")
+            assert _status(kept, 10) == 200
+            kept.sendall(half)  # a next request on the kept-alive connection, never ended
+            socks.append(kept)
+            try:
+                first = _status(socks[0], 10)  # the others are due at the same moment
+                assert [first] + [_status(s, 3) for s in socks[1:]] == [408] * len(socks)
+            finally:
+                for s in socks:
+                    s.close()
+            assert httpx.get(url + "/api/v1/projects").status_code == 200
+    finally:
+        store.close()
+
+
+def test_connections_past_the_cap_are_closed_at_once(tmp_path: Path) -> None:
+    from rankwise.server.guard import guarded
+
+    store = open_store(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    store.migrate()
+    app = create_app(store, ServerSettings(auth=False))
+    try:
+        with serve_in_thread(app, http=guarded(30.0, 20)) as url:
+            socks = [socket.create_connection(("127.0.0.1", _port(url))) for _ in range(25)]
+            try:
+                got = [_status(s, 0.5 if i < 20 else 10) for i, s in enumerate(socks)]
+                assert got == [None] * 20 + [503] * 5
+            finally:
+                for s in socks:
+                    s.close()
+            wait_until(lambda: httpx.get(url + "/api/v1/projects").status_code == 200)
+    finally:
+        store.close()
+
+
+_FD_STARVED = """
+import os, resource, sys
+from rankwise.server import ServerSettings, create_app
+from rankwise.server.serve import _Server, uvicorn_config
+from rankwise.store import open_store
+
+store = open_store(sys.argv[1])
+store.migrate()
+app = create_app(store, ServerSettings(auth=False))
+resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+
+def ready(url):
+    held = []
+    try:
+        while True:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        pass
+    for fd in held[:4]:  # four descriptors left for connections
+        os.close(fd)
+    print(url, flush=True)
+
+_Server(uvicorn_config(app, "127.0.0.1", 0, "warning"), ready).run()
+"""
+
+
+def test_accept_errors_are_logged_once_per_interval(tmp_path: Path) -> None:
+    """A server out of file descriptors (real sockets, the served app of ``rankwise
+    server``): one log line for its failed accepts, not a traceback per attempt."""
+    import subprocess
+    import sys
+
+    from .helpers.servers import subprocess_env
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _FD_STARVED, f"sqlite:///{tmp_path / 'db.sqlite'}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=subprocess_env(),
+    )  # fmt: skip
+    socks = []
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        assert url.startswith("http://"), proc.stderr.read() if proc.stderr else ""
+        for _ in range(40):
+            socks.append(socket.create_connection(("127.0.0.1", _port(url)), timeout=5))
+        time.sleep(4.5)  # asyncio retries a failed accept every second
+    finally:
+        for s in socks:
+            s.close()
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    # asyncio's own report (a traceback each) is once per failed attempt, ~4 here.
+    assert "out of system resource" not in err, err[-3000:]
+    assert err.count("cannot accept connections") == 1, err[-3000:]
+
+
+def test_the_served_apps_use_the_guarded_protocol() -> None:
+    from rankwise.server.guard import GuardedH11Protocol
+    from rankwise.server.serve import uvicorn_config
+
+    assert uvicorn_config(object(), "127.0.0.1", 0, "warning").http is GuardedH11Protocol
 
 
 # -- 5: a body still arriving holds no admission slot ----------------------------------
