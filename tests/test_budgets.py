@@ -488,6 +488,33 @@ def test_console_past_a_streams_budget_is_dropped_and_the_stream_goes_on(
         assert srv.client.get("/api/v1/projects/p/runs/r").json()["state"] == "finished"
 
 
+# -- 6: another holder of the ingest token cannot silently take over a live stream ------
+
+
+def test_a_forged_mark_is_refused_when_the_real_records_reach_it(server: Server) -> None:
+    """A second process with the project's ingest token reads the mark, pushes the
+    stream on and finishes it; the rank's own records at that mark then get 409 (were
+    200 and silently dropped), and the rank goes on from there. A replay of what was
+    stored is still 200."""
+    store = server.app.state.store
+    forger = {"Authorization": "Bearer " + store.create_token("ingest", ["p"], "forger").value}
+    real = records(steps=12, run="forged", finish=False)  # seq 0..12
+    q = {"project": "p", "run": "forged", "label": "rank-0", "incarnation": 0}
+
+    def post(recs: list[R.AnyRecord], headers: dict[str, str] | None = None) -> httpx.Response:
+        return server.client.post("/api/v1/ingest", params=q, content=body(recs), headers=headers)
+
+    assert post(real[:6]).json()["acked_seq"] == 5
+    assert post(real[:6]).json()["acked_seq"] == 5  # a replay: the same records
+    mark = server.client.get("/api/v1/ack", params=q, headers=forger).json()["acked_seq"]
+    fake: list[R.AnyRecord] = [R.Metrics(mark + 1 + i, 2000.0, 99, {"loss": 0.0}) for i in range(3)]
+    fake.append(R.Finish(mark + 4, 2001.0, "finished", last_step=99))
+    assert post(fake, forger).json()["acked_seq"] == 9
+    r = post(real[6:])  # seq 6..12: its seq 9 is not the forger's
+    assert r.status_code == 409 and r.json()["error"]["acked_seq"] == 9, r.text
+    assert post(real[10:]).json()["acked_seq"] == 12  # the rank goes on from the mark
+
+
 # -- 7: compare --------------------------------------------------------------------------
 
 

@@ -57,6 +57,9 @@ class StreamFold:
     # Characters of console text received (one more per line): the store keeps a
     # stream's lines only up to its budget (``store.health.MAX_CONSOLE_CHARS``).
     console_chars: int = 0
+    # A digest of the record at the stream's mark (``store.ingest.record_digest``): a
+    # resend reaching back to the mark must hold that same record (else 409).
+    tip: bytes = b""
 
     def apply(self, records: Iterable[R.AnyRecord]) -> None:
         recs = list(records)

@@ -11,7 +11,9 @@ same bytes as the file), optionally compressed. Invariants:
   ``Store.ingest`` still holds when the store applies the batch.
 * Records at or below the mark are dropped here and again by the store, in the same
   transaction as the data: retries, replays and two servers on one database double
-  nothing.
+  nothing. A resend that reaches back to the mark keeps the record at the mark, which
+  the store compares with a digest of the one it applied (``StreamFold.tip``): another
+  writer with the project's token got there first when they differ (409).
 * Blobs first: an upload whose new records name a blob (``record.blob_digests()``) the
   blob store lacks is refused whole with 409 and ``missing_blobs``; the uploader PUTs
   them and resends. So a record is never applied before its blob is stored. A digest its
@@ -40,6 +42,7 @@ from ... import budget, names
 from ..._http import UPLOAD_INTERVAL_HEADER
 from ...store import media as rich
 from ...store.base import Store, StreamKey
+from ...store.ingest import StreamConflict
 from ...stream import records as R
 from ...stream.frames import scan
 from ..blobs import BlobStore, is_digest
@@ -177,6 +180,15 @@ async def ingest(request: Request, key: Key) -> Response:
             )
             if fresh:  # waits for its group-commit batch without holding a thread
                 acked = await asyncio.wrap_future(_group_commit(request).submit(key, fresh))
+        except StreamConflict as exc:
+            _logger.warning("ingest of %s refused: it differs from what the store holds", key)
+            raise ApiError(
+                409,
+                f"the server holds another record at seq {exc.mark} of {key.label!r} than "
+                "this upload: another process wrote into this stream with the project's "
+                f"ingest token (revoke it if it leaked); resend from seq {exc.mark + 1}",
+                acked_seq=exc.mark,
+            ) from None
         except Exception as exc:
             if not store_unavailable(exc):
                 raise
@@ -459,7 +471,9 @@ def prepare_upload(
             f"{mark}: resend from seq {mark + 1}",
             acked_seq=mark,
         )
-    fresh = records[mark + 1 - first :] if mark >= first else records
+    # A resend that reaches back to the mark keeps the record at the mark: the store
+    # checks it is the one it applied (409 otherwise, ``StreamConflict``).
+    fresh = records[mark - first :] if mark >= first else records
     if fresh:
         check_blobs(blobs, key.project, fresh)
         check_tables(blobs, key.project, fresh, max_table_cells)
