@@ -346,7 +346,7 @@ def test_connections_past_the_cap_are_closed_at_once(tmp_path: Path) -> None:
         with serve_in_thread(app, http=guarded(30.0, 20)) as url:
             socks = [socket.create_connection(("127.0.0.1", _port(url))) for _ in range(25)]
             try:
-                got = [_status(s, 0.5 if i < 20 else 10) for i, s in enumerate(socks)]
+                got = [_status(s, 0.1 if i < 20 else 10) for i, s in enumerate(socks)]
                 assert got == [None] * 20 + [503] * 5
             finally:
                 for s in socks:
