@@ -102,6 +102,18 @@ def test_summary_updates_spend_one_budget_per_upload(server: Server, unchanged: 
     assert r.status_code == 413 and "upload" in r.text, r.text
 
 
+def test_a_streams_config_is_budgeted_across_uploads(server: Server) -> None:
+    """Each update under the per-record budget, the stream's config over it: the upload
+    that would pass it is 413 and nothing of it is applied."""
+    half = {f"a{i}": [0] * 5_999 for i in range(10)}  # 60,010 elements
+    first = [start(run="grows", config=half), R.Metrics(1, 1000.0, 0, {"loss": 1.0})]
+    assert server.ingest(first).json()["acked_seq"] == 1
+    more = {f"b{i}": [0] * 5_999 for i in range(10)}
+    r = server.ingest([R.ConfigUpdate(2, 1001.0, more)], run="grows")
+    assert r.status_code == 413 and "all its updates" in r.text, r.text
+    assert server.client.get("/api/v1/projects/p/runs/grows").json()["config"] == half
+
+
 def test_an_ordinary_config_passes(server: Server) -> None:
     config = {"model": {"layers": [{"width": 64, "act": "relu"}] * 48}, "lr": 3e-4}
     r = server.ingest([start(run="ordinary", config=config), *records(steps=3)[1:]])

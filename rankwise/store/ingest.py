@@ -30,6 +30,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from ..budget import check_json_value
 from ..stream import records as R
 from ..stream.fold import StreamFold
 from . import health as rank_health
@@ -49,6 +50,13 @@ class StreamConflict(ValueError):
     def __init__(self, mark: int) -> None:
         super().__init__(mark)
         self.mark = mark
+
+
+_CONFIG_KINDS = frozenset((R.StreamStart, R.ConfigUpdate, R.SummaryUpdate))
+
+
+def kinds_of(records: Sequence[R.AnyRecord]) -> set[type]:
+    return set(map(type, records))
 
 
 def record_digest(rec: R.AnyRecord) -> bytes:
@@ -262,6 +270,11 @@ def _apply_one(
     top = fold.last_step
     console = fold.console_chars
     fold.apply(fresh)
+    if not kinds_of(fresh).isdisjoint(_CONFIG_KINDS):
+        # What every read of the run decodes: the whole stream's config and summary
+        # within one record's budget, however many updates built them (413).
+        check_json_value(fold.config, "this stream's config (all its updates together)")
+        check_json_value(fold.user_summary, "this stream's summary (all its updates together)")
     fold.tip = record_digest(fresh[-1])
     points = {metric_ids[k]: p for k, p in extract(fresh).items()}
     # Console lines, stalls, system samples and step progress; only metrics aggregate.

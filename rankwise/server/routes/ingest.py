@@ -40,6 +40,7 @@ from starlette.responses import Response
 
 from ... import budget, names
 from ..._http import UPLOAD_INTERVAL_HEADER
+from ...budget import BudgetError
 from ...store import media as rich
 from ...store.base import Store, StreamKey
 from ...store.ingest import StreamConflict
@@ -180,6 +181,8 @@ async def ingest(request: Request, key: Key) -> Response:
             )
             if fresh:  # waits for its group-commit batch without holding a thread
                 acked = await asyncio.wrap_future(_group_commit(request).submit(key, fresh))
+        except BudgetError as exc:  # the stream's config or summary as a whole
+            raise ApiError(exc.status, str(exc)) from None
         except StreamConflict as exc:
             _logger.warning("ingest of %s refused: it differs from what the store holds", key)
             raise ApiError(
@@ -392,7 +395,7 @@ def check_records(records: list[R.AnyRecord]) -> set[str]:
                 raise ApiError(
                     413, f"an upload holds more than {MAX_KEYS_PER_UPLOAD} distinct metric keys"
                 )
-    except budget.BudgetError as exc:
+    except BudgetError as exc:
         raise ApiError(exc.status, str(exc)) from None
     return seen
 
