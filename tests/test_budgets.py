@@ -127,16 +127,25 @@ def test_the_local_reader_skips_an_element_flood(tmp_path: Path) -> None:
     from rankwise.stream.frames import MAGIC, encode_frame
 
     root = tmp_path / "data"
-    for run, config in (("good", {"lr": 0.1}), ("flood", FLOODS["wide list"]["config"])):
+    half = {f"a{i}": [0] * 5_999 for i in range(10)}  # 60,010 elements: two are too many
+    for run, config, more in (
+        ("good", {"lr": 0.1}, {}),
+        ("flood", FLOODS["wide list"]["config"], {}),
+        ("grows", half, {f"b{i}": v for i, v in enumerate(half.values())}),
+    ):
         (root / "p" / run / "streams").mkdir(parents=True)
         first = R.StreamStart(0, 1000.0, "p", run, "rank-0", 0, config=config)
-        data = MAGIC + encode_frame([first, R.Metrics(1, 1001.0, 0, {"loss": 1.0})])
-        (root / "p" / run / "streams" / "rank-0.0.rwlog").write_bytes(data)
+        recs = [first, R.ConfigUpdate(1, 1000.0, more), R.Metrics(2, 1001.0, 0, {"loss": 1.0})]
+        (root / "p" / run / "streams" / "rank-0.0.rwlog").write_bytes(MAGIC + encode_frame(recs))
     store = open_store(f"sqlite:///{tmp_path / 'index.db'}")
     store.migrate()
     try:
-        DirectoryTailer(root, store).poll()
-        assert store.get_run("p", "good") is not None and store.get_run("p", "flood") is None
+        tailer = DirectoryTailer(root, store)
+        tailer.poll()
+        tailer.poll()  # a stream refused once is not read again
+        assert store.get_run("p", "good") is not None
+        assert store.get_run("p", "flood") is None and store.get_run("p", "grows") is None
+        assert all(t.done for t in tailer._tails.values() if "good" not in str(t.path))
     finally:
         store.close()
 
