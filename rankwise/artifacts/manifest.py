@@ -36,6 +36,10 @@ EMPTY_DIGEST = hashlib.sha256(b"").hexdigest()
 # Reference schemes recorded as they are (never dereferenced by rankwise or its server).
 REFERENCE_SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "abfss", "http", "https", "file", "hf")
 REFERENCE_MAX = 4096
+# A manifest's paths: directories per path, and characters of all its paths together
+# (100,000 files of 160 characters), so validating a commit is bounded work.
+MAX_PATH_DEPTH = 64
+MAX_PATH_BYTES = 16 * 1024 * 1024
 
 
 class Chunk(msgspec.Struct, array_like=True, frozen=True):
@@ -201,13 +205,25 @@ def check_reference(uri: object) -> str:
 
 def validate_manifest(manifest: Manifest) -> None:
     """Refuse a manifest a reader could be tricked by: unsafe or duplicate paths, a file
-    and a directory at one path, malformed digests or chunks. Messages name the file."""
-    paths: set[str] = set()
+    and a directory at one path, malformed digests or chunks, paths deeper than
+    ``MAX_PATH_DEPTH`` or longer than ``MAX_PATH_BYTES`` together. Messages name the file.
+
+    Linear in the manifest's size (a server runs it on every commit): each path's parts
+    are walked once down a tree of the directories seen so far.
+    """
+    total = 0
     for e in manifest.entries:
+        total += len(e.path)
+        if total > MAX_PATH_BYTES:
+            raise UsageError(
+                f"an artifact's file paths add up to over {MAX_PATH_BYTES} characters: "
+                "split it into several artifacts"
+            )
         check_file_name(e.path, "artifact file name")
-        if e.path in paths:
-            raise UsageError(f"artifact file {e.path!r} appears twice: give each file its own name")
-        paths.add(e.path)
+        if e.path.count("/") >= MAX_PATH_DEPTH:
+            raise UsageError(
+                f"artifact file {e.path[:80]!r}... is more than {MAX_PATH_DEPTH} directories deep"
+            )
         if e.ref is not None:
             check_reference(e.ref)
             if e.chunks or e.digest:
@@ -221,14 +237,29 @@ def validate_manifest(manifest: Manifest) -> None:
             raise UsageError(f"artifact file {e.path!r}: a chunk digest or size is malformed")
         if sum(c.size for c in e.chunks) != e.size:
             raise UsageError(f"artifact file {e.path!r}: its chunks do not add up to its size")
-    for p in paths:
+    # Sorted, a file comes before every path under it (a string sorts after its prefixes).
+    tree: dict[str, Any] = {}
+    for p in sorted(e.path for e in manifest.entries):
         parts = p.split("/")
-        for i in range(1, len(parts)):
-            if "/".join(parts[:i]) in paths:
+        node = tree
+        for i, part in enumerate(parts[:-1]):
+            below = node.setdefault(part, {})
+            if below is _FILE:
                 raise UsageError(
-                    f"artifact file {p!r} lies under {'/'.join(parts[:i])!r}, which is a "
-                    "file: one path cannot be both a file and a directory"
+                    f"artifact file {p!r} lies under {'/'.join(parts[: i + 1])!r}, which is "
+                    "a file: one path cannot be both a file and a directory"
                 )
+            node = below
+        if parts[-1] in node:
+            if node[parts[-1]] is _FILE:
+                raise UsageError(f"artifact file {p!r} appears twice: give each file its own name")
+            raise UsageError(  # not reached in sorted order; kept as the invariant's guard
+                f"artifact file {p!r} is also a directory: one path cannot be both"
+            )
+        node[parts[-1]] = _FILE
+
+
+_FILE: dict[str, Any] = {}  # the tree's leaf marker (compared by identity)
 
 
 def sorted_entries(entries: Iterable[Entry]) -> list[Entry]:

@@ -207,10 +207,13 @@ class StreamWriter:
                     self.metrics_records += 1
                 elif cls is Control:
                     try:
-                        batch.append(item.build(self._seq, item.time))
+                        rec = item.build(self._seq, item.time)
                     except Exception as exc:
                         _log.warn(f"could not record an update: {exc!r}")
                         continue
+                    batch.append(rec)
+                    if rec.__class__ is R.Console:  # each line is a row on the server
+                        frame_units += len(rec.lines)
                     self._seq += 1
                 elif cls is threading.Event:
                     events.append(item)

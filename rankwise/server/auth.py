@@ -229,6 +229,8 @@ def authenticate(
     """The request's principal; 401 when it has none (plain ``def``: runs in a thread)."""
     _refuse_query_tokens(request)
     if not request.app.state.settings.auth:
+        if request.method not in SAFE_METHODS:
+            check_local_write(request)
         who = LOCAL
     elif "authorization" in request.headers:
         info = None if creds is None else request.app.state.verifier.verify(creds.credentials)
@@ -262,6 +264,29 @@ def check_same_origin(request: Request) -> None:
         return
     if urlsplit(origin).netloc.lower() != request.headers.get("host", "").lower():
         raise _forbidden("cross-origin request refused")
+
+
+# Content types a cross-site page may POST without a CORS preflight ("simple" requests).
+SIMPLE_TYPES = frozenset(
+    ("", "text/plain", "application/x-www-form-urlencoded", "multipart/form-data")
+)
+
+
+def check_local_write(request: Request) -> None:
+    """No authentication (``rankwise ui``, ``--insecure-no-auth``): a state-changing
+    request must not come from another site. Fetch Metadata or ``Origin`` says where a
+    browser request comes from; and a POST must be one no page can send cross-site
+    without a preflight (which the server never grants): a non-simple ``Content-Type``
+    (JSON, the stream format) or the dashboard's ``X-Rankwise-CSRF`` header. SDK clients
+    send neither Fetch Metadata nor ``Origin``, and always a real content type."""
+    check_same_origin(request)
+    if request.method == "POST" and CSRF_HEADER not in request.headers:
+        kind = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if kind in SIMPLE_TYPES:
+            raise _forbidden(
+                "a POST without a JSON or stream Content-Type is refused on a server without "
+                "authentication (a web page could send it): send Content-Type: application/json"
+            )
 
 
 def check_csrf(request: Request) -> None:

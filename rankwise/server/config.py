@@ -58,6 +58,9 @@ class ServerSettings:
     # server answers 429 with Retry-After instead of queueing without bound; uploaders
     # wait (with jitter) and resend, the frames staying in their stream files.
     max_inflight: int = 256
+    # Seconds an upload body may take to arrive once its headers have (a 4 MiB batch at
+    # 70 kB/s); past it 408. A body still arriving holds no ``max_inflight`` slot.
+    body_deadline: float = 60.0
     # The Retry-After advised with 429 (overload) and 503 (store unavailable), seconds.
     retry_after: int = 1
     # Upload pacing (rankwise.server.pacing): under load, ingest replies ask uploaders to

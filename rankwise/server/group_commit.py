@@ -115,11 +115,22 @@ class GroupCommit:
         item[2].set_exception(exc)
 
 
+# SQLSTATEs that say the database cannot serve anyone now (PostgreSQL's classes 08
+# connection exception and 53 insufficient resources: disk full, out of memory, too many
+# connections; 57P01-57P03 shutdown and cannot-connect-now). Anything else (a value too
+# big for an index, a constraint) is the upload's own fault and fails it alone.
+_UNAVAILABLE_CLASSES = ("08", "53")
+_UNAVAILABLE_STATES = frozenset({"57P01", "57P02", "57P03"})
+
+
 def store_unavailable(exc: Exception) -> bool:
     """A failure of the database itself (disk full, database down or restarting, no
     connection within the pool's wait), not of the upload: answered 503 + Retry-After."""
     if isinstance(exc, (OSError, sqlite3.OperationalError)):
         return True
-    return type(exc).__module__.startswith("psycopg") and "Operational" in "".join(
-        c.__name__ for c in type(exc).__mro__
-    )
+    if not type(exc).__module__.startswith("psycopg"):
+        return False
+    state = getattr(exc, "sqlstate", None)
+    if state is None:  # no answer from a server: a lost connection, or the pool's wait
+        return "Operational" in "".join(c.__name__ for c in type(exc).__mro__)
+    return state[:2] in _UNAVAILABLE_CLASSES or state in _UNAVAILABLE_STATES

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..budget import BudgetError
 from ..store.base import Store, StreamKey
 from ..stream import records as R
 from ..stream.files import iter_stream_files, read_whole_frames
@@ -101,6 +102,9 @@ class DirectoryTailer:
                 continue
             try:
                 total += self._follow(tail)
+            except BudgetError as exc:  # the stream's config past its budget: for good
+                self._warn(tail, f"not indexed further: {exc}")
+                tail.done = True
             except Exception as exc:  # one bad file must not stop the others
                 self._warn(tail, f"cannot index it: {exc!r}")
         if discover and hasattr(self.store, "commit_artifact"):

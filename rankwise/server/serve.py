@@ -8,6 +8,7 @@ for them), and the schema is migrated once, before any worker starts.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import ipaddress
 import json
@@ -28,6 +29,7 @@ from .alert_watch import start_alerts
 from .app import create_app
 from .blobs import BlobStore, FsspecBlobStore, LocalBlobStore, default_root, open_blob_store
 from .config import AlertSettings, ServerSettings
+from .guard import GuardedH11Protocol, install_accept_log
 from .indexer import DirectoryTailer
 
 DEFAULT_HOST = "127.0.0.1"
@@ -94,6 +96,7 @@ class _Server(uvicorn.Server):
         self._on_ready = on_ready
 
     async def startup(self, sockets: Any = None) -> None:
+        install_accept_log(asyncio.get_running_loop())
         await super().startup(sockets=sockets)
         if self.started:
             port = self.config.port
@@ -117,15 +120,16 @@ KEEP_ALIVE = 75
 
 
 def uvicorn_config(app: Any, host: str, port: int, log_level: str, **kw: Any) -> uvicorn.Config:
-    # h11 and no websockets: nothing here needs them, and their optional C or
-    # websocket libraries would only add import-time surprises.
+    # h11 (with a header deadline and a connection cap: ``guard``) and no websockets:
+    # nothing here needs them, and their optional C or websocket libraries would only
+    # add import-time surprises.
     return uvicorn.Config(
         app,
         host=host,
         port=port,
         log_level=log_level,
         access_log=log_level == "debug",
-        http="h11",
+        http=GuardedH11Protocol,
         ws="none",
         lifespan="off",
         timeout_keep_alive=KEEP_ALIVE,
@@ -263,7 +267,7 @@ def serve_db(
         port=port,
         log_level=log_level,
         access_log=log_level == "debug",
-        http="h11",
+        http=GuardedH11Protocol,
         ws="none",
         lifespan="off",
         timeout_keep_alive=KEEP_ALIVE,
@@ -285,6 +289,10 @@ def worker_app() -> Any:
     )
     from ..store import open_store
 
+    try:  # uvicorn calls this factory inside the worker's event loop
+        install_accept_log(asyncio.get_running_loop())
+    except RuntimeError:
+        pass
     crash_timeout = float(os.environ.get(_CRASH_ENV) or 60.0)
     store = open_store(url, crash_timeout=crash_timeout)
     # Each worker judges and delivers too; the store decides each event once and hands

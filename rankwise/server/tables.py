@@ -36,7 +36,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 MAX_LIMIT = 1000
-_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf|nan"
+# A sorted page is a top-N of offset + limit rows: the offset is capped, and DuckDB's
+# memory and spill files too (per server process).
+MAX_OFFSET = 10_000_000
+MEMORY_LIMIT = "1GB"
+MAX_SPILL = "4GB"
+MAX_FILTER = 200  # characters of a filter's text
+# One way only to match each number (no digit can go to two groups), so a failing match
+# backtracks linearly, never quadratically; and a filter is short anyway.
+_NUM = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf|nan"
 _CMP = re.compile(rf"\s*(=|==|!=|>=|<=|>|<)?\s*({_NUM})\s*", re.I)
 _RANGE = re.compile(rf"\s*({_NUM})\s*\.\.\s*({_NUM})\s*", re.I)
 _OPS = {None: "=", "=": "=", "==": "=", "!=": "<>", ">": ">", ">=": ">=", "<": "<", "<=": "<="}
@@ -79,6 +87,8 @@ def _number(text: str, kind: str) -> float | int:
 def where(column: str, kind: str, text: str) -> tuple[str, list[Any]]:
     """The WHERE clause and its parameters for filtering ``column`` (see the module)."""
     col = quote(column)
+    if len(text) > MAX_FILTER:
+        raise TableQueryError(f"a filter is at most {MAX_FILTER} characters")
     if kind in ("int", "float"):
         m = _RANGE.fullmatch(text)
         if m:
@@ -101,18 +111,31 @@ def where(column: str, kind: str, text: str) -> tuple[str, list[Any]]:
 class TablePager:
     """Pages of Parquet tables, one shared in-memory DuckDB database (a cursor each)."""
 
-    def __init__(self, cache_dir: Path | None = None, threads: int = 2) -> None:
+    def __init__(
+        self,
+        cache_dir: Path | None = None,
+        threads: int = 2,
+        memory_limit: str = MEMORY_LIMIT,
+        max_spill: str = MAX_SPILL,
+    ) -> None:
         import duckdb  # the [server] extra; imported when a table is first asked for
 
+        self._cache = cache_dir or Path(tempfile.gettempdir()) / f"rankwise-tables-{os.getuid()}"
+        # A page's memory and spill are bounded whatever the query: past them DuckDB
+        # raises (422 to the client), never grows the process without end.
+        spill = self._cache / "spill"
+        spill.mkdir(parents=True, exist_ok=True)
         self._db = duckdb.connect(
             ":memory:",
             config={
                 "threads": threads,
                 "autoinstall_known_extensions": False,
                 "autoload_known_extensions": False,
+                "memory_limit": memory_limit,
+                "temp_directory": str(spill),
+                "max_temp_directory_size": max_spill,
             },
         )
-        self._cache = cache_dir or Path(tempfile.gettempdir()) / f"rankwise-tables-{os.getuid()}"
         self._lock = threading.Lock()
 
     def path(self, blobs: BlobSource, project: str, digest: str) -> Path:
@@ -158,8 +181,8 @@ class TablePager:
     ) -> Page:
         if not 1 <= limit <= MAX_LIMIT:
             raise TableQueryError(f"limit={limit} must be between 1 and {MAX_LIMIT}")
-        if offset < 0:
-            raise TableQueryError(f"offset={offset} must be zero or more")
+        if not 0 <= offset <= MAX_OFFSET:
+            raise TableQueryError(f"offset={offset} must be between 0 and {MAX_OFFSET}")
         import duckdb
 
         with self._lock:
@@ -203,6 +226,11 @@ class TablePager:
             except duckdb.BinderException as exc:  # a record naming columns its file lacks
                 raise TableQueryError(
                     f"the table's file does not match its record: {exc}"
+                ) from None
+            except duckdb.OutOfMemoryException:
+                raise TableQueryError(
+                    "this page needs more memory than the server gives a table query: ask "
+                    "for a smaller offset, or filter first"
                 ) from None
             return Page(rows=[list(r) for r in rows], total=total)
         except (duckdb.InvalidInputException, duckdb.ConversionException):

@@ -36,6 +36,7 @@ from ..artifacts.manifest import (
     validate_manifest,
 )
 from ..artifacts.model import CommitRequest, VersionInfo
+from ..budget import check_json_value
 from ..errors import UsageError
 from ..names import check_id
 from .artifact_reads import LATEST, ArtifactReads, load, resolve
@@ -72,6 +73,9 @@ def check_commit(name: str, req: CommitRequest) -> str:
         raise UsageError(f"version {req.version!r} is not of the form v<N>")
     if len(req.manifest.entries) > MAX_FILES:
         raise UsageError(f"an artifact version holds at most {MAX_FILES} files")
+    # Stored and served with every listing of the version: the same element budget as
+    # a run's config (a ``BudgetError``, 413 at the HTTP layer).
+    check_json_value(req.metadata, "the artifact's metadata")
     validate_manifest(req.manifest)
     return manifest_digest(req.manifest)
 

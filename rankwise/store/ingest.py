@@ -23,6 +23,7 @@ ingester of the same stream waits for the row lock and then finds the mark alrea
 
 from __future__ import annotations
 
+import hashlib
 import operator
 from collections.abc import Iterable, Sequence
 from itertools import chain
@@ -32,6 +33,7 @@ import msgspec
 import numpy as np
 import numpy.typing as npt
 
+from ..budget import check_json_value
 from ..stream import records as R
 from ..stream.fold import StreamFold
 from . import health as rank_health
@@ -43,6 +45,27 @@ from .tx import Tx, marks
 
 _enc = msgspec.msgpack.Encoder()
 _fold_dec = msgspec.msgpack.Decoder(StreamFold)
+
+
+class StreamConflict(ValueError):
+    """An upload's record at the stream's mark differs from the one the store applied:
+    another writer (a holder of the project's ingest token) got there first."""
+
+    def __init__(self, mark: int) -> None:
+        super().__init__(mark)
+        self.mark = mark
+
+
+_CONFIG_KINDS = frozenset((R.StreamStart, R.ConfigUpdate, R.SummaryUpdate))
+
+
+def kinds_of(records: Sequence[R.AnyRecord]) -> set[type]:
+    return set(map(type, records))
+
+
+def record_digest(rec: R.AnyRecord) -> bytes:
+    """A digest of one record, the same for the same record however it arrives."""
+    return hashlib.blake2b(_enc.encode(rec), digest_size=16).digest()
 
 
 def encode_fold(fold: StreamFold) -> bytes:
@@ -240,17 +263,33 @@ def _apply_one(
     if row is None:
         raise LookupError(f"stream row {stream} vanished; was the database reset?")
     mark = int(row[0])
+    fold = None
+    # Only a batch that is not exactly "the next records" can hold the mark's record.
+    plain = not records or (records[0].seq == mark + 1 and records[-1].seq == mark + len(records))
+    anchor = [] if plain else [r for r in records if r.seq == mark]
+    if anchor:  # a resend reaching back to the mark: it must be what was applied
+        fold = decode_fold(row[1])
+        if fold.tip and any(record_digest(r) != fold.tip for r in anchor):
+            raise StreamConflict(mark)
     fresh = contiguous(records, mark)
     if not fresh:
         return mark, {}, []
-    fold = decode_fold(row[1])
+    if fold is None:
+        fold = decode_fold(row[1])
     top = fold.last_step
+    console = fold.console_chars
     fold.apply(fresh)
+    if not kinds_of(fresh).isdisjoint(_CONFIG_KINDS):
+        # What every read of the run decodes: the whole stream's config and summary
+        # within one record's budget, however many updates built them (413).
+        check_json_value(fold.config, "this stream's config (all its updates together)")
+        check_json_value(fold.user_summary, "this stream's summary (all its updates together)")
+    fold.tip = record_digest(fresh[-1])
     by_name = extract(fresh)
     points = {metric_ids[k]: p for k, p in by_name.items()}
     seen = found(fold.start, fresh, by_name)  # alert events (``alert_ingest``)
     # Console lines, stalls, system samples and step progress; only metrics aggregate.
-    health = rank_health.apply(tx, stream, run, fresh, top, system_ids)
+    health = rank_health.apply(tx, stream, run, fresh, top, system_ids, console)
     rich.apply(tx, stream, run, fresh)
     if points or health:
         _append_series(tx, stream, {**points, **health} if health else points)

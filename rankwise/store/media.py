@@ -41,7 +41,9 @@ MAX_GALLERY = 10_000  # items of one logged value
 MAX_BINS = 4096  # the SDK makes at most 512; inline rows stay small
 MAX_TABLE_COLUMNS = 10_000
 MAX_TABLE_CELLS = 100_000_000  # rows x columns of one table (ServerSettings may lower it)
-MAX_KEY = 1024  # characters of a rich key or caption's key
+# Bytes (UTF-8) of a rich key: it is in the (run, key, step) btree indexes, whose entries
+# PostgreSQL caps at 2,704 bytes; 1,024 characters of 4-byte characters would not fit.
+MAX_KEY = 1024
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 # The fields of an item stored in their own columns; the rest go into ``meta``.
 _CORE = ("kind", "digest", "size", "format", "caption")
@@ -63,8 +65,14 @@ def _digest(d: object) -> None:
 
 
 def _key(key: str) -> None:
-    if not key or len(key) > MAX_KEY or "\x00" in key:
-        raise RichRecordError(422, f"a media key is empty, holds NUL or is over {MAX_KEY} chars")
+    if not key or len(key) > MAX_KEY or "\x00" in key or _utf8_len(key) > MAX_KEY:
+        raise RichRecordError(
+            422, f"a media key is empty, holds NUL or is over {MAX_KEY} bytes (UTF-8)"
+        )
+
+
+def _utf8_len(key: str) -> int:
+    return len(key) if key.isascii() else len(key.encode("utf-8", "surrogatepass"))
 
 
 def check_records(records: Sequence[R.AnyRecord], max_table_cells: int = MAX_TABLE_CELLS) -> None:

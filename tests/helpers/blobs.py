@@ -76,15 +76,17 @@ def blob_run(
         recs.append(R.Media(len(recs), 1000.0 + step, step, "examples", items))
         metrics: dict[str, Any] = {"loss": 1.0 / (step + 1)}
         recs.append(R.Metrics(len(recs), 1000.0 + step, step, metrics, None))
-    table = rng.randbytes(image_bytes * 2)
     cells = [rng.randbytes(500) for _ in range(3)]
-    table_digest, table_size = write_blob(run_dir, table)
-    out.blobs[table_digest] = table
     cell_digests = []
     for cell in cells:
         d, _ = write_blob(run_dir, cell)
         out.blobs[d] = cell
         cell_digests.append(d)
+    table = parquet(  # a real file: the server reads its footer at upload
+        {"id": [rng.randrange(2**62) for _ in cells], "image": cell_digests}
+    )
+    table_digest, table_size = write_blob(run_dir, table)
+    out.blobs[table_digest] = table
     recs.append(
         R.TableRec(
             len(recs), 1000.0 + steps, steps - 1, "predictions", table_digest, table_size,
@@ -95,6 +97,18 @@ def blob_run(
     out.stream = write_stream_file(root, key, recs)
     out.last_seq = recs[-1].seq
     return out
+
+
+def parquet(columns: dict[str, list[Any]]) -> bytes:
+    """The bytes of a Parquet file holding ``columns``."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    pq.write_table(pa.table(columns), buf)
+    return buf.getvalue()
 
 
 def sha(data: bytes) -> str:

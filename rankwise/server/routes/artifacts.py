@@ -39,6 +39,7 @@ from ...artifacts.model import (
     VersionInfo,
     VersionsReply,
 )
+from ...budget import BudgetError
 from ...errors import UsageError
 from ...names import FILE_MAX, ID_MAX, ID_PATTERN, ID_RULE, check_id, is_file_name, is_id
 from ...store.artifact_reads import LATEST
@@ -94,6 +95,17 @@ def _decode(raw: bytes, struct: type[Any]) -> Any:
         raise ApiError(422, f"body must be a JSON {struct.__name__}") from None
 
 
+def _checked_commit(raw: bytes, name: str) -> CommitRequest:
+    req: CommitRequest = _decode(raw, CommitRequest)
+    try:
+        check_commit(name, req)
+    except UsageError as exc:
+        raise ApiError(422, str(exc)) from None
+    except BudgetError as exc:
+        raise ApiError(exc.status, str(exc)) from None
+    return req
+
+
 def _no_version(project: str, name: str, ref: str) -> ApiError:
     return ApiError(404, f"no version {ref!r} of artifact {name!r} in project {project!r}")
 
@@ -147,9 +159,11 @@ _COMMIT_REPLIES = answers(
     VersionInfo,
     403,
     409,
+    413,
     422,
     503,
     e403="an ingest token naming a protected alias (ServerSettings.protected_aliases)",
+    e413="metadata or file paths over the server's budget (the message says which)",
     e409="chunks the server lacks (error.missing lists them: PUT them, commit again), "
     "or another type for this name",
     e422="a bad name, alias, file path or manifest (the message names it); nothing stored",
@@ -168,11 +182,9 @@ _COMMIT_REPLIES[201] = {**_COMMIT_REPLIES[200], "description": "created (200: an
 async def commit(request: Request, project: str, artifact: Name) -> Response:
     """Store a version whose chunks are uploaded: 201 new, 200 the same as an existing one."""
     name = artifact
-    req: CommitRequest = _decode(await request.body(), CommitRequest)
-    try:
-        check_commit(name, req)
-    except UsageError as exc:
-        raise ApiError(422, str(exc)) from None
+    # Decoding and checking a manifest of up to --max-body-mb is CPU work: off the event
+    # loop, so one commit never holds up the other requests.
+    req = await run_in_threadpool(_checked_commit, await request.body(), name)
     _check_protected_aliases(request, req)
     blobs = blob_store(request)
     missing, wrong = await run_in_threadpool(_check_chunks, blobs, project, req)

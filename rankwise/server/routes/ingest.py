@@ -11,7 +11,9 @@ same bytes as the file), optionally compressed. Invariants:
   ``Store.ingest`` still holds when the store applies the batch.
 * Records at or below the mark are dropped here and again by the store, in the same
   transaction as the data: retries, replays and two servers on one database double
-  nothing.
+  nothing. A resend that reaches back to the mark keeps the record at the mark, which
+  the store compares with a digest of the one it applied (``StreamFold.tip``): another
+  writer with the project's token got there first when they differ (409).
 * Blobs first: an upload whose new records name a blob (``record.blob_digests()``) the
   blob store lacks is refused whole with 409 and ``missing_blobs``; the uploader PUTs
   them and resends. So a record is never applied before its blob is stored. A digest its
@@ -36,10 +38,12 @@ from fastapi import APIRouter, Depends, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
-from ... import names
+from ... import budget, names
 from ..._http import UPLOAD_INTERVAL_HEADER
+from ...budget import BudgetError
 from ...store import media as rich
 from ...store.base import Store, StreamKey
+from ...store.ingest import StreamConflict
 from ...stream import records as R
 from ...stream.frames import scan
 from ..blobs import BlobStore, is_digest
@@ -81,6 +85,7 @@ def ack(request: Request, key: Key) -> Response:
 
 
 _ERRORS: Responses = {
+    408: refusal("the body did not arrive within the server's deadline: resend"),
     409: refusal(
         "gap: resend from the mark (error.acked_seq); or blobs the records name are not "
         "stored: PUT error.missing_blobs, then resend"
@@ -129,10 +134,39 @@ async def ingest(request: Request, key: Key) -> Response:
             pacer,
             _retry_later(request, 429, f"{why}: retry after the Retry-After seconds", wait),
         )
-    state.ingest_inflight = inflight + 1
+    # A body still arriving holds no admission slot (``max_inflight``): slow senders
+    # would otherwise lock every project out. It holds a receiving slot instead, at most
+    # ``max_inflight`` per token and four times that in all, for at most
+    # ``settings.body_deadline`` seconds (408 past it).
+    who = _sender(request)
+    receiving: dict[str, int] | None = getattr(state, "ingest_receiving", None)
+    if receiving is None:  # made on first use: the event loop's thread, no race
+        receiving = state.ingest_receiving = {}
+    mine, everyone = receiving.get(who, 0), sum(receiving.values())
+    cap = settings.max_inflight
+    if cap > 0 and (mine >= cap or everyone >= RECEIVING_PER_INFLIGHT * cap):
+        return _retry_later(
+            request,
+            429,
+            f"{mine if mine >= cap else everyone} upload bodies are still arriving: retry "
+            "after the Retry-After seconds",
+            settings.retry_after,
+        )
+    receiving[who] = mine + 1
     try:
         limit = settings.max_body_bytes
-        raw = await read_body(request, limit)
+        raw = await asyncio.wait_for(read_body(request, limit), settings.body_deadline)
+    except TimeoutError:
+        raise ApiError(
+            408,
+            f"the upload body did not arrive within {settings.body_deadline:g} s: send it at once",
+        ) from None
+    finally:
+        receiving[who] -= 1
+        if not receiving[who]:
+            del receiving[who]
+    state.ingest_inflight = getattr(state, "ingest_inflight", 0) + 1
+    try:
         started = time.monotonic()  # what the pacer weighs: this process's own time
         # Inflating up to the body cap is CPU work: in a thread, never on the event loop.
         encoding = request.headers.get("content-encoding", "")
@@ -149,6 +183,17 @@ async def ingest(request: Request, key: Key) -> Response:
             )
             if fresh:  # waits for its group-commit batch without holding a thread
                 acked = await asyncio.wrap_future(_group_commit(request).submit(key, fresh))
+        except BudgetError as exc:  # the stream's config or summary as a whole
+            raise ApiError(exc.status, str(exc)) from None
+        except StreamConflict as exc:
+            _logger.warning("ingest of %s refused: it differs from what the store holds", key)
+            raise ApiError(
+                409,
+                f"the server holds another record at seq {exc.mark} of {key.label!r} than "
+                "this upload: another process wrote into this stream with the project's "
+                f"ingest token (revoke it if it leaked); resend from seq {exc.mark + 1}",
+                acked_seq=exc.mark,
+            ) from None
         except Exception as exc:
             if not store_unavailable(exc):
                 raise
@@ -164,6 +209,20 @@ async def ingest(request: Request, key: Key) -> Response:
         return _paced(pacer, reply(request, AckReply(acked_seq=acked)))
     finally:
         state.ingest_inflight -= 1
+
+
+# Receiving slots in all per admission slot (``max_inflight``).
+RECEIVING_PER_INFLIGHT = 4
+
+
+def _sender(request: Request) -> str:
+    """Whose receiving slots a request counts against: its token, else its address."""
+    who = getattr(request.state, "principal", None)
+    token = getattr(who, "token", None)
+    if token is not None:
+        return "t:" + str(token.id)
+    client = request.client
+    return "a:" + (client.host if client is not None else "")
 
 
 _logger = logging.getLogger("rankwise.server")
@@ -272,51 +331,74 @@ def decode_body(raw: bytes, encoding: str, limit: int) -> bytes:
     raise ApiError(415, "unknown Content-Encoding: send gzip, deflate, zstd or identity")
 
 
-_json = msgspec.json.Encoder()
-
-
-def _check_json(value: object) -> None:
-    """Config and summary values are stored and served as JSON: refuse what is not.
-
-    msgpack can carry map keys JSON cannot (arrays, nil); stored, such a config would
-    make every later read of the run fail.
-    """
-    try:
-        _json.encode(value)
-    except (TypeError, ValueError, OverflowError):
-        raise ApiError(
-            422, "a config or summary value is not JSON-like: map keys must be strings"
-        ) from None
+# Console lines: the SDK writes at most 1,000 per record (``sdk.console``) and, counting
+# each line in a frame's size, about 66,000 per frame; a line costs it at least 10 bytes
+# (text and time), so a 4 MiB upload batch or the local reader's 8 MiB read holds under
+# 900,000. Every line is a stored row: these bound the rows one request adds (bytes per
+# stream: ``store.health``).
+MAX_CONSOLE_LINES_PER_RECORD = 10_000
+MAX_CONSOLE_LINES_PER_UPLOAD = 1_000_000
 
 
 def check_records(records: list[R.AnyRecord]) -> set[str]:
     """Refuse (422) metric keys that break ``rankwise.names``' key rule, key floods (413),
-    and config or summary values that JSON cannot hold (422).
+    config, summary, tags and argv over the element budget (``rankwise.budget``: 413)
+    or that JSON cannot hold (422), and console line floods (413).
 
-    The SDK never sends such keys (``log()`` skips them), so a body holding one came from
-    elsewhere: it is refused whole. Each distinct key is checked once per upload.
+    The SDK never sends such records (``log()`` skips bad keys; configs are far below
+    the budget), so a body holding one came from elsewhere: it is refused whole. Each
+    distinct key is checked once per upload.
     """
     seen: set[str] = set()
-    for rec in records:
-        cls = type(rec)
-        if cls is R.StreamStart or cls is R.ConfigUpdate or cls is R.SummaryUpdate:
-            _check_json(rec.config if cls is R.StreamStart else rec.items)  # type: ignore[union-attr]
-        values = getattr(rec, "values", None)
-        if not isinstance(values, dict):
-            continue
-        if len(values) > MAX_KEYS_PER_RECORD:
-            raise ApiError(
-                413, f"a record holds more than {MAX_KEYS_PER_RECORD} metric keys: log fewer"
-            )
-        for k in values:
-            if k not in seen:
-                if not names.is_key(k):
-                    raise ApiError(422, "a metric key breaks the key rule: " + names.KEY_RULE)
-                seen.add(k)
-        if len(seen) > MAX_KEYS_PER_UPLOAD:
-            raise ApiError(
-                413, f"an upload holds more than {MAX_KEYS_PER_UPLOAD} distinct metric keys"
-            )
+    spent = budget.UploadBudget()
+    lines = 0
+    try:
+        for rec in records:
+            cls = type(rec)
+            if cls is R.StreamStart:
+                assert isinstance(rec, R.StreamStart)
+                spent.charge(rec.config, "the run's config")
+                spent.charge(rec.tags, "the run's tags")
+                spent.charge(rec.argv, "the run's argv")
+            elif cls is R.ConfigUpdate or cls is R.SummaryUpdate:
+                what = "a config update" if cls is R.ConfigUpdate else "a summary update"
+                spent.charge(rec.items, what)  # type: ignore[union-attr]
+            elif cls is R.Stall:
+                spent.charge(rec.stacks, "a stall report")  # type: ignore[union-attr]
+            elif cls is R.Console:
+                assert isinstance(rec, R.Console)
+                n = len(rec.lines)
+                if n > MAX_CONSOLE_LINES_PER_RECORD or len(rec.times) > n:
+                    raise ApiError(
+                        413,
+                        f"a console record holds more than {MAX_CONSOLE_LINES_PER_RECORD} "
+                        "lines (or more times than lines)",
+                    )
+                lines += n
+                if lines > MAX_CONSOLE_LINES_PER_UPLOAD:
+                    raise ApiError(
+                        413,
+                        f"an upload holds more than {MAX_CONSOLE_LINES_PER_UPLOAD} console "
+                        "lines: send smaller batches",
+                    )
+            values = getattr(rec, "values", None)
+            if not isinstance(values, dict):
+                continue
+            if len(values) > MAX_KEYS_PER_RECORD:
+                raise ApiError(
+                    413, f"a record holds more than {MAX_KEYS_PER_RECORD} metric keys: log fewer"
+                )
+            for k in values:
+                if k not in seen:
+                    if not names.is_key(k):
+                        raise ApiError(422, "a metric key breaks the key rule: " + names.KEY_RULE)
+                    seen.add(k)
+            if len(seen) > MAX_KEYS_PER_UPLOAD:
+                raise ApiError(
+                    413, f"an upload holds more than {MAX_KEYS_PER_UPLOAD} distinct metric keys"
+                )
+    except BudgetError as exc:
+        raise ApiError(exc.status, str(exc)) from None
     return seen
 
 
@@ -419,10 +501,50 @@ def prepare_upload(
             f"{mark}: resend from seq {mark + 1}",
             acked_seq=mark,
         )
-    fresh = records[mark + 1 - first :] if mark >= first else records
+    # A resend that reaches back to the mark keeps the record at the mark: the store
+    # checks it is the one it applied (409 otherwise, ``StreamConflict``).
+    fresh = records[mark - first :] if mark >= first else records
     if fresh:
         check_blobs(blobs, key.project, fresh)
+        check_tables(blobs, key.project, fresh, max_table_cells)
     return mark, fresh
+
+
+def check_tables(
+    blobs: BlobStore | None, project: str, records: list[R.AnyRecord], max_cells: int
+) -> None:
+    """A table's Parquet footer must hold the rows its record declares (413 past
+    ``max_cells``, 422 otherwise): the size cap is on what DuckDB will page, not on
+    what the uploader says. A blob declared lost is not read."""
+    tables = [r for r in records if type(r) is R.TableRec]
+    if not tables or blobs is None:
+        return
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]  # [server] extra
+
+    for rec in tables:
+        assert isinstance(rec, R.TableRec)
+        f = blobs.open(project, rec.digest)
+        if f is None:
+            continue  # declared lost by its uploader (check_blobs let it through)
+        try:
+            with f:
+                meta = pq.ParquetFile(f).metadata
+                rows, cols = meta.num_rows, meta.num_columns
+        except Exception:
+            raise ApiError(
+                422, f"table {rec.key!r}: its blob is not a readable Parquet file"
+            ) from None
+        if rows * max(cols, rec.ncols, 1) > max_cells:
+            raise ApiError(
+                413,
+                f"table {rec.key!r}'s file holds {rows} rows x {cols} columns, over this "
+                f"server's limit ({max_cells} cells): log fewer rows or columns",
+            )
+        if rows != rec.nrows:
+            raise ApiError(
+                422,
+                f"table {rec.key!r}'s file holds {rows} rows but its record says {rec.nrows}",
+            )
 
 
 def blob_digests(records: list[R.AnyRecord]) -> list[str]:

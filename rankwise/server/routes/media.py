@@ -22,7 +22,7 @@ from starlette.responses import Response
 
 from ...read.media_model import HistogramsReply, MediaKeysReply, MediaReply, TableReply
 from ..encoding import ApiError, reply
-from ..tables import MAX_LIMIT, TablePager, TableQueryError
+from ..tables import MAX_LIMIT, MAX_OFFSET, TablePager, TableQueryError
 from .deps import answers, found
 from .deps import store as _store
 
@@ -96,7 +96,7 @@ def tables(
     step: Annotated[
         int | None, Query(ge=-INT64, le=INT64, description="omitted: the latest step")
     ] = None,
-    offset: Annotated[int, Query(ge=0, le=INT64)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_LIMIT)] = 100,
     sort: Annotated[str | None, Query(description="a column to sort by")] = None,
     desc: Annotated[bool, Query(description="sort descending")] = False,

@@ -247,7 +247,20 @@ def history(
     return reply(request, HistoryReply(rows=rows))
 
 
-@router.post("/compare", response_model=None, responses=answers(CompareReply, 404))
+# Points (x values of every series and band) in one compare reply: 64 runs of 8 ranks
+# at the dashboard's 2,000 points each, with room to spare.
+MAX_COMPARE_POINTS = 2_000_000
+
+
+def _over_compare_budget() -> ApiError:
+    return ApiError(
+        413,
+        f"this comparison is over {MAX_COMPARE_POINTS} points: compare fewer runs, pick "
+        "fewer streams, or ask for fewer max_points",
+    )
+
+
+@router.post("/compare", response_model=None, responses=answers(CompareReply, 404, 413))
 def compare(request: Request, body: CompareRequest) -> Response:
     """The same metric of several runs in one request."""
     settings: ServerSettings = request.app.state.settings
@@ -256,11 +269,16 @@ def compare(request: Request, body: CompareRequest) -> Response:
     if not names.is_key(body.key):
         raise ApiError(422, "body field 'key' is not a valid metric key: " + names.KEY_RULE)
     store = _store(request)
-    refs = [ref.partition("/") for ref in body.runs]
+    refs = [ref.partition("/") for ref in dict.fromkeys(body.runs)]  # each run once
     for project, sep, run_id in refs:
         if not sep or not names.is_id(project) or not names.is_id(run_id):
             raise ApiError(422, "runs entries are 'project/run' with valid ids")
     auth.check_projects(request, [p for p, _, _ in refs])  # all or nothing
+    # A budget of points for the whole reply (each stream's series and each band count
+    # max_points): asked for up front, then counted as the runs are read.
+    if len(refs) * body.max_points > MAX_COMPARE_POINTS:
+        raise _over_compare_budget()
+    spent = 0
     out = []
     for project, _, run_id in refs:
         got, agg = _chart(
@@ -275,5 +293,8 @@ def compare(request: Request, body: CompareRequest) -> Response:
             body.streams,
             body.band,
         )
+        spent += sum(len(one.x) for one in got) + (len(agg.x) if agg is not None else 0)
+        if spent > MAX_COMPARE_POINTS:
+            raise _over_compare_budget()
         out.append(CompareRun(project=project, run=run_id, series=got, band=agg))
     return reply(request, CompareReply(key=body.key, x=body.x, runs=out))
