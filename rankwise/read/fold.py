@@ -14,6 +14,7 @@ record, config and summary win.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -95,6 +96,7 @@ def stream_info(s: StreamFacts, state: str) -> StreamInfo:
         acked_seq=s.acked_seq,
         damage=s.damage,
         path=s.path,
+        data_dir=start.data_dir if start else "",
     )
 
 
@@ -183,7 +185,7 @@ def fold_run(
             )
             for s, info in zip(facts, streams)
         ),
-        sync_hint=None,  # the server's to say (``unsynced``)
+        unsynced_detail=None,  # the server's to say (``unsynced``)
         streams=streams,
         rank_summaries=ranks,
         defined_metrics={
@@ -202,17 +204,31 @@ def fold_run(
 def unsynced(run: RunInfo, server: str | None) -> Unsynced | None:
     """Crashed streams may hold records their process never uploaded (a surviving sibling
     uploads them when there is one, ``rankwise.sdk.orphans``): say where, and how to sync.
-    ``server`` is this server's URL; None where the server reads the files itself."""
+    ``server`` is this server's URL; None where the server reads the files itself. The
+    command names the run's directory as the streams recorded it (``<data dir>`` for a
+    stream written before rankwise recorded it)."""
     if not run.crashed or server is None:
         return None
     crashed = [s for s in run.streams if s.label in run.crashed]
     hosts = sorted({s.host for s in crashed if s.host})
+    dirs = sorted({s.data_dir for s in crashed}) or [""]
+    commands = [
+        f"rankwise sync {shlex.quote(_run_dir(d, run)) if d else '<data dir>'} --server {server}"
+        for d in dirs
+    ]
+    command = "; ".join(commands)
     return Unsynced(
         streams=list(run.crashed),
         hosts=hosts,
-        command=f"rankwise sync <data dir> --server {server}",
+        command=command,
         message=(
             "crashed streams may hold records not yet uploaded; on "
-            f"{', '.join(hosts) or 'their node'}, run: rankwise sync <data dir> --server {server}"
+            f"{', '.join(hosts) or 'their node'}, run: {command}"
         ),
     )
+
+
+def _run_dir(data_dir: str, run: RunInfo) -> str:
+    # The writer's path style, whatever the server's: a Windows path keeps its "\\".
+    sep = "\\" if "\\" in data_dir and "/" not in data_dir else "/"
+    return sep.join((data_dir.rstrip("/\\"), run.project, run.id))

@@ -71,6 +71,8 @@ class Run:
         self._closed = writer is None
         self._state = "running" if writer is not None else "disabled"
         self._step = first_step
+        # log(commit=False): (step, values, weight) held for the next call's row.
+        self._held: tuple[int, dict[str, Any], Any] | None = None
         self._warned_closed = False
         self._warned_step = False
         self._warned_drop = False
@@ -138,18 +140,31 @@ class Run:
         return f"<rankwise.Run {self.project}/{self.id} {what} {self._state}>"
 
     # -- logging --------------------------------------------------------------------
-    def log(self, data: Mapping[str, Any], step: int | None = None, weight: Any = None) -> None:
+    def log(
+        self,
+        data: Mapping[str, Any],
+        step: int | None = None,
+        weight: Any = None,
+        commit: bool | None = None,
+    ) -> None:
         """Record ``data`` (metric name → number) at ``step`` (default: the next step).
 
         Costs a dict copy and a queue append; values are checked and written by the
         writer thread. Never raises because of the data. Waits only while the writer is
         behind by more than ``max_queue_bytes``; drops (and counts) values only when the
         writer made no progress for ``writer_stall_timeout`` seconds.
+
+        ``commit=False`` (W&B's): hold ``data`` and add it to the next call's row instead
+        of recording it now — that call's step, when it gives none or the same one; a
+        call with another step records the held row first, at its own step, as does
+        ``finish()``. ``commit=None`` or ``True`` records now, as before.
         """
         try:
             values = dict(data)
         except (TypeError, ValueError):
             return self._not_a_mapping(data)
+        if commit is not None or self._held is not None:
+            return self._log_commit(values, step, weight, commit)
         room = self._room - (len(values) + 3)  # the call's units: CALL_UNITS + one a value
         if room < 0:
             return self._log_slow(values, step, weight, room)
@@ -160,6 +175,26 @@ class Run:
         self._step = step
         self._room = room
         self._queue.append((_now(), step, weight, values))  # type: ignore[union-attr]
+
+    def _log_commit(self, values: dict[str, Any], step: Any, weight: Any, commit: Any) -> None:
+        """``log(commit=False)`` and the call after it (``log``'s docstring)."""
+        held, self._held = self._held, None
+        if held is not None:
+            held_step, held_values, held_weight = held
+            if step is None or step == held_step:
+                values = {**held_values, **values}
+                step = held_step
+                weight = held_weight if weight is None else weight
+            else:
+                self.log(held_values, step=held_step, weight=held_weight)
+        if commit is False and not self._closed:
+            if step is None:
+                step = self._step + 1
+            elif step.__class__ is not int or step < self._step:
+                step = self._odd_step(step)
+            self._held = (step, values, weight)
+            return None
+        return self.log(values, step=step, weight=weight)
 
     def _log_slow(self, values: dict[str, Any], step: Any, weight: Any, room: int) -> None:
         """log() of a closed run, one that used up its room, or one armed by a rich
@@ -469,6 +504,10 @@ class Run:
             raise UsageError(f"state={state!r} is not one of {', '.join(END_STATES)}")
         if self._closed:
             return
+        if self._held is not None:  # log(commit=False) with no call after it
+            held_step, values, weight = self._held
+            self._held = None
+            self.log(values, step=held_step, weight=weight)
         self._closed = True
         self._room = _CLOSED
         media_base.ARMS.discard(self._arm_rich)

@@ -23,6 +23,7 @@ from ..errors import RunExistsError, UsageError
 from ..settings import Settings, env_flag
 from ..stream import records as R
 from ..stream.files import check_case_aliases, create_stream_file, list_streams, streams_dir
+from ..stream.fold import pid_namespace
 from ..stream.frames import scan
 from . import announce, hooks
 from .dist import agree_base_id, check_id, detect
@@ -33,6 +34,7 @@ from .writer import StreamWriter
 
 current: Run | None = None
 _warned_no_run = False
+_said_reinit = False  # the note that init() finished the previous run is given once
 _agreed = 0  # init() calls of this process that agreed a base id with the other ranks
 forked_child = False  # set in a forked child: the parent's run is not this process's
 
@@ -110,7 +112,7 @@ def init(
     root = Path(dir or env.get("RANKWISE_DIR") or "rankwise").expanduser().absolute()
 
     if current is not None:
-        current.finish()  # one current run per process, as in the other trackers
+        _finish_previous(current)
 
     ident = detect(env)
     base = id or env.get("RANKWISE_RUN_ID") or None
@@ -188,6 +190,8 @@ def init(
     start.host = socket.gethostname()
     start.pid = os.getpid()
     start.pid_start_time = process_start_time()
+    start.pid_ns = pid_namespace()
+    start.data_dir = str(root)
     start.python = platform.python_version()
     start.platform = platform.platform()
     start.argv = [str(a) for a in sys.argv]
@@ -213,6 +217,21 @@ def init(
     _attach_health(run, opts)
     current = run
     return run
+
+
+def _finish_previous(previous: Run) -> None:
+    """One current run per process, as in the other trackers: a second ``init()`` finishes
+    the first; it says so once per process (rank 0's), since that may be a surprise."""
+    global _said_reinit
+    running = previous.state == "running"
+    previous.finish()
+    if running and not _said_reinit and (previous.rank or 0) == 0:
+        _said_reinit = True
+        _log.warn(
+            f"rankwise.init() finished the previous run {previous.project}/{previous.id} "
+            "first (one run at a time per process); call run.finish() before init() to "
+            "end it yourself, or use one init() per job"
+        )
 
 
 def _attach_uploader(
@@ -285,12 +304,17 @@ def _previous_last_step(directory: Path, label: str, incarnation: int) -> int:
     return last
 
 
-def log(data: Mapping[str, Any], step: int | None = None, weight: Any = None) -> None:
+def log(
+    data: Mapping[str, Any],
+    step: int | None = None,
+    weight: Any = None,
+    commit: bool | None = None,
+) -> None:
     """``run.log()`` on the current run of this process."""
     run = current
     if run is None:
         return _no_run("log")
-    run.log(data, step=step, weight=weight)
+    run.log(data, step=step, weight=weight, commit=commit)
 
 
 def log_artifact(

@@ -77,6 +77,12 @@ class StreamStart(Record, tag=1):
     platform: str = ""
     argv: list[str] = []
     rankwise_version: str = ""
+    # The data directory (absolute) the file was written under: the ``rankwise sync``
+    # command a server suggests for a crashed stream names it.
+    data_dir: str = ""
+    # The writing process's pid namespace (``pid:[4026531836]`` on Linux, else ""): a
+    # reader on the same host and in the same namespace may trust a dead pid at once.
+    pid_ns: str = ""
 
 
 class Metrics(Record, tag=2):
