@@ -86,12 +86,16 @@ def _check_ended_page(url: str) -> None:
         assert "weighted mean 17.333 at step 4" in text, text
         assert "· 1 partial: 2 of 3 ranks" in text and "1,000" not in text, text
         # Hovering the tail gives its value, as partial, of 2 of the 3 ranks.
-        canvas = page.locator('.chart-card[data-metric="score"] .chart-canvas')
-        box = canvas.bounding_box()
+        over = page.locator('.chart-card[data-metric="score"] .u-over')
+        over.scroll_into_view_if_needed()
+        box = over.bounding_box()
         assert box is not None
-        page.mouse.move(box["x"] + box["width"] - 2, box["y"] + box["height"] / 2)
-        wait_until(lambda: "partial: 2 of 3 ranks" in readout.inner_text(), timeout=10)
-        assert "step 5" in readout.inner_text(), readout.inner_text()
+        y = box["y"] + box["height"] / 2
+        page.mouse.move(box["x"] + box["width"] / 2, y)
+        page.mouse.move(box["x"] + box["width"] - 1, y, steps=5)
+        wait_until(lambda: readout.inner_text().startswith("step 5"), timeout=10)
+        hovered = readout.inner_text()
+        assert "partial: 2 of 3 ranks" in hovered and "1,000" in hovered, hovered
         p.check()
         p.close()
 
