@@ -12,6 +12,7 @@ import os
 import platform
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -237,8 +238,24 @@ def test_every_value_visible(tmp_path: Path) -> None:
         page.get_by_role("tab", name="Config & summary").click()
         row = page.locator(".kv-table tr", has=page.locator("th", has_text="loss"))
         assert row.first.locator("td").inner_text() == "∞"
-        # System tab: distinct y ticks, room for the two-line time labels.
+        # Logs: the "Jump to" example is this run's start, not a fixed "13:04:05".
+        created = httpx.get(f"{ui.url}/api/v1/projects/vis/runs/values").json()["created"]
+        page.get_by_role("tab", name="Logs").click()
+        jump = page.get_by_label("Jump to a time")
+        start = datetime.fromtimestamp(created)
+        assert jump.get_attribute("placeholder") == f"Jump to {start:%H:%M:%S}"
+        # System tab: distinct y ticks, room for the two-line time labels. A short window:
+        # the charts below it load too (a full-page capture showed them "loading…").
+        page.set_viewport_size({"width": 1280, "height": 360})
         page.get_by_role("tab", name="System").click()
+        cards = page.locator(".system-chart")
+        cards.first.wait_for()
+        last = cards.nth(cards.count() - 1).bounding_box()
+        assert last is not None and last["y"] > 360 + 300 + 100, last  # far below the view
+        drawn = page.locator(".system-chart .chart-canvas[data-yticks]")
+        wait_until(lambda: drawn.count() == cards.count(), timeout=15)
+        assert "loading…" not in page.locator(".system-tab").inner_text()
+        page.set_viewport_size({"width": 1280, "height": 900})
         charts = page.locator(".system-chart .chart-canvas[data-yticks]")
         charts.first.wait_for()
         for i in range(charts.count()):
