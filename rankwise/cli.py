@@ -64,7 +64,8 @@ def _failure_lines(run: RunInfo) -> list[str]:
     if first is None:
         return []
     when = time.strftime("%H:%M:%S", time.localtime(first.time)) if first.time else "?"
-    lines = [f"first    {first.describe()}  (at {when})"]
+    # A silent rank's line already says since when.
+    lines = [f"first    {first.describe()}" + ("" if first.state == "silent" else f"  (at {when})")]
     for later in first.then:
         delta = (
             f"+{later.time - first.time:.1f} s"

@@ -24,6 +24,8 @@ import httpx
 import pytest
 
 import rankwise
+from rankwise.stream import records as R
+from rankwise.stream.frames import scan
 
 from .helpers.browser import Page
 from .helpers.runs import FAST_ENV
@@ -196,6 +198,12 @@ def test_a_sigkilled_rank_reads_crashed_as_soon_as_torchrun_exits(tmp_path: Path
     streams = out[out.index("\nstreams") :]
     (rank1,) = (line for line in streams.splitlines() if line.startswith("rank-1 "))
     assert " crashed " in rank1, rank1
+    # The survivors saw it dead too and said so in their Finish records, for the readers
+    # that cannot check its pid (a server, another host).
+    for label in ("rank-0", "rank-2"):
+        (path,) = (run_dir / "streams").glob(f"{label}.*.rwlog")
+        ends = [r for r in scan(path.read_bytes()).records if isinstance(r, R.Finish)]
+        assert [e.peers_gone for e in ends] == [["rank-1"]], (label, ends)
 
 
 def test_a_run_without_failure_has_none(tmp_path: Path) -> None:

@@ -6,7 +6,9 @@ beyond that — its state and crashed ranks, name and tags (the primary's start 
 created/updated/steps, its own ranks and nodes, the first failure, merged config and
 summary, each rank's summary, the metric definitions — is computed here, once. A
 stream's state depends on *now*, so it is settled at read time
-(``rankwise.stream.fold.stream_state``).
+(``rankwise.stream.fold.stream_state``), and on its siblings: a running stream that a
+sibling's ``Finish`` names in ``peers_gone`` (its process seen dead on its host) is
+crashed, so a server or another host knows what only that host could see.
 
 Precedence when streams disagree: primary last, latest incarnation last, so their start
 record, config and summary win.
@@ -100,6 +102,29 @@ def stream_info(s: StreamFacts, state: str) -> StreamInfo:
     )
 
 
+def _reported_gone(facts: Sequence[StreamFacts], states: list[str]) -> list[str]:
+    """A running stream that a sibling saw dead (``Finish.peers_gone``: same host, pid
+    gone) is crashed, wherever it is read: the latest incarnation of that label, when
+    it was silent since the report (a later incarnation is not the one seen dead)."""
+    gone: dict[str, float] = {}
+    for s in facts:
+        if s.finish is not None:
+            for label in s.finish.peers_gone:
+                gone[label] = max(gone.get(label, s.finish.time), s.finish.time)
+    if not gone:
+        return states
+    latest = {s.label: s.incarnation for s in facts}  # facts are sorted by incarnation
+    return [
+        "crashed"
+        if state == "running"
+        and s.label in gone
+        and s.incarnation == latest[s.label]
+        and (s.last_time is None or s.last_time <= gone[s.label])
+        else state
+        for s, state in zip(facts, states)
+    ]
+
+
 def fold_run(
     project: str,
     run_id: str,
@@ -116,6 +141,7 @@ def fold_run(
         )
         for s in facts
     ]
+    states = _reported_gone(facts, states)
     streams = [stream_info(s, st) for s, st in zip(facts, states)]
     state, crashed = run_state(
         StreamState(s.label, s.incarnation, s.is_primary, s.state) for s in streams

@@ -516,6 +516,8 @@ class Run:
         writer = self._writer
         assert writer is not None
         record = R.Finish(0, time.time(), state, exit_code=exit_code, signal=signal)
+        if state != "finished" and self.path is not None:
+            record.peers_gone = dead_peers(self.path, self._start)
         if error is not None:
             record.error_type = type(error).__qualname__
             record.error_message = str(error)
@@ -614,6 +616,37 @@ class Run:
             self.end("finished" if code == 0 else "failed", exit_code=code)
         else:
             self.end("failed", exit_code=1, error=exc)
+
+
+def dead_peers(own: Path, start: R.StreamStart, budget: float = 0.5) -> list[str]:
+    """Labels of the sibling streams (same run) whose writer this process can see dead:
+    same host and pid namespace, pid gone or reused (``process_alive``). Asked when the
+    job goes down, within ``budget`` seconds; never raises."""
+    from ..stream.files import SUFFIX, read_stream_start
+    from ..stream.fold import process_alive
+
+    latest: dict[str, R.StreamStart] = {}  # each label's latest incarnation
+    deadline = time.monotonic() + budget
+    try:
+        for path in sorted(own.parent.glob(f"*{SUFFIX}")):
+            if path == own or time.monotonic() > deadline:
+                continue
+            peer = read_stream_start(path)
+            if peer is None or peer.label == start.label:
+                continue
+            held = latest.get(peer.label)
+            if held is None or peer.incarnation > held.incarnation:
+                latest[peer.label] = peer
+        return [
+            label
+            for label, peer in sorted(latest.items())
+            # another pid namespace (a container): its pid means nothing here
+            if peer.pid_ns
+            and peer.pid_ns == start.pid_ns
+            and process_alive(peer.host, peer.pid, peer.pid_start_time) is False
+        ]
+    except Exception:  # tracking problems never stop the job from ending
+        return []
 
 
 def process_start_time() -> float:

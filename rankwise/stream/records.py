@@ -123,6 +123,10 @@ class Finish(Record, tag=6):
     traceback: str | None = None
     last_step: int = -1
     dropped: int = 0
+    # A stream ending with the job going down (not ``finished``) names the sibling
+    # streams (labels, same run) whose process it saw dead on its host: a reader that
+    # cannot check those pids itself (a server, another host) then knows they crashed.
+    peers_gone: list[str] = []
 
 
 class Console(Record, tag=7):
