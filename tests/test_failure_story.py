@@ -179,9 +179,9 @@ def test_a_sigkilled_rank_leads_ahead_of_its_peers(killed: Job) -> None:
 
 
 def test_a_sigkilled_rank_reads_crashed_as_soon_as_torchrun_exits(tmp_path: Path) -> None:
-    """No server, the default 5 s heartbeat: only the dead pid (same host, same pid
-    namespace, start time checked) can tell at once. It used to read as running, rank 0's
-    "Connection closed by peer" leading, until its heartbeat was 11 s late."""
+    """No server, a 30 s heartbeat: only the dead pid (same host, same pid namespace,
+    start time checked) can tell at once. It used to read as running, rank 0's
+    "Connection closed by peer" leading, until its heartbeat was 61 s late."""
     data = tmp_path / "data"
     proc = subprocess.run(
         [sys.executable, "-m", "torch.distributed.run", "--standalone",
@@ -204,6 +204,11 @@ def test_a_sigkilled_rank_reads_crashed_as_soon_as_torchrun_exits(tmp_path: Path
         (path,) = (run_dir / "streams").glob(f"{label}.*.rwlog")
         ends = [r for r in scan(path.read_bytes()).records if isinstance(r, R.Finish)]
         assert [e.peers_gone for e in ends] == [["rank-1"]], (label, ends)
+    # `rankwise ui` on this host says the same as soon as it serves.
+    with ServerProcess.ui(data, tmp_path / "ui.log") as ui:
+        got = ui.get(f"/api/v1/projects/failures-sigkill/runs/{run_dir.name}", timeout=10).json()
+    assert (got["state"], got["crashed"]) == ("crashed", ["rank-1"])
+    assert got["first_failure"]["label"] == "rank-1"
 
 
 def test_a_run_without_failure_has_none(tmp_path: Path) -> None:

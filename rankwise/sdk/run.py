@@ -517,7 +517,7 @@ class Run:
         assert writer is not None
         record = R.Finish(0, time.time(), state, exit_code=exit_code, signal=signal)
         if state != "finished" and self.path is not None:
-            record.peers_gone = dead_peers(self.path, self._start)
+            record.peers_gone = dead_peers(self.path, self._start, error)
         if error is not None:
             record.error_type = type(error).__qualname__
             record.error_message = str(error)
@@ -618,16 +618,22 @@ class Run:
             self.end("failed", exit_code=1, error=exc)
 
 
-def dead_peers(own: Path, start: R.StreamStart, budget: float = 0.5) -> list[str]:
+def dead_peers(
+    own: Path, start: R.StreamStart, error: BaseException | None = None, budget: float = 0.5
+) -> list[str]:
     """Labels of the sibling streams (same run) whose writer this process can see dead:
     same host and pid namespace, pid gone or reused (``process_alive``). Asked when the
-    job goes down, within ``budget`` seconds; never raises."""
+    job goes down: the files are read within ``budget`` seconds. When this process ends
+    by a peer-connection ``error`` and no peer is seen dead yet, they are looked at again
+    for up to half a second: a killed peer's sockets close before its process is gone.
+    Never raises."""
+    from ..failures import is_peer_symptom
     from ..stream.files import SUFFIX, read_stream_start
     from ..stream.fold import process_alive
 
-    latest: dict[str, R.StreamStart] = {}  # each label's latest incarnation
-    deadline = time.monotonic() + budget
     try:
+        latest: dict[str, R.StreamStart] = {}  # each label's latest incarnation
+        deadline = time.monotonic() + budget
         for path in sorted(own.parent.glob(f"*{SUFFIX}")):
             if path == own or time.monotonic() > deadline:
                 continue
@@ -637,14 +643,19 @@ def dead_peers(own: Path, start: R.StreamStart, budget: float = 0.5) -> list[str
             held = latest.get(peer.label)
             if held is None or peer.incarnation > held.incarnation:
                 latest[peer.label] = peer
-        return [
-            label
-            for label, peer in sorted(latest.items())
-            # another pid namespace (a container): its pid means nothing here
-            if peer.pid_ns
-            and peer.pid_ns == start.pid_ns
-            and process_alive(peer.host, peer.pid, peer.pid_start_time) is False
-        ]
+        # another pid namespace (a container): its pid means nothing here
+        mine = {k: p for k, p in latest.items() if p.pid_ns and p.pid_ns == start.pid_ns}
+        symptom = error is not None and is_peer_symptom(None, str(error))
+        until = time.monotonic() + (0.5 if symptom else 0.0)
+        while True:
+            dead = [
+                label
+                for label, p in sorted(mine.items())
+                if process_alive(p.host, p.pid, p.pid_start_time) is False
+            ]
+            if dead or time.monotonic() >= until:
+                return dead
+            time.sleep(0.05)
     except Exception:  # tracking problems never stop the job from ending
         return []
 

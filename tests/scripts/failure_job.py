@@ -10,8 +10,9 @@ also ends in an ``all_reduce``.
   by torchrun.
 * ``kill``: rank 1 SIGKILLs itself at step 8 instead, with most of its stream not yet
   uploaded (its ``upload_interval`` is long): a surviving rank uploads it.
-* ``sigkill``: as ``kill``, with no server and the default 5 s heartbeat, so that only the
-  dead pid can tell that rank 1 crashed when torchrun has just exited.
+* ``sigkill``: as ``kill``, with no server and a 30 s heartbeat, so that only the dead
+  pid can tell that rank 1 crashed when torchrun has just exited (a late heartbeat would
+  say so after a minute).
 
 Usage: ``torchrun --nproc-per-node=3 failure_job.py <data dir> raise|kill|sigkill``.
 """
@@ -49,7 +50,7 @@ def main() -> None:
         stall_timeout=0.4 if rank == 1 else 60.0,
         settings={
             "flush_interval": 0.02,
-            "heartbeat_interval": 5.0 if mode == "sigkill" else 0.5,
+            "heartbeat_interval": 30.0 if mode == "sigkill" else 0.5,
             # kill: rank 1 uploads its first batch only, so that what it leaves behind in
             # its file must be uploaded by a surviving sibling.
             "upload_interval": 60.0 if rank == 1 and mode == "kill" else 0.05,
