@@ -516,13 +516,14 @@ class Run:
         writer = self._writer
         assert writer is not None
         record = R.Finish(0, time.time(), state, exit_code=exit_code, signal=signal)
-        if state != "finished" and self.path is not None:
-            record.peers_gone = dead_peers(self.path, self._start, error)
         if error is not None:
             record.error_type = type(error).__qualname__
             record.error_message = str(error)
             record.traceback = "".join(tb_module.format_exception(error))
         with self._ending(self):  # a SIGTERM meanwhile waits for the Finish record
+            if state != "finished" and self.path is not None:
+                # Within the SIGTERM hold: it may take half a second (``dead_peers``).
+                record.peers_gone = dead_peers(self.path, self._start, error)
             limit = self._settings.finish_timeout if timeout is None else timeout
             deadline = time.monotonic() + limit
             if self._media is not None or media_base.made():
