@@ -5,8 +5,9 @@ ranks set the same key, each rank's value is its own (``summary_ranks``), and th
 ``summary`` is the primary rank's (what a single-process run would show). The charts of
 a shared run draw the cross-rank line instead (the mean, or the ``reduce`` that
 ``run.define_metric`` chose: ``CrossRankValue.value``), so ``summary_cross_rank`` gives,
-per metric, that line's value at its last *complete* step: the last one every live rank has
-reached (see ``complete_step``), with the same rules as ``rankwise.store.aggregate``:
+per metric, that line's value at its last *complete* step: the last one every rank has
+reached (every live rank while the run runs; see ``complete_step``), with the same rules
+as ``rankwise.store.aggregate``:
 NaN and ±Inf are left out of the mean, min and max but counted (``nan``, ``posinf``,
 ``neginf``), and the weighted mean is used only where every value there carried a
 weight. A step whose every value was non-finite is still the last step: its mean, min and
@@ -17,17 +18,38 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from .metric_defs import reduce_of
 from .read.model import CrossRankValue
 
 
-def complete_step(streams: Iterable[tuple[str, int]]) -> int | None:
-    """The lowest last step among running streams (``(state, last_step)``) that have
-    logged one; None when none is running, so every step is complete."""
-    live = [step for state, step in streams if state == "running" and step >= 0]
-    return min(live) if live else None
+class _Stream(Protocol):
+    label: str
+    incarnation: int
+    state: str
+    last_step: int
+
+
+def complete_step(streams: Iterable[_Stream]) -> int | None:
+    """The last step every rank has reached (of each label's latest incarnation that has
+    logged a step). While any is running: the lowest last step of the running ones (a
+    rank that ended early does not hold a live run back). Once none is running: the
+    lowest last step of all, so the steps only some ranks reached (ranks that were
+    killed, crashed or logged fewer steps) stay *partial*. None when every step is
+    complete (nothing running and every rank at the same last step)."""
+    latest: dict[str, _Stream] = {}
+    for s in streams:
+        if s.label not in latest or s.incarnation > latest[s.label].incarnation:
+            latest[s.label] = s
+    logged = [s for s in latest.values() if s.last_step >= 0]
+    live = [s.last_step for s in logged if s.state == "running"]
+    if live:
+        return min(live)
+    ends = [s.last_step for s in logged]
+    if not ends or min(ends) == max(ends):
+        return None
+    return min(ends)
 
 
 class CrossRankLast:

@@ -60,12 +60,17 @@ def _state(run: RunInfo) -> str:
 
 def _local_api(args: argparse.Namespace) -> Api:
     api = Api(args.dir)
-    if not Path(api.dir).is_dir():
-        raise UsageError(
-            f"the data directory {api.dir} does not exist: pass --dir (or set RANKWISE_DIR) "
-            "to where rankwise.init() wrote runs"
-        )
+    api.projects()  # a missing data directory: Api's UsageError, naming --dir
     return api
+
+
+def _no_project(api: Api, project: str) -> UsageError:
+    known = api.projects()
+    have = f"its projects: {', '.join(known)}" if known else "it holds no runs yet"
+    return UsageError(
+        f"no project {project!r} under {api.dir} ({have}): check --project (or "
+        "RANKWISE_PROJECT in the training script) and --dir"
+    )
 
 
 def _failure_lines(run: RunInfo) -> list[str]:
@@ -74,7 +79,8 @@ def _failure_lines(run: RunInfo) -> list[str]:
     if first is None:
         return []
     when = time.strftime("%H:%M:%S", time.localtime(first.time)) if first.time else "?"
-    lines = [f"first    {first.describe()}  (at {when})"]
+    # A silent rank's line already says since when.
+    lines = [f"first    {first.describe()}" + ("" if first.state == "silent" else f"  (at {when})")]
     for later in first.then:
         delta = (
             f"+{later.time - first.time:.1f} s"
@@ -91,6 +97,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
         project=args.project, group=args.group, state=args.state or None, tags=args.tag or None
     )
     if not runs:
+        if args.project and args.project not in api.projects():
+            raise _no_project(api, args.project)
         filtered = args.group or args.state or args.tag
         print(f"no runs{' match these filters' if filtered else ''} under {api.dir}")
         return 0
@@ -211,6 +219,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         )
     print("\nconfig")
     for k, v in sorted(run.config.items()):
+        if k == "_wandb":  # rankwise.wandb's run metadata, hidden as wandb.config hides it
+            continue
         print(f"  {k:<28} {_fmt(v)}")
     _print_summary(run)
     print("\nstreams")
@@ -515,7 +525,7 @@ def cmd_sync(args: argparse.Namespace) -> int:
         path,
         server,
         follow=args.follow,
-        progress=not args.no_progress,
+        progress=False if args.no_progress else None,
         retry_for=args.retry_for,
         token=args.token,
     )

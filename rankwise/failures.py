@@ -16,6 +16,13 @@ launcher kills the rest of a job *because* something failed), but those that end
 the first failure are listed with the other failed and crashed ones in ``then``, in time
 order. A run with no failed or crashed stream has no first failure.
 
+A crashed rank is known only once its death is (``rankwise.stream.fold.stream_state``);
+until then it reads as running, and the first failure would be a peer's symptom ("Connection
+closed by peer"). So when the first failure's message is such a peer-connection symptom
+and a stream still called running gave its last sign of life before it, that *silent*
+stream leads instead ("rank 1: no sign of life since 12:03:04 — checking"), the symptom
+following in ``then``.
+
 Pure functions of per-stream facts: the local reader and the server use the same rule.
 """
 
@@ -27,6 +34,19 @@ from typing import Any
 
 FAILING = ("failed", "crashed")
 AFTER = ("failed", "crashed", "killed")
+# How a collective reports that a peer went away (gloo, NCCL, MPI, sockets); lower case.
+PEER_SYMPTOMS = (
+    "connection closed by peer",
+    "connection reset by peer",
+    "connection refused",
+    "broken pipe",
+    "socket closed",
+    "remote process exited",
+    "nccl communicator was aborted",
+    "ncclremoteerror",
+    "peer closed",
+    "timed out in call to",
+)
 
 
 @dataclass(frozen=True)
@@ -64,6 +84,11 @@ class Failure:
     def describe(self) -> str:
         """One line: "rank 1 failed: RuntimeError: boom" / "rank 1 crashed (…)"."""
         who = f"rank {self.rank}" if self.rank >= 0 else self.label
+        if self.state == "silent":
+            import time
+
+            since = time.strftime("%H:%M:%S", time.localtime(self.time)) if self.time else "?"
+            return f"{who}: no sign of life since {since} — checking"
         if self.state == "crashed":
             return f"{who} crashed: its process ended with no exit recorded (SIGKILL, OOM?)"
         if self.error_type:
@@ -127,4 +152,29 @@ def first_failure(streams: Iterable[StreamEnd]) -> Failure | None:
         for s in later
         if s.state in FAILING or (s.time is not None and s.time >= (first.time or 0.0))
     ]
-    return first
+    return _silent_first(current, first)
+
+
+def is_peer_symptom(error_type: str | None, message: str | None) -> bool:
+    """Whether an error reads as a peer going away (``PEER_SYMPTOMS``), not a cause."""
+    text = f"{error_type or ''}: {message or ''}".lower()
+    return any(p in text for p in PEER_SYMPTOMS)
+
+
+def _silent_first(current: list[StreamEnd], first: Failure) -> Failure:
+    """A running stream silent since before a peer symptom leads it (module docstring)."""
+    if first.state != "failed" or first.time is None:
+        return first
+    if not is_peer_symptom(first.error_type, first.message):
+        return first
+    silent = sorted(
+        (s for s in current if s.state == "running" and s.time is not None and s.time < first.time),
+        key=_order,
+    )
+    if not silent:
+        return first
+    lead = _failure(silent[0])
+    lead.state = "silent"
+    symptoms, first.then = first.then, []
+    lead.then = [first, *symptoms]
+    return lead

@@ -8,6 +8,10 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
+
+import rankwise
+from rankwise.errors import UsageError
 
 from .helpers.servers import ServerProcess, subprocess_env, wait_until
 
@@ -70,7 +74,15 @@ def test_ui_on_a_new_directory_shows_runs_as_they_appear(tmp_path: Path) -> None
         assert httpx.get(f"{ui.url}/api/v1/projects").json() == {"projects": []}
         assert _init(root, "late").returncode == 0
         wait_until(lambda: httpx.get(f"{ui.url}/api/v1/projects/p/runs/late").status_code == 200)
-    assert "(new: runs will show as they start)" in (tmp_path / "ui.log").read_text()
+    log = (tmp_path / "ui.log").read_text()
+    assert "(new: runs will show as they start)" in log and "indexing" not in log
+    # Again on what is there now: it says what it reads before it serves (a large
+    # directory took seconds of silence).
+    with ServerProcess.ui(root, tmp_path / "again.log"):
+        pass
+    log = (tmp_path / "again.log").read_text()
+    said = f"rankwise: indexing {root}: 1 run(s), 1 stream file(s), "
+    assert said in log and log.index(said) < log.index("rankwise: serving"), log
 
 
 def test_mistyped_dir_and_bad_databases_are_one_line_errors(tmp_path: Path) -> None:
@@ -79,9 +91,13 @@ def test_mistyped_dir_and_bad_databases_are_one_line_errors(tmp_path: Path) -> N
         out = _cli(*args)
         assert out.returncode == 2 and out.stdout == ""
         assert out.stderr == (
-            f"rankwise: error: the data directory {typo} does not exist: pass --dir (or set "
-            "RANKWISE_DIR) to where rankwise.init() wrote runs\n"
+            f"rankwise: error: the data directory {typo} does not exist: pass --dir (or dir=, "
+            "or set RANKWISE_DIR) to where rankwise.init() wrote runs\n"
         )
+    # Api(dir=) says the same (it returned [] while the CLI refused).
+    for read in (lambda a: a.runs(), lambda a: a.projects(), lambda a: a.run("x")):
+        with pytest.raises(UsageError, match=f"the data directory {typo} does not exist"):
+            read(rankwise.Api(dir=typo))
     for db in (
         "postgresql://nobody:secret@127.0.0.1:1/nothing",
         f"sqlite:///{tmp_path}/no/such/dir/db.sqlite",
@@ -91,6 +107,19 @@ def test_mistyped_dir_and_bad_databases_are_one_line_errors(tmp_path: Path) -> N
         (line,) = out.stderr.splitlines()
         assert line.startswith("rankwise: error: cannot open the database"), line
         assert "secret" not in line and "Traceback" not in out.stderr
+
+
+def test_server_on_a_missing_postgres_database_says_why(pg_dsn: str) -> None:
+    """PostgreSQL's own reason, at once: it used to wait 10 s for the pool, then say only
+    that no connection came."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    missing = urlunsplit(urlsplit(pg_dsn)._replace(path="/rw_no_such_db", query=""))
+    out = _cli("server", "--db", missing, "--port", "0")
+    assert out.returncode == 2, out.stderr
+    (line,) = out.stderr.splitlines()
+    assert line.startswith(f"rankwise: error: cannot open the database {missing}"), line
+    assert 'database "rw_no_such_db" does not exist' in line, line
 
 
 def test_runs_filters_group_column_show_group_and_quiet_broken_pipe(tmp_path: Path) -> None:
@@ -121,6 +150,9 @@ for i, (group, tag, code) in enumerate([("g1", "a", 0), ("g1", "b", 1), ("g2", "
     assert ids("--state", "failed") == ["r1"]
     assert ids("--tag", "a", "--group", "g1") == ["r0"]
     assert "no runs match these filters" in _cli("runs", "--group", "zz", root=root).stdout
+    nope = _cli("runs", "--project", "nope", root=root)  # was "no runs under D", rc 0
+    assert nope.returncode == 2 and nope.stdout == ""
+    assert f"no project 'nope' under {root} (its projects: p)" in nope.stderr
     bad = _cli("runs", "--state", "bogus", root=root)
     assert bad.returncode == 2 and "invalid choice: 'bogus'" in bad.stderr
     group = _cli("show", "g1", "--project", "p", root=root)
@@ -143,3 +175,34 @@ def test_help_is_plain_text() -> None:
     for args in ([], ["runs"], ["show"], ["ui"], ["server"], ["sync"]):
         out = _cli(*args, "--help")
         assert out.returncode == 0 and "``" not in out.stdout, out.stdout
+
+
+def test_show_hides_the_wandb_metadata_in_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``_wandb`` (entity, metric definitions) is hidden as ``wandb.config`` hides it."""
+    import rankwise.wandb as wandb
+    from rankwise.cli import main
+
+    run = wandb.init(
+        project="w", dir=tmp_path, entity="team", config={"lr": 0.1}, settings={"silent": True}
+    )
+    run.define_metric("loss", summary="min")
+    run.log({"loss": 1.0})
+    run.finish()
+    data = tmp_path / "rankwise"
+    assert rankwise.Api(dir=data).run(run.id, "w").config["_wandb"]["entity"] == "team"
+    assert main(["show", run.id, "--dir", str(data), "--project", "w"]) == 0
+    out = capsys.readouterr().out
+    config = out[out.index("\nconfig") : out.index("\nsummary")]
+    assert "lr" in config and "_wandb" not in config, config
+
+
+def test_shim_help_is_plain_text() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "rankwise.wandb", "--help"],
+        env=subprocess_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: python -m rankwise.wandb SCRIPT"), out.stdout
+    assert "``" not in out.stdout and "torchrun --nproc-per-node=2 -m rankwise.wandb" in out.stdout

@@ -24,6 +24,8 @@ import httpx
 import pytest
 
 import rankwise
+from rankwise.stream import records as R
+from rankwise.stream.frames import scan
 
 from .helpers.browser import Page
 from .helpers.runs import FAST_ENV
@@ -164,12 +166,49 @@ def test_a_sigkilled_rank_leads_ahead_of_its_peers(killed: Job) -> None:
     # No survivor may be left to upload: the server says so, with the command.
     hint = killed.get("")["unsynced"]
     assert hint["streams"] == ["rank-1"] and hint["hosts"]
-    assert hint["command"] == f"rankwise sync <data dir> --server {killed.url}"
+    # ... naming the run's directory as rank 1 recorded it, not "<data dir>".
+    run_dir = killed.data / killed.project / killed.run_id
+    assert hint["command"] == f"rankwise sync {run_dir} --server {killed.url}"
+    assert remote.unsynced_detail is not None and remote.unsynced_detail.command == hint["command"]
+    assert remote.sync_hint == remote.unsynced_detail  # the earlier name still answers
     assert remote.unsynced is not None and "rankwise sync" in remote.unsynced
     assert local.unsynced is None  # read from the files: nothing to upload
     out = _show(killed)
     assert "state    crashed (rank-1)" in out
     assert "first    rank 1 crashed" in out
+
+
+def test_a_sigkilled_rank_reads_crashed_as_soon_as_torchrun_exits(tmp_path: Path) -> None:
+    """No server, a 30 s heartbeat: only the dead pid (same host, same pid namespace,
+    start time checked) can tell at once. It used to read as running, rank 0's
+    "Connection closed by peer" leading, until its heartbeat was 61 s late."""
+    data = tmp_path / "data"
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone",
+         "--nproc-per-node=3", str(SCRIPT), str(data), "sigkill"],
+        env=subprocess_env(OMP_NUM_THREADS="1", RANKWISE_SILENT="1"), cwd=tmp_path,
+        capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert proc.returncode != 0, proc.stderr[-3000:]
+    (run_dir,) = (p for p in (data / "failures-sigkill").iterdir() if (p / "streams").is_dir())
+    job = Job("sigkill", "failures-sigkill", run_dir.name, data, "", "", "")
+    out = _show(job)  # at once: nothing waits for a heartbeat to be late
+    assert "state    crashed (rank-1)" in out, out
+    assert "first    rank 1 crashed" in out, out
+    streams = out[out.index("\nstreams") :]
+    (rank1,) = (line for line in streams.splitlines() if line.startswith("rank-1 "))
+    assert " crashed " in rank1, rank1
+    # The survivors saw it dead too and said so in their Finish records, for the readers
+    # that cannot check its pid (a server, another host).
+    for label in ("rank-0", "rank-2"):
+        (path,) = (run_dir / "streams").glob(f"{label}.*.rwlog")
+        ends = [r for r in scan(path.read_bytes()).records if isinstance(r, R.Finish)]
+        assert [e.peers_gone for e in ends] == [["rank-1"]], (label, ends)
+    # `rankwise ui` on this host says the same as soon as it serves.
+    with ServerProcess.ui(data, tmp_path / "ui.log") as ui:
+        got = ui.get(f"/api/v1/projects/failures-sigkill/runs/{run_dir.name}", timeout=10).json()
+    assert (got["state"], got["crashed"]) == ("crashed", ["rank-1"])
+    assert got["first_failure"]["label"] == "rank-1"
 
 
 def test_a_run_without_failure_has_none(tmp_path: Path) -> None:

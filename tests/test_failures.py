@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from rankwise.failures import Failure, StreamEnd, first_failure
@@ -34,6 +35,35 @@ def test_the_earliest_failed_or_crashed_stream_leads() -> None:
     assert first.describe().startswith("rank 1 crashed")
     assert first.then[1].describe() == "rank 2 killed by signal 15"
     assert Failure.from_dict(first.to_dict()) == first
+
+
+def test_a_rank_silent_before_a_peer_symptom_leads_until_its_death_is_known() -> None:
+    """Rank 1 was SIGKILLed at 10.0 but is still read as running (its death not yet known:
+    another host, or a heartbeat not yet late); rank 0's gloo error is a symptom."""
+    gloo = "[../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer"
+    streams = [
+        end("rank-0", "failed", 12.0, error_type="RuntimeError", error_message=gloo),
+        end("rank-1", "running", 10.0),  # its last record
+        end("rank-2", "running", 12.4),  # still writing after the symptom: not silent
+    ]
+    first = first_failure(streams)
+    assert first is not None
+    assert (first.label, first.state, first.time) == ("rank-1", "silent", 10.0)
+    assert [(t.label, t.state) for t in first.then] == [("rank-0", "failed")]
+    when = time.strftime("%H:%M:%S", time.localtime(10.0))
+    assert first.describe() == f"rank 1: no sign of life since {when} — checking"
+    assert Failure.from_dict(first.to_dict()) == first
+    # Once its death is known, it leads as crashed, as before.
+    streams[1] = end("rank-1", "crashed", 10.0)
+    known = first_failure(streams)
+    assert known is not None and (known.label, known.state) == ("rank-1", "crashed")
+    # A cause that is not a peer symptom keeps the lead; so does a symptom with no one
+    # silent since before it.
+    streams[1] = end("rank-1", "running", 10.0)
+    streams[0] = end("rank-0", "failed", 12.0, error_type="ValueError", error_message="bad")
+    assert (first_failure(streams) or first).label == "rank-0"
+    streams[0] = end("rank-0", "failed", 9.0, error_type="RuntimeError", error_message=gloo)
+    assert (first_failure(streams) or first).label == "rank-0"
 
 
 def test_killed_alone_is_no_failure_and_killed_before_is_not_after() -> None:

@@ -81,6 +81,45 @@ def test_image_arrays_round_trip_as_png(tmp_path: Path) -> None:
     assert (row["step"], row["loss"]) == (2, 0.5)
 
 
+def test_image_of_normalised_data_spans_0_to_255(tmp_path: Path) -> None:
+    """The MNIST tutorial logs ``(x - 0.1307) / 0.3081`` (about -0.42 .. 2.82): W&B's classic
+    ``to_uint8`` stretches min..max to 0..255, so its digits show instead of a black square."""
+    torch = need("torch")
+    import rankwise.wandb as wandb
+
+    digit = np.zeros((28, 28), np.float32)
+    digit[6:22, 12:16] = 1.0  # a "1" on a black background, as ToTensor() gives it
+    norm = (digit - 0.1307) / 0.3081
+    rgb = np.stack([norm, norm * 0.5, -norm], axis=-1)  # HWC, below 0 and above 1
+    cases = {
+        "numpy grey": rankwise.Image(norm),
+        "torch grey CHW": rankwise.Image(torch.from_numpy(norm).reshape(1, 28, 28)),
+        "numpy RGB": rankwise.Image(rgb),
+        "torch RGB CHW": rankwise.Image(torch.from_numpy(rgb).permute(2, 0, 1)),
+        "wandb numpy": wandb.Image(norm),
+        "wandb torch": wandb.Image(torch.from_numpy(norm).reshape(1, 1, 28, 28)),
+        "wandb RGB": wandb.Image(torch.from_numpy(rgb).permute(2, 0, 1), caption="7"),
+    }
+    for name, image in cases.items():
+        px = png_pixels(image.png()).astype(int)
+        assert (px.min(), px.max()) == (0, 255), name
+        if px.ndim == 2:  # the stroke white, the background black
+            assert px[10, 13] == 255 and px[0, 0] == 0, name
+        else:  # one min..max for all channels: red's stroke is the max, blue's the min
+            assert px[10, 13, 0] == 255 and px[10, 13, 2] == 0, name
+    # Integers and [0, 1] floats keep their meaning; a constant negative image is black.
+    assert png_pixels(rankwise.Image(np.full((2, 2), 0.5)).png()).max() == 128
+    assert png_pixels(rankwise.Image(np.full((2, 2), 300, np.int32)).png()).max() == 255
+    assert png_pixels(rankwise.Image(np.full((2, 2), -3.0)).png()).max() == 0
+    # ... and the tutorial's tensor round-trips through a run as the same pixels.
+    run = start(tmp_path)
+    run.log({"digit": wandb.Image(torch.from_numpy(norm).reshape(1, 28, 28))}, step=1)
+    run.finish()
+    stored = png_pixels(read_back(tmp_path, run).media("digit")[0].read())
+    assert (int(stored.min()), int(stored.max())) == (0, 255)
+    assert stored[10, 13] == 255
+
+
 def test_image_from_torch_pil_and_files(tmp_path: Path) -> None:
     torch = need("torch")
     chw = torch.rand(3, 8, 6)

@@ -163,6 +163,28 @@ def test_warnings_for_bad_data_lower_steps_and_log_after_finish(
     assert [(r["step"], r["a"]) for r in rows] == [(5, 2.0), (5, 3.0), (10, 1.0)]
 
 
+def test_commit_false_joins_the_next_calls_row(data_dir: Path, fast: dict) -> None:
+    """W&B's ``commit=`` on the native run (the shim's full row rules are in test_wandb_*)."""
+    run = rankwise.init(settings=fast)
+    run.log({"a": 1.0}, commit=False)
+    run.log({"b": 2.0})  # the held values join this row, at its step
+    run.log({"c": 3.0}, step=5, commit=False)
+    run.log({"d": 4.0}, step=5)
+    run.log({"e": 5.0}, commit=False)
+    run.log({"f": 6.0}, step=9)  # another step: the held row is recorded first, at 6
+    rankwise.log({"g": 7.0}, commit=False)
+    run.finish()  # ... and a held row at the end is not lost
+    rows = rankwise.Api().run(run.id).history()
+    got = [(r["step"], {k: v for k, v in r.items() if k in "abcdefg" and v == v}) for r in rows]
+    assert got == [
+        (0, {"a": 1.0, "b": 2.0}),
+        (5, {"c": 3.0, "d": 4.0}),
+        (6, {"e": 5.0}),
+        (9, {"f": 6.0}),
+        (10, {"g": 7.0}),
+    ]
+
+
 def test_auto_step_continues_after_explicit_steps(data_dir: Path, fast: dict) -> None:
     run = rankwise.init(settings=fast)
     run.log({"x": 0})
@@ -200,11 +222,21 @@ def test_module_level_functions_use_the_current_run(data_dir: Path, fast: dict) 
     assert rankwise.Api().run(run.id).history()[0]["x"] == 1.0
 
 
-def test_second_init_finishes_the_first(data_dir: Path) -> None:
+def test_second_init_finishes_the_first_and_says_so_once(
+    data_dir: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("rankwise.sdk.session._said_reinit", False)  # once per process
     first = rankwise.init()
     second = rankwise.init()
     assert first.state == "finished" and second.state == "running"
     assert first.id != second.id
+    err = capfd.readouterr().err
+    assert f"finished the previous run default/{first.id}" in err
+    third = rankwise.init()  # said once per process, not at every init()
+    assert second.state == "finished" and "finished the previous run" not in capfd.readouterr().err
+    third.finish()
+    rankwise.init().finish()  # the previous run had ended: nothing to say
+    assert "previous run" not in capfd.readouterr().err
 
 
 def test_disabled_is_a_no_op(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:

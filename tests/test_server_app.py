@@ -318,3 +318,32 @@ def test_run_ranks_are_the_runs_own_beside_the_jobs(app) -> None:  # type: ignor
     assert ingest(app, body(recs), label="rank-2", run="worker-2").status_code == 200
     run = call(app, "GET", "/api/v1/projects/p/runs/worker-2").json()
     assert (run["run_ranks"], run["run_nodes"], run["world_size"]) == (1, 1, 4)
+
+
+def test_a_rank_its_sibling_saw_dead_is_crashed_on_the_server(app) -> None:  # type: ignore[no-untyped-def]
+    """The server cannot see another host's processes: a surviving sibling's Finish names
+    the rank it saw dead there (``peers_gone``), and the run reads crashed at once."""
+    now = time.time()
+
+    def stream(label: str, *tail: R.AnyRecord) -> bytes:
+        first = msgspec.structs.replace(
+            start("p", "gone", label, world_size=2, pid=4242), time=now - 3
+        )
+        return body([first, R.Metrics(1, now - 2, 0, {"loss": 1.0}), *tail])
+
+    assert ingest(app, stream("rank-1"), label="rank-1", run="gone").status_code == 200
+    url = "/api/v1/projects/p/runs/gone"
+    # Silent for 2 s of a 60 s crash timeout, on a host the server cannot check: running.
+    assert call(app, "GET", url).json()["state"] == "running"
+    gloo = "[gloo/transport/tcp/pair.cc:534] Connection closed by peer [10.0.0.2]:4242"
+    end = R.Finish(2, now - 1, "failed", error_type="RuntimeError", error_message=gloo,
+                   peers_gone=["rank-1"])  # fmt: skip
+    assert ingest(app, stream("rank-0", end), label="rank-0", run="gone").status_code == 200
+    run = call(app, "GET", url).json()
+    assert (run["state"], run["crashed"]) == ("crashed", ["rank-1"])
+    first = run["first_failure"]
+    assert (first["label"], first["state"]) == ("rank-1", "crashed")
+    assert [t["label"] for t in first["then"]] == ["rank-0"]
+    # The runs list (read without each stream's fold) says the same.
+    (listed,) = call(app, "GET", "/api/v1/projects/p/runs").json()["runs"]
+    assert (listed["id"], listed["state"], listed["crashed"]) == ("gone", "crashed", ["rank-1"])

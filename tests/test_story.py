@@ -12,6 +12,7 @@ import os
 import platform
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import httpx
@@ -74,6 +75,32 @@ def _check_page(url: str) -> None:
         p.close()
 
 
+def _check_ended_page(url: str) -> None:
+    """The ended run keeps its partial tail marked, as a live run does, in Chromium."""
+    with launch_browser() as browser:
+        p = Page(browser, width=1280, height=760)
+        page = p.page
+        page.goto(f"{url}/#/p/story/r/job")
+        page.locator('.chart-card[data-metric="score"][data-state="drawn"]').wait_for()
+        readout = page.locator('.chart-card[data-metric="score"] .readout')
+        text = readout.inner_text()
+        assert "weighted mean 17.333 at step 4" in text, text
+        assert "· 1 partial: 2 of 3 ranks" in text and "1,000" not in text, text
+        # Hovering the tail gives its value, as partial, of 2 of the 3 ranks.
+        over = page.locator('.chart-card[data-metric="score"] .u-over')
+        over.scroll_into_view_if_needed()
+        box = over.bounding_box()
+        assert box is not None
+        y = box["y"] + box["height"] / 2
+        page.mouse.move(box["x"] + box["width"] / 2, y)
+        page.mouse.move(box["x"] + box["width"] - 1, y, steps=5)
+        wait_until(lambda: readout.inner_text().startswith("step 5"), timeout=10)
+        hovered = readout.inner_text()
+        assert "partial: 2 of 3 ranks" in hovered and "1,000" in hovered, hovered
+        p.check()
+        p.close()
+
+
 @pytest.mark.torchrun
 @pytest.mark.browser
 def test_live_shared_run_partial_step_and_summaries(tmp_path: Path) -> None:
@@ -121,11 +148,20 @@ def test_live_shared_run_partial_step_and_summaries(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    # Finished: no live rank is missing, so the last step is complete (two values).
+    # Finished, its ranks ended at steps 5, 5 and 4: step 5 stays partial for good (it
+    # was quoted as the job's mean, 1000.5 of two ranks), so step 4 is what is quoted.
     run = rankwise.Api(dir=data).run("job", project="story")
     last = run.summary_cross_rank["score"]
-    assert (last["step"], last["n"], last["mean"]) == (STEPS, 2, 1000.5)
-    assert last["wmean"] == pytest.approx((1000 * 1 + 1001 * 2) / 3)
+    assert (last["step"], last["n"], last["mean"]) == (STEPS - 1, 3, 14.0)
+    assert last["wmean"] == pytest.approx(104 / 6)
+    with ServerProcess.ui(data, tmp_path / "ended.log") as ui:
+        ended = httpx.get(f"{ui.url}/api/v1/projects/story/runs/job").json()
+        assert ended["state"] == "finished"
+        assert ended["summary_cross_rank"]["score"] == msgspec.structs.asdict(last)
+        b = httpx.get(f"{ui.url}/api/v1/projects/story/runs/job/series",
+                      params={"key": "score"}).json()["band"]  # fmt: skip
+        assert b["complete_step"] == STEPS - 1 and b["partial"] == [False] * STEPS + [True]
+        _check_ended_page(ui.url)
     shown = subprocess.run(
         [sys.executable, "-m", "rankwise.cli", "show", "job",
          "--dir", str(data), "--project", "story"],
@@ -134,7 +170,7 @@ def test_live_shared_run_partial_step_and_summaries(tmp_path: Path) -> None:
     assert shown.returncode == 0, shown.stderr
     assert "summary (primary rank)" in shown.stdout
     assert "cross-rank line, last complete step" in shown.stdout
-    assert "score" in shown.stdout and "at step 5, 2 values" in shown.stdout
+    assert "score" in shown.stdout and "at step 4, 3 values" in shown.stdout
     assert "rank-2 24" in shown.stdout
     assert "command  " in shown.stdout and "story_job.py --dir" in shown.stdout
     assert (
@@ -202,8 +238,24 @@ def test_every_value_visible(tmp_path: Path) -> None:
         page.get_by_role("tab", name="Config & summary").click()
         row = page.locator(".kv-table tr", has=page.locator("th", has_text="loss"))
         assert row.first.locator("td").inner_text() == "∞"
-        # System tab: distinct y ticks, room for the two-line time labels.
+        # Logs: the "Jump to" example is this run's start, not a fixed "13:04:05".
+        created = httpx.get(f"{ui.url}/api/v1/projects/vis/runs/values").json()["created"]
+        page.get_by_role("tab", name="Logs").click()
+        jump = page.get_by_label("Jump to a time")
+        start = datetime.fromtimestamp(created)
+        assert jump.get_attribute("placeholder") == f"Jump to {start:%H:%M:%S}"
+        # System tab: distinct y ticks, room for the two-line time labels. A short window:
+        # the charts below it load too (a full-page capture showed them "loading…").
+        page.set_viewport_size({"width": 1280, "height": 360})
         page.get_by_role("tab", name="System").click()
+        cards = page.locator(".system-chart")
+        cards.first.wait_for()
+        last = cards.nth(cards.count() - 1).bounding_box()
+        assert last is not None and last["y"] > 360 + 300 + 100, last  # far below the view
+        drawn = page.locator(".system-chart .chart-canvas[data-yticks]")
+        wait_until(lambda: drawn.count() == cards.count(), timeout=15)
+        assert "loading…" not in page.locator(".system-tab").inner_text()
+        page.set_viewport_size({"width": 1280, "height": 900})
         charts = page.locator(".system-chart .chart-canvas[data-yticks]")
         charts.first.wait_for()
         for i in range(charts.count()):

@@ -71,6 +71,17 @@ def test_sync_shows_progress(
     assert "rankwise sync" in capsys.readouterr().err
 
 
+def test_sync_cli_prints_its_result_and_no_bar_off_a_terminal(offline: Path, server: str) -> None:
+    """By default the bar is for a terminal: a log got "0.00B [00:00, ?B/s]" first."""
+    out = subprocess.run(
+        [sys.executable, "-m", "rankwise.cli", "sync", str(offline / "pa"), "--server", server],
+        env=subprocess_env(), cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("rankwise: synced 2 stream(s)"), out.stdout
+    assert "B/s" not in out.stderr and "rankwise sync" not in out.stderr, out.stderr
+
+
 def test_sync_unreachable_server_fails_with_a_hint(offline: Path) -> None:
     from .helpers.servers import free_port
 

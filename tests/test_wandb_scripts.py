@@ -9,6 +9,7 @@ flow, under torchrun (2 CPU ranks, gloo), spawn, ``mp.Pool`` and ``mp.Process``.
 
 from __future__ import annotations
 
+import io
 import re
 import subprocess
 import sys
@@ -136,6 +137,12 @@ def test_the_mnist_ddp_tutorial_flow(tmp_path: Path) -> None:
     assert table.columns == ["id", "image", "guess", "truth", *[f"score_{d}" for d in range(10)]]
     assert table.get_column("id")[:3] == ["0_0", "1_0", "2_0"]
     assert all(isinstance(c, rankwise.Image) for c in table.get_column("image"))
+    # The tutorial's normalised digits (about -0.42 .. 2.82) span 0..255, not black.
+    np, pil = pytest.importorskip("numpy"), pytest.importorskip("PIL.Image")
+    for cell in table.get_column("image"):
+        with pil.open(io.BytesIO(cell.png())) as im:
+            px = np.asarray(im)
+        assert (int(px.min()), int(px.max())) == (0, 255), px
     assert all(abs(sum(row[4:]) - 1.0) < 1e-4 for row in table.data)
     assert [m.steps for m in run.media_keys() if m.key == "mnist_predictions"] == [[4, 9]]
 

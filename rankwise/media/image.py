@@ -7,10 +7,13 @@ Arrays (numpy, torch, or nested lists):
   ``(1, 1, 28, 28)`` batch of one works. A 3-D torch tensor is read as CHW when its first
   dimension is 1, 3 or 4 (torch's layout), else HWC; a 3-D numpy array as HWC when its
   last dimension is 1, 3 or 4, else CHW.
-* Values (W&B's rules, applied on the encoder thread): bool → 0/255; uint8 as is, except
-  that an image whose values are all 0 or 1 (a mask) is scaled ×255; other integers and
-  floats in [0, 1] are scaled ×255, floats in [-1, 1] are mapped to 0–255, anything else
-  is clipped to 0–255. A float image with NaN or ±Inf is not recorded (one warning).
+* Values (the rule of W&B's classic ``to_uint8``, applied on the encoder thread; the
+  MNIST tutorial's ``(x - 0.1307) / 0.3081`` relies on it): bool → 0/255; when the minimum
+  is below 0 the image is stretched from min..max to [0, 1]; then, when the maximum is at
+  most 1, it is scaled ×255; finally clipped to 0–255 and rounded. So uint8 stays as it
+  is (a 0/1 mask becomes 0/255), floats in [0, 1] are ×255, normalised or [-1, 1] data
+  spans 0–255, and a constant negative image is black. A float image with NaN or ±Inf is
+  not recorded (one warning).
 * Caps: each side at most 65,500 pixels (PNG's practical limit) and the array at most
   ``settings.max_media_bytes`` (default 256 MiB), checked from the shape before any copy.
 
@@ -185,7 +188,7 @@ def _check_sides(height: int, width: int) -> None:
 
 
 def to_uint8(arr: Any, chw: bool) -> Any:
-    """W&B's normalisation (see the module docstring) to an HW or HWC uint8 array."""
+    """W&B's classic normalisation (see the module docstring) to an HW or HWC uint8 array."""
     np = np_()
     if chw:
         arr = np.transpose(arr, (1, 2, 0))
@@ -194,22 +197,21 @@ def to_uint8(arr: Any, chw: bool) -> Any:
     kind = arr.dtype.kind
     if kind == "b":
         return arr.astype(np.uint8) * np.uint8(255)
-    if kind == "f":
-        if not np.isfinite(arr).all():
-            raise MediaError(
-                "Image has NaN or Inf pixels: replace them first (np.nan_to_num(x)) or log "
-                "a clean copy"
-            )
-        lo, hi = float(arr.min()), float(arr.max())
-        if lo >= 0.0 and hi <= 1.0:
-            arr = arr * 255.0
-        elif lo >= -1.0 and hi <= 1.0:
-            arr = (arr + 1.0) * 127.5
-        return np.clip(np.rint(arr), 0, 255).astype(np.uint8)
-    hi = int(arr.max())
-    lo = int(arr.min())
-    if lo >= 0 and hi <= 1:
-        return arr.astype(np.uint8) * np.uint8(255)
-    if arr.dtype == np.uint8:
-        return np.ascontiguousarray(arr)
-    return np.clip(arr, 0, 255).astype(np.uint8)
+    if kind == "f" and not np.isfinite(arr).all():
+        raise MediaError(
+            "Image has NaN or Inf pixels: replace them first (np.nan_to_num(x)) or log a clean copy"
+        )
+    if arr.size == 0:
+        return np.zeros(arr.shape, np.uint8)
+    if arr.dtype == np.uint8 and int(arr.max()) > 1:
+        return np.ascontiguousarray(arr)  # the usual case: nothing to do
+    lo, hi = float(arr.min()), float(arr.max())
+    data = arr.astype(np.float64)
+    if lo < 0.0:
+        # Normalised data (x - mean) / std, or [-1, 1]: stretched min..max to [0, 1].
+        span = hi - lo
+        data = (data - lo) / span if span > 0 else np.zeros_like(data)
+        hi = 1.0 if span > 0 else 0.0
+    if hi <= 1.0:
+        data = data * 255.0
+    return np.clip(np.rint(data), 0, 255).astype(np.uint8)

@@ -6,7 +6,9 @@ beyond that — its state and crashed ranks, name and tags (the primary's start 
 created/updated/steps, its own ranks and nodes, the first failure, merged config and
 summary, each rank's summary, the metric definitions — is computed here, once. A
 stream's state depends on *now*, so it is settled at read time
-(``rankwise.stream.fold.stream_state``).
+(``rankwise.stream.fold.stream_state``), and on its siblings: a running stream that a
+sibling's ``Finish`` names in ``peers_gone`` (its process seen dead on its host) is
+crashed, so a server or another host knows what only that host could see.
 
 Precedence when streams disagree: primary last, latest incarnation last, so their start
 record, config and summary win.
@@ -15,6 +17,7 @@ record, config and summary win.
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,6 +99,7 @@ def stream_info(s: StreamFacts, state: str) -> StreamInfo:
         acked_seq=s.acked_seq,
         damage=s.damage,
         path=s.path,
+        data_dir=start.data_dir if start else "",
     )
 
 
@@ -111,6 +115,29 @@ def ranks_of(streams: Sequence[StreamInfo]) -> set[str]:
         child = _CHILD.fullmatch(s.label)
         out.add(child.group(1) if child else s.label)
     return out
+
+
+def _reported_gone(facts: Sequence[StreamFacts], states: list[str]) -> list[str]:
+    """A running stream that a sibling saw dead (``Finish.peers_gone``: same host, pid
+    gone) is crashed, wherever it is read: the latest incarnation of that label, when
+    it was silent since the report (a later incarnation is not the one seen dead)."""
+    gone: dict[str, float] = {}
+    for s in facts:
+        if s.finish is not None:
+            for label in s.finish.peers_gone:
+                gone[label] = max(gone.get(label, s.finish.time), s.finish.time)
+    if not gone:
+        return states
+    latest = {s.label: s.incarnation for s in facts}  # facts are sorted by incarnation
+    return [
+        "crashed"
+        if state == "running"
+        and s.label in gone
+        and s.incarnation == latest[s.label]
+        and (s.last_time is None or s.last_time <= gone[s.label])
+        else state
+        for s, state in zip(facts, states)
+    ]
 
 
 def fold_run(
@@ -133,6 +160,7 @@ def fold_run(
         )
         for s in facts
     ]
+    states = _reported_gone(facts, states)
     streams = [stream_info(s, st) for s, st in zip(facts, states)]
     state, crashed = run_state(
         StreamState(s.label, s.incarnation, s.is_primary, s.state) for s in streams
@@ -204,7 +232,7 @@ def fold_run(
             )
             for s, info in zip(facts, streams)
         ),
-        sync_hint=None,  # the server's to say (``unsynced``)
+        unsynced_detail=None,  # the server's to say (``unsynced``)
         streams=streams,
         rank_summaries=ranks,
         defined_metrics={
@@ -223,17 +251,31 @@ def fold_run(
 def unsynced(run: RunInfo, server: str | None) -> Unsynced | None:
     """Crashed streams may hold records their process never uploaded (a surviving sibling
     uploads them when there is one, ``rankwise.sdk.orphans``): say where, and how to sync.
-    ``server`` is this server's URL; None where the server reads the files itself."""
+    ``server`` is this server's URL; None where the server reads the files itself. The
+    command names the run's directory as the streams recorded it (``<data dir>`` for a
+    stream written before rankwise recorded it)."""
     if not run.crashed or server is None:
         return None
     crashed = [s for s in run.streams if s.label in run.crashed]
     hosts = sorted({s.host for s in crashed if s.host})
+    dirs = sorted({s.data_dir for s in crashed}) or [""]
+    commands = [
+        f"rankwise sync {shlex.quote(_run_dir(d, run)) if d else '<data dir>'} --server {server}"
+        for d in dirs
+    ]
+    command = "; ".join(commands)
     return Unsynced(
         streams=list(run.crashed),
         hosts=hosts,
-        command=f"rankwise sync <data dir> --server {server}",
+        command=command,
         message=(
             "crashed streams may hold records not yet uploaded; on "
-            f"{', '.join(hosts) or 'their node'}, run: rankwise sync <data dir> --server {server}"
+            f"{', '.join(hosts) or 'their node'}, run: {command}"
         ),
     )
+
+
+def _run_dir(data_dir: str, run: RunInfo) -> str:
+    # The writer's path style, whatever the server's: a Windows path keeps its "\\".
+    sep = "\\" if "\\" in data_dir and "/" not in data_dir else "/"
+    return sep.join((data_dir.rstrip("/\\"), run.project, run.id))

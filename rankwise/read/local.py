@@ -91,7 +91,7 @@ class LocalRun:
         ranks: dict[str, dict[str, Any]] = {}
         for info in run.streams:  # sorted by label, incarnation: later incarnations win
             ranks.setdefault(info.label, {}).update(self._fold(info).summary)
-        fold = CrossRankLast(complete_step((s.state, s.last_step) for s in run.streams))
+        fold = CrossRankLast(complete_step(run.streams))
         for info in run.streams:
             for rec in _read(Path(info.path))[0]:
                 if type(rec) is R.Metrics:
@@ -238,12 +238,23 @@ class LocalReader:
         self.dir = root
         self.crash_timeout = crash_timeout
 
+    def check_dir(self) -> None:
+        """A data directory that does not exist is a mistake, not an empty list (the CLI
+        and ``Api(dir=)`` say the same)."""
+        if not self.dir.is_dir():
+            raise UsageError(
+                f"the data directory {self.dir} does not exist: pass --dir (or dir=, or set "
+                "RANKWISE_DIR) to where rankwise.init() wrote runs"
+            )
+
     def projects(self) -> list[str]:
+        self.check_dir()
         return sorted({run.parent.name for run in iter_run_dirs(self.dir)})
 
     def _run_dirs(self, project: str | None) -> Iterable[tuple[str, Path]]:
         if project:
             check_id(project, "project")  # never a path: "../x" cannot leave the directory
+        self.check_dir()
         for run in iter_run_dirs(self.dir, project or None):
             yield run.parent.name, run
 

@@ -66,6 +66,7 @@ class StreamInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
     traceback: str | None
     acked_seq: int = -1  # the highest seq read (a file) or applied (a server)
     damage: str | None = None  # what is wrong with the file's tail; files only
+    data_dir: str = ""  # the data directory its process wrote under, as it recorded it
     # Where it was read from: the file (Api(dir=)), the run's URL (Api(server=)). Never
     # part of a reply, so the one field two readers of the same stream disagree on.
     path: str = ""
@@ -76,7 +77,7 @@ class Unsynced(msgspec.Struct, kw_only=True):
 
     streams: list[str]  # labels of the crashed streams
     hosts: list[str]  # where their files are
-    command: str  # "rankwise sync <data dir> --server <this server>"
+    command: str  # "rankwise sync <the run's directory> --server <this server>"
     message: str
 
 
@@ -238,8 +239,8 @@ class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
     # per-process run (run_mode="new", W&B's run per process) is. None for several ranks.
     label: str | None = None
     # From a server, crashed streams that may hold records not yet uploaded (None: none,
-    # or read from the files); ``unsynced`` is its message.
-    sync_hint: Unsynced | None = msgspec.field(name="unsynced")
+    # or read from the files): which, where, and the command; ``unsynced`` is its message.
+    unsynced_detail: Unsynced | None = msgspec.field(name="unsynced")
     streams: list[StreamInfo] = msgspec.field(default_factory=list)
     # Each stream label's own summary, and per metric the cross-rank line's last complete
     # value: one run's reply only.
@@ -274,8 +275,14 @@ class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
     @property
     def unsynced(self) -> str | None:
         """From a server: crashed streams may hold records not yet uploaded, and the
-        ``rankwise sync`` command that uploads them. Read from the files: None."""
-        return self.sync_hint.message if self.sync_hint is not None else None
+        ``rankwise sync`` command that uploads them, as one message (``unsynced_detail``
+        has the streams, hosts and command apart). Read from the files: None."""
+        return self.unsynced_detail.message if self.unsynced_detail is not None else None
+
+    @property
+    def sync_hint(self) -> Unsynced | None:
+        """The earlier name of ``unsynced_detail``."""
+        return self.unsynced_detail
 
     def _summaries(self) -> None:
         self.rank_summaries, self.cross_rank_summary = self._source().summaries(self)

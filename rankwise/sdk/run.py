@@ -73,6 +73,8 @@ class Run:
         self._closed = writer is None
         self._state = "running" if writer is not None else "disabled"
         self._step = first_step
+        # log(commit=False): (step, values, weight) held for the next call's row.
+        self._held: tuple[int, dict[str, Any], Any] | None = None
         self._warned_closed = False
         self._warned_step = False
         self._warned_drop = False
@@ -141,18 +143,31 @@ class Run:
         return f"<rankwise.Run {self.project}/{self.id} {what} {self._state}>"
 
     # -- logging --------------------------------------------------------------------
-    def log(self, data: Mapping[str, Any], step: int | None = None, weight: Any = None) -> None:
+    def log(
+        self,
+        data: Mapping[str, Any],
+        step: int | None = None,
+        weight: Any = None,
+        commit: bool | None = None,
+    ) -> None:
         """Record ``data`` (metric name → number) at ``step`` (default: the next step).
 
         Costs a dict copy and a queue append; values are checked and written by the
         writer thread. Never raises because of the data. Waits only while the writer is
         behind by more than ``max_queue_bytes``; drops (and counts) values only when the
         writer made no progress for ``writer_stall_timeout`` seconds.
+
+        ``commit=False`` (W&B's): hold ``data`` and add it to the next call's row instead
+        of recording it now — that call's step, when it gives none or the same one; a
+        call with another step records the held row first, at its own step, as does
+        ``finish()``. ``commit=None`` or ``True`` records now, as before.
         """
         try:
             values = dict(data)
         except (TypeError, ValueError):
             return self._not_a_mapping(data)
+        if commit is not None or self._held is not None:
+            return self._log_commit(values, step, weight, commit)
         room = self._room - (len(values) + 3)  # the call's units: CALL_UNITS + one a value
         if room < 0:
             return self._log_slow(values, step, weight, room)
@@ -163,6 +178,26 @@ class Run:
         self._step = step
         self._room = room
         self._queue.append((_now(), step, weight, values))  # type: ignore[union-attr]
+
+    def _log_commit(self, values: dict[str, Any], step: Any, weight: Any, commit: Any) -> None:
+        """``log(commit=False)`` and the call after it (``log``'s docstring)."""
+        held, self._held = self._held, None
+        if held is not None:
+            held_step, held_values, held_weight = held
+            if step is None or step == held_step:
+                values = {**held_values, **values}
+                step = held_step
+                weight = held_weight if weight is None else weight
+            else:
+                self.log(held_values, step=held_step, weight=held_weight)
+        if commit is False and not self._closed:
+            if step is None:
+                step = self._step + 1
+            elif step.__class__ is not int or step < self._step:
+                step = self._odd_step(step)
+            self._held = (step, values, weight)
+            return None
+        return self.log(values, step=step, weight=weight)
 
     def _log_slow(self, values: dict[str, Any], step: Any, weight: Any, room: int) -> None:
         """log() of a closed run, one that used up its room, or one armed by a rich
@@ -486,6 +521,10 @@ class Run:
             raise UsageError(f"state={state!r} is not one of {', '.join(END_STATES)}")
         if self._closed:
             return
+        if self._held is not None:  # log(commit=False) with no call after it
+            held_step, values, weight = self._held
+            self._held = None
+            self.log(values, step=held_step, weight=weight)
         self._closed = True
         self._room = _CLOSED
         media_base.ARMS.discard(self._arm_rich)
@@ -499,6 +538,9 @@ class Run:
             record.error_message = str(error)
             record.traceback = "".join(tb_module.format_exception(error))
         with self._ending(self):  # a SIGTERM meanwhile waits for the Finish record
+            if state != "finished" and self.path is not None:
+                # Within the SIGTERM hold: it may take half a second (``dead_peers``).
+                record.peers_gone = dead_peers(self.path, self._start, error)
             limit = self._settings.finish_timeout if timeout is None else timeout
             deadline = time.monotonic() + limit
             if self._media is not None or media_base.made():
@@ -592,6 +634,48 @@ class Run:
             self.end("finished" if code == 0 else "failed", exit_code=code)
         else:
             self.end("failed", exit_code=1, error=exc)
+
+
+def dead_peers(
+    own: Path, start: R.StreamStart, error: BaseException | None = None, budget: float = 0.5
+) -> list[str]:
+    """Labels of the sibling streams (same run) whose writer this process can see dead:
+    same host and pid namespace, pid gone or reused (``process_alive``). Asked when the
+    job goes down: the files are read within ``budget`` seconds. When this process ends
+    by a peer-connection ``error`` and no peer is seen dead yet, they are looked at again
+    for up to half a second: a killed peer's sockets close before its process is gone.
+    Never raises."""
+    from ..failures import is_peer_symptom
+    from ..stream.files import SUFFIX, read_stream_start
+    from ..stream.fold import process_alive
+
+    try:
+        latest: dict[str, R.StreamStart] = {}  # each label's latest incarnation
+        deadline = time.monotonic() + budget
+        for path in sorted(own.parent.glob(f"*{SUFFIX}")):
+            if path == own or time.monotonic() > deadline:
+                continue
+            peer = read_stream_start(path)
+            if peer is None or peer.label == start.label:
+                continue
+            held = latest.get(peer.label)
+            if held is None or peer.incarnation > held.incarnation:
+                latest[peer.label] = peer
+        # another pid namespace (a container): its pid means nothing here
+        mine = {k: p for k, p in latest.items() if p.pid_ns and p.pid_ns == start.pid_ns}
+        symptom = error is not None and is_peer_symptom(None, str(error))
+        until = time.monotonic() + (0.5 if symptom else 0.0)
+        while True:
+            dead = [
+                label
+                for label, p in sorted(mine.items())
+                if process_alive(p.host, p.pid, p.pid_start_time) is False
+            ]
+            if dead or time.monotonic() >= until:
+                return dead
+            time.sleep(0.05)
+    except Exception:  # tracking problems never stop the job from ending
+        return []
 
 
 def process_start_time() -> float:

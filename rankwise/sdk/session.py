@@ -24,6 +24,7 @@ from ..errors import RunExistsError, UsageError
 from ..settings import Settings, env_flag
 from ..stream import records as R
 from ..stream.files import check_case_aliases, create_stream_file, list_streams, streams_dir
+from ..stream.fold import pid_namespace
 from ..stream.frames import scan
 from . import announce, hooks
 from .dist import agree_base_id, check_id, detect
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 
 current: Run | None = None
 _warned_no_run = False
+_said_reinit = False  # the note that init() finished the previous run is given once
 _agreed = 0  # init() calls of this process that agreed a base id with the other ranks
 forked_child = False  # set in a forked child: the parent's run is not this process's
 
@@ -117,7 +119,7 @@ def init(
     root = default_dir(dir, env).absolute()
 
     if current is not None:
-        current.finish()  # one current run per process, as in the other trackers
+        _finish_previous(current)
 
     ident = detect(env)
     base = id or env.get("RANKWISE_RUN_ID") or None
@@ -195,6 +197,8 @@ def init(
     start.host = socket.gethostname()
     start.pid = os.getpid()
     start.pid_start_time = process_start_time()
+    start.pid_ns = pid_namespace()
+    start.data_dir = str(root)
     start.python = platform.python_version()
     start.platform = platform.platform()
     start.argv = [str(a) for a in sys.argv]
@@ -227,6 +231,21 @@ def init(
     _attach_health(run, opts)
     current = run
     return run
+
+
+def _finish_previous(previous: Run) -> None:
+    """One current run per process, as in the other trackers: a second ``init()`` finishes
+    the first; it says so once per process (rank 0's), since that may be a surprise."""
+    global _said_reinit
+    running = previous.state == "running"
+    previous.finish()
+    if running and not _said_reinit and (previous.rank or 0) == 0:
+        _said_reinit = True
+        _log.warn(
+            f"rankwise.init() finished the previous run {previous.project}/{previous.id} "
+            "first (one run at a time per process); call run.finish() before init() to "
+            "end it yourself, or use one init() per job"
+        )
 
 
 def _attach_uploader(
@@ -299,12 +318,17 @@ def _previous_last_step(directory: Path, label: str, incarnation: int) -> int:
     return last
 
 
-def log(data: Mapping[str, Any], step: int | None = None, weight: Any = None) -> None:
+def log(
+    data: Mapping[str, Any],
+    step: int | None = None,
+    weight: Any = None,
+    commit: bool | None = None,
+) -> None:
     """``run.log()`` on the current run of this process."""
     run = current
     if run is None:
         return _no_run("log")
-    run.log(data, step=step, weight=weight)
+    run.log(data, step=step, weight=weight, commit=commit)
 
 
 def log_artifact(

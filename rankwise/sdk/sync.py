@@ -60,12 +60,15 @@ def sync(
     follow: bool = False,
     settings: Settings | None = None,
     transport: httpx.BaseTransport | None = None,
-    progress: bool = True,
+    progress: bool | None = None,
     poll: float = 1.0,
     retry_for: float = 120.0,
     token: str | None = None,
 ) -> SyncReport:
     """Upload every stream under ``path`` to ``server``; see the module docstring.
+
+    ``progress``: a progress bar on stderr (True), none (False), or (None) one on a
+    terminal only, for a sync that takes more than half a second, cleared at the end.
 
     Raises ``SyncError`` when the server stays unreachable for ``retry_for`` seconds.
     """
@@ -77,7 +80,14 @@ def sync(
     report = SyncReport()
     uploads: dict[Path, StreamUpload] = {}
     done: set[Path] = set()
-    bar = tqdm(total=0, unit="B", unit_scale=True, desc="rankwise sync", disable=not progress)
+    # progress=None (the CLI's default): a bar only on a terminal, only for a sync that
+    # takes a while (``delay``), and gone when it ends: the result line is what stays.
+    auto = progress is None
+    show = bool(progress) or (auto and sys.stderr is not None and sys.stderr.isatty())
+    bar = tqdm(
+        total=0, unit="B", unit_scale=True, desc="rankwise sync", disable=not show,
+        delay=0.5 if auto else 0.0, leave=not auto,
+    )  # fmt: skip
     token = token or settings.token
     with _http.make_client(server, transport=transport, token=token) as client, bar:
         retry = _Retrier(server, settings.upload_backoff_max, retry_for)

@@ -180,6 +180,8 @@ def serve_ui(
     store.local_pids = True  # the streams are this host's own files, not uploads
     store.replace_config_destinations(alert_destinations)
     tailer = DirectoryTailer(root, store)
+    if announce is None:
+        _say_indexing(root)
     tailer.poll()  # the first pass before serving: the dashboard opens on full data
     tailer.start()
     alerts = start_alerts(store, settings.alerts, crash_timeout)
@@ -205,6 +207,27 @@ def serve_ui(
         for path in noted:
             if path is not None:
                 path.unlink(missing_ok=True)
+
+
+def _say_indexing(root: Path) -> None:
+    """A large directory takes seconds to index before the address is printed: say so."""
+    from ..stream.files import iter_stream_files
+
+    found = list(iter_stream_files(root))
+    if not found:
+        return
+    size = 0
+    for f in found:
+        try:
+            size += f.path.stat().st_size
+        except OSError:
+            pass
+    runs = len({(f.project, f.run_id) for f in found})
+    print(
+        f"rankwise: indexing {root}: {runs} run(s), {len(found)} stream file(s), "
+        f"{size / 1e6:.1f} MB (what was indexed before is skipped) ...",
+        flush=True,
+    )
 
 
 # The store's writer (the group committer, SQLite's writer thread) releases the GIL around

@@ -81,6 +81,24 @@ class _Tx:
                 return out
 
 
+def _first_connect(dsn: str, timeout: float) -> str | None:
+    """One direct connection before the pool's: when PostgreSQL itself refuses (no such
+    database, a wrong password: a ``FATAL`` reply) that is said at once, in its words, and
+    not after the pool's wait. A server that cannot be reached (down, starting) is waited
+    for as before; its error (returned) then explains the pool's timeout."""
+    try:
+        psycopg.connect(dsn, connect_timeout=max(1, round(timeout))).close()
+    except psycopg.OperationalError as exc:
+        reason = str(exc).strip()
+        if "FATAL:" in reason:
+            fatal = " ".join(reason.split("FATAL:", 1)[1].split())
+            raise ConnectionError(
+                f"PostgreSQL at {_redact(dsn)} refused the connection: {fatal}"
+            ) from None
+        return " ".join(reason.split())
+    return None
+
+
 class PostgresStore(SQLStore):
     """The ``Store`` in the PostgreSQL database at ``dsn`` (a ``postgresql://`` URL).
 
@@ -101,6 +119,7 @@ class PostgresStore(SQLStore):
     ) -> None:
         super().__init__(crash_timeout)
         self.dsn = dsn
+        first = _first_connect(dsn, connect_timeout)
         # Surviving a database restart: each connection is checked as it is taken from
         # the pool (one empty round trip), so one the server ended is replaced instead of
         # failing a request. A request finding no connection within ``wait_timeout``
@@ -127,7 +146,7 @@ class PostgresStore(SQLStore):
             self._pool.close()
             raise ConnectionError(
                 f"cannot connect to PostgreSQL at {_redact(dsn)} within {connect_timeout:g} s "
-                f"({exc}): check the DSN and that the server is running"
+                f"({first or exc}): check the DSN and that the server is running"
             ) from None
 
     def _write(self, fn: Callable[[Tx], T]) -> T:

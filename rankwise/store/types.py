@@ -82,10 +82,12 @@ class Band(msgspec.Struct):
     nan: list[int] = msgspec.field(default_factory=list)
     posinf: list[int] = msgspec.field(default_factory=list)
     neginf: list[int] = msgspec.field(default_factory=list)
-    # True where not every live rank has reached the step yet: the mean there averages
-    # only the ranks that got there first (set by ``at_complete``; the store leaves it).
+    # True where not every rank has reached the step (every live rank, while the run
+    # runs): the mean there averages only the ranks that got there (set by
+    # ``at_complete``; the store leaves it).
     partial: list[bool] = msgspec.field(default_factory=list)
-    # The last step every live rank has reached; null when none is running.
+    # The last step every rank has reached (``rankwise._summary.complete_step``); null
+    # when every step is complete.
     complete_step: int | None = None
     # The total of the finite values at each step (null where n is 0, as the mean).
     sum: list[float | None] = msgspec.field(default_factory=list)

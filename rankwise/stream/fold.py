@@ -6,7 +6,10 @@ local reader and the server's ingester, so both tell the same story of a run.
 
 A stream's state is its ``Finish`` record's state; without one it is *running* while its
 process can be seen alive (same host, same pid and start time) or its last record is
-younger than the crash timeout, and *crashed* otherwise. A run's state looks at the
+younger than the crash timeout, and *crashed* otherwise. A reader on the writer's host
+and in its pid namespace (both recorded at the start) that finds the pid gone, or held
+by a process started at another time, calls the stream crashed at once: a SIGKILLed rank
+reads as crashed as soon as its job is torn down, not a heartbeat later. A run's state looks at the
 latest incarnation of each stream: *crashed* when any of them crashed (those ranks are
 named), otherwise the primary stream's state — except that a primary *killed* while
 another rank *failed* makes the run *failed*, because that failure is what the launcher
@@ -20,6 +23,7 @@ own, because a stalled process is still alive and heartbeating.
 from __future__ import annotations
 
 import operator
+import os
 import socket
 from collections import deque
 from collections.abc import Iterable
@@ -146,6 +150,17 @@ class StreamFold:
 _HOST = socket.gethostname()
 
 
+def pid_namespace() -> str:
+    """This process's pid namespace (``pid:[4026531836]``; "" where there is none)."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return ""
+
+
+_PID_NS = pid_namespace()
+
+
 def process_alive(host: str, pid: int, start_time: float) -> bool | None:
     """True/False when the writing process can be checked from here, else None."""
     if host != _HOST or pid <= 0:
@@ -187,6 +202,8 @@ def stream_state(
     alive = process_alive(start.host, start.pid, start.pid_start_time) if local_pids else None
     if alive is True:
         return "running"
+    if alive is False and start.pid_ns and start.pid_ns == _PID_NS and start.pid_start_time:
+        return "crashed"  # its own host and pid namespace, its start time checked: certain
     # A dead pid is trusted once the heartbeat is late too: a same-named host in another
     # pid namespace (a container) must not turn a live stream crashed.
     if alive is False and age > 2 * start.heartbeat_interval + 1.0:

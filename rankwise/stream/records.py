@@ -88,6 +88,12 @@ class StreamStart(Record, tag=1):
     platform: str = ""
     argv: list[str] = []
     rankwise_version: str = ""
+    # The data directory (absolute) the file was written under: the ``rankwise sync``
+    # command a server suggests for a crashed stream names it.
+    data_dir: str = ""
+    # The writing process's pid namespace (``pid:[4026531836]`` on Linux, else ""): a
+    # reader on the same host and in the same namespace may trust a dead pid at once.
+    pid_ns: str = ""
 
 
 class Metrics(Record, tag=2):
@@ -128,6 +134,10 @@ class Finish(Record, tag=6):
     traceback: str | None = None
     last_step: Int = -1
     dropped: Int = 0
+    # A stream ending with the job going down (not ``finished``) names the sibling
+    # streams (labels, same run) whose process it saw dead on its host: a reader that
+    # cannot check those pids itself (a server, another host) then knows they crashed.
+    peers_gone: list[str] = []
 
 
 class Console(Record, tag=7):

@@ -23,6 +23,18 @@ import sys
 
 from ._launch import export
 
+USAGE = """usage: python -m rankwise.wandb SCRIPT [ARGS ...]
+       python -m rankwise.wandb -m MODULE [ARGS ...]
+       python -m rankwise.wandb LAUNCHER [ARGS ...]   (torchrun, accelerate launch, ...)
+
+Run SCRIPT (or MODULE) with `import wandb` giving rankwise.wandb, so that integrations
+that import wandb themselves (Lightning's WandbLogger, the Transformers WandbCallback)
+record into rankwise. Every Python process the program starts gets the shim too
+(Lightning's own DDP launcher, mp.spawn, multiprocessing). Works under torchrun too:
+
+  torchrun --nproc-per-node=2 -m rankwise.wandb train.py
+"""
+
 
 def _is_script(path: str) -> bool:
     """A Python program to run here: a ``.py`` file, or any file, directory or zip that
@@ -35,7 +47,7 @@ def _is_script(path: str) -> bool:
 
 def main() -> None:
     if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
-        print(__doc__)
+        print(USAGE, end="", file=sys.stdout if len(sys.argv) >= 2 else sys.stderr)
         raise SystemExit(0 if len(sys.argv) >= 2 else 2)
     target = sys.argv[1]
     if target == "-m" and len(sys.argv) < 3:

@@ -10,8 +10,11 @@ also ends in an ``all_reduce``.
   by torchrun.
 * ``kill``: rank 1 SIGKILLs itself at step 8 instead, with most of its stream not yet
   uploaded (its ``upload_interval`` is long): a surviving rank uploads it.
+* ``sigkill``: as ``kill``, with no server and a 30 s heartbeat, so that only the dead
+  pid can tell that rank 1 crashed when torchrun has just exited (a late heartbeat would
+  say so after a minute).
 
-Usage: ``torchrun --nproc-per-node=3 failure_job.py <data dir> raise|kill``.
+Usage: ``torchrun --nproc-per-node=3 failure_job.py <data dir> raise|kill|sigkill``.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ def main() -> None:
         stall_timeout=0.4 if rank == 1 else 60.0,
         settings={
             "flush_interval": 0.02,
-            "heartbeat_interval": 0.5,
+            "heartbeat_interval": 30.0 if mode == "sigkill" else 0.5,
             # kill: rank 1 uploads its first batch only, so that what it leaves behind in
             # its file must be uploaded by a surviving sibling.
             "upload_interval": 60.0 if rank == 1 and mode == "kill" else 0.05,
@@ -60,7 +63,7 @@ def main() -> None:
             time.sleep(1.5)  # the watchdog fires at 0.4 s and clears when logging resumes
         if rank == 1 and step == FAIL_AT:
             assert run._writer is not None and run._writer.sync(timeout=60)  # step 8 on disk
-            if mode == "kill":
+            if mode in ("kill", "sigkill"):
                 os.kill(os.getpid(), signal.SIGKILL)
             raise RuntimeError(f"boom on rank 1 at step {step}")
         if step >= COLLECTIVE:

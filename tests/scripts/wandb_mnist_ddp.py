@@ -104,6 +104,7 @@ def main():
 
     x, y = load_digits(return_X_y=True)
     x = torch.tensor(x / 16.0, dtype=torch.float32).reshape(-1, 1, 8, 8)
+    x = (x - 0.1307) / 0.3081  # the tutorial's transforms.Normalize((0.1307,), (0.3081,))
     y = torch.tensor(y)
     train_set = TensorDataset(x[:1200], y[:1200])
     test_set = TensorDataset(x[1200:1264], y[1200:1264])

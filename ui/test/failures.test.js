@@ -13,6 +13,8 @@ describe("failures", () => {
     expect(what({ ...first, state: "crashed", error_type: null })).toMatch(/^crashed: .*no exit recorded/);
     expect(what({ ...first, state: "killed", error_type: null, signal: 15 })).toBe("killed by signal 15");
     expect(what({ ...first, error_type: null, exit_code: 3 })).toBe("failed with exit code 3");
+    // A rank silent since before a peer's "connection closed" leads until its death is known.
+    expect(what({ ...first, state: "silent", error_type: null })).toBe("no sign of life since its last record — checking");
   });
   it("times the later failures from the first", () => {
     expect(after(first, { ...first, time: 100.42 })).toBe("+0.4 s");
@@ -22,5 +24,6 @@ describe("failures", () => {
   it("fits a table cell", () => {
     expect(cellText(first)).toBe("rank-1 RuntimeError");
     expect(cellText({ ...first, state: "crashed", error_type: null })).toBe("rank-1 crashed");
+    expect(cellText({ ...first, state: "silent", error_type: null })).toBe("rank-1 silent?");
   });
 });

@@ -51,7 +51,7 @@ def projects(request: Request) -> Response:
 def _as_sent(request: Request, run: RunInfo, **changes: Any) -> RunInfo:
     """``run`` as this request's reply carries it: the ``rankwise sync`` hint for this
     server, and in JSON the summaries' NaN and ±Inf spelled out (MessagePack keeps them)."""
-    changes["sync_hint"] = unsynced(run, _sync_server(request))
+    changes["unsynced_detail"] = unsynced(run, _sync_server(request))
     if not wants_msgpack(request):
         changes["summary"] = _spelled(run.summary)
         ranks = changes.get("rank_summaries", run.rank_summaries)
@@ -75,11 +75,10 @@ def _spelled(value: Any) -> Any:
 
 
 def complete_step(run: RunInfo) -> int | None:
-    """The last step every live rank has reached: the lowest ``last_step`` among the
-    run's running streams that have logged a step. None when no such stream is running
-    (every step is then complete). A cross-rank value past it is *partial*: it averages
-    only the ranks that got there first, so it is not the job's mean yet."""
-    return _complete((s.state, s.last_step) for s in run.streams)
+    """The last step every rank has reached (``rankwise._summary.complete_step``: every
+    live rank while the run runs). A cross-rank value past it is *partial*: it averages
+    only the ranks that got there, so it is not the job's mean."""
+    return _complete(run.streams)
 
 
 @router.get("/projects/{project}/runs", response_model=None, responses=answers(RunsReply, 404))

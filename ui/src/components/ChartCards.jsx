@@ -131,8 +131,17 @@ function MeanLabel({ model, onToggle }) {
   );
 }
 
+/**
+ * "2 of 3 ranks" at a partial point: of the ranks there so far while the run is live;
+ * of all its ranks once it ended (they ended at different steps, and for good).
+ */
+function partialOf(n, live, nRanks) {
+  if (live) return `${n} of the live ranks so far`;
+  return nRanks ? `${n} of ${nRanks} ranks` : `${n} ranks`;
+}
+
 /** The readout line of a run chart: hovered values, else the last complete mean. */
-function RunReadout({ hover, model, xMode, multi, onToggleMean }) {
+function RunReadout({ hover, model, xMode, multi, onToggleMean, live, nRanks }) {
   if (!model) return null;
   const label = multi ? <><MeanLabel model={model} onToggle={onToggleMean} />{" "}</> : null;
   if (!hover) {
@@ -161,9 +170,14 @@ function RunReadout({ hover, model, xMode, multi, onToggleMean }) {
             <b>{fmtValue(mean[i])}</b> at {xText(model.x[i], xMode)}
           </>
         ) : null}
-        {pending ? (
-          <span class="partial-note" title={`${pending} step${pending === 1 ? "" : "s"} not every live rank has reached yet: their mean (of the ranks there so far) is drawn dashed and not quoted`}>
+        {pending && live ? (
+          <span class="partial-note" data-partial title={`${pending} step${pending === 1 ? "" : "s"} not every live rank has reached yet: their mean (of the ranks there so far) is drawn dashed and not quoted`}>
             {" "}· {pending} partial
+          </span>
+        ) : null}
+        {pending && !live ? (
+          <span class="partial-note" data-partial title={`${pending} step${pending === 1 ? "" : "s"} not every rank reached (its ranks ended at different steps): their mean, of the ranks that got there, is drawn dashed and not quoted; hover it for its values`}>
+            {" "}· {pending} partial: {partialOf(model.n?.[model.n.length - 1], false, nRanks)}
           </span>
         ) : null}
       </span>
@@ -190,7 +204,7 @@ function RunReadout({ hover, model, xMode, multi, onToggleMean }) {
         </span>
       ) : null}
       {partial ? (
-        <span class="partial-note"> partial: {model.n?.[idx]} of the live ranks so far</span>
+        <span class="partial-note"> partial: {partialOf(model.n?.[idx], live, nRanks)}</span>
       ) : null}
       {multi && hover.lo !== null ? (
         <span class="muted">
@@ -284,6 +298,8 @@ export function RunChartCard(props) {
           xMode={settings.x}
           multi={multi}
           onToggleMean={() => setWeighted((w) => !w)}
+          live={live}
+          nRanks={nRanks}
         />
       }
     >

@@ -9,7 +9,7 @@ import { after, what, who } from "../lib/failures.js";
 export function FailureBanner({ run }) {
   const first = run.first_failure;
   if (!first) return null;
-  const when = first.state === "crashed" ? "last sign of life" : "at";
+  const when = first.state === "crashed" || first.state === "silent" ? "last sign of life" : "at";
   return (
     <div class="callout bad failure-banner" data-first-failure data-label={first.label}>
       <p data-cause>

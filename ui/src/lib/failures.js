@@ -8,6 +8,9 @@ export function who(f) {
 
 /** What happened to the stream, without its name: "failed: RuntimeError: boom". */
 export function what(f) {
+  // A rank still called running that went quiet before a peer's "connection closed"
+  // (rankwise/failures.py): the likely cause, until its death is known.
+  if (f.state === "silent") return "no sign of life since its last record — checking";
   if (f.state === "crashed") return "crashed: its process ended with no exit recorded (SIGKILL, out of memory?)";
   if (f.error_type) return `${f.state}: ${f.error_type}${f.message ? `: ${f.message}` : ""}`;
   if (f.signal) return `${f.state} by signal ${f.signal}`;
@@ -24,5 +27,6 @@ export function after(first, f) {
 
 /** The short form for a table cell: "rank-1 RuntimeError" / "rank-1 crashed". */
 export function cellText(f) {
+  if (f.state === "silent") return `${f.label} silent?`;
   return `${f.label} ${f.state === "crashed" ? "crashed" : f.error_type || f.state}`;
 }

@@ -18,7 +18,7 @@ import { api } from "../../api.js";
 import { LIVE_MS, useLoad } from "../../hooks.js";
 import { href, navigate } from "../../router.js";
 import { ansiSegments } from "../../lib/escape.js";
-import { fmtInt } from "../../lib/format.js";
+import { fmtInt, fmtTime } from "../../lib/format.js";
 import { rankColor } from "../../lib/colors.js";
 import {
   LineCache, PAGE, ROW_PX, consoleParams, contentHeight, fmtClock, indexAt, missingPages,
@@ -66,12 +66,14 @@ export function LogsTab({ run, params }) {
   );
   const log = useLog(run, filters, live);
   const [jump, setJump] = useState("");
+  // An example from this run (its start), not a fixed time that means nothing here.
+  const example = fmtClock(run.created).slice(0, 8) || "hh:mm:ss";
   const [jumpError, setJumpError] = useState("");
   const onJump = (e) => {
     e.preventDefault();
     const t = parseJumpTime(jump, run.created);
     if (t === null) {
-      setJumpError("Not a time: type 13:04:05 or 2024-05-01 13:04:05");
+      setJumpError(`Not a time: type ${example} or ${run.created ? fmtTime(run.created) : "yyyy-mm-dd hh:mm:ss"}`);
       return;
     }
     setJumpError("");
@@ -105,7 +107,7 @@ export function LogsTab({ run, params }) {
         <form class="jump" onSubmit={onJump}>
           <label>
             <span class="sr-only">Jump to a time</span>
-            <input placeholder="Jump to 13:04:05" value={jump} onInput={(e) => setJump(e.currentTarget.value)} />
+            <input placeholder={`Jump to ${example}`} value={jump} onInput={(e) => setJump(e.currentTarget.value)} />
           </label>
           <button type="submit" class="btn small">Go</button>
         </form>

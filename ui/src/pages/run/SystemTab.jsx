@@ -1,9 +1,11 @@
 // The System tab: one chart per quantity (GET .../system), one line per node, GPU or
 // recording process (GET .../system/series, M4-downsampled to the chart's width), x =
-// time. A chart loads when scrolled near and refreshes while the run is live. Line
-// names reach the page only as text (the legend and the readout).
+// time. The charts in view load first; the rest follow a moment later (EAGER_MS), so a
+// page read whole (printed, captured) has every chart, not "loading…" below the fold.
+// Only the charts in view refresh while the run is live. Line names reach the page only
+// as text (the legend and the readout).
 
-import { useMemo, useState } from "preact/hooks";
+import { useEffect, useMemo, useState } from "preact/hooks";
 import { api } from "../../api.js";
 import { LIVE_MS, useInView, useLoad } from "../../hooks.js";
 import { fmtClock } from "../../lib/logs.js";
@@ -15,6 +17,16 @@ import "../../components/health.css";
 const HEIGHT = 170;
 const REFRESH_MS = 5 * LIVE_MS; // samples come every 10 s by default
 const LEGEND_MAX = 16;
+const EAGER_MS = 1000; // then the charts out of view load too (a few dozen at most)
+
+function useLater(ms) {
+  const [done, setDone] = useState(false);
+  useEffect(() => {
+    const t = setTimeout(() => setDone(true), ms);
+    return () => clearTimeout(t);
+  }, [ms]);
+  return done;
+}
 
 export function SystemTab({ run }) {
   const live = run.state === "running";
@@ -24,6 +36,7 @@ export function SystemTab({ run }) {
     [project, id],
     { interval: live ? REFRESH_MS : 0, finalRead: true }, // and once more when the run ends
   );
+  const eager = useLater(EAGER_MS);
   if (keys.error) return <ErrorBox error={keys.error} onRetry={keys.reload} />;
   if (!keys.data) return <Spinner />;
   const sections = systemSections(keys.data.keys);
@@ -50,7 +63,7 @@ export function SystemTab({ run }) {
             {s.title} <span class="muted small">{s.hint}</span>
           </h3>
           <div class="chart-grid">
-            {s.keys.map((k) => <SystemChart key={k} run={run} chartKey={k} live={live} />)}
+            {s.keys.map((k) => <SystemChart key={k} run={run} chartKey={k} live={live} eager={eager} />)}
           </div>
         </section>
       ))}
@@ -58,8 +71,9 @@ export function SystemTab({ run }) {
   );
 }
 
-function SystemChart({ run, chartKey, live }) {
-  const [ref, seen, visible] = useInView();
+function SystemChart({ run, chartKey, live, eager }) {
+  const [ref, inView, visible] = useInView();
+  const seen = inView || eager;
   const { project, id } = run;
   const state = useLoad(
     (signal) => {
