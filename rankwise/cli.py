@@ -10,7 +10,6 @@ import shlex
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from ._datadir import default_dir
