@@ -26,8 +26,8 @@ import functools
 import importlib
 import importlib.util
 import os
-import threading
 from collections.abc import Callable
+from threading import get_ident
 from typing import Any
 
 from .. import _log
@@ -36,7 +36,9 @@ from .. import _log
 _target: Any = None
 _patched: set[type] = set()
 _logdirs: list[str] = []
-_inside = threading.local()
+# Threads inside a wrapped call other than add_scalar: what that call writes through
+# writers of its own (add_hparams makes one) is not recorded a second time.
+_inside: set[int] = set()
 _warned: set[str] = set()
 
 # (module, class name) of the writers wrapped, in the order they are looked for.
@@ -185,27 +187,60 @@ def _wrap(cls: type) -> None:
         original = cls.__dict__.get(name)
         if original is None or getattr(original, "_rankwise", False):
             continue
-        setattr(cls, name, _wrapped(original, record, name))
+        if name == "add_scalar":
+            setattr(cls, name, _wrapped_scalar(original))
+        else:
+            setattr(cls, name, _wrapped(original, record, name))
+
+
+def _failed(name: str, exc: Exception) -> None:
+    _warn(f"call:{name}", f"tensorboard {name}() could not be recorded ({exc!r}); the event "
+          "file has it (shown once per method)")  # fmt: skip
 
 
 def _wrapped(original: Any, record: Any, name: str) -> Any:
     @functools.wraps(original)
     def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if getattr(_inside, "on", False):  # add_hparams' own writer, add_scalars' ...
+        if _inside and get_ident() in _inside:  # a writer add_hparams makes, and its calls
             return original(self, *args, **kwargs)
-        _inside.on = True
+        _inside.add(get_ident())
         try:
             out = original(self, *args, **kwargs)
         finally:
-            _inside.on = False
+            _inside.discard(get_ident())
         run = _target
         if run is not None and not run._closed:
             try:
                 record(run, self, args, kwargs)
             except Exception as exc:
-                _warn(f"call:{name}", f"tensorboard {name}() could not be recorded ({exc!r}); "
-                      "the event file has it (shown once per method)")  # fmt: skip
+                _failed(name, exc)
         return out
 
     method._rankwise = True  # type: ignore[attr-defined]
     return method
+
+
+def _wrapped_scalar(original: Any) -> Any:
+    """``add_scalar``, the hot one: its arguments by name, no helper calls."""
+
+    @functools.wraps(original)
+    def add_scalar(
+        self: Any, tag: Any, scalar_value: Any, global_step: Any = None, *args: Any, **kw: Any
+    ) -> Any:
+        out = original(self, tag, scalar_value, global_step, *args, **kw)
+        run = _target
+        if run is None or run._closed or (_inside and get_ident() in _inside):
+            return out
+        try:
+            ns = self.__dict__.get("_rankwise_ns")
+            if ns is None:
+                ns = _namespace(self)
+            if global_step is None:
+                global_step = max(run._step, 0)
+            run.log({ns + tag if ns else tag: scalar_value}, global_step)
+        except Exception as exc:
+            _failed("add_scalar", exc)
+        return out
+
+    add_scalar._rankwise = True  # type: ignore[attr-defined]
+    return add_scalar
