@@ -17,8 +17,10 @@ before the damage; what was skipped is reported.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,7 +111,9 @@ def read_scalars(path: Path, report: StreamReport) -> list[tuple[float, int, dic
     parse = event_pb2.Event.FromString
     read = 0
     try:
-        for raw in loader.Load():
+        with _fast(loader, path):
+            events = list(loader.Load())
+        for raw in events:
             read += len(raw) + 16  # length, its crc, payload, payload crc
             try:
                 event = parse(raw)
@@ -138,6 +142,44 @@ def read_scalars(path: Path, report: StreamReport) -> list[tuple[float, int, dic
             "(truncated or damaged): skipped"
         )
     return out
+
+
+@contextlib.contextmanager
+def _fast(loader: Any, path: Path) -> Iterator[None]:
+    """TensorBoard's own record reader, made faster where it runs without TensorFlow
+    (its pure-Python stub): the records' masked CRC-32C checked by the ``crc32c``
+    package's C code (same function, same checks), and the file read through a plain
+    buffered file instead of its ``gfile`` wrapper. Measured on 1M events:
+    ``benchmarks/bench_tensorboard.py import``. Anything unexpected: left as it is."""
+    from tensorboard.compat.tensorflow_stub import pywrap_tensorflow as stub
+
+    reader = getattr(getattr(loader, "_iterator", None), "_reader", None)
+    fast: Callable[[bytes], int] | None = None
+    try:
+        from crc32c import crc32c
+
+        def masked(data: bytes, _crc: Any = crc32c) -> int:
+            x = int(_crc(data))
+            return (((x >> 15) | (x << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+        if masked(b"rankwise") == stub.masked_crc32c(b"rankwise"):
+            fast = masked
+    except ImportError:
+        pass
+    original = stub.masked_crc32c
+    handle = None
+    if isinstance(reader, stub.PyRecordReader_New) and hasattr(reader, "file_handle"):
+        handle = open(path, "rb", buffering=1 << 20)  # noqa: SIM115 (closed below)
+        old, reader.file_handle = reader.file_handle, handle
+        old.close()
+    if fast is not None:
+        stub.masked_crc32c = fast
+    try:
+        yield
+    finally:
+        stub.masked_crc32c = original
+        if handle is not None:
+            handle.close()
 
 
 def _records(
