@@ -199,3 +199,25 @@ def test_module_runs_from_the_command_line(job: Job, tmp_path: Path) -> None:
     run = rankwise.Api(dir=tmp_path).run("rank_0", "default")
     assert {"tbx", "torch"} < {s.label for s in run.streams}
     assert {s.rank for s in run.streams} == {0}  # no rank_N below the folder given
+
+
+def test_a_lone_writer_in_a_train_folder_keeps_it_as_prefix(tmp_path: Path) -> None:
+    """W&B's rule: one log directory gives no prefix unless it is named train or
+    validation (in this pytest process, so no other writer was seen before)."""
+    import tensorboardX
+
+    from rankwise.sdk import tensorboard as tb
+
+    assert not tb._logdirs  # the torchrun job's writers lived in other processes
+    run = rankwise.init(project="lone", dir=tmp_path / "data", system=False, tensorboard=True)
+    writer = tensorboardX.SummaryWriter(str(tmp_path / "tb" / "train"))
+    writer.add_scalar("loss", 1.5, 3)
+    writer.add_scalar("loss", 2.5)  # no global_step: the stream's last step
+    writer.close()
+    run.finish()
+    writer = tensorboardX.SummaryWriter(str(tmp_path / "tb" / "after"))
+    writer.add_scalar("loss", 9.0, 4)  # the run ended: only the event file has it
+    writer.close()
+    (got,) = rankwise.Api(dir=tmp_path / "data").runs("lone")
+    assert got.metric_keys == ["train/loss"]
+    assert [(r["step"], r["train/loss"]) for r in got.history()] == [(3, 1.5), (3, 2.5)]

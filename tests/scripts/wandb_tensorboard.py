@@ -1,7 +1,8 @@
 """A W&B DDP script that logs through TensorBoard with ``sync_tensorboard=True``, run
 unchanged under the shim (``python -m rankwise.wandb``): the W&B guide's shared run
-(rank 0 creates it, the others join by ``id=``), each rank writing its own ``rank_N``
-log directory with a ``SummaryWriter``. Values are exact in float32."""
+(rank 0 creates it, the others join by ``id=``; rank 0 passes ``sync_tensorboard=True``,
+the others ``Settings(sync_tensorboard=True)``), each rank writing its own ``rank_N`` log
+directory with a ``SummaryWriter``. Values are exact in float32."""
 
 import sys
 
@@ -25,12 +26,15 @@ else:
     ids = [None]
 dist.broadcast_object_list(ids, src=0)
 if rank != 0:
-    run = wandb.init(
+    run = wandb.init(  # here the switch is a setting
         project="tbwb",
         id=ids[0],
-        sync_tensorboard=True,
         settings=wandb.Settings(
-            mode="shared", x_label=f"rank_{rank}", x_primary=False, x_update_finish_state=False
+            mode="shared",
+            x_label=f"rank_{rank}",
+            x_primary=False,
+            x_update_finish_state=False,
+            sync_tensorboard=True,
         ),
     )
 
