@@ -138,8 +138,8 @@ def read_scalars(path: Path, report: StreamReport) -> list[tuple[float, int, dic
         return out
     if read < size:
         report.skipped.append(
-            f"{path.name}: {size - read} byte(s) after byte {read} are not a whole event "
-            "(truncated or damaged): skipped"
+            f"{path.name}: {size - read} byte(s) from byte {read} on could not be read "
+            "(a truncated record, or one failing its checksum): skipped"
         )
     return out
 

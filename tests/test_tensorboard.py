@@ -150,20 +150,24 @@ def test_import_reads_each_rank_back_exactly_and_twice_adds_nothing(
     check()
 
 
-def test_a_truncated_event_file_imports_what_is_readable(
+def test_a_truncated_or_damaged_event_file_imports_what_is_readable(
     job: Job, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    src = tmp_path / "tb" / "worker-1"
-    shutil.copytree(job.tb / "rank_1" / "tbx", src)
-    (event,) = src.glob("*tfevents*")
-    event.write_bytes(event.read_bytes()[: cut_in(event, step=3)])
-    data = tmp_path / "data"
-    out = import_tb(tmp_path / "tb", data, capsys, "--project", "imp")
-    assert "skipped" in out and "not a whole event" in out, out
-    run = rankwise.Api(dir=data).run("tb", "imp")
-    (stream,) = run.streams
-    assert (stream.label, stream.rank) == ("worker-1", 1)
-    assert rows(run, "worker-1", "acc") == [(s, value(1, s) + 2) for s in range(3)]
+    for rank in (0, 1):
+        shutil.copytree(job.tb / f"rank_{rank}" / "tbx", tmp_path / "tb" / f"worker-{rank}")
+    (cut,) = (tmp_path / "tb" / "worker-1").glob("*tfevents*")
+    cut.write_bytes(cut.read_bytes()[: cut_in(cut, step=3)])  # truncated in step 3's event
+    (bad,) = (tmp_path / "tb" / "worker-0").glob("*tfevents*")
+    data = bytearray(bad.read_bytes())
+    data[cut_in(bad, step=3)] ^= 0xFF  # one byte of step 3's event flipped
+    bad.write_bytes(bytes(data))
+    out = import_tb(tmp_path / "tb", tmp_path / "data", capsys, "--project", "imp")
+    assert out.count("could not be read") == 2, out
+    run = rankwise.Api(dir=tmp_path / "data").run("tb", "imp")
+    assert sorted((s.label, s.rank) for s in run.streams) == [("worker-0", 0), ("worker-1", 1)]
+    for rank in (0, 1):
+        got = rows(run, f"worker-{rank}", "acc")
+        assert got == [(s, value(rank, s) + 2) for s in range(3)]
 
 
 def cut_in(path: Path, step: int) -> int:
