@@ -240,35 +240,73 @@ def import_tensorboard(
     ranks = [rank_of(rel) for _, rel, _, _ in plans]
     world = max([r for r in ranks if r is not None], default=0) + 1
     out_dir = streams_dir(root, project, run)
-    reports = []
-    for (d, _rel, label, files), rank in zip(plans, ranks, strict=True):
-        rep = StreamReport(label, rank or 0, d)
-        events: list[tuple[float, int, dict[str, float]]] = []
-        for f in files:
-            events.extend(read_scalars(f, rep))
-        rep.events = sum(len(v) for _, _, v in events)
-        start = R.StreamStart(
-            seq=0, time=events[0][0] if events else 0.0, project=project, run_id=run,
-            label=label, incarnation=0, run_mode="shared", base_id=run,
-            is_primary=rank in (0, None), rank=rank or 0, world_size=world,
-            launcher="tensorboard", config={}, argv=[str(d)], rankwise_version=__version__,
-        )  # fmt: skip
-        recs = _records(start, events)
-        rep.records = len(recs)
-        path = out_dir / stream_filename(label, 0)
-        have, ended = _existing(path)
-        new = recs[have + 1 :]
-        if ended and have != len(recs) - 1:
-            rep.skipped.append(
-                f"{path} was imported before from other events ({have + 1} records, now "
-                f"{len(recs)}): nothing added; remove that file to import again"
-            )
-            new = []
-        if new:
-            _append(path, new, fresh=have < 0)
-        rep.added = len(new)
-        reports.append(rep)
-    return ImportReport(project, run, out_dir.parent, reports)
+    jobs = [
+        _Job(d, label, rank, files, project, run, world, out_dir)
+        for (d, _rel, label, files), rank in zip(plans, ranks, strict=True)
+    ]
+    return ImportReport(project, run, out_dir.parent, _run_jobs(jobs))
+
+
+@dataclass(frozen=True)
+class _Job:
+    """One event directory to import as one stream."""
+
+    directory: Path
+    label: str
+    rank: int | None
+    files: list[Path]
+    project: str
+    run_id: str
+    world_size: int
+    out_dir: Path
+
+
+def _run_jobs(jobs: list[_Job]) -> list[StreamReport]:
+    """Each directory in a process of its own where several CPUs can help (the reader is
+    Python, so one process reads on one core), in this process otherwise."""
+    import multiprocessing
+    import threading
+
+    workers = min(len(jobs), os.cpu_count() or 1)
+    forks = "fork" in multiprocessing.get_all_start_methods()
+    if workers < 2 or not forks or threading.active_count() > 1:
+        return [_import_one(job) for job in jobs]  # no fork beside other threads
+    from concurrent.futures import ProcessPoolExecutor
+
+    context = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        return list(pool.map(_import_one, jobs))
+
+
+def _import_one(job: _Job) -> StreamReport:
+    rank = job.rank
+    rep = StreamReport(job.label, rank or 0, job.directory)
+    events: list[tuple[float, int, dict[str, float]]] = []
+    for f in job.files:
+        events.extend(read_scalars(f, rep))
+    rep.events = sum(len(v) for _, _, v in events)
+    start = R.StreamStart(
+        seq=0, time=events[0][0] if events else 0.0, project=job.project, run_id=job.run_id,
+        label=job.label, incarnation=0, run_mode="shared", base_id=job.run_id,
+        is_primary=rank in (0, None), rank=rank or 0, world_size=job.world_size,
+        launcher="tensorboard", config={}, argv=[str(job.directory)],
+        rankwise_version=__version__,
+    )  # fmt: skip
+    recs = _records(start, events)
+    rep.records = len(recs)
+    path = job.out_dir / stream_filename(job.label, 0)
+    have, ended = _existing(path)
+    new = recs[have + 1 :]
+    if ended and have != len(recs) - 1:
+        rep.skipped.append(
+            f"{path} was imported before from other events ({have + 1} records, now "
+            f"{len(recs)}): nothing added; remove that file to import again"
+        )
+        new = []
+    if new:
+        _append(path, new, fresh=have < 0)
+    rep.added = len(new)
+    return rep
 
 
 def _append(path: Path, recs: list[R.AnyRecord], fresh: bool) -> None:
