@@ -7,6 +7,7 @@ One torchrun job (``tests/scripts/tb_job.py``) serves every test of the module.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -225,3 +226,31 @@ def test_a_lone_writer_in_a_train_folder_keeps_it_as_prefix(tmp_path: Path) -> N
     (got,) = rankwise.Api(dir=tmp_path / "data").runs("lone")
     assert got.metric_keys == ["train/loss"]
     assert [(r["step"], r["train/loss"]) for r in got.history()] == [(3, 1.5), (3, 2.5)]
+
+
+@pytest.mark.browser
+def test_the_imported_run_in_the_dashboard(
+    job: Job, browser: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The imported run's charts draw one line per rank (docs/img/tensorboard-import.png,
+    rewritten with RANKWISE_UPDATE_DOCS=1)."""
+    from .helpers.browser import Page
+    from .helpers.servers import ServerProcess
+
+    data = tmp_path / "data"
+    import_tb(job.tb, data, capsys, "--project", "tb-import", "--run", "pretrain")
+    with ServerProcess.ui(data, tmp_path / "server.log") as server:
+        p = Page(browser, width=1280, height=800)
+        p.page.goto(f"{server.url}/#/p/tb-import/r/pretrain")
+        card = p.page.locator('.chart-card[data-metric="train/loss"][data-state="drawn"]')
+        card.wait_for()
+        # 10 streams (one per event directory), of a job of 2 ranks (rank_0, rank_1)
+        assert p.page.locator("[data-ranks]").inner_text() == "10 × 1 (job 2 × 1)"
+        p.page.mouse.move(5, 5)
+        shot = tmp_path / "tensorboard-import.png"
+        p.page.screenshot(path=shot)
+        if os.environ.get("RANKWISE_UPDATE_DOCS") == "1":
+            docs = Path(__file__).parents[1] / "docs" / "img" / "tensorboard-import.png"
+            docs.write_bytes(shot.read_bytes())
+        p.check()
+        p.close()
