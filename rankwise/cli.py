@@ -364,6 +364,14 @@ def _server_commands(sub: Any) -> None:
     from .alert_cli import add_alert_commands
 
     add_alert_commands(sub)
+    p = sub.add_parser("import", help="import runs written by other tools")
+    isub = p.add_subparsers(dest="import_command", required=True)
+    p = isub.add_parser("tensorboard", help="TensorBoard event files into a run (safe to repeat)")
+    p.add_argument("source", help="folder of event files (one stream per event directory)")
+    p.add_argument("--project", default=None, help="project (RANKWISE_PROJECT, or 'default')")
+    p.add_argument("--run", default=None, help="run id (default: the folder's name)")
+    p.add_argument("--dir", default=None, help="data directory (RANKWISE_DIR)")
+    p.set_defaults(func=cmd_import_tensorboard)
     p = sub.add_parser("sync", help="upload offline runs to a server (safe to repeat)")
     p.add_argument(
         "path", nargs="?", default=None, help="data dir, project dir, run dir or stream file"
@@ -511,6 +519,17 @@ def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:
             flush=True,
         )
     return hosts
+
+
+def cmd_import_tensorboard(args: argparse.Namespace) -> int:
+    from .tensorboard_import import describe, import_tensorboard
+
+    started = time.monotonic()
+    project = args.project or os.environ.get("RANKWISE_PROJECT") or "default"
+    report = import_tensorboard(args.source, default_dir(args.dir), project, args.run)
+    for line in describe(report, time.monotonic() - started):
+        print(line)
+    return 0
 
 
 def cmd_sync(args: argparse.Namespace) -> int:

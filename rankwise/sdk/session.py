@@ -81,6 +81,7 @@ def init(
     stall_timeout: float | None = None,
     token: str | None = None,
     primary: bool | None = None,
+    tensorboard: bool = False,
 ) -> Run:
     """Start (or continue) a run on this process; call it on every rank.
 
@@ -100,6 +101,8 @@ def init(
     without ``log()``, 0 turning that off. ``primary`` overrides whether this stream is
     its run's primary (the one whose end decides the run's state; by default rank 0's):
     ``rankwise.wandb`` sets it from W&B's ``x_primary``/``x_update_finish_state``.
+    ``tensorboard=True`` also records what the process writes through a TensorBoard
+    ``SummaryWriter`` (``rankwise.sdk.tensorboard``; docs/tensorboard.md).
     """
     global current
     env = os.environ
@@ -229,6 +232,10 @@ def init(
     writer.start()
     hooks.register(run)
     _attach_health(run, opts)
+    if tensorboard:
+        from . import tensorboard as tb
+
+        tb.capture(run)
     current = run
     return run
 

@@ -108,9 +108,6 @@ def init(
     for key, value in extra.items():
         if value:
             warn_once(f"init-{key}", f"wandb.init({key}=...) is not supported by rankwise: ignored")
-    if sync_tensorboard:
-        warn_once("tensorboard", "sync_tensorboard=True is not supported by rankwise: ignored "
-                  "(log the values with wandb.log)")  # fmt: skip
     s = resolve(
         settings, entity=entity, project=project, root_dir=dir, run_id=id, run_name=name,
         run_notes=notes, run_tags=tags, run_group=group, run_job_type=job_type, mode=mode,
@@ -152,6 +149,10 @@ def init(
     run = _new_run(s, config, how == "create_new")
     if how != "create_new":
         current = run
+    if (sync_tensorboard or s.sync_tensorboard) and run.rankwise_run:
+        from ..sdk import tensorboard
+
+        tensorboard.capture(run.rankwise_run)
     return run
 
 
