@@ -25,8 +25,10 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import msgspec
 
+from ..divergence import Divergence, RankNonFinite
 from ..errors import UsageError
 from ..failures import Failure
+from ..hang import HangReport
 
 if TYPE_CHECKING:
     from ..artifacts.artifact import Artifact
@@ -234,6 +236,13 @@ class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
     config: dict[str, Any]
     summary: dict[str, Any]  # the primary rank's last value of each key, or what it set
     first_failure: Failure | None  # the failed or crashed stream that went first
+    # While ranks are stalled: who waits where, the odd ones out, which collective
+    # (``rankwise.hang``); None when no rank is stalled (or in a run list from a server).
+    hang: HangReport | None = None
+    # Per metric, each rank's first non-finite value (NaN, +Inf, -Inf), earliest first,
+    # and per metric a line naming the rank that went first (``rankwise.divergence``).
+    first_nonfinite: dict[str, list[RankNonFinite]] = msgspec.field(default_factory=dict)
+    divergence: list[Divergence] = msgspec.field(default_factory=list)
     # From a server, crashed streams that may hold records not yet uploaded (None: none,
     # or read from the files); ``unsynced`` is its message.
     sync_hint: Unsynced | None = msgspec.field(name="unsynced")

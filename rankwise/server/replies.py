@@ -23,6 +23,7 @@ from ..artifacts.model import (
     VersionInfo,
     VersionsReply,
 )
+from ..hang import HangReport
 from ..health import HealthReply
 from ..read.media_model import HistogramsReply, MediaKeysReply, MediaReply, TableReply
 from ..read.model import ProjectsReply, RunInfo, RunsReply
@@ -83,6 +84,10 @@ class StallsReply(msgspec.Struct, kw_only=True):
     stalls: list[StallEvent]  # newest first
 
 
+class HangReply(msgspec.Struct, kw_only=True):
+    hang: HangReport | None  # null while no rank is stalled (rankwise.hang)
+
+
 class SystemReply(msgspec.Struct, kw_only=True):
     keys: list[str]  # one per chart: node/cpu_percent, gpu/util_percent, ...
 
@@ -125,6 +130,7 @@ STRUCTS: tuple[type, ...] = (
     RunInfo,
     HealthReply,
     StallsReply,
+    HangReply,
     ConsolePage,
     SystemReply,
     SystemSeriesReply,

@@ -8,7 +8,8 @@ Tables (version 8)::
 
     runs      one row per (project, run_id); the integer ``id`` keys the rest
     streams   one row per stream: the mark (``acked_seq``), the folded state (``fold``,
-              a msgpack ``StreamFold``) and the columns run listing needs without it
+              a msgpack ``StreamFold``; since version 10 it holds the stream's first
+              non-finite value per metric) and the columns run listing needs without it
     metrics   metric names, interned to integers
     series    one row per (stream, metric): its point count and its open chunk
     chunks    columnar points of one series (see ``rankwise.store.chunks``)
@@ -54,6 +55,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..errors import SchemaTooNewError
 from .aggregate import WITH_COUNTS
@@ -609,6 +612,42 @@ CREATE TABLE artifact_commits (
 # found by id within the series.
 _V9 = "CREATE INDEX chunks_by_id ON chunks (stream, metric, id);"
 
+
+def _v10_first_nonfinite(tx: Tx) -> None:
+    """Find each stream's first non-finite value per metric in what it already holds.
+
+    From version 10 on, ingest keeps them in the stream's fold as records arrive
+    (``StreamFold.first_nonfinite``, ``rankwise.divergence``); a stream ingested before
+    gets them here, once, from its float chunks. Reads then never scan a history.
+    """
+    from .chunks import decode_xy
+    from .ingest import decode_fold, encode_fold
+
+    names = {int(i): str(n) for i, n in tx.all("SELECT id, name FROM metrics")}
+    for (sid,) in tx.all("SELECT id FROM streams ORDER BY id"):
+        found: list[tuple[str, int, float, float]] = []
+        for metric, n, xs, ys, kind in tx.all(
+            "SELECT metric, n, xs, ys, kind FROM chunks WHERE stream = ? AND kind = 'f' "
+            "ORDER BY id",
+            (sid,),
+        ):
+            name = names.get(int(metric))
+            if name is None:  # step progress, system samples: not a logged metric
+                continue
+            step, t, y = decode_xy(int(n), xs, ys, kind)
+            bad = np.flatnonzero(~np.isfinite(y))
+            if len(bad):
+                i = int(bad[np.lexsort((t[bad], step[bad]))[0]])
+                found.append((name, int(step[i]), float(t[i]), float(y[i])))
+        if not found:
+            continue
+        row = tx.one("SELECT fold FROM streams WHERE id = ?", (sid,))
+        fold = decode_fold(row[0] if row else None)
+        for name, step_at, time_at, value in found:
+            fold.note_nonfinite(name, step_at, time_at, value)
+        tx.run("UPDATE streams SET fold = ? WHERE id = ?", (encode_fold(fold), sid))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, streams, columnar chunks, aggregates", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "index chunks by time", _V2, _V2),
@@ -619,6 +658,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "media items, tables, histograms, blob kinds", _V7_SQLITE, _V7_POSTGRES),
     Migration(8, "artifacts: names, versions, files, aliases, lineage", _V8_SQLITE, _V8_POSTGRES),
     Migration(9, "index chunks by series and id (the open tail)", _V9, _V9),
+    Migration(10, "each stream's first non-finite value per metric", "", "", _v10_first_nonfinite),
 )
 
 LATEST = MIGRATIONS[-1].version
