@@ -19,10 +19,10 @@ ends of streams:
   Without flight-recorder entries the report stands on the stacks alone.
 
 Only the latest incarnation of each stream counts; a run has a hang report while at
-least one of them has an open stall — also once the job was killed (or failed in a
-collective's timeout) while hung, since that is when people read it. Pure functions of
-per-stream facts: the local reader, ``rankwise ui`` and the server use the same rule
-(``read.fold.fold_run``).
+least one of them has an open stall and did not finish — also once the job was killed
+(or failed in a collective's timeout) while hung, since that is when people read it.
+Pure functions of per-stream facts: the local reader, ``rankwise ui`` and the server use
+the same rule (``read.fold.fold_run``).
 """
 
 from __future__ import annotations
@@ -197,7 +197,9 @@ def hang_report(streams: Iterable[RankPosition]) -> HangReport | None:
     current = sorted(streams, key=lambda p: (_who(p), p.label))
     # A stall stays open in a rank killed (or failed, by a collective's timeout) while
     # hung: the report outlives the job, which is when people read it.
-    stalled = [p for p in current if p.stall is not None]
+    # A finished stream is not hung, whatever stall it left open: finish() may stop the
+    # watchdog before it saw logging resume.
+    stalled = [p for p in current if p.stall is not None and p.state != "finished"]
     if not stalled:
         return None
     groups: dict[tuple[str, str], list[RankPosition]] = {}
@@ -218,7 +220,9 @@ def hang_report(streams: Iterable[RankPosition]) -> HangReport | None:
     built.sort(key=lambda g: (-len(g.ranks), min(r.rank for r in g.ranks)))
     waiting, elsewhere = built[0], built[1:]
     logging = [_rank(p) for p in current if p.stall is None and p.state == "running"]
-    ended = [_rank(p) for p in current if p.stall is None and p.state in ENDED]
+    ended = [
+        _rank(p) for p in current if p.state in ENDED and (p.stall is None or p.state == "finished")
+    ]
     collective = _collective(stalled)
     odd: list[HangRank] = []
     if collective is not None:

@@ -3,6 +3,8 @@ jobs that exercise them end to end are in test_hang_story.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import msgspec
 
 from rankwise.hang import HangReport, RankPosition, hang_report, ranks_text
@@ -130,3 +132,13 @@ def test_parse_keeps_the_last_entries_of_each_group_without_p2p() -> None:
     assert default[-1].state == "scheduled" and default[-2].state == "completed"
     assert [c.pg for c in got if c.pg != "0 (default_pg)"] == ["1 (sub)"]
     assert default[0].sizes == [[2, 3]] and default[0].time == 1.7e9
+
+
+def test_a_finished_rank_is_not_hung_and_a_killed_one_still_is() -> None:
+    # finish() may stop the watchdog before it records that logging resumed.
+    done = [dataclasses.replace(stalled(r), state="finished") for r in range(2)]
+    assert hang_report(done) is None
+    killed = [dataclasses.replace(stalled(0), state="killed"), stalled(1, "sleep at t.py:1")]
+    report = hang_report([*killed, RankPosition("rank-2", 2, "finished", None)])
+    assert report is not None and [r.state for g in [report.waiting] if g for r in g.ranks]
+    assert [(r.label, r.state) for r in report.ended] == [("rank-2", "finished")]

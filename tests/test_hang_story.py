@@ -64,7 +64,8 @@ class Hung:
         return rankwise.Api(self.data).run(self.run_id, project=PROJECT).hang
 
     def remote(self) -> HangReport | None:
-        return rankwise.Api(server=self.server.url).run(self.run_id, project=PROJECT).hang
+        api = rankwise.Api(server=self.server.url, token=self.server.token)
+        return api.run(self.run_id, project=PROJECT).hang
 
     def get(self, tail: str) -> Any:
         r = self.server.get(f"/api/v1/projects/{PROJECT}/runs/{self.run_id}{tail}", timeout=10)
@@ -235,7 +236,7 @@ def test_the_rank_that_went_nan_first_is_named_by_both_readers(
     _says_rank_3_first(local)
     remote = wait_until(
         lambda: next(
-            (r for r in rankwise.Api(server=server.url).runs(project=PROJECT)
+            (r for r in rankwise.Api(server=server.url, token=server.token).runs(project=PROJECT)
              if r.id == local.id and r.state == "finished"),
             None,
         ),
@@ -256,5 +257,5 @@ def test_postgresql_keeps_the_first_nonfinite_at_ingest(diverged: Path, tmp_path
         with ServerProcess.db(dsn, tmp_path / "pg.log") as pg:
             report = sync(diverged, pg.url, progress=False, token=pg.token)
             assert not report.failed
-            (run,) = rankwise.Api(server=pg.url).runs(project=PROJECT)
+            (run,) = rankwise.Api(server=pg.url, token=pg.token).runs(project=PROJECT)
             _says_rank_3_first(run)
