@@ -13,6 +13,7 @@ both readers, on SQLite and PostgreSQL, must name rank 3 and its step.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -202,7 +203,7 @@ def test_the_run_page_banner_shows_the_hang_report(hung: Hung) -> None:
         assert b is not None and s is not None and b["y"] < s["y"]
         page.screenshot(path=str(shots / "hang-banner.png"), full_page=True)
         # A rank in the report links to its stacks.
-        banner.locator('[data-odd="rank-2"] a').first.click()
+        banner.locator('[data-odd="rank-2"] button').first.click()
         expect(page.locator("[data-hang-stack]")).to_contain_text("hang_job.py")
     assert not errors, errors
 
@@ -259,3 +260,42 @@ def test_postgresql_keeps_the_first_nonfinite_at_ingest(diverged: Path, tmp_path
             assert not report.failed
             (run,) = rankwise.Api(server=pg.url, token=pg.token).runs(project=PROJECT)
             _says_rank_3_first(run)
+
+
+def test_the_dashboard_marks_the_rank_that_went_nan_first(
+    diverged: Path, server: ServerProcess
+) -> None:
+    from playwright.sync_api import expect
+
+    (run,) = rankwise.Api(diverged).runs(project=PROJECT)
+    errors: list[str] = []
+    with launch_browser() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        assert server.token
+        browser_login(page.context, server.url, server.token)
+        page.set_default_timeout(20_000)
+        page.on("pageerror", lambda e: errors.append(f"page error: {e}"))
+        # The runs table's state cell, the run's state line, the banner, the health strip.
+        page.goto(f"{server.url}/#/p/{PROJECT}")
+        row = page.locator(f'tr[data-run="{run.id}"]')
+        expect(row.locator("[data-nonfinite-cell]")).to_have_text("NaN on rank 3 from step 7")
+        page.goto(f"{server.url}/#/p/{PROJECT}/r/{run.id}")
+        expect(page.locator("[data-nonfinite-note]")).to_have_text("NaN on rank 3 from step 7")
+        expect(page.locator("[data-divergence]")).to_contain_text(
+            "train/loss: rank 3 NaN at step 7; ranks 0–2 followed at 8"
+        )
+        strip = page.locator("[data-health-strip]")
+        expect(strip.locator('[data-rank="3"]')).to_have_attribute(
+            "data-nonfinite", "NaN from step 7 (train/loss)"
+        )
+        expect(strip.locator('[data-rank="0"]')).to_have_attribute(
+            "data-nonfinite", "NaN from step 8 (train/loss)"
+        )
+        # The chart marks the first rank's value; lr never went non-finite.
+        loss = page.locator('.chart-card[data-metric="train/loss"] .chart-canvas')
+        expect(loss).to_have_attribute("data-first-nonfinite", "NaN on rank 3 at step 7")
+        lr = page.locator('.chart-card[data-metric="lr"] .chart-canvas')
+        expect(lr).to_be_visible()
+        expect(lr).not_to_have_attribute("data-first-nonfinite", re.compile(".+"))
+        page.screenshot(path=str(diverged.parent / "nan-run.png"), full_page=True)
+    assert not errors, errors
