@@ -8,7 +8,7 @@ import dataclasses
 import msgspec
 
 from rankwise.hang import HangReport, RankPosition, hang_report, ranks_text
-from rankwise.sdk.flight import PER_GROUP, parse
+from rankwise.sdk.flight import BUFFER_VAR, PER_GROUP, configure, parse
 from rankwise.stream import records as R
 
 WAIT = "all_reduce at train.py:88"
@@ -142,3 +142,31 @@ def test_a_finished_rank_is_not_hung_and_a_killed_one_still_is() -> None:
     report = hang_report([*killed, RankPosition("rank-2", 2, "finished", None)])
     assert report is not None and [r.state for g in [report.waiting] if g for r in g.ranks]
     assert [(r.label, r.state) for r in report.ended] == [("rank-2", "finished")]
+
+
+def test_init_turns_the_buffer_on_only_when_it_may() -> None:
+    env: dict[str, str] = {}
+    configure(True, env)
+    assert env == {BUFFER_VAR: "2000"}
+    mine = {BUFFER_VAR: "50"}
+    configure(True, mine)  # a value the user set is respected
+    assert mine == {BUFFER_VAR: "50"}
+    off: dict[str, str] = {}
+    configure(False, off)  # Settings(flight_recorder=False)
+    assert off == {}
+
+
+def test_init_leaves_the_buffer_alone_once_the_group_exists() -> None:
+    import torch.distributed as dist
+
+    from .helpers.env import free_port
+
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1
+    )
+    try:
+        env: dict[str, str] = {}
+        configure(True, env)  # torch read the variable when it made the group: too late
+        assert env == {}
+    finally:
+        dist.destroy_process_group()
