@@ -3,9 +3,11 @@
 ``rankwise.init()`` sets ``TORCH_FR_BUFFER_SIZE=2000`` when the variable is unset and no
 process group exists yet (``rankwise/sdk/flight.py``), so every collective of the job
 then leaves an entry in the recorder's ring. torch reads the variable when it makes its
-first process group, so on and off cannot alternate inside one process: each *round*
-launches one job with the buffer at 2000 and one with it at 0, in alternating order, so
-that the drift of a shared machine hits both alike. Each job (``--ranks`` CPU processes,
+first process group, so the settings cannot alternate inside one process: each *round*
+launches one job with the buffer at 2000 ("on", what rankwise sets), one at 0 ("off")
+and one with the variable unset ("torch default": torch 2.13 keeps a ring of its own on
+gloo even then), in rotating order, so that the drift of a shared machine hits all
+alike. Each job (``--ranks`` CPU processes,
 gloo, ``torch.multiprocessing``) times ``--iters`` all_reduces of a ``--numel`` float32
 tensor after a warm-up, and reports its median time per call (rank 0's); the rounds'
 medians are then summarised per setting, with the overhead of "on" against "off".
@@ -47,7 +49,9 @@ def _job(rank: int, world: int, port: int, iters: int, numel: int, out: str) -> 
 def one_job(buffer: str, args: argparse.Namespace, port: int) -> float:
     import torch.multiprocessing as mp
 
-    os.environ["TORCH_FR_BUFFER_SIZE"] = buffer  # the children read it at their first group
+    os.environ.pop("TORCH_FR_BUFFER_SIZE", None)
+    if buffer:  # the children read it at their first group
+        os.environ["TORCH_FR_BUFFER_SIZE"] = buffer
     with tempfile.TemporaryDirectory() as tmp:
         out = str(Path(tmp) / "median")
         mp.spawn(_job, args=(args.ranks, port, args.iters, args.numel, out), nprocs=args.ranks)
@@ -63,23 +67,27 @@ def main() -> None:
     args = p.parse_args()
     import torch
 
-    got: dict[str, list[float]] = {"on": [], "off": []}
+    arms = {"on": "2000", "off": "0", "torch default": ""}
+    got: dict[str, list[float]] = {name: [] for name in arms}
     port = 29600 + os.getpid() % 1000
+    names = list(arms)
     for r in range(args.rounds):
-        order = ("on", "off") if r % 2 == 0 else ("off", "on")
-        for name in order:
+        for name in names[r % 3 :] + names[: r % 3]:
             port += 1
-            got[name].append(one_job("2000" if name == "on" else "0", args, port))
-        print(f"round {r + 1}/{args.rounds}: on {got['on'][-1] * 1e6:.1f} µs, "
-              f"off {got['off'][-1] * 1e6:.1f} µs", file=sys.stderr)  # fmt: skip
-    on, off = statistics.median(got["on"]), statistics.median(got["off"])
+            got[name].append(one_job(arms[name], args, port))
+        line = ", ".join(f"{n} {got[n][-1] * 1e6:.1f} µs" for n in names)
+        print(f"round {r + 1}/{args.rounds}: {line}", file=sys.stderr)
+    med = {n: statistics.median(v) for n, v in got.items()}
     print(f"torch {torch.__version__}, {args.ranks} ranks, gloo, all_reduce of "
           f"{args.numel} float32, {args.iters} calls a job, {args.rounds} rounds")  # fmt: skip
-    print(f"flight recorder off (TORCH_FR_BUFFER_SIZE=0):    median {off * 1e6:8.1f} µs/call")
-    print(f"flight recorder on  (TORCH_FR_BUFFER_SIZE=2000): median {on * 1e6:8.1f} µs/call")
-    print(f"overhead: {100 * (on - off) / off:+.1f} % (median of the rounds' medians)")
-    spread = [100 * (a - b) / b for a, b in zip(got["on"], got["off"])]
-    print(f"per round: {', '.join(f'{s:+.1f} %' for s in spread)}")
+    print(f"off (TORCH_FR_BUFFER_SIZE=0):      median {med['off'] * 1e6:8.1f} µs/call")
+    print(f"torch default (unset):             median {med['torch default'] * 1e6:8.1f} µs/call")
+    print(f"on (TORCH_FR_BUFFER_SIZE=2000):    median {med['on'] * 1e6:8.1f} µs/call")
+    for other in ("off", "torch default"):
+        paired = [100 * (a - b) / b for a, b in zip(got["on"], got[other])]
+        print(f"on against {other}: {100 * (med['on'] - med[other]) / med[other]:+.1f} % "
+              f"(medians); paired per round: median {statistics.median(paired):+.1f} %, "
+              f"from {min(paired):+.1f} % to {max(paired):+.1f} %")  # fmt: skip
 
 
 if __name__ == "__main__":
