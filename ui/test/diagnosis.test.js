@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { firstBad, hangRows, kindText, nonfiniteByLabel, nonfiniteNote } from "../src/lib/diagnosis.js";
+import { firstBad, hangRows, kindText, nonfiniteByLabel, divergenceNote } from "../src/lib/diagnosis.js";
 
 const f = (label, rank, step, value = "NaN", time = step) => ({ label, rank, step, time, value });
 const run = {
@@ -16,9 +16,9 @@ const run = {
 describe("diagnosis", () => {
   it("says which rank went non-finite first, and from which step", () => {
     expect(firstBad(run)).toMatchObject({ label: "rank-0", step: 39, metric: "grad/norm" });
-    expect(nonfiniteNote(run)).toBe("Inf on rank 0 from step 39");
-    expect(nonfiniteNote({ ...run, divergence: [run.divergence[1]] })).toBe("NaN on rank 1 from step 40");
-    expect(nonfiniteNote({})).toBe("");
+    expect(divergenceNote(run)).toBe("Inf on rank 0 from step 39");
+    expect(divergenceNote({ ...run, divergence: [run.divergence[1]] })).toBe("NaN on rank 1 from step 40");
+    expect(divergenceNote({})).toBe("");
     expect(kindText("-Inf")).toBe("-Inf");
   });
   it("keeps each rank's earliest over the metrics", () => {

@@ -18,7 +18,7 @@ export function firstBad(run) {
 }
 
 /** "NaN on rank 1 from step 40" (the state line, the runs table), or "". */
-export function nonfiniteNote(run) {
+export function divergenceNote(run) {
   const f = firstBad(run);
   if (!f) return "";
   const who = f.rank >= 0 ? `rank ${f.rank}` : f.label;

@@ -15,7 +15,7 @@ import { StreamsTab } from "./run/StreamsTab.jsx";
 import { RunHealth } from "../components/HealthStrip.jsx";
 import { FailureBanner } from "../components/FailureBanner.jsx";
 import { DivergenceBanner, HangBanner } from "../components/HangBanner.jsx";
-import { nonfiniteNote } from "../lib/diagnosis.js";
+import { divergenceNote } from "../lib/diagnosis.js";
 import { ChartsTab } from "./run/ChartsTab.jsx";
 import { LogsTab } from "./run/LogsTab.jsx";
 import { SystemTab } from "./run/SystemTab.jsx";
@@ -139,7 +139,7 @@ function RunHeader({ run }) {
       <div class="run-title">
         <h1>{run.name || run.id}</h1>
         <StateBadge state={run.state} crashed={run.crashed} />
-        {nonfiniteNote(run) ? <span class="nonfinite-note" data-nonfinite-note>{nonfiniteNote(run)}</span> : null}
+        {divergenceNote(run) ? <span class="nonfinite-note" data-nonfinite-note>{divergenceNote(run)}</span> : null}
       </div>
       <dl class="facts">
         <div><dt>Ranks × nodes</dt><dd data-ranks>{fmtRanks(run)}</dd></div>

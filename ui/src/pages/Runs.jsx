@@ -8,7 +8,7 @@ import { href, navigate } from "../router.js";
 import { fmtDuration, fmtRanks, fmtShortTime, fmtTime, fmtValue, runDuration } from "../lib/format.js";
 import { numericSummaryKeys, summaryValue } from "../lib/metrics.js";
 import { cellText, what } from "../lib/failures.js";
-import { nonfiniteNote } from "../lib/diagnosis.js";
+import { divergenceNote } from "../lib/diagnosis.js";
 import { Empty, ErrorBox, Spinner, StateBadge, Tag } from "../components/common.jsx";
 import {
   STATES, apiParams, clientSort, facets, filtersFromParams, filtersFromView, groupRuns,
@@ -406,9 +406,9 @@ function cell(project, r, c, now) {
               hang: {r.hang.odd?.length ? `${r.hang.odd.join(", ")} elsewhere` : "all waiting"}
             </span>
           ) : null}
-          {nonfiniteNote(r) ? (
+          {divergenceNote(r) ? (
             <span class="first-failure-cell" data-nonfinite-cell title={r.divergence?.[0]?.message ?? ""}>
-              {nonfiniteNote(r)}
+              {divergenceNote(r)}
             </span>
           ) : null}
         </>
