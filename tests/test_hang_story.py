@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 import rankwise
@@ -155,6 +156,22 @@ def test_the_report_names_rank_2_and_the_collective_it_never_joined(hung: Hung) 
     got = hung.get("/hang")["hang"]
     assert got["odd"] == ["rank-2"] and got["collective"]["entered"] == [0, 1, 3]
     assert got["message"] == report.message
+
+
+def test_rankwise_ui_tells_the_same_hang(hung: Hung) -> None:
+    with ServerProcess.ui(hung.data, hung.data.parent / "ui.log") as ui:
+        path = f"/api/v1/projects/{PROJECT}/runs/{hung.run_id}/hang"
+
+        def told() -> Any:
+            r = httpx.get(ui.url + path, timeout=10)
+            got = r.json()["hang"] if r.status_code == 200 else None
+            return got if got and len(got["waiting"]["ranks"]) == 3 else None
+
+        got = wait_until(told, timeout=60, every=0.2)
+    local = hung.local()
+    assert local is not None
+    assert got["message"] == local.message and got["odd"] == ["rank-2"]
+    assert got["collective"]["entered"] == [0, 1, 3]
 
 
 def test_rankwise_show_leads_with_the_hang_report(hung: Hung) -> None:
