@@ -90,6 +90,17 @@ def _failure_lines(run: RunInfo) -> list[str]:
     return lines
 
 
+def _hang_lines(run: RunInfo) -> list[str]:
+    """The hang report (``rankwise.hang``): its message, then the roll call."""
+    hang = run.hang
+    if hang is None:
+        return []
+    since = f"  (since {time.strftime('%H:%M:%S', time.localtime(hang.time))})" if hang.time else ""
+    lines = [f"hang     {hang.message}{since}"]
+    lines.extend(f"         {line}" for line in hang.lines[1:])
+    return lines
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     api = _local_api(args)
     runs = api.runs(
@@ -197,6 +208,10 @@ def cmd_show(args: argparse.Namespace) -> int:
             f"list them with `rankwise runs --group {name}`, or show one of them"
         ) from None
     print(f"run      {run.project}/{run.id}  ({run.name})")
+    for line in _hang_lines(run):  # a hung job's roll call comes first
+        print(line)
+    for d in run.divergence:  # then the rank that went non-finite first, per metric
+        print(f"diverged {d.message}")
     print(f"state    {_state(run)}")
     for line in _failure_lines(run):
         print(line)

@@ -36,6 +36,10 @@ class Settings:
     gpu_device_ids: tuple[int, ...] | None = None
     # A stall is recorded when no log() call came for this long (s); 0 turns it off.
     stall_timeout: float = 300.0
+    # With a stall, record PyTorch's flight-recorder entries (the collectives the process
+    # entered; init() sets TORCH_FR_BUFFER_SIZE=2000 when unset and no process group
+    # exists yet). False: neither (rankwise.sdk.flight).
+    flight_recorder: bool = True
     # Bytes (an estimate of each log() call's size) waiting for the writer. While the
     # writer is behind by more than this, log() waits for it: values are kept and memory
     # stays bounded by it.

@@ -71,6 +71,7 @@ CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
     ("POST", "/api/v1/compare", "/api/v1/compare", {}, {"runs": ["p/r"], "key": "loss"}),
     ("GET", "/api/v1/projects/{project}/runs/{run}/health", RUN + "/health", {"stacks": 1}, None),
     ("GET", "/api/v1/projects/{project}/runs/{run}/stalls", RUN + "/stalls", {}, None),
+    ("GET", "/api/v1/projects/{project}/runs/{run}/hang", RUN + "/hang", {}, None),
     ("GET", "/api/v1/projects/{project}/runs/{run}/console", RUN + "/console", {}, None),
     ("GET", "/api/v1/projects/{project}/runs/{run}/system", RUN + "/system", {}, None),
     (

@@ -175,7 +175,13 @@ def test_run_page_shows_rank_health_logs_and_system(job: Job) -> None:
         expect(logs.first).to_contain_text("rank 1 step 7 loss 0.1250")
         page.screenshot(path=str(shots / "run-logs.png"), full_page=True)
 
-        page.get_by_role("tab", name="System").click()
+        # By keyboard: after a full-page screenshot the page settles back to the viewport,
+        # and on a page as tall as this one (the hang report's banner) a click can land on
+        # what moved under the pointer.
+        system = page.get_by_role("tab", name="System")
+        system.focus()
+        page.keyboard.press("Enter")
+        expect(system).to_have_attribute("aria-selected", "true")
         chart = page.locator('[data-system-chart="node/mem_used_bytes"]')
         chart.scroll_into_view_if_needed()  # charts load when scrolled near
         expect(chart.locator("canvas")).to_have_count(1)

@@ -3,12 +3,12 @@
 The local reader (one ``StreamFold`` per stream file) and the store (one row per stream,
 its fold kept at ingest) each reduce a stream to ``StreamFacts``; everything a run says
 beyond that — its state and crashed ranks, name and tags (the primary's start record),
-created/updated/steps, its own ranks and nodes, the first failure, merged config and
-summary, each rank's summary, the metric definitions — is computed here, once. A
-stream's state depends on *now*, so it is settled at read time
-(``rankwise.stream.fold.stream_state``), and on its siblings: a running stream that a
-sibling's ``Finish`` names in ``peers_gone`` (its process seen dead on its host) is
-crashed, so a server or another host knows what only that host could see.
+created/updated/steps, its own ranks and nodes, the first failure, the hang report, the
+first non-finite values, merged config and summary, each rank's summary, the metric
+definitions — is computed here, once. A stream's state depends on *now*, so it is
+settled at read time (``rankwise.stream.fold.stream_state``), and on its siblings: a
+running stream that a sibling's ``Finish`` names in ``peers_gone`` (its process seen dead
+on its host) is crashed, so a server or another host knows what only that host could see.
 
 Precedence when streams disagree: primary last, latest incarnation last, so their start
 record, config and summary win.
@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._summary import environment
+from ..divergence import StreamNonFinite, divergence, first_nonfinite
 from ..failures import StreamEnd, first_failure
+from ..hang import HangReport, RankPosition, hang_report
 from ..stream import records as R
-from ..stream.fold import StreamFold, StreamState, run_state, stream_state
+from ..stream.fold import FirstNonFinite, StreamFold, StreamState, run_state, stream_state
 from .model import MetricDefinition, RunInfo, StreamInfo, Unsynced
 
 
@@ -48,6 +50,9 @@ class StreamFacts:
     damage: str | None = None
     path: str = ""
     metric_defs: dict[str, R.DefineMetric] = field(default_factory=dict)
+    stall: R.Stall | None = None  # the open stall, with stacks and flight-recorder entries
+    # Per metric, the stream's first non-finite value (StreamFold.first_nonfinite).
+    first_nonfinite: dict[str, FirstNonFinite] = field(default_factory=dict)
 
     @classmethod
     def of(cls, label: str, incarnation: int, fold: StreamFold, **where: Any) -> StreamFacts:
@@ -66,6 +71,8 @@ class StreamFacts:
             config=fold.config,
             summary=fold.summary,
             metric_defs=fold.metric_defs,
+            stall=fold.stall,
+            first_nonfinite=fold.first_nonfinite,
             **where,
         )
 
@@ -189,6 +196,11 @@ def fold_run(
         for s in facts:
             ranks.setdefault(s.label, {}).update(s.summary)
     own_ranks = ranks_of(streams)
+    nonfinite = first_nonfinite(
+        StreamNonFinite(s.label, info.rank, s.first_nonfinite)
+        for s, info in zip(facts, streams)
+        if s.first_nonfinite
+    )
     return RunInfo(
         project=project,
         id=run_id,
@@ -232,6 +244,9 @@ def fold_run(
             )
             for s, info in zip(facts, streams)
         ),
+        hang=_hang(facts, streams),
+        first_nonfinite=nonfinite,
+        divergence=divergence(nonfinite),
         unsynced_detail=None,  # the server's to say (``unsynced``)
         streams=streams,
         rank_summaries=ranks,
@@ -245,6 +260,23 @@ def fold_run(
             )
             for name, d in sorted(defined.items())
         },
+    )
+
+
+def _hang(facts: Sequence[StreamFacts], streams: Sequence[StreamInfo]) -> HangReport | None:
+    """The hang report of the latest incarnation of each label (``rankwise.hang``)."""
+    latest: dict[str, tuple[StreamFacts, StreamInfo]] = {}
+    for s, info in zip(facts, streams):  # sorted by label, incarnation: the latest wins
+        latest[s.label] = (s, info)
+    return hang_report(
+        RankPosition(
+            label=info.label,
+            rank=info.rank,
+            state=info.state,
+            stall=s.stall,
+            last_seen=info.last_seen,
+        )
+        for s, info in latest.values()
     )
 
 

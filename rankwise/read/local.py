@@ -55,7 +55,8 @@ def load_stream(
         from ..stream.history import fold_columns
 
         try:
-            fold, cols = fold_columns(path, None if keep else [])
+            # Every key's values: the first non-finite ones are read from them.
+            fold, cols = fold_columns(path, None)
             damage = str(cols.damage) if cols.damage else None
         except OSError as exc:
             fold, damage = StreamFold(), f"cannot read: {exc}"

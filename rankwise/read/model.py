@@ -25,8 +25,10 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import msgspec
 
+from ..divergence import Divergence, RankNonFinite
 from ..errors import UsageError
 from ..failures import Failure
+from ..hang import HangReport
 
 if TYPE_CHECKING:
     from ..artifacts.artifact import Artifact
@@ -238,6 +240,13 @@ class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
     # The rank a run of one rank is (its stream label, e.g. "rank-3"): which process a
     # per-process run (run_mode="new", W&B's run per process) is. None for several ranks.
     label: str | None = None
+    # While ranks are stalled: who waits where, the odd ones out, which collective
+    # (``rankwise.hang``); None when no rank is stalled (or in a run list from a server).
+    hang: HangReport | None = None
+    # Per metric, each rank's first non-finite value (NaN, +Inf, -Inf), earliest first,
+    # and per metric a line naming the rank that went first (``rankwise.divergence``).
+    first_nonfinite: dict[str, list[RankNonFinite]] = msgspec.field(default_factory=dict)
+    divergence: list[Divergence] = msgspec.field(default_factory=list)
     # From a server, crashed streams that may hold records not yet uploaded (None: none,
     # or read from the files): which, where, and the command; ``unsynced`` is its message.
     unsynced_detail: Unsynced | None = msgspec.field(name="unsynced")

@@ -26,7 +26,7 @@ from ..stream import records as R
 from ..stream.files import check_case_aliases, create_stream_file, list_streams, streams_dir
 from ..stream.fold import pid_namespace
 from ..stream.frames import scan
-from . import announce, hooks
+from . import announce, flight, hooks
 from .dist import agree_base_id, check_id, detect
 from .mappings import as_config_dict
 from .modes import place
@@ -114,6 +114,7 @@ def init(
         stall_timeout=stall_timeout,
         token=token,
     )
+    flight.configure(bool(opts.flight_recorder))  # before the program's process group
     project = check_id(project or env.get("RANKWISE_PROJECT") or "default", "project")
     if resume not in RESUME:
         raise UsageError(f"resume={resume!r} is not one of {', '.join(RESUME)}")

@@ -10,10 +10,13 @@ When neither counter has moved for ``stall_timeout`` seconds (5 min by default;
 ``stall_timeout=0`` turns the watchdog off) it records a ``Stall``: how long training
 has been idle, the stack of every Python thread of the process, and ``where`` — the
 innermost call of the thread that called ``init()`` as seen from the program's own code,
-e.g. ``"all_reduce at train.py:88"``. This covers one rank stuck while the others keep
-going as well as all ranks stuck at once, since each process judges only itself. When
-logging resumes it records a ``Stall`` with ``cleared=True``; a stall is reported once,
-and readers tell how long it has lasted from its time and the stream's heartbeats.
+e.g. ``"all_reduce at train.py:88"`` — which of the stacks is that thread's, and the
+process's last flight-recorder entries (``rankwise.sdk.flight``), from which readers
+tell which collective the job waits in (``rankwise.hang``). This covers one rank stuck
+while the others keep going as well as all ranks stuck at once, since each process
+judges only itself. When logging resumes it records a ``Stall`` with ``cleared=True``; a
+stall is reported once, and readers tell how long it has lasted from its time and the
+stream's heartbeats.
 
 Stacks come from ``sys._current_frames()``, so a thread blocked in C (a collective, a
 CUDA sync) shows the Python line that called into it. A C call that holds the GIL
@@ -36,6 +39,7 @@ from typing import TYPE_CHECKING
 
 from .. import _log
 from ..stream import records as R
+from . import flight
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -111,7 +115,7 @@ class Watchdog:
     def __init__(
         self,
         progress: Callable[[], object],
-        put: Callable[[float, str, dict[str, str], bool], None],
+        put: Callable[[float, str, dict[str, str], bool, str], None],
         timeout: float,
         thread_id: int,
         poll: float | None = None,
@@ -143,7 +147,7 @@ class Watchdog:
                 current = self._progress()
                 if current != last:
                     if stalled_where is not None:
-                        self._put(now - since, stalled_where, {}, True)
+                        self._put(now - since, stalled_where, {}, True, "")
                         stalled_where = None
                     last, since = current, now
                 elif stalled_where is None and now - since >= self._timeout:
@@ -153,12 +157,16 @@ class Watchdog:
 
     def _report(self, idle: float) -> str:
         frames = sys._current_frames()
+        ident: int | None = self._thread_id
         frame = frames.get(self._thread_id)
         if frame is None:  # the init() thread ended: the main thread is the next best
-            frame = frames.get(threading.main_thread().ident or -1)
+            ident = threading.main_thread().ident
+            frame = frames.get(ident or -1)
         place = where(frame) if frame is not None else ""
         del frames, frame  # frames keep locals alive
-        self._put(idle, place, thread_stacks(skip=threading.get_ident()), False)
+        stacks = thread_stacks(skip=threading.get_ident())
+        training = next((k for k in stacks if k.endswith(f" ({ident})")), "")
+        self._put(idle, place, stacks, False, training)
         self.stalls += 1
         return place
 
@@ -194,8 +202,14 @@ def attach(run: RunHandle, settings: Settings) -> Watchdog | None:
 
     who = run.who
 
-    def put(idle: float, place: str, stacks: dict[str, str], cleared: bool) -> None:
-        run.put_control(lambda seq, t: R.Stall(seq, t, idle, place, stacks, cleared))
+    recorder = bool(settings.flight_recorder)
+
+    def put(idle: float, place: str, stacks: dict[str, str], cleared: bool, thread: str) -> None:
+        # The collectives this process entered, read on this thread, never training's.
+        entries = [] if cleared else flight.entries(recorder)
+        run.put_control(
+            lambda seq, t: R.Stall(seq, t, idle, place, stacks, cleared, thread, entries)
+        )
         run.urgent()  # a stall must reach the server now, not at the paced interval
         _tell(who, idle, place, cleared)
 

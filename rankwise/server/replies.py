@@ -24,6 +24,7 @@ from ..artifacts.model import (
     VersionInfo,
     VersionsReply,
 )
+from ..hang import HangReport
 from ..health import HealthReply
 from ..read.media_model import HistogramsReply, MediaKeysReply, MediaReply, TableReply
 from ..read.model import ProjectsReply, RunInfo, RunsReply
@@ -82,6 +83,10 @@ class CompareReply(msgspec.Struct, kw_only=True):
 
 class StallsReply(msgspec.Struct, kw_only=True):
     stalls: list[StallEvent]  # newest first
+
+
+class HangReply(msgspec.Struct, kw_only=True):
+    hang: HangReport | None  # null while no rank is stalled (rankwise.hang)
 
 
 class SystemReply(msgspec.Struct, kw_only=True):
@@ -143,6 +148,7 @@ STRUCTS: tuple[type, ...] = (
     RunInfo,
     HealthReply,
     StallsReply,
+    HangReply,
     ConsolePage,
     SystemReply,
     SystemSeriesReply,

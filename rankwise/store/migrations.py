@@ -4,11 +4,12 @@ Each migration is applied in its own transaction together with the row that reco
 so a crash mid-upgrade leaves the schema at the last whole version. Migrations are only
 ever appended: a released one is never edited (the database may already hold it).
 
-Tables (version 10)::
+Tables (version 11)::
 
     runs      one row per (project, run_id); the integer ``id`` keys the rest
     streams   one row per stream: the mark (``acked_seq``), the folded state (``fold``,
-              a msgpack ``StreamFold``) and the columns run listing needs without it
+              a msgpack ``StreamFold``; since version 11 it holds the stream's first
+              non-finite value per metric) and the columns run listing needs without it
     metrics   metric names, interned to integers
     series    one row per (stream, metric): its point count and its open chunk
     chunks    columnar points of one series (see ``rankwise.store.chunks``)
@@ -60,6 +61,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..errors import SchemaTooNewError
 from .aggregate import WITH_COUNTS
@@ -655,6 +658,42 @@ CREATE INDEX alert_outbox_due ON alert_outbox (state, next_at);
 _V10_SQLITE = _V10.format(id="INTEGER PRIMARY KEY")
 _V10_POSTGRES = _V10.format(id="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY")
 
+
+def _v11_first_nonfinite(tx: Tx) -> None:
+    """Find each stream's first non-finite value per metric in what it already holds.
+
+    From version 11 on, ingest keeps them in the stream's fold as records arrive
+    (``StreamFold.first_nonfinite``, ``rankwise.divergence``); a stream ingested before
+    gets them here, once, from its float chunks. Reads then never scan a history.
+    """
+    from .chunks import decode_xy
+    from .ingest import decode_fold, encode_fold
+
+    names = {int(i): str(n) for i, n in tx.all("SELECT id, name FROM metrics")}
+    for (sid,) in tx.all("SELECT id FROM streams ORDER BY id"):
+        found: list[tuple[str, int, float, float]] = []
+        for metric, n, xs, ys, kind in tx.all(
+            "SELECT metric, n, xs, ys, kind FROM chunks WHERE stream = ? AND kind = 'f' "
+            "ORDER BY id",
+            (sid,),
+        ):
+            name = names.get(int(metric))
+            if name is None:  # step progress, system samples: not a logged metric
+                continue
+            step, t, y = decode_xy(int(n), xs, ys, kind)
+            bad = np.flatnonzero(~np.isfinite(y))
+            if len(bad):
+                i = int(bad[np.lexsort((t[bad], step[bad]))[0]])
+                found.append((name, int(step[i]), float(t[i]), float(y[i])))
+        if not found:
+            continue
+        row = tx.one("SELECT fold FROM streams WHERE id = ?", (sid,))
+        fold = decode_fold(row[0] if row else None)
+        for name, step_at, time_at, value in found:
+            fold.note_nonfinite(name, step_at, time_at, value)
+        tx.run("UPDATE streams SET fold = ? WHERE id = ?", (encode_fold(fold), sid))
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, streams, columnar chunks, aggregates", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "index chunks by time", _V2, _V2),
@@ -666,6 +705,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "artifacts: names, versions, files, aliases, lineage", _V8_SQLITE, _V8_POSTGRES),
     Migration(9, "index chunks by series and id (the open tail)", _V9, _V9),
     Migration(10, "alerts: destinations, events, outbox", _V10_SQLITE, _V10_POSTGRES),
+    Migration(11, "each stream's first non-finite value per metric", "", "", _v11_first_nonfinite),
 )
 
 LATEST = MIGRATIONS[-1].version

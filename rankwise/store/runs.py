@@ -55,6 +55,8 @@ def stream_facts(cols: Sequence[Any], fold: StreamFold | None = None) -> StreamF
         config=dict(fold.config) if fold else {},
         summary=fold.summary if fold else {},
         metric_defs=dict(fold.metric_defs) if fold else {},
+        stall=fold.stall if fold else None,
+        first_nonfinite=dict(fold.first_nonfinite) if fold else {},
     )
 
 

@@ -15,6 +15,11 @@ named), otherwise the primary stream's state — except that a primary *killed* 
 another rank *failed* makes the run *failed*, because that failure is what the launcher
 killed the job for.
 
+``StreamFold.first_nonfinite`` keeps, per metric, the stream's first non-finite value
+(NaN, +Inf, -Inf): its step, time and kind. It is set once and never moved, so the
+store keeps it at ingest and no reader scans a history for it (``rankwise.divergence``
+compares the ranks').
+
 A stream is *stalled* (``StreamFold.stall``) from a watchdog ``Stall`` record until the
 ``Stall`` record with ``cleared=True`` that follows it; a stall is not a state of its
 own, because a stalled process is still alive and heartbeating.
@@ -22,12 +27,14 @@ own, because a stalled process is still alive and heartbeating.
 
 from __future__ import annotations
 
+import math
 import operator
 import os
 import socket
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 from . import records as R
@@ -36,6 +43,22 @@ _seq = operator.attrgetter("seq")
 _time = operator.attrgetter("time")
 _step = operator.attrgetter("step")
 _values = operator.attrgetter("values")
+
+
+def nonfinite_kind(value: float) -> str:
+    """ "NaN", "+Inf" or "-Inf" (the value must be non-finite)."""
+    if value != value:
+        return "NaN"
+    return "+Inf" if value > 0 else "-Inf"
+
+
+@dataclass
+class FirstNonFinite:
+    """A stream's first non-finite value of one metric."""
+
+    step: int
+    time: float
+    value: str  # NaN, +Inf or -Inf
 
 
 @dataclass
@@ -64,6 +87,19 @@ class StreamFold:
     # A digest of the record at the stream's mark (``store.ingest.record_digest``): a
     # resend reaching back to the mark must hold that same record (else 409).
     tip: bytes = b""
+    # Per metric, the first non-finite value the stream logged (module docstring).
+    first_nonfinite: dict[str, FirstNonFinite] = field(default_factory=dict)
+
+    def note_nonfinite(self, key: str, step: int, time: float, value: float) -> None:
+        """Keep ``value`` as ``key``'s first non-finite one unless one came before."""
+        held = self.first_nonfinite.get(key)
+        if held is None or (step, time) < (held.step, held.time):
+            self.first_nonfinite[key] = FirstNonFinite(step, time, nonfinite_kind(value))
+
+    def _check_finite(self, rec: R.Metrics) -> None:
+        for key, value in rec.values.items():
+            if type(value) is float and not math.isfinite(value):
+                self.note_nonfinite(key, rec.step, rec.time, value)
 
     def apply(self, records: Iterable[R.AnyRecord]) -> None:
         recs = list(records)
@@ -92,6 +128,13 @@ class StreamFold:
             times.insert(0, self.last_time)
         self.last_time = max(times)  # the first of equal maxima, as the per-record rule
         values = list(map(_values, mets))
+        try:  # one C-level pass; a NaN or an infinity makes the sum non-finite
+            finite = math.isfinite(sum(chain.from_iterable(map(dict.values, values))))
+        except (TypeError, OverflowError):  # an int past float range, an odd value
+            finite = False
+        if not finite:  # (or finite values that overflowed): look record by record
+            for rec in mets:
+                self._check_finite(rec)  # type: ignore[arg-type]
         self.metrics_records += len(mets)
         self.points += sum(map(len, values))
         deque(map(self.last_values.update, values), 0)
@@ -112,6 +155,7 @@ class StreamFold:
                 self.points += len(rec.values)
                 self.last_values.update(rec.values)
                 self.metric_keys.update(rec.values)
+                self._check_finite(rec)
                 if rec.step > self.last_step:
                     self.last_step = rec.step
             elif isinstance(rec, R.StreamStart):

@@ -49,7 +49,8 @@ class StreamColumns:
 
 
 def fold_columns(path: Path, keys: list[str] | None = None) -> tuple[StreamFold, MetricColumns]:
-    """The stream's fold and its columns (``keys``: which value columns to keep)."""
+    """The stream's fold and its columns (``keys``: which value columns to keep; the
+    first non-finite values are found in those, so every key's with ``keys=None``)."""
     cols = read_columns(path, keys)
     fold = StreamFold()
     if not cols.ascending:  # replays or disorder: the record-by-record rules decide
@@ -72,6 +73,11 @@ def fold_columns(path: Path, keys: list[str] | None = None) -> tuple[StreamFold,
     if fold.last_time is None or latest > fold.last_time:
         fold.last_time = latest
     fold.last_seq = max(fold.last_seq, int(cols.seq[-1]))
+    for key, col in cols.values.items():  # the keys read: every one when keys is None
+        bad = np.flatnonzero(cols.present[key] & ~np.isfinite(col))
+        if len(bad):  # the lowest (step, time), as the record-by-record fold keeps
+            i = int(bad[np.lexsort((cols.time[bad], cols.step[bad]))[0]])
+            fold.note_nonfinite(key, int(cols.step[i]), float(cols.time[i]), float(col[i]))
     cols._records = None  # the last values are read: let the file's bytes go
     return fold, cols
 

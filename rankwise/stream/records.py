@@ -20,6 +20,10 @@ reads as before (it holds no definitions: every line is the mean).
 
 Schema 4 added ``Alert`` (tag 15): ``run.alert(title, text, level, wait_duration)``, an
 event the server delivers to the project's alert destinations (``rankwise.alerting``).
+Schema 4 also added two fields to ``Stall``: ``thread`` (which of ``stacks`` is the training
+thread's) and ``flight`` (the process's last flight-recorder entries, ``Collective``),
+from which readers tell which collective a hung job waits in (``rankwise.hang``). An
+older ``Stall`` reads with neither: its hang report is told from ``where`` alone.
 
 Values that travel in ``Metrics.values`` have already been coerced to ``float`` / ``int``
 / ``bool`` by the writer thread (see ``rankwise.sdk.values``); NaN and ±Inf are kept.
@@ -159,18 +163,43 @@ class System(Record, tag=8):
     values: dict[str, Number]
 
 
+class Collective(msgspec.Struct, omit_defaults=True):
+    """One entry of PyTorch's flight recorder: a collective this process entered.
+
+    Encoded as a map, so fields can be added in any order later. ``pg`` names the
+    process group (its name and description, "0 (default_pg)"), ``seq`` is the
+    collective's number in that group (``collective_seq_id``: every rank of the group
+    numbers its collectives alike), ``op`` the operation ("all_reduce"), ``state``
+    scheduled | started | completed, ``sizes`` and ``dtypes`` its input tensors',
+    ``time`` when it was entered (Unix seconds).
+    """
+
+    pg: str
+    seq: int
+    op: str
+    state: str = ""
+    sizes: list[list[int]] = []
+    dtypes: list[str] = []
+    time: float = 0.0
+
+
 class Stall(Record, tag=9):
     """The watchdog saw no ``log()`` for ``idle_seconds``; ``stacks`` are per thread.
 
     ``where`` names the training thread's innermost relevant call ("all_reduce at
     train.py:88"); the stall began at ``time - idle_seconds``. A record with
-    ``cleared=True`` says logging resumed after ``idle_seconds``.
+    ``cleared=True`` says logging resumed after ``idle_seconds``. ``thread`` is the key
+    of ``stacks`` that is the training thread's; ``flight`` the process's last
+    flight-recorder entries (at most 64 per process group, oldest first), empty when the
+    recorder is off or torch is not in use (schema 4).
     """
 
     idle_seconds: Time
     where: str = ""
     stacks: dict[str, str] = {}
     cleared: bool = False
+    thread: str = ""
+    flight: list[Collective] = []
 
 
 class Dropped(Record, tag=10):

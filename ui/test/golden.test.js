@@ -9,6 +9,7 @@ import run from "../../tests/data/golden/run.json";
 import runs from "../../tests/data/golden/runs.json";
 import series from "../../tests/data/golden/series.json";
 import seriesSum from "../../tests/data/golden/series_sum.json";
+import { divergenceNote, nonfiniteByLabel } from "../src/lib/diagnosis.js";
 import { fmtRanks } from "../src/lib/format.js";
 import { healthCells, stateCounts } from "../src/lib/health.js";
 import { sections } from "../src/lib/metrics.js";
@@ -24,6 +25,14 @@ describe("the golden replies", () => {
     expect(facets(runs.runs)).toEqual({ groups: [], jobTypes: [], tags: [] });
     expect(fmtRanks(run)).toBe("3 × 1");
     expect(run.state).toBe("finished");
+  });
+
+  it("names the rank that went non-finite first", () => {
+    expect(divergenceNote(run)).toBe("NaN on rank 1 from step 2");
+    expect(divergenceNote(runs.runs[0])).toBe("NaN on rank 1 from step 2");
+    expect(run.divergence[0].message).toBe("loss: rank 1 NaN at step 2; rank 2 followed at 4");
+    expect(nonfiniteByLabel(run).get("rank-2")).toMatchObject({ step: 4, value: "+Inf" });
+    expect(run.hang).toBeUndefined();
   });
 
   it("draws the cross-rank band and each rank's non-finite points", () => {

@@ -2,6 +2,7 @@
 
 ``GET /projects/{project}/runs/{run}/health``   state, step rate, lag, slow, stall per rank
 ``GET .../stalls``                             the watchdog's stall reports with stacks
+``GET .../hang``                               the hang report: who waits where, which collective
 ``GET .../console``                            a page of captured lines (filters, search)
 ``GET .../system``                             the run's system charts (quantities)
 ``GET .../system/series``                      one chart: a line per node, GPU or process
@@ -26,7 +27,7 @@ from ...store.health import quantity
 from ...store.health_reads import MAX_LIMIT
 from ...store.types import ConsolePage, ConsoleQuery
 from ..encoding import ApiError, reply
-from ..replies import StallsReply, SystemReply, SystemSeriesReply
+from ..replies import HangReply, StallsReply, SystemReply, SystemSeriesReply
 from .deps import ID_BOUNDS as ID
 from .deps import INT64, answers, check_range, found
 from .deps import X_BOUNDS as X
@@ -68,6 +69,15 @@ def health(
         ranks=ranks,
     )
     return reply(request, health)
+
+
+@router.get(RUN + "/hang", response_model=None, responses=answers(HangReply, 404))
+def hang(request: Request, project: str, run: str) -> Response:
+    """The run's hang report (``RunInfo.hang``, ``rankwise.hang``): the stalled ranks
+    grouped by where they wait, the odd ones out first, and the collective the job waits
+    in when the ranks recorded flight-recorder entries; null while no rank is stalled."""
+    got = found(_store(request).get_run(project, run), project, run)
+    return reply(request, HangReply(hang=got.hang))
 
 
 @router.get(RUN + "/stalls", response_model=None, responses=answers(StallsReply, 404))

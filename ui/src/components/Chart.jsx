@@ -89,10 +89,16 @@ export function Chart(props) {
 
   useEffect(() => {
     plot.current?.redraw(false);
-  }, [props.highlight, props.marks]);
+  }, [props.highlight, props.marks, props.firstBad]);
 
   return (
-    <div class="chart-canvas" ref={wrap} style={{ height: `${height}px` }} data-stall-marks={props.marks?.length ?? 0} />
+    <div
+      class="chart-canvas"
+      ref={wrap}
+      style={{ height: `${height}px` }}
+      data-stall-marks={props.marks?.length ?? 0}
+      data-first-nonfinite={props.firstBad?.text}
+    />
   );
 }
 
@@ -230,6 +236,7 @@ function makeOpts(live, hoverKey, model, xMode, log, width, height) {
         (u) => drawStalls(u, live.current.marks),
         (u) => drawOverlay(u, live.current, hoverKey.current, log),
         (u) => drawMarks(u, live.current.model.marks, c),
+        (u) => drawFirstBad(u, live.current.firstBad),
       ],
       draw: [
         (u) => {
@@ -424,6 +431,40 @@ function drawStalls(u, marks) {
   const gap = Math.max(...labels.map((l) => ctx.measureText(l.text).width), 0) + 6 * px;
   for (const g of collapseLabels(labels, gap)) ctx.fillText(g.text, g.px + 3 * px, top + 11 * px);
   noteLabels(u, "stallLabels", labels, gap);
+  ctx.restore();
+}
+
+const BAD = "#c8352b"; // the theme's --bad
+
+/**
+ * The metric's first non-finite value (rankwise/divergence.py): a marker at its x on the
+ * line of the rank that went first — a triangle at the top edge (the value itself cannot
+ * be placed on the y axis) over a dotted line, labelled "NaN r3".
+ */
+function drawFirstBad(u, mark) {
+  if (!mark) return;
+  const { ctx, top, height, xmin, xmax, px } = plotCanvas(u);
+  if (mark.x >= xmin && mark.x <= xmax) {
+    const x = u.valToPos(mark.x, "x", true);
+    ctx.strokeStyle = mark.color || BAD;
+    ctx.fillStyle = BAD;
+    ctx.globalAlpha = 0.9;
+    ctx.lineWidth = 1.5 * px;
+    ctx.setLineDash([2 * px, 2 * px]);
+    ctx.beginPath();
+    ctx.moveTo(x, top);
+    ctx.lineTo(x, top + height);
+    ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.beginPath();
+    ctx.moveTo(x - 5 * px, top);
+    ctx.lineTo(x + 5 * px, top);
+    ctx.lineTo(x, top + 8 * px);
+    ctx.closePath();
+    ctx.fill();
+    ctx.font = `${10 * px}px sans-serif`;
+    ctx.fillText(mark.label, x + 6 * px, top + 20 * px);
+  }
   ctx.restore();
 }
 

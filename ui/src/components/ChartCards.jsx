@@ -227,6 +227,19 @@ function RunReadout({ hover, model, xMode, multi, onToggleMean, live, nRanks }) 
  * card's line setting) with its min–max band (none under a sum) and, on demand, every
  * rank as a line; a single-stream run shows its one series.
  */
+/** The chart's marker for the metric's first non-finite value (Chart.jsx drawFirstBad). */
+function firstBadMark(f, xMode, rankInfo) {
+  if (!f) return null;
+  const who = f.rank >= 0 ? `r${f.rank}` : f.label;
+  const kind = f.value === "+Inf" ? "Inf" : f.value;
+  return {
+    x: xMode === "time" ? f.time : f.step,
+    label: `${kind} ${who} first`,
+    text: `${kind} on ${f.rank >= 0 ? `rank ${f.rank}` : f.label} at step ${f.step}`,
+    color: rankInfo?.get(f.label)?.color,
+  };
+}
+
 export function RunChartCard(props) {
   const { project, runId, metric, settings, multi, showRanks, rankInfo, live, tracker } = props;
   const [ref, seen, visible] = useCard(metric, tracker);
@@ -272,6 +285,10 @@ export function RunChartCard(props) {
     [data, smoothing, log, multi, rankInfo, weighted, line],
   );
 
+  const badMark = useMemo(
+    () => firstBadMark(props.firstBad, settings.x, rankInfo),
+    [props.firstBad, settings.x, rankInfo],
+  );
   const empty = model && !model.x.length && !(model.overlay?.length);
   useEffect(() => {
     if (tracker && (empty || error)) tracker.drawn(metric);
@@ -311,6 +328,7 @@ export function RunChartCard(props) {
           })}
           highlight={props.highlight}
           marks={props.marks}
+          firstBad={badMark}
         />
       ) : null}
     </CardFrame>

@@ -10,6 +10,7 @@ import { api } from "../api.js";
 import { LIVE_MS, useLoad } from "../hooks.js";
 import { href, navigate } from "../router.js";
 import { healthCells, stateCounts } from "../lib/health.js";
+import { kindText, nonfiniteByLabel } from "../lib/diagnosis.js";
 import { StallBanner } from "./StallBanner.jsx";
 import "./health.css";
 
@@ -42,7 +43,13 @@ const STATE_TEXT = {
 };
 
 export function HealthStrip({ run, health, tab }) {
-  const cells = healthCells(health);
+  const bad = nonfiniteByLabel(run);
+  const cells = healthCells(health).map((c) => {
+    const f = bad.get(c.label);
+    if (!f) return c;
+    const note = `${kindText(f.value)} from step ${f.step.toLocaleString("en-US")} (${f.metric})`;
+    return { ...c, nonfinite: note, details: [...c.details, note] };
+  });
   const [hover, setHover] = useState(null);
   if (!cells.length) return null;
   const big = cells.length > 64;
@@ -70,7 +77,8 @@ export function HealthStrip({ run, health, tab }) {
             type="button"
             role="listitem"
             key={c.label}
-            class={`rh-cell rh-${c.state}${c.slow ? " rh-slow" : ""}`}
+            class={`rh-cell rh-${c.state}${c.slow ? " rh-slow" : ""}${c.nonfinite ? " rh-nonfinite" : ""}`}
+            data-nonfinite={c.nonfinite || undefined}
             style={{ "--lag": String(c.lag) }}
             data-rank={c.rank}
             data-label={c.label}

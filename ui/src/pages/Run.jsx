@@ -15,6 +15,8 @@ import { StreamsTab } from "./run/StreamsTab.jsx";
 import { RunHealth } from "../components/HealthStrip.jsx";
 import { FailureBanner } from "../components/FailureBanner.jsx";
 import { RunAlerts } from "../components/RunAlerts.jsx";
+import { DivergenceBanner, HangBanner } from "../components/HangBanner.jsx";
+import { divergenceNote } from "../lib/diagnosis.js";
 import { ChartsTab } from "./run/ChartsTab.jsx";
 import { LogsTab } from "./run/LogsTab.jsx";
 import { SystemTab } from "./run/SystemTab.jsx";
@@ -85,6 +87,8 @@ export function RunPage({ project, runId, params }) {
   return (
     <main class="main run-page">
       <RunHeader run={data} />
+      <HangBanner run={data} />
+      <DivergenceBanner run={data} />
       <RunHealth run={data} tab={tab} />
       <Tabs
         current={tab}
@@ -136,6 +140,7 @@ function RunHeader({ run }) {
       <div class="run-title">
         <h1>{run.name || run.id}</h1>
         <StateBadge state={run.state} crashed={run.crashed} />
+        {divergenceNote(run) ? <span class="nonfinite-note" data-nonfinite-note>{divergenceNote(run)}</span> : null}
       </div>
       <dl class="facts">
         <div><dt>Ranks × nodes</dt><dd data-ranks>{fmtRanks(run)}</dd></div>

@@ -8,6 +8,7 @@ import { href, navigate } from "../router.js";
 import { fmtDuration, fmtRanks, fmtShortTime, fmtTime, fmtValue, runDuration, runRank } from "../lib/format.js";
 import { numericSummaryKeys, summaryValue } from "../lib/metrics.js";
 import { cellText, what } from "../lib/failures.js";
+import { divergenceNote } from "../lib/diagnosis.js";
 import { Empty, ErrorBox, Spinner, StateBadge, Tag } from "../components/common.jsx";
 import {
   STATES, apiParams, clientSort, facets, filtersFromParams, filtersFromView, groupRuns,
@@ -422,6 +423,16 @@ function cell(project, r, c, now, openAlerts) {
           {r.first_failure && r.state !== "running" && r.state !== "finished" ? (
             <span class="first-failure-cell" data-first-failure-cell title={`first failure: ${r.first_failure.label} ${what(r.first_failure)}`}>
               {cellText(r.first_failure)}
+            </span>
+          ) : null}
+          {r.hang ? (
+            <span class="first-failure-cell" data-hang-cell title={r.hang.message}>
+              hang: {r.hang.odd?.length ? `${r.hang.odd.join(", ")} elsewhere` : "all waiting"}
+            </span>
+          ) : null}
+          {divergenceNote(r) ? (
+            <span class="first-failure-cell" data-nonfinite-cell title={r.divergence?.[0]?.message ?? ""}>
+              {divergenceNote(r)}
             </span>
           ) : null}
         </>

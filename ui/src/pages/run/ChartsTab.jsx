@@ -98,6 +98,12 @@ export function ChartsTab({ run, live, focus, keysAhead }) {
           {marks.length > 4 ? `; ${marks.length - 4} more` : ""}
         </p>
       ) : null}
+      {run.divergence?.length ? (
+        <p class="hint muted small" data-nonfinite-key>
+          First non-finite: {run.divergence.slice(0, 3).map((d) => d.message).join("; ")}
+          {run.divergence.length > 3 ? `; ${run.divergence.length - 3} more` : ""}
+        </p>
+      ) : null}
       <MetricSections
         grouped={grouped}
         search={search}
@@ -115,6 +121,7 @@ export function ChartsTab({ run, live, focus, keysAhead }) {
             live={live}
             highlight={rankMode === "all" ? highlight : null}
             marks={marks}
+            firstBad={run.first_nonfinite?.[k]?.[0] ?? null}
             tracker={tracker}
             onZoom={(lo, hi) => setZoom([lo, hi])}
             onResetZoom={() => setZoom(null)}
