@@ -273,7 +273,8 @@ def _lines(report: HangReport, odd: list[HangRank]) -> list[str]:
         )
     else:
         lines.append(f"every stalled rank waits in {waiting.where or 'the same place'}")
-    lines.append(f"{ranks_text([r.rank for r in waiting.ranks])} wait in {waiting.where or '?'}")
+    verb = "waits" if len(waiting.ranks) == 1 else "wait"
+    lines.append(f"{ranks_text([r.rank for r in waiting.ranks])} {verb} in {waiting.where or '?'}")
     for g in report.elsewhere:
         lines.append(f"{ranks_text([r.rank for r in g.ranks])} in {g.where or '?'}")
     if c is not None:

@@ -588,7 +588,7 @@ def test_evaluator_decides_each_event_once_and_rate_limits_a_straggler(store: SQ
     assert judge.evaluate(base + 19.5) == 0  # not hang_grace old yet
     assert judge.evaluate(base + 20.5) == 1
     (hang,) = [e for e in store.run_alerts("p", "r1") if e.kind == "hang"]
-    assert "rank 0 in all_reduce at train.py:88" in hang.text
+    assert "rank 0 waits in all_reduce at train.py:88" in hang.text
     # A rank fails: the failed event carries the first failure.
     store.ingest(
         [(key(1), [R.Finish(seqs[1], base + 21, "failed", 1, None, "RuntimeError", "boom")])]

@@ -14,7 +14,7 @@ events that need time to tell:
 
 * ``failed``: the run's first failure (``rankwise.failures``), once per incarnation;
 * ``hang``: a rank's open stall once it is ``hang_grace`` old, naming every stalled rank
-  and where it waits (``hang_summary``: the place a richer hang report plugs in);
+  and where it waits (``hang_summary``: the run's hang report, ``rankwise.hang``);
 * ``heartbeat``: running ranks silent for ``heartbeat_timeout``, once per incarnation;
 * ``straggler``: a rank slower than the median over ``straggler_window``, at most once
   per ``straggler_every`` per rank;
@@ -37,6 +37,7 @@ from typing import Any
 
 from ..alerting import Rule, message, parse_rule
 from ..errors import DeliveryError, UsageError
+from ..hang import RankPosition, hang_report
 from ..health import StreamSteps, assess
 from ..read.model import RunInfo
 from ..store.alerts import Claimed
@@ -55,18 +56,17 @@ SYSTEM_ALIASES = {
 }
 
 
-def hang_summary(stalled: Sequence[StreamSteps], now: float) -> tuple[str, str, dict[str, Any]]:
-    """(title, text, details) of a hang: the stalled ranks grouped by where they wait,
-    the odd ones out (the smaller groups) named first."""
-    groups: dict[str, list[StreamSteps]] = {}
-    for s in stalled:
-        assert s.stall is not None
-        groups.setdefault(s.stall.where or "an unknown place", []).append(s)
-    ordered = sorted(groups.items(), key=lambda kv: (len(kv[1]), kv[0]))
-    parts = []
-    for where, ranks in ordered:
-        who = ", ".join(str(s.rank) if s.rank >= 0 else s.label for s in ranks)
-        parts.append(f"{'rank' if len(ranks) == 1 else 'ranks'} {who} in {where}")
+def hang_summary(
+    stalled: Sequence[StreamSteps], now: float, streams: Sequence[StreamSteps] = ()
+) -> tuple[str, str, dict[str, Any]]:
+    """(title, text, details) of a hang: the run's hang report (``rankwise.hang``, the
+    same roll call the readers show: the odd ones out first, the collective they never
+    joined), told from every stream of the run (``streams``; the stalled ones alone when
+    not given)."""
+    positions = [
+        RankPosition(s.label, s.rank, s.state, s.stall, s.last_seen) for s in (streams or stalled)
+    ]
+    report = hang_report(positions)
     longest = max(
         (now if s.state == "running" else min(now, s.last_seen or now))
         - (s.stall.time - s.stall.idle_seconds)
@@ -74,13 +74,24 @@ def hang_summary(stalled: Sequence[StreamSteps], now: float) -> tuple[str, str, 
         if s.stall
     )
     title = f"hang: {len(stalled)} rank{'s' if len(stalled) != 1 else ''} stalled"
-    text = f"Stalled for {longest:.0f} s: " + "; ".join(parts) + "."
-    details = {
+    lines = report.lines if report is not None else []
+    text = f"Stalled for {longest:.0f} s. " + "\n".join(lines)
+    details: dict[str, Any] = {
         "ranks": [
             {"label": s.label, "rank": s.rank, "where": s.stall.where if s.stall else ""}
             for s in stalled
-        ]
+        ],
+        "odd": report.odd if report is not None else [],
     }
+    if report is not None and report.collective is not None:
+        c = report.collective
+        details["collective"] = {
+            "pg": c.pg,
+            "seq": c.seq,
+            "op": c.op,
+            "entered": c.entered,
+            "missing": [r.label for r in c.missing],
+        }
     return title, text, details
 
 
@@ -165,7 +176,7 @@ class Evaluator:
             and (st.state != "running" or now - st.stall.time >= s.hang_grace)
         ]
         if stalled:
-            title, text, details = hang_summary(stalled, now)
+            title, text, details = hang_summary(stalled, now, streams)
             made += self._decide(run, "hang", f"i{inc}", title, text, "ERROR", details)
         silent = [
             st
