@@ -492,7 +492,7 @@ def test_console_past_a_streams_budget_is_dropped_and_the_stream_goes_on(
 ) -> None:
     from rankwise.store import health
 
-    monkeypatch.setattr(health, "MAX_CONSOLE_CHARS", 1000)
+    monkeypatch.setattr(health, "MAX_CONSOLE_BYTES", 1000)
     for srv in _serve(tmp_path):
         recs = records(steps=4, finish=False)
         lines = [f"line {i:03d} " + "x" * 20 for i in range(100)]  # 29 characters each

@@ -41,12 +41,12 @@ from .tx import Tx, marks
 STEPS = 0  # metric id of the step-progress series
 STEP_RESOLUTION = 1.0  # seconds between kept step points within one batch
 MAX_TEXT = 65536  # characters of one stored console line
-# Characters of console text (one more per line) stored per stream: past it the lines
+# Bytes of console text (UTF-8, one more per line) stored per stream: past it the lines
 # are dropped, after one line saying so, and the stream's other records still land, so
 # neither a flood nor a chatty rank can fill the database or stop the stream's upload.
-MAX_CONSOLE_CHARS = 256 * 1024 * 1024
+MAX_CONSOLE_BYTES = 256 * 1024 * 1024
 CONSOLE_FULL = (
-    "[rankwise: this rank's console output passed {} characters; later lines are not stored]"
+    "[rankwise: this rank's console output passed {} bytes; later lines are not stored]"
 )
 STDOUT, STDERR = 0, 1
 STREAM_NAMES = ("stdout", "stderr")
@@ -115,13 +115,13 @@ def apply(
     fresh: Sequence[R.AnyRecord],
     top: int,
     system_ids: dict[str, int],
-    console_chars: int = 0,
+    console_bytes: int = 0,
 ) -> dict[int, Points]:
     """Store the console lines and stalls of ``fresh`` (records past the mark, in seq
     order); returns the series points of its system samples and step progress, keyed by
     metric id, for the caller to append with the metrics. ``top`` is the stream's highest
-    step before ``fresh``; ``console_chars`` the console text it received before
-    (``StreamFold.console_chars``), against ``MAX_CONSOLE_CHARS``.
+    step before ``fresh``; ``console_bytes`` the console bytes (UTF-8) it received before
+    (``StreamFold.console_bytes``), against ``MAX_CONSOLE_BYTES``.
     """
     kinds = set(map(type, fresh))
     out: dict[int, Points] = {}
@@ -134,18 +134,18 @@ def apply(
     if R.Console in kinds:
         rows: list[tuple[Any, ...]] = []
         per_err = [0, 0]
-        budget = MAX_CONSOLE_CHARS
+        budget = MAX_CONSOLE_BYTES
         for rec in fresh:
             if type(rec) is R.Console:
-                if console_chars > budget:
+                if console_bytes > budget:
                     break  # already over: the line saying so was stored then
                 err = STDERR if rec.stream == "stderr" else STDOUT
                 times = rec.times if len(rec.times) == len(rec.lines) else None
                 kept = 0
                 for i, line in enumerate(rec.lines):
                     t = times[i] if times is not None else rec.time
-                    console_chars += len(line) + 1
-                    if console_chars > budget:
+                    console_bytes += len(line.encode("utf-8", "surrogatepass")) + 1
+                    if console_bytes > budget:
                         rows.append((run, stream, t, STDERR, CONSOLE_FULL.format(budget)))
                         per_err[STDERR] += 1
                         break

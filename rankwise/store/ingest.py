@@ -277,7 +277,7 @@ def _apply_one(
     if fold is None:
         fold = decode_fold(row[1])
     top = fold.last_step
-    console = fold.console_chars
+    console = fold.console_bytes
     fold.apply(fresh)
     if not kinds_of(fresh).isdisjoint(_CONFIG_KINDS):
         # What every read of the run decodes: the whole stream's config and summary

@@ -81,9 +81,9 @@ class StreamFold:
     stalls: int = 0
     # ``run.define_metric()`` records by name, the latest of each (rankwise.metric_defs)
     metric_defs: dict[str, R.DefineMetric] = field(default_factory=dict)
-    # Characters of console text received (one more per line): the store keeps a
-    # stream's lines only up to its budget (``store.health.MAX_CONSOLE_CHARS``).
-    console_chars: int = 0
+    # Bytes (UTF-8) of console text received (one more per line): the store keeps a
+    # stream's lines only up to its budget (``store.health.MAX_CONSOLE_BYTES``).
+    console_bytes: int = 0
     # A digest of the record at the stream's mark (``store.ingest.record_digest``): a
     # resend reaching back to the mark must hold that same record (else 409).
     tip: bytes = b""
@@ -173,7 +173,7 @@ class StreamFold:
                 self.finish = rec
                 self.dropped = max(self.dropped, rec.dropped)
             elif isinstance(rec, R.Console):
-                self.console_chars += sum(map(len, rec.lines)) + len(rec.lines)
+                self.console_bytes += sum(len(x.encode("utf-8", "surrogatepass")) for x in rec.lines) + len(rec.lines)
             elif isinstance(rec, R.DefineMetric):
                 self.metric_defs[rec.name] = rec
             elif isinstance(rec, R.Stall):
