@@ -72,10 +72,10 @@ class _PoisonedStore(SQLiteStore):
 
     poisoned = StreamKey("p", "r", "rank-99", 0)
 
-    def ingest(self, batches):  # type: ignore[no-untyped-def]
+    def ingest(self, batches, secrets=None):  # type: ignore[no-untyped-def]
         if any(key == self.poisoned for key, _ in batches):
             raise ValueError("this upload cannot be applied")
-        return super().ingest(batches)
+        return super().ingest(batches, secrets)
 
 
 def test_group_commit_applies_together_and_fails_alone(tmp_path: Path) -> None:
