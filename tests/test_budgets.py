@@ -29,6 +29,7 @@ import rankwise
 from rankwise.server import ServerSettings, create_app
 from rankwise.store import open_store
 from rankwise.stream import records as R
+from rankwise.stream import streamkey
 
 from .helpers.servers import serve_in_thread, subprocess_env, wait_until
 from .helpers.streams import body, records, start
@@ -602,14 +603,13 @@ def test_a_bound_stream_refuses_another_token_holder(server: Server, tmp_path: P
     rows = remote.history(keys=["loss"])
     assert sorted((r["step"], r["loss"]) for r in rows) == [(s, float(s)) for s in range(30)]
     # The read API holds no secret (the server never had one).
-    assert secret not in server.client.get("/api/v1/projects/p/runs/bound").text
+    reply = server.client.get("/api/v1/projects/p/runs/bound").text
+    assert secret not in reply and streamkey.digest(secret) not in reply
 
 
 def test_a_stream_key_is_fixed_by_its_first_start(server: Server) -> None:
     """An upload that starts a bound stream must present its secret; a later StreamStart
     cannot rebind it; a stream without a digest keeps today's rules."""
-    from rankwise.stream import streamkey
-
     q = {"project": "p", "run": "rebind", "label": "rank-0", "incarnation": 0}
     recs = records(steps=6, run="rebind", finish=False)
     first = recs[0]
