@@ -626,7 +626,7 @@ def test_a_stream_key_is_fixed_by_its_first_start(server: Server) -> None:
     again = msgspec.structs.replace(first, seq=3, key_digest=streamkey.digest("theirs"))
     assert post([again], "theirs").status_code == 403  # cannot rebind
     assert post(recs[3:], "mine").json()["acked_seq"] == 6
-    # An unbound stream (an older SDK, an import): any holder of the token, as before.
+    # An unbound stream (an older SDK, another writer): any holder of the token, as before.
     assert server.ingest(records(steps=3, run="unbound")).status_code == 200
 
 

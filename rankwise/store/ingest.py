@@ -86,7 +86,7 @@ def check_key(
         first = next((r for r in fresh if type(r) is R.StreamStart), None)
         want = first.key_digest if isinstance(first, R.StreamStart) else None
     if want is None:
-        return  # an unbound stream (an older SDK, an import): today's rules
+        return  # an unbound stream (an older SDK, another writer): today's rules
     for secret in presented:
         if not streamkey.matches(secret, want):
             raise StreamKeyRefused(mark, secret is not None)

@@ -96,7 +96,8 @@ class StreamStart(Record, tag=1):
     pid_ns: str = ""
     # sha256 (hex) of the stream's secret (``rankwise.stream.streamkey``): a server
     # applies an upload of this stream only when it presents that secret. None: an older
-    # SDK or an import; such a stream is open to any holder of the project's ingest token.
+    # SDK or another writer of the format; any holder of the project's ingest token may
+    # append to such a stream.
     key_digest: str | None = None
 
 

@@ -10,8 +10,8 @@ A server applies an upload of a stream whose first ``StreamStart`` names a diges
 when the secret it presents matches it: another holder of the token can read the
 stream's mark but can no longer push it on or finish the stream.
 
-A stream without a digest (an older SDK, ``rankwise import``) is open to any holder of
-the token, as before. ``rankwise ui`` indexes files directly and needs no secret.
+A stream without a digest (an older SDK, another writer of the format) is open to any
+holder of the token, as before. ``rankwise ui`` indexes files directly and needs no secret.
 """
 
 from __future__ import annotations
