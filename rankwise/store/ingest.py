@@ -57,9 +57,11 @@ class StreamConflict(ValueError):
         self.mark = mark
 
 
-class StreamKeyRefused(PermissionError):
+class StreamKeyRefused(ValueError):
     """An upload of a stream bound to a secret (its first StreamStart's ``key_digest``,
-    ``rankwise.stream.streamkey``) did not present that secret: nothing of it applies."""
+    ``rankwise.stream.streamkey``) did not present that secret: nothing of it applies.
+    Not an ``OSError``: the group commit takes those for "the store cannot write" and
+    would fail every upload of the batch, not this one alone."""
 
     def __init__(self, mark: int, presented: bool) -> None:
         super().__init__(mark)
