@@ -300,11 +300,11 @@ def test_a_failing_upload_fails_alone_in_a_postgres_batch(pg_dsn: str) -> None:
         huge = R.Media(1, 1000.0, 0, key, [item])
         batch: list[Any] = []
         for key in good:
-            batch.append((key, records(run=key.run_id, project="a", steps=3), Future()))
-        batch.insert(2, (bad, [start("b", "r"), huge], Future()))
+            batch.append((key, records(run=key.run_id, project="a", steps=3), None, Future()))
+        batch.insert(2, (bad, [start("b", "r"), huge], None, Future()))
         commit._waiting += len(batch)  # as submit() counts them
         commit._commit(batch)  # one batch, as the committer thread makes it
-        for key, recs, fut in batch:
+        for key, recs, _, fut in batch:
             if key == bad:
                 assert isinstance(fut.exception(), psycopg.errors.ProgramLimitExceeded)
             else:
