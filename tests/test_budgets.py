@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import random
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -23,11 +25,13 @@ import httpx
 import msgspec
 import pytest
 
+import rankwise
 from rankwise.server import ServerSettings, create_app
 from rankwise.store import open_store
 from rankwise.stream import records as R
+from rankwise.stream import streamkey
 
-from .helpers.servers import serve_in_thread, wait_until
+from .helpers.servers import serve_in_thread, subprocess_env, wait_until
 from .helpers.streams import body, records, start
 
 
@@ -296,11 +300,11 @@ def test_a_failing_upload_fails_alone_in_a_postgres_batch(pg_dsn: str) -> None:
         huge = R.Media(1, 1000.0, 0, key, [item])
         batch: list[Any] = []
         for key in good:
-            batch.append((key, records(run=key.run_id, project="a", steps=3), Future()))
-        batch.insert(2, (bad, [start("b", "r"), huge], Future()))
+            batch.append((key, records(run=key.run_id, project="a", steps=3), None, Future()))
+        batch.insert(2, (bad, [start("b", "r"), huge], None, Future()))
         commit._waiting += len(batch)  # as submit() counts them
         commit._commit(batch)  # one batch, as the committer thread makes it
-        for key, recs, fut in batch:
+        for key, recs, _, fut in batch:
             if key == bad:
                 assert isinstance(fut.exception(), psycopg.errors.ProgramLimitExceeded)
             else:
@@ -534,6 +538,96 @@ def test_a_forged_mark_is_refused_when_the_real_records_reach_it(server: Server)
     r = post(real[6:])  # seq 6..12: its seq 9 is not the forger's
     assert r.status_code == 409 and r.json()["error"]["acked_seq"] == 9, r.text
     assert post(real[10:]).json()["acked_seq"] == 12  # the rank goes on from the mark
+
+
+_RANK = """
+import pathlib, sys, time
+import rankwise
+
+here = pathlib.Path(sys.argv[1])
+run = rankwise.init(project="p", id="bound", dir=str(here / "data"), server=sys.argv[2],
+                    settings={"upload_interval": 0.1, "flush_interval": 0.05})
+for s in range(10):
+    run.log({"loss": float(s)}, step=s)
+(here / "half").touch()
+while not (here / "go").exists():
+    time.sleep(0.05)
+for s in range(10, 30):
+    run.log({"loss": float(s)}, step=s)
+run.finish(exit_code=3)  # "failed": a forged Finish would say "finished"
+"""
+
+
+def test_a_bound_stream_refuses_another_token_holder(server: Server, tmp_path: Path) -> None:
+    """A live rank streams through its SDK; a second holder of the project's ingest
+    token reads the mark, pushes it far ahead and finishes the stream: 403, nothing of
+    it applied (before: 200, and every later record of the rank was acknowledged and
+    dropped, the run "finished"). The rank's records all land, each once."""
+    store = server.app.state.store
+    rank_token = store.create_token("ingest", ["p"], "rank").value
+    forger = {"Authorization": "Bearer " + store.create_token("ingest", ["p"], "forger").value}
+    (tmp_path / "rank.py").write_text(_RANK)
+    env = subprocess_env(RANKWISE_TOKEN=rank_token)
+    proc = subprocess.Popen(
+        [sys.executable, str(tmp_path / "rank.py"), str(tmp_path), server.url], env=env
+    )
+    q = {"project": "p", "run": "bound", "label": "rank-0", "incarnation": 0}
+
+    def mark() -> int:
+        return int(server.client.get("/api/v1/ack", params=q, headers=forger).json()["acked_seq"])
+
+    try:
+        wait_until(lambda: (tmp_path / "half").exists() and mark() >= 10, timeout=60)
+        at = mark()
+        fake: list[R.AnyRecord] = [
+            R.Metrics(at + 1 + i, 2000.0, 1000 + i, {"loss": -1.0}) for i in range(500)
+        ]
+        fake.append(R.Finish(at + 501, 2001.0, "finished", last_step=10**9))
+        for headers in (forger, {**forger, "X-Rankwise-Stream-Key": "guessed"}):
+            r = server.client.post("/api/v1/ingest", params=q, content=body(fake), headers=headers)
+            assert r.status_code == 403, r.text
+            assert r.json()["error"]["stream_key"] is True, r.text
+            assert "X-Rankwise-Stream-Key" in r.json()["error"]["message"], r.text
+        assert mark() == at  # nothing of it applied
+        (tmp_path / "go").touch()
+        assert proc.wait(120) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    sidecar = tmp_path / "data/p/bound/streams/rank-0.0.rwlog.key"
+    secret = sidecar.read_text()
+    assert sidecar.stat().st_mode & 0o777 == 0o600
+    read = server.client.headers["Authorization"].removeprefix("Bearer ")
+    remote = rankwise.Api(server=server.url, token=read).run("p/bound")
+    assert remote.state == "failed"  # the rank's own Finish, not the forger's
+    rows = remote.history(keys=["loss"])
+    assert sorted((r["step"], r["loss"]) for r in rows) == [(s, float(s)) for s in range(30)]
+    # The read API holds no secret (the server never had one).
+    reply = server.client.get("/api/v1/projects/p/runs/bound").text
+    assert secret not in reply and streamkey.digest(secret) not in reply
+
+
+def test_a_stream_key_is_fixed_by_its_first_start(server: Server) -> None:
+    """An upload that starts a bound stream must present its secret; a later StreamStart
+    cannot rebind it; a stream without a digest keeps today's rules."""
+    q = {"project": "p", "run": "rebind", "label": "rank-0", "incarnation": 0}
+    recs = records(steps=6, run="rebind", finish=False)
+    first = recs[0]
+    assert isinstance(first, R.StreamStart)
+    first.key_digest = streamkey.digest("mine")
+
+    def post(rs: list[R.AnyRecord], key: str | None) -> httpx.Response:
+        headers = {} if key is None else {"X-Rankwise-Stream-Key": key}
+        return server.client.post("/api/v1/ingest", params=q, content=body(rs), headers=headers)
+
+    assert post(recs[:3], None).status_code == 403
+    assert post(recs[:3], "other").status_code == 403
+    assert post(recs[:3], "mine").json()["acked_seq"] == 2
+    again = msgspec.structs.replace(first, seq=3, key_digest=streamkey.digest("theirs"))
+    assert post([again], "theirs").status_code == 403  # cannot rebind
+    assert post(recs[3:], "mine").json()["acked_seq"] == 6
+    # An unbound stream (an older SDK, another writer): any holder of the token, as before.
+    assert server.ingest(records(steps=3, run="unbound")).status_code == 200
 
 
 # -- 7: compare --------------------------------------------------------------------------

@@ -72,10 +72,10 @@ class _PoisonedStore(SQLiteStore):
 
     poisoned = StreamKey("p", "r", "rank-99", 0)
 
-    def ingest(self, batches):  # type: ignore[no-untyped-def]
+    def ingest(self, batches, secrets=None):  # type: ignore[no-untyped-def]
         if any(key == self.poisoned for key, _ in batches):
             raise ValueError("this upload cannot be applied")
-        return super().ingest(batches)
+        return super().ingest(batches, secrets)
 
 
 def test_group_commit_applies_together_and_fails_alone(tmp_path: Path) -> None:
@@ -103,4 +103,34 @@ def test_group_commit_applies_together_and_fails_alone(tmp_path: Path) -> None:
     assert group.items == 12
     for key in keys[:-1]:
         assert store.acked(key) == 4
+    store.close()
+
+
+def test_a_forged_upload_fails_alone_in_its_batch(tmp_path: Path) -> None:
+    """An upload without its stream's secret, in one batch with good uploads: only it is
+    refused; the others land (the batch is retried upload by upload, as for any fault
+    of one upload, not failed whole as when the store cannot write)."""
+    from concurrent.futures import Future
+
+    from rankwise.store.ingest import StreamKeyRefused
+    from rankwise.stream import records as R
+    from rankwise.stream import streamkey
+
+    store = SQLiteStore(tmp_path / "k.db")
+    store.migrate()
+    group = GroupCommit(store)
+    keys = [StreamKey("p", "r", f"rank-{i}", 0) for i in range(4)]
+    streams = {k: records(k.label, steps=4, finish=False) for k in keys}
+    for recs in streams.values():
+        first = recs[0]
+        assert isinstance(first, R.StreamStart)
+        first.key_digest = streamkey.digest("s")
+    bound = keys[1]
+    assert group.ingest(bound, streams[bound][:2], "s") == 1
+    batch = [(k, streams[k], "s", Future()) for k in keys]
+    batch.insert(2, (bound, streams[bound][2:], None, Future()))  # the forger's
+    group._apply(batch)  # one batch, as the committer thread would take it
+    outcomes = [f.exception() or f.result() for _, _, _, f in batch]
+    assert isinstance(outcomes.pop(2), StreamKeyRefused)
+    assert outcomes == [4, 4, 4, 4]
     store.close()

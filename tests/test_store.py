@@ -181,6 +181,33 @@ def test_gaps_are_refused_and_order_restored(store: SQLStore) -> None:
     assert store.acked(StreamKey("p", "r", "nope", 0)) == -1
 
 
+def test_a_bound_stream_takes_only_its_secret(store: SQLStore) -> None:
+    """Both stores check, under the stream's row lock, the secret each upload presents
+    against the digest the stream's first StreamStart names; a refused batch applies
+    nothing, also when merged with a good one of the same stream (the group commit then
+    retries them one by one). Without ``secrets`` (the local indexer) nothing is asked."""
+    from rankwise.store.ingest import StreamKeyRefused
+    from rankwise.stream import streamkey
+
+    key = StreamKey("p", "bound", "rank-0", 0)
+    recs = make_stream(key, 20)
+    first = recs[0]
+    assert isinstance(first, R.StreamStart)
+    first.key_digest = streamkey.digest("s3cret")
+    assert store.ingest([(key, recs[:5])], ["s3cret"]) == {key: 4}
+    for wrong in (None, "guess"):
+        with pytest.raises(StreamKeyRefused):
+            store.ingest([(key, recs[5:10])], [wrong])
+    with pytest.raises(StreamKeyRefused):  # merged with a good upload: all or nothing
+        store.ingest([(key, recs[5:8]), (key, recs[8:10])], ["s3cret", None])
+    assert store.acked(key) == 4
+    assert store.ingest([(key, recs[5:])], ["s3cret"]) == {key: len(recs) - 1}
+    other = StreamKey("p", "bound", "rank-1", 0)
+    unbound = make_stream(other, 3)
+    assert store.ingest([(other, unbound)], [None]) == {other: len(unbound) - 1}
+    assert [r["step"] for r in store.history("p", "bound", label="rank-0")] == list(range(20))
+
+
 def test_two_ingesters_never_double(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:

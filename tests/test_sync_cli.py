@@ -63,6 +63,26 @@ def test_sync_levels_and_twice_doubles_nothing(offline: Path, server: str) -> No
         assert remote.state == "finished"
 
 
+def test_sync_presents_each_streams_secret(offline: Path, server: str) -> None:
+    """Each SDK stream is bound to the secret beside it (``<file>.key``, 0600): sync
+    sends it; a stream whose secret is gone is refused whole (403), naming the header,
+    and the others still land."""
+    one, other = find_stream_files(offline / "pa" / "one")
+    key = one.with_name(one.name + ".key")
+    assert key.stat().st_mode & 0o777 == 0o600
+    hidden = key.rename(key.with_name("elsewhere"))
+    report = sync(offline / "pa" / "one", server, retry_for=5)
+    assert list(report.failed) == [str(one)], report.failed
+    assert "X-Rankwise-Stream-Key" in report.failed[str(one)], report.failed
+    assert "rankwise token create" not in report.failed[str(one)]  # not the token's fault
+    hidden.rename(key)
+    assert sync(offline / "pa" / "one", server).failed == {}
+    local = rankwise.Api(dir=offline).run("one", project="pa")
+    remote = rankwise.Api(server=server).run("one", project="pa")
+    assert_same_history(local, remote, f"sqlite:///{offline.parent / 'server.db'}")
+    assert other.exists()
+
+
 def test_sync_shows_progress(
     offline: Path, server: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -23,6 +23,7 @@ from .._version import __version__
 from ..errors import RunExistsError, UsageError
 from ..settings import Settings, env_flag
 from ..stream import records as R
+from ..stream import streamkey
 from ..stream.files import check_case_aliases, create_stream_file, list_streams, streams_dir
 from ..stream.fold import pid_namespace
 from ..stream.frames import scan
@@ -206,6 +207,7 @@ def init(
     start.python = platform.python_version()
     start.platform = platform.platform()
     start.argv = [str(a) for a in sys.argv]
+    start.key_digest = _stream_key(path)
     writer = StreamWriter(fd, start, opts.flush_interval, opts.heartbeat_interval, opts.fsync)
     run = Run(
         start=start,
@@ -307,6 +309,17 @@ def _tags(tags: Sequence[str] | None) -> list[str]:
             raise UsageError(f"tags must be strings; got {tag!r}")
         out.append(tag)
     return out
+
+
+def _stream_key(path: Path) -> str | None:
+    """Make the new stream's secret (``rankwise.stream.streamkey``); its digest, or None
+    when it cannot be kept (the stream is then open to any holder of the ingest token,
+    as an older SDK's: tracking goes on)."""
+    try:
+        return streamkey.create(path)
+    except OSError as exc:
+        _log.warn(f"cannot keep the stream's secret beside {path} ({exc}): uploading it unbound")
+        return None
 
 
 def _previous_last_step(directory: Path, label: str, incarnation: int) -> int:

@@ -39,6 +39,7 @@ import msgspec
 from .. import _log
 from ..settings import Settings
 from ..stream import records as R
+from ..stream import streamkey
 from ..stream.files import read_stream_start, read_whole_frames
 from ..stream.frames import HEADER, MAGIC, iter_frames
 
@@ -221,6 +222,8 @@ class StreamUpload:
         self.finished = False  # a Finish record was acknowledged (watch_finish only)
         # The upload interval the server last asked for (0: none): it is loaded.
         self.advised = 0.0
+        # The stream's secret (``rankwise.stream.streamkey``), sent with every upload.
+        self.secret = streamkey.read(path)
         from .blobsend import BlobSender
 
         # Streams live in <run dir>/streams/, blobs in <run dir>/blobs/.
@@ -283,6 +286,8 @@ class StreamUpload:
         if body is not None:
             content = compress(body, self.encoding)
             headers["Content-Type"] = _http.STREAM_CONTENT_TYPE
+            if self.secret is not None:
+                headers[streamkey.HEADER] = self.secret
             if self.encoding != "identity":
                 headers["Content-Encoding"] = self.encoding
         try:
@@ -313,6 +318,9 @@ class StreamUpload:
             raise Retry(f"server answered {status}: {message}", after)
         if status in (408, 425) or status >= 500:
             raise Retry(f"server answered {status}: {message}")
+        if status == 403 and _http.error_body(response).get("stream_key"):
+            # Not the token: this stream's secret is missing or another (its sidecar).
+            raise GiveUp(f"the server at {self.client.base_url} refused {self.ref}: {message}")
         if status in (401, 403):
             raise Refused(refusal(str(self.client.base_url), self.ref.project, status, message))
         hint = " (is it a rankwise server?)" if status == 404 else ""

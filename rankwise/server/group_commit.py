@@ -33,7 +33,8 @@ from concurrent.futures import Future
 from ..store.base import Store, StreamKey
 from ..stream import records as R
 
-_Item = tuple[StreamKey, Sequence[R.AnyRecord], "Future[int]"]
+# (stream, records, the stream secret its upload presented, its future mark)
+_Item = tuple[StreamKey, Sequence[R.AnyRecord], str | None, "Future[int]"]
 FIRST_GUESS = 0.01  # seconds per upload before any batch was timed (a first upload, which
 # creates its stream's series, costs more than later ones)
 
@@ -54,12 +55,17 @@ class GroupCommit:
         self._thread = threading.Thread(target=self._run, name="rankwise-group-commit", daemon=True)
         self._thread.start()
 
-    def ingest(self, key: StreamKey, records: Sequence[R.AnyRecord]) -> int:
+    def ingest(
+        self, key: StreamKey, records: Sequence[R.AnyRecord], secret: str | None = None
+    ) -> int:
         """Apply ``records`` of stream ``key`` with whatever else is waiting; the mark."""
-        return self.submit(key, records).result()
+        return self.submit(key, records, secret).result()
 
-    def submit(self, key: StreamKey, records: Sequence[R.AnyRecord]) -> Future[int]:
+    def submit(
+        self, key: StreamKey, records: Sequence[R.AnyRecord], secret: str | None = None
+    ) -> Future[int]:
         """Queue ``records`` of stream ``key``; the future of its mark once applied.
+        ``secret``: the stream secret the upload presented (``Store.ingest``'s ``secrets``).
 
         The ingest route awaits it on the event loop, so a request waiting for its batch
         holds no thread: a batch is as large as what is waiting, not as the thread pool.
@@ -67,7 +73,7 @@ class GroupCommit:
         fut: Future[int] = Future()
         with self._count:
             self._waiting += 1
-        self._queue.put((key, records, fut))
+        self._queue.put((key, records, secret, fut))
         return fut
 
     def expected_wait(self) -> float:
@@ -96,7 +102,9 @@ class GroupCommit:
 
     def _apply(self, batch: list[_Item]) -> None:
         try:
-            marks = self.store.ingest([(key, recs) for key, recs, _ in batch])
+            marks = self.store.ingest(
+                [(key, recs) for key, recs, _, _ in batch], [s for _, _, s, _ in batch]
+            )
         except BaseException as exc:
             if len(batch) == 1 or (isinstance(exc, Exception) and store_unavailable(exc)):
                 for item in batch:
@@ -107,12 +115,12 @@ class GroupCommit:
             return
         self.batches += 1
         self.items += len(batch)
-        for key, _, fut in batch:
+        for key, _, _, fut in batch:
             fut.set_result(marks[key])
 
     @staticmethod
     def _fail(item: _Item, exc: BaseException) -> None:
-        item[2].set_exception(exc)
+        item[3].set_exception(exc)
 
 
 # SQLSTATEs that say the database cannot serve anyone now (PostgreSQL's classes 08

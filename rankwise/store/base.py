@@ -72,9 +72,16 @@ class Store(Protocol):
         """Create or upgrade the schema (numbered migrations; safe to call every start)."""
 
     def ingest(
-        self, batches: Sequence[tuple[StreamKey, Sequence[R.AnyRecord]]]
+        self,
+        batches: Sequence[tuple[StreamKey, Sequence[R.AnyRecord]]],
+        secrets: Sequence[str | None] | None = None,
     ) -> dict[StreamKey, int]:
-        """Apply the records newer than each stream's mark; returns each stream's mark."""
+        """Apply the records newer than each stream's mark; returns each stream's mark.
+
+        ``secrets``, one per batch: the stream secret its upload presented (None: none).
+        A stream bound to a secret (``rankwise.stream.streamkey``) then takes a batch
+        only with that secret (``store.ingest.StreamKeyRefused``). Without ``secrets``
+        the caller read the streams' own files (``rankwise ui``): nothing is checked."""
 
     def acked(self, key: StreamKey) -> int:
         """The stream's high-water mark: the highest seq applied, -1 when unknown."""

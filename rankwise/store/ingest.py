@@ -35,6 +35,7 @@ import numpy.typing as npt
 
 from ..budget import check_json_value
 from ..stream import records as R
+from ..stream import streamkey
 from ..stream.fold import StreamFold
 from . import health as rank_health
 from . import media as rich
@@ -54,6 +55,43 @@ class StreamConflict(ValueError):
     def __init__(self, mark: int) -> None:
         super().__init__(mark)
         self.mark = mark
+
+
+class StreamKeyRefused(ValueError):
+    """An upload of a stream bound to a secret (its first StreamStart's ``key_digest``,
+    ``rankwise.stream.streamkey``) did not present that secret: nothing of it applies.
+    Not an ``OSError``: the group commit takes those for "the store cannot write" and
+    would fail every upload of the batch, not this one alone."""
+
+    def __init__(self, mark: int, presented: bool) -> None:
+        super().__init__(mark)
+        self.mark = mark
+        self.presented = presented
+
+
+# What ``apply_streams`` is told of each stream's uploads: the secrets they presented
+# (None: one presented none). ``TRUSTED``: the caller read the stream's own file
+# (``rankwise ui``'s indexer, tests), so there is nothing to check.
+Presented = tuple[str | None, ...]
+TRUSTED: Presented | None = None
+
+
+def check_key(
+    fold: StreamFold, fresh: Sequence[R.AnyRecord], presented: Presented, mark: int
+) -> None:
+    """Refuse (``StreamKeyRefused``) an upload that does not present the secret the
+    stream is bound to: the one its first StreamStart names (stored in ``fold``, or in
+    ``fresh`` when this upload starts the stream)."""
+    if fold.start is not None:
+        want = fold.key_digest
+    else:
+        first = next((r for r in fresh if type(r) is R.StreamStart), None)
+        want = first.key_digest if isinstance(first, R.StreamStart) else None
+    if want is None:
+        return  # an unbound stream (an older SDK, another writer): today's rules
+    for secret in presented:
+        if not streamkey.matches(secret, want):
+            raise StreamKeyRefused(mark, secret is not None)
 
 
 _CONFIG_KINDS = frozenset((R.StreamStart, R.ConfigUpdate, R.SummaryUpdate))
@@ -212,19 +250,24 @@ def apply_streams(
     items: Sequence[tuple[int, int, Sequence[R.AnyRecord]]],
     metric_ids: dict[str, int],
     system_ids: dict[str, int] | None = None,
+    presented: Sequence[Presented | None] | None = None,
 ) -> list[int]:
     """Apply each ``(stream id, run id, records)``; returns the streams' new marks.
 
     The aggregates of all the streams of one run are summed before they touch the
     database, so a call carrying every rank's batch rewrites each block once.
     ``system_ids`` are the interned names of the records' system keys
-    (``health.intern_system_keys``).
+    (``health.intern_system_keys``). ``presented``, per item, the secrets its uploads
+    presented (``check_key``); None for an item, or for all, is ``TRUSTED``.
     """
     marks = []
     per_run: dict[int, dict[int, list[Points]]] = {}
     events: dict[int, list[Found]] = {}
-    for stream, run, records in items:
-        mark, points, seen = _apply_one(tx, stream, run, records, metric_ids, system_ids or {})
+    for i, (stream, run, records) in enumerate(items):
+        keys = presented[i] if presented is not None else TRUSTED
+        mark, points, seen = _apply_one(
+            tx, stream, run, records, metric_ids, system_ids or {}, keys
+        )
         marks.append(mark)
         into = per_run.setdefault(run, {})
         for mid, p in points.items():
@@ -246,9 +289,10 @@ def apply_stream(
     records: Sequence[R.AnyRecord],
     metric_ids: dict[str, int],
     system_ids: dict[str, int] | None = None,
+    presented: Presented | None = TRUSTED,
 ) -> int:
     """Apply the records newer than the stream's mark; returns the new mark."""
-    return apply_streams(tx, [(stream, run, records)], metric_ids, system_ids)[0]
+    return apply_streams(tx, [(stream, run, records)], metric_ids, system_ids, [presented])[0]
 
 
 def _apply_one(
@@ -258,20 +302,25 @@ def _apply_one(
     records: Sequence[R.AnyRecord],
     metric_ids: dict[str, int],
     system_ids: dict[str, int],
+    presented: Presented | None,
 ) -> tuple[int, dict[int, Points], list[Found]]:
     row = tx.one(f"SELECT acked_seq, fold FROM streams WHERE id = ?{tx.for_update}", (stream,))
     if row is None:
         raise LookupError(f"stream row {stream} vanished; was the database reset?")
     mark = int(row[0])
     fold = None
+    fresh = contiguous(records, mark)
+    if presented is not None:  # under the row lock: the bound secret cannot change
+        fold = decode_fold(row[1])
+        check_key(fold, fresh, presented, mark)
     # Only a batch that is not exactly "the next records" can hold the mark's record.
     plain = not records or (records[0].seq == mark + 1 and records[-1].seq == mark + len(records))
     anchor = [] if plain else [r for r in records if r.seq == mark]
     if anchor:  # a resend reaching back to the mark: it must be what was applied
-        fold = decode_fold(row[1])
+        if fold is None:
+            fold = decode_fold(row[1])
         if fold.tip and any(record_digest(r) != fold.tip for r in anchor):
             raise StreamConflict(mark)
-    fresh = contiguous(records, mark)
     if not fresh:
         return mark, {}, []
     if fold is None:

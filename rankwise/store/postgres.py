@@ -31,7 +31,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..stream import records as R
 from .base import StreamKey
-from .ingest import apply_streams
+from .ingest import Presented, apply_streams
 from .sql import SQLStore
 from .tx import Tx
 
@@ -177,6 +177,7 @@ class PostgresStore(SQLStore):
         self,
         todo: list[tuple[StreamKey, tuple[int, int], list[R.AnyRecord]]],
         mids: dict[str, int],
+        keys: dict[StreamKey, Presented] | None = None,
     ) -> dict[StreamKey, int]:
         """All the streams of one call in one transaction, so each aggregate block they
         share is rewritten once. Stream rows are locked in id order before any block
@@ -185,7 +186,8 @@ class PostgresStore(SQLStore):
 
         def apply_all(tx: Tx) -> dict[StreamKey, int]:
             items = [(sid, run, recs) for _, (sid, run), recs in ordered]
-            got = apply_streams(tx, items, mids, self._system_ids)
+            shown = None if keys is None else [keys[key] for key, _, _ in ordered]
+            got = apply_streams(tx, items, mids, self._system_ids, shown)
             return {key: mark for (key, _, _), mark in zip(ordered, got)}
 
         return self._write(apply_all)

@@ -32,7 +32,7 @@ from .alerts import AlertStore
 from .artifacts import ArtifactStore
 from .base import RunQuery, StreamKey, XAxis
 from .health_reads import HealthReads
-from .ingest import apply_stream, decode_fold, metric_names
+from .ingest import Presented, apply_stream, decode_fold, metric_names
 from .media_reads import MediaReads
 from .saved_views import SavedViews
 from .tokens import TokenStore
@@ -126,11 +126,16 @@ class SQLStore(SavedViews, HealthReads, MediaReads, TokenStore, ArtifactStore, A
     # -- write -----------------------------------------------------------------------------
 
     def ingest(
-        self, batches: Sequence[tuple[StreamKey, Sequence[R.AnyRecord]]]
+        self,
+        batches: Sequence[tuple[StreamKey, Sequence[R.AnyRecord]]],
+        secrets: Sequence[str | None] | None = None,
     ) -> dict[StreamKey, int]:
         merged: dict[StreamKey, list[R.AnyRecord]] = {}
-        for key, recs in batches:
+        presented: dict[StreamKey, list[str | None]] = {}
+        for i, (key, recs) in enumerate(batches):
             merged.setdefault(key, []).extend(recs)
+            if secrets is not None:
+                presented.setdefault(key, []).append(secrets[i])
         out: dict[StreamKey, int] = {}
         todo = []
         self._ensure_streams([k for k, recs in merged.items() if recs])
@@ -144,20 +149,30 @@ class SQLStore(SavedViews, HealthReads, MediaReads, TokenStore, ArtifactStore, A
             names |= metric_names(recs)
         mids = self._metrics(names)
         self._intern_system_keys([recs for _, _, recs in todo])
-        out.update(self._apply(todo, mids))
+        keys = {k: tuple(v) for k, v in presented.items()} if secrets is not None else None
+        out.update(self._apply(todo, mids, keys))
         return out
 
     def _apply(
         self,
         todo: list[tuple[StreamKey, tuple[int, int], list[R.AnyRecord]]],
         mids: dict[str, int],
+        keys: dict[StreamKey, Presented] | None = None,
     ) -> dict[StreamKey, int]:
-        """One transaction per stream (a store with one writer may batch them)."""
+        """One transaction per stream (a store with one writer may batch them).
+        ``keys``: the secrets each stream's uploads presented (None: trusted)."""
         out = {}
         for key, (sid, run), recs in todo:
+            got = None if keys is None else keys[key]
 
-            def one(tx: Tx, sid: int = sid, run: int = run, recs: list[R.AnyRecord] = recs) -> int:
-                return apply_stream(tx, sid, run, recs, mids, self._system_ids)
+            def one(
+                tx: Tx,
+                sid: int = sid,
+                run: int = run,
+                recs: list[R.AnyRecord] = recs,
+                got: Presented | None = got,
+            ) -> int:
+                return apply_stream(tx, sid, run, recs, mids, self._system_ids, got)
 
             out[key] = self._write(one)
         return out

@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from ..errors import UsageError
 from ..stream import records as R
 from .base import StreamKey
-from .ingest import apply_streams
+from .ingest import Presented, apply_streams
 from .sql import SQLStore
 from .tx import Tx
 
@@ -183,10 +183,12 @@ class SQLiteStore(SQLStore):
         self,
         todo: list[tuple[StreamKey, tuple[int, int], list[R.AnyRecord]]],
         mids: dict[str, int],
+        keys: dict[StreamKey, Presented] | None = None,
     ) -> dict[StreamKey, int]:
         def apply_all(tx: Tx) -> dict[StreamKey, int]:
             items = [(sid, run, recs) for _, (sid, run), recs in todo]
-            got = apply_streams(tx, items, mids, self._system_ids)
+            shown = None if keys is None else [keys[key] for key, _, _ in todo]
+            got = apply_streams(tx, items, mids, self._system_ids, shown)
             return {key: mark for (key, _, _), mark in zip(todo, got)}
 
         return self._write(apply_all)

@@ -87,6 +87,9 @@ class StreamFold:
     # A digest of the record at the stream's mark (``store.ingest.record_digest``): a
     # resend reaching back to the mark must hold that same record (else 409).
     tip: bytes = b""
+    # The stream's key digest, fixed by its first StreamStart (``StreamStart.key_digest``):
+    # a later StreamStart cannot change which secret the store asks uploads for.
+    key_digest: str | None = None
     # Per metric, the first non-finite value the stream logged (module docstring).
     first_nonfinite: dict[str, FirstNonFinite] = field(default_factory=dict)
 
@@ -159,6 +162,8 @@ class StreamFold:
                 if rec.step > self.last_step:
                     self.last_step = rec.step
             elif isinstance(rec, R.StreamStart):
+                if self.start is None:
+                    self.key_digest = rec.key_digest
                 self.start = rec
                 self.config = dict(rec.config)
             elif isinstance(rec, R.ConfigUpdate):

@@ -98,6 +98,11 @@ class StreamStart(Record, tag=1):
     # The writing process's pid namespace (``pid:[4026531836]`` on Linux, else ""): a
     # reader on the same host and in the same namespace may trust a dead pid at once.
     pid_ns: str = ""
+    # sha256 (hex) of the stream's secret (``rankwise.stream.streamkey``): a server
+    # applies an upload of this stream only when it presents that secret. None: an older
+    # SDK or another writer of the format; any holder of the project's ingest token may
+    # append to such a stream.
+    key_digest: str | None = None
 
 
 class Metrics(Record, tag=2):

@@ -14,6 +14,11 @@ same bytes as the file), optionally compressed. Invariants:
   nothing. A resend that reaches back to the mark keeps the record at the mark, which
   the store compares with a digest of the one it applied (``StreamFold.tip``): another
   writer with the project's token got there first when they differ (409).
+* A stream bound to a secret (its first ``StreamStart``'s ``key_digest``,
+  ``rankwise.stream.streamkey``) takes an upload only with that secret in the
+  ``X-Rankwise-Stream-Key`` header: checked by the store under the stream's row lock,
+  refused whole with 403 otherwise. Another holder of the project's ingest token can
+  read the mark but not push it on or finish the stream.
 * Blobs first: an upload whose new records name a blob (``record.blob_digests()``) the
   blob store lacks is refused whole with 409 and ``missing_blobs``; the uploader PUTs
   them and resends. So a record is never applied before its blob is stored. A digest its
@@ -43,8 +48,9 @@ from ..._http import UPLOAD_INTERVAL_HEADER
 from ...budget import BudgetError
 from ...store import media as rich
 from ...store.base import Store, StreamKey
-from ...store.ingest import StreamConflict
+from ...store.ingest import StreamConflict, StreamKeyRefused
 from ...stream import records as R
+from ...stream import streamkey
 from ...stream.frames import scan
 from ..blobs import BlobStore, is_digest
 from ..config import ServerSettings
@@ -85,6 +91,10 @@ def ack(request: Request, key: Key) -> Response:
 
 
 _ERRORS: Responses = {
+    403: refusal(
+        "the stream is bound to a secret (its stream start's key digest) and this upload "
+        "does not present it in X-Rankwise-Stream-Key (error.stream_key is true)"
+    ),
     408: refusal("the body did not arrive within the server's deadline: resend"),
     409: refusal(
         "gap: resend from the mark (error.acked_seq); or blobs the records name are not "
@@ -182,9 +192,22 @@ async def ingest(request: Request, key: Key) -> Response:
                 request.app.state.blobs,
             )
             if fresh:  # waits for its group-commit batch without holding a thread
-                acked = await asyncio.wrap_future(_group_commit(request).submit(key, fresh))
+                secret = request.headers.get(streamkey.HEADER)
+                acked = await asyncio.wrap_future(_group_commit(request).submit(key, fresh, secret))
         except BudgetError as exc:  # the stream's config or summary as a whole
             raise ApiError(exc.status, str(exc)) from None
+        except StreamKeyRefused as exc:
+            _logger.warning("ingest of %s refused: not the stream's secret", key)
+            raise ApiError(
+                403,
+                f"stream {key.label!r} is bound to the secret its stream start named, and "
+                f"this upload {'presents another' if exc.presented else 'presents none'} "
+                f"({streamkey.HEADER}): only the process that wrote the stream (its "
+                "uploader, or rankwise sync with the stream's .key file beside it) may "
+                "add to it; nothing of this upload was applied",
+                stream_key=True,
+                acked_seq=exc.mark,
+            ) from None
         except StreamConflict as exc:
             _logger.warning("ingest of %s refused: it differs from what the store holds", key)
             raise ApiError(
@@ -426,15 +449,17 @@ def apply_upload(
     max_keys_per_run: int = MAX_KEYS_PER_RUN,
     max_table_cells: int = rich.MAX_TABLE_CELLS,
     blobs: BlobStore | None = None,
+    secret: str | None = None,
 ) -> int:
     """Check ``data`` whole, then hand the records above the mark to the store (through
-    ``commit``, which applies it with the uploads that arrived with it)."""
+    ``commit``, which applies it with the uploads that arrived with it). ``secret``:
+    the stream secret the upload presented (``rankwise.stream.streamkey``)."""
     mark, fresh = prepare_upload(store, key, data, max_keys_per_run, max_table_cells, blobs)
     if not fresh:
         return mark
     if commit is not None:
-        return commit.ingest(key, fresh)
-    return store.ingest([(key, fresh)]).get(key, mark)
+        return commit.ingest(key, fresh, secret)
+    return store.ingest([(key, fresh)], [secret]).get(key, mark)
 
 
 def prepare_upload(
