@@ -45,9 +45,7 @@ MAX_TEXT = 65536  # characters of one stored console line
 # are dropped, after one line saying so, and the stream's other records still land, so
 # neither a flood nor a chatty rank can fill the database or stop the stream's upload.
 MAX_CONSOLE_BYTES = 256 * 1024 * 1024
-CONSOLE_FULL = (
-    "[rankwise: this rank's console output passed {} bytes; later lines are not stored]"
-)
+CONSOLE_FULL = "[rankwise: this rank's console output passed {} bytes; later lines are not stored]"
 STDOUT, STDERR = 0, 1
 STREAM_NAMES = ("stdout", "stderr")
 

@@ -178,7 +178,9 @@ class StreamFold:
                 self.finish = rec
                 self.dropped = max(self.dropped, rec.dropped)
             elif isinstance(rec, R.Console):
-                self.console_bytes += sum(len(x.encode("utf-8", "surrogatepass")) for x in rec.lines) + len(rec.lines)
+                self.console_bytes += sum(
+                    len(x.encode("utf-8", "surrogatepass")) for x in rec.lines
+                ) + len(rec.lines)
             elif isinstance(rec, R.DefineMetric):
                 self.metric_defs[rec.name] = rec
             elif isinstance(rec, R.Stall):
