@@ -643,6 +643,34 @@ def test_compare_dedupes_runs_and_budgets_points(server: Server) -> None:
     assert r.status_code == 413 and "points" in r.text, r.text
 
 
+def test_compare_counts_every_stream_up_front_and_streams_its_reply(server: Server) -> None:
+    """The budget counts each run's streams before a byte is sent (runs x max_points alone
+    would pass), and a reply within it is streamed (chunked, no Content-Length), equal in
+    JSON and MessagePack."""
+    for run in ("wide0", "wide1", "wide2"):
+        for rank in range(8):
+            q = {"project": "p", "run": run, "label": f"rank-{rank}", "incarnation": 0}
+            recs = records(label=f"rank-{rank}", steps=5, run=run)
+            posted = server.client.post("/api/v1/ingest", params=q, content=body(recs))
+            assert posted.status_code == 200
+    # 3 x 100,000 fits runs x max_points; with 8 streams and a band each it is 2.7M.
+    wide = {"runs": ["p/wide0", "p/wide1", "p/wide2"], "key": "loss", "max_points": 100_000}
+    r = server.client.post("/api/v1/compare", json=wide)
+    assert r.status_code == 413 and "points" in r.text, r.text
+    ask = {"runs": ["p/wide0", "p/cmp2"], "key": "loss", "max_points": 50}
+    assert server.ingest(records(steps=3, run="cmp2")).status_code == 200
+    with server.client.stream("POST", "/api/v1/compare", json=ask) as r:
+        assert r.status_code == 200 and "content-length" not in r.headers, r.headers
+        assert r.headers.get("transfer-encoding") == "chunked"
+        got = json.loads(r.read())
+    assert [c["run"] for c in got["runs"]] == ["wide0", "cmp2"] and got["key"] == "loss"
+    assert len(got["runs"][0]["series"]) == 8 and len(got["runs"][1]["series"]) == 1
+    packed = server.client.post(
+        "/api/v1/compare", json=ask, headers={"Accept": "application/msgpack"}
+    )
+    assert msgspec.msgpack.decode(packed.content) == got
+
+
 # -- 8: table filters ---------------------------------------------------------------------
 
 

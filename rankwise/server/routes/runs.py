@@ -8,6 +8,7 @@ returns: runs are ``rankwise.read.model.RunInfo`` as the store folded them, char
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 import msgspec
@@ -23,7 +24,7 @@ from ...store.types import Band, Series
 from ...stream.records import STATES
 from .. import auth
 from ..config import ServerSettings
-from ..encoding import ApiError, reply, wants_msgpack
+from ..encoding import ApiError, reply, streamed_reply, wants_msgpack
 from ..replies import CompareReply, CompareRun, HistoryReply, MetricsReply, SeriesReply
 from ..schemas import STREAMS_PATTERN, CompareRequest, RunState, XAxis
 from .deps import X_BOUNDS, answers, check_range, found
@@ -273,27 +274,35 @@ def compare(request: Request, body: CompareRequest) -> Response:
         if not sep or not names.is_id(project) or not names.is_id(run_id):
             raise ApiError(422, "runs entries are 'project/run' with valid ids")
     auth.check_projects(request, [p for p, _, _ in refs])  # all or nothing
-    # A budget of points for the whole reply (each stream's series and each band count
-    # max_points): asked for up front, then counted as the runs are read.
-    if len(refs) * body.max_points > MAX_COMPARE_POINTS:
+    # A budget of points for the whole reply, asked for up front from each run's streams
+    # (each chosen stream's series and each band count max_points), before a byte is
+    # sent; the reply then streams, one run at a time, so it is never whole in memory.
+    if len(refs) * body.max_points > MAX_COMPARE_POINTS:  # before any run is read
         raise _over_compare_budget()
-    spent = 0
-    out = []
+    labels = _labels(body.streams)
+    planned = 0
     for project, _, run_id in refs:
-        got, agg = _chart(
-            store,
-            project,
-            run_id,
-            body.key,
-            body.x,
-            body.from_,
-            body.to,
-            body.max_points,
-            body.streams,
-            body.band,
-        )
-        spent += sum(len(one.x) for one in got) + (len(agg.x) if agg is not None else 0)
-        if spent > MAX_COMPARE_POINTS:
+        row = _run_or_404(store, project, run_id)
+        picked = len(row.streams) if labels is None else len(set(labels))
+        planned += body.max_points * (picked + (1 if body.band else 0))
+        if planned > MAX_COMPARE_POINTS:
             raise _over_compare_budget()
-        out.append(CompareRun(project=project, run=run_id, series=got, band=agg))
-    return reply(request, CompareReply(key=body.key, x=body.x, runs=out))
+
+    def runs() -> Iterator[CompareRun]:
+        for project, _, run_id in refs:
+            got, agg = _chart(
+                store,
+                project,
+                run_id,
+                body.key,
+                body.x,
+                body.from_,
+                body.to,
+                body.max_points,
+                body.streams,
+                body.band,
+            )
+            yield CompareRun(project=project, run=run_id, series=got, band=agg)
+
+    check_range(body.from_, body.to)  # a bad range is a 422 before the reply starts
+    return streamed_reply(request, {"key": body.key, "x": body.x}, "runs", len(refs), runs())
