@@ -19,12 +19,12 @@ import pytest
 import rankwise
 from rankwise.cli import main as cli
 
-from .helpers.env import clean_env
+from .helpers.env import clean_env, need
 from .helpers.jobs import FAST, SCRIPTS, torchrun
 
 pytestmark = pytest.mark.torchrun
-pytest.importorskip("tensorboard")
-pytest.importorskip("tensorboardX")
+need("tensorboard")
+need("tensorboardX")
 
 STEPS = 6
 

@@ -13,11 +13,11 @@ import pytest
 
 import rankwise
 
-from .helpers.env import clean_env
+from .helpers.env import clean_env, need
 from .helpers.jobs import FAST, SCRIPTS, torchrun
 
 pytestmark = pytest.mark.torchrun
-pytest.importorskip("tensorboard")
+need("tensorboard")
 
 
 def test_every_scalar_a_rank_wrote_is_in_the_shared_run(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ import pytest
 
 import rankwise
 
-from .helpers.env import clean_env
+from .helpers.env import clean_env, need
 from .helpers.jobs import FAST, SCRIPTS, torchrun
 
 
@@ -138,7 +138,7 @@ def test_the_mnist_ddp_tutorial_flow(tmp_path: Path) -> None:
     assert table.get_column("id")[:3] == ["0_0", "1_0", "2_0"]
     assert all(isinstance(c, rankwise.Image) for c in table.get_column("image"))
     # The tutorial's normalised digits (about -0.42 .. 2.82) span 0..255, not black.
-    np, pil = pytest.importorskip("numpy"), pytest.importorskip("PIL.Image")
+    np, pil = need("numpy"), need("PIL.Image")
     for cell in table.get_column("image"):
         with pil.open(io.BytesIO(cell.png())) as im:
             px = np.asarray(im)
