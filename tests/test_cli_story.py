@@ -190,7 +190,7 @@ def test_show_hides_the_wandb_metadata_in_config(
     run.define_metric("loss", summary="min")
     run.log({"loss": 1.0})
     run.finish()
-    data = tmp_path / "rankwise"
+    data = tmp_path / "rankwise-runs"
     assert rankwise.Api(dir=data).run(run.id, "w").config["_wandb"]["entity"] == "team"
     assert main(["show", run.id, "--dir", str(data), "--project", "w"]) == 0
     out = capsys.readouterr().out

@@ -50,7 +50,7 @@ if os.environ["RANK"] == "0":
 def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     need_browser()
     tmp = tmp_path_factory.mktemp("per-process")
-    root = tmp / "rankwise"  # run_job's jobs write under their cwd's ./rankwise
+    root = tmp / "rankwise-runs"  # run_job's jobs write under their cwd's ./rankwise-runs
     for name, code in (("per_rank.py", PER_RANK), ("rank0_only.py", RANK0_ONLY)):
         (tmp / name).write_text(code)
         run_job([*torchrun(), "--standalone", "--nproc-per-node=2", str(tmp / name)], tmp)
