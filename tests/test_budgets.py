@@ -230,8 +230,9 @@ def test_a_large_manifest_is_checked_off_the_event_loop(server: Server) -> None:
         server, lambda: server.client.post(url, content=raw, headers=headers)
     )
     assert r.status_code == 409, r.text  # valid; its chunk is not uploaded
-    # On the event loop, a request sent while it is checked waits all of it.
-    assert longest < checking / 3, (longest, checking)
+    # On the event loop, the ping sent as it starts waits all of it; off the loop none
+    # waits more than a share of it, even on a loaded machine (2 cores, GIL switches).
+    assert longest < checking * 0.75, (longest, checking)
 
 
 def test_manifest_checks_are_linear_and_still_refuse_a_file_under_a_file() -> None:

@@ -200,10 +200,14 @@ def test_a_sigkilled_rank_reads_crashed_as_soon_as_torchrun_exits(tmp_path: Path
     assert " crashed " in rank1, rank1
     # The survivors saw it dead too and said so in their Finish records, for the readers
     # that cannot check its pid (a server, another host).
+    # Under load, torchrun's SIGTERM may end one survivor before the other looks: it then
+    # names that one too, which is harmless (a stream with its own Finish is never called
+    # crashed for it). The killed rank is named by both.
     for label in ("rank-0", "rank-2"):
         (path,) = (run_dir / "streams").glob(f"{label}.*.rwlog")
         ends = [r for r in scan(path.read_bytes()).records if isinstance(r, R.Finish)]
-        assert [e.peers_gone for e in ends] == [["rank-1"]], (label, ends)
+        assert len(ends) == 1 and "rank-1" in ends[0].peers_gone, (label, ends)
+        assert set(ends[0].peers_gone) <= {"rank-0", "rank-1", "rank-2"} - {label}, ends
     # `rankwise ui` on this host says the same as soon as it serves.
     with ServerProcess.ui(data, tmp_path / "ui.log") as ui:
         got = ui.get(f"/api/v1/projects/failures-sigkill/runs/{run_dir.name}", timeout=10).json()
