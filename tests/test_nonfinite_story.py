@@ -103,13 +103,23 @@ def _check_page(url: str) -> None:
         readout = card.locator(".readout")
         text = readout.inner_text()
         assert "NaN at step 9" in text and "NaN on 3" in text, text
+
         # Hover at step 4: the mean of the two finite ranks, and rank 1's ∞ said.
-        page.mouse.move(x_of(4), over["y"] + over["height"] / 2)
-        wait_until(lambda: "step 4" in readout.inner_text(), timeout=10)
+        def hover(step: float) -> bool:
+            # The chart is scrolled into view and its box read again at each try: the
+            # divergence banner above it moves it down, below the first screen.
+            card.scroll_into_view_if_needed()
+            box = card.locator(".u-over").bounding_box()
+            assert box is not None
+            page.mouse.move(
+                box["x"] + (step - lo) / (hi - lo) * box["width"], box["y"] + box["height"] / 2
+            )
+            return f"step {step:g}" in readout.inner_text()
+
+        wait_until(lambda: hover(4), timeout=10, every=0.3)
         hovered = readout.inner_text()
         assert "(2 ranks)" in hovered and "∞ on 1" in hovered, hovered
-        page.mouse.move(x_of(8), over["y"] + over["height"] / 2)
-        wait_until(lambda: "step 8" in readout.inner_text(), timeout=10)
+        wait_until(lambda: hover(8), timeout=10, every=0.3)
         assert "NaN on 3" in readout.inner_text(), readout.inner_text()
         # Per-rank view: each rank's own marks (rank 1's ∞ at step 4), the all-NaN steps once.
         page.get_by_role("button", name="Ranks", exact=True).click()
