@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shlex
 import shutil
 import subprocess
@@ -153,9 +154,12 @@ def test_every_rank_prints_a_console_line_per_epoch(root: Path, run: rankwise.Ru
 @pytest.mark.skipif(shutil.which("make") is None, reason="no make")
 def test_make_demo_trains_this_example_under_torchrun() -> None:
     """`make demo` shows every tab: it must run this example (asserted above) on 2 ranks."""
+    # Run as `make test` runs the suite: without the parent make's MAKEFLAGS/MAKELEVEL,
+    # which would add "make[1]: Entering directory" lines to the recipe.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     out = subprocess.run(
-        ["make", "-n", "demo"],
-        cwd=REPO, capture_output=True, text=True, timeout=60,
+        ["make", "--no-print-directory", "-n", "demo"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     recipe = out.stdout.replace("\\\n", " ")
