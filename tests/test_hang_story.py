@@ -101,6 +101,9 @@ def _hang(server: ServerProcess, tmp: Path, mode: str) -> Iterator[Hung]:
                 report is not None
                 and report.odd == ["rank-2"]
                 and len(report.waiting.ranks if report.waiting else []) == 3
+                # rank 2's own stall has arrived too (before it, the flight recorder
+                # alone already names it, as a rank still logging)
+                and any(r.label == "rank-2" for g in report.elsewhere for r in g.ranks)
                 and (report.collective is not None) == fr
             )
 
