@@ -36,3 +36,17 @@ if not logger.handlers:
 
 def warn(message: str) -> None:
     logger.warning(message)
+
+
+class Once:
+    """``warn_once(key, message)``: warn the first time a key is seen, never again (one
+    per run component, or per module; safe from any thread: a key may at worst be
+    warned twice when two threads race on its first use)."""
+
+    def __init__(self) -> None:
+        self._seen: set[str] = set()
+
+    def __call__(self, key: str, message: str) -> None:
+        if key not in self._seen:
+            self._seen.add(key)
+            warn(message)

@@ -12,10 +12,10 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._datadir import default_dir
 from .errors import UsageError
 from .read.local import LocalReader
 from .read.model import RunInfo, StreamInfo
+from .settings import default_dir, default_project
 from .stream import records as R
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class Api:
         from .artifacts.local import LocalArtifacts, parse_ref
 
         project, art_name, ref = parse_ref(name)
-        project = project or os.environ.get("RANKWISE_PROJECT") or "default"
+        project = default_project(project)
         if self._remote is not None:
             from .read.artifacts import ArtifactReader
 
@@ -112,7 +112,7 @@ class Api:
     ) -> list[ArtifactSummary]:
         """The artifact names of ``project`` (of ``type`` only, when given): name, type,
         number of versions, latest version, its size and time."""
-        project = project or os.environ.get("RANKWISE_PROJECT") or "default"
+        project = default_project(project)
         if self._remote is not None:
             from .read.artifacts import ArtifactReader
 
@@ -126,7 +126,7 @@ class Api:
         from .artifacts.local import parse_ref
 
         proj, art_name, _ = parse_ref(name)
-        project = proj or project or os.environ.get("RANKWISE_PROJECT") or "default"
+        project = default_project(proj or project)
         return [
             self.artifact(f"{project}/{art_name}:{v.version}")
             for v in self._versions(project, art_name)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from ._datadir import default_dir as default_dir
 from .errors import UsageError
 
 
@@ -177,6 +178,26 @@ def _parse(name: str, raw: str, typ: Any) -> Any:
         raise UsageError(
             f"environment variable RANKWISE_{name.upper()}={raw!r} is not a valid {typ}"
         ) from None
+
+
+# The defaults every entry point shares (the SDK, ``Api``, the command line, the
+# integrations): an explicit value wins over the environment, which wins over the default.
+# ``default_dir`` (``RANKWISE_DIR``, else ``./rankwise-runs``) is ``rankwise._datadir``'s.
+
+
+def default_project(
+    explicit: str | None = None,
+    env: Mapping[str, str] | None = None,
+    fallback: str = "default",
+) -> str:
+    """``explicit``, else ``RANKWISE_PROJECT``, else ``fallback`` ("default"; the
+    integrations name their own)."""
+    return explicit or (os.environ if env is None else env).get("RANKWISE_PROJECT") or fallback
+
+
+def default_server(explicit: str | None = None, env: Mapping[str, str] | None = None) -> str | None:
+    """``explicit``, else ``RANKWISE_SERVER``, else None (local mode)."""
+    return explicit or (os.environ if env is None else env).get("RANKWISE_SERVER") or None
 
 
 def env_flag(name: str, env: Mapping[str, str] | None = None) -> bool:

@@ -190,7 +190,7 @@ def test_a_stalled_encoder_costs_one_wait_then_drops_and_counts(
     """A blob write that hangs (a dead disk, faked at the filesystem boundary): log()
     waits writer_stall_timeout once, then drops rich values at once, counting them; the
     scalars of the same calls are all kept."""
-    import rankwise.media.encoder as enc
+    import rankwise.sdk.encoder as enc
 
     gate = threading.Event()
     real = enc.write_blob

@@ -23,7 +23,7 @@ import rankwise
 import rankwise.wandb as wandb
 from rankwise.stream import records as R
 from rankwise.stream.frames import scan
-from rankwise.wandb import _init
+from rankwise.wandb import _state
 from rankwise.wandb._history import History
 
 from .helpers.env import clean_env, need
@@ -42,10 +42,10 @@ def wb(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     monkeypatch.setenv("RANKWISE_SILENT", "1")
     monkeypatch.chdir(tmp_path)
     yield data
-    for run in list(_init.opened):
+    for run in list(_state.opened):
         run.finish()
-    _init.opened.clear()
-    _init.current = _init.adopted = _init.setup_settings = None
+    _state.opened.clear()
+    _state.current = _state.adopted = _state.setup_settings = None
     wandb._reset_globals()
     wandb._ever_initialized[0] = False
     rankwise.finish()

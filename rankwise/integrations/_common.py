@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from ..media import Image, Table
     from ..sdk.run import Run
 
-_warned: set[str] = set()
 
 # rankwise.init()'s keywords, which an integration's **init_kwargs may pass on.
 INIT_KEYWORDS = frozenset(
@@ -50,10 +49,7 @@ INIT_KEYWORDS = frozenset(
 )
 
 
-def warn_once(key: str, message: str) -> None:
-    if key not in _warned:
-        _warned.add(key)
-        _log.warn(message)
+warn_once = _log.Once()
 
 
 def check_init_kwargs(kwargs: Mapping[str, Any], owner: str) -> dict[str, Any]:

@@ -22,7 +22,6 @@ rankwise trackers only, so other trackers stay on the main process.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,6 +29,7 @@ from accelerate.tracking import GeneralTracker
 
 from ..errors import UsageError
 from ..sdk.run import Run
+from ..settings import default_project
 from . import _common
 
 __all__ = ["RankwiseTracker", "every_rank"]
@@ -78,7 +78,7 @@ class RankwiseTracker(GeneralTracker):  # type: ignore[misc]
     def start(self) -> None:
         """Start (or reuse) this process's run; Accelerate calls it in ``init_trackers``."""
         kwargs = dict(self._init)
-        kwargs["project"] = self._project or os.environ.get("RANKWISE_PROJECT") or "accelerate"
+        kwargs["project"] = default_project(self._project, fallback="accelerate")
         if self._config is not None:
             kwargs["config"] = self._config
         run = self._run

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._environ import scoped_env
 from ..sdk.run import Run
+from ..settings import default_project
 from . import _common
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ class RankwiseLogger(Logger):
         super().__init__()
         if log_model not in (False, True, "all"):
             raise ValueError(f"log_model={log_model!r}: pass False, True or 'all'")
-        project = project or os.environ.get("RANKWISE_PROJECT") or "lightning_logs"
+        project = default_project(project, fallback="lightning_logs")
         self._init = _common.check_init_kwargs(
             dict(
                 init_kwargs,

@@ -30,6 +30,7 @@ from typing import Any
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
 from ..sdk.run import Run
+from ..settings import default_project
 from . import _common
 
 __all__ = ["RankwiseCallback", "rewrite_logs"]
@@ -148,7 +149,7 @@ class RankwiseCallback(TrainerCallback):
 
     def _kwargs(self, args: TrainingArguments, state: TrainerState) -> dict[str, Any]:
         kwargs = dict(self._init)
-        kwargs["project"] = self._project or os.environ.get("RANKWISE_PROJECT") or "huggingface"
+        kwargs["project"] = default_project(self._project, fallback="huggingface")
         run_name = getattr(args, "run_name", None)
         trial = getattr(state, "trial_name", None)
         if trial is not None:  # a hyperparameter search: the trial, grouped as WandbCallback

@@ -1,7 +1,7 @@
 """Rich values for ``run.log()``: images, tables, histograms, audio, video, text, html.
 
 Each is built on the training thread (checks and a copy only) and encoded later on the
-run's encoder thread (``rankwise.media.encoder``) into content-addressed blob files and a
+run's encoder thread (``rankwise.sdk.encoder``) into content-addressed blob files and a
 record (``Media``, ``TableRec``, ``HistogramRec`` in ``rankwise.stream.records``).
 numpy, Pillow and pyarrow are imported only when a value is built (extra ``[media]``).
 """

@@ -4,7 +4,7 @@ A rich value (``Image``, ``Table``, ``Histogram``, ``Audio``, ``Video``, ``Text`
 ``Html``) is built on the training thread, where it only checks shapes and dtypes and
 takes its own copy of the data (``HostArray``): the program may change its array after
 ``log()``. Everything costly (normalising, encoding PNG/WAV/GIF/Parquet, hashing, writing
-the blob) happens later on the run's encoder thread (``rankwise.media.encoder``), which
+the blob) happens later on the run's encoder thread (``rankwise.sdk.encoder``), which
 calls the value's ``_encode*`` method.
 
 numpy, Pillow and pyarrow are imported here lazily, when a value is built or encoded, so

@@ -22,13 +22,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._summary import environment
 from ..divergence import StreamNonFinite, divergence, first_nonfinite
 from ..failures import StreamEnd, first_failure
 from ..hang import HangReport, RankPosition, hang_report
 from ..stream import records as R
 from ..stream.fold import FirstNonFinite, StreamFold, StreamState, run_state, stream_state
 from .model import MetricDefinition, RunInfo, StreamInfo, Unsynced
+from .summary import environment
 
 
 @dataclass

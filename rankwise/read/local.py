@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._datadir import DEFAULT
-from .._summary import CrossRankLast, complete_step
 from ..errors import RunNotFoundError, UsageError
 from ..health import RankHealth
 from ..names import check_id
@@ -24,6 +23,7 @@ from ..stream.fold import StreamFold
 from ..stream.frames import scan
 from .fold import StreamFacts, fold_run
 from .model import CrossRankValue, RunInfo, StreamInfo, numpy_available
+from .summary import CrossRankLast, complete_step
 
 if TYPE_CHECKING:
     from ..artifacts.artifact import Artifact

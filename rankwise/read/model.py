@@ -299,7 +299,7 @@ class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
     @property
     def summary_ranks(self) -> dict[str, dict[str, Any]]:
         """Each stream label's own summary: ``{label: {key: value}}``. ``summary`` is the
-        primary rank's; see ``rankwise._summary`` for what several ranks setting one
+        primary rank's; see ``rankwise.read.summary`` for what several ranks setting one
         key means."""
         if self.rank_summaries is None:
             self._summaries()

@@ -29,12 +29,7 @@ class Alerts:
 
     def __init__(self) -> None:
         self._last: dict[str, float] = {}
-        self._warned: set[str] = set()
-
-    def _warn(self, key: str, message: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            _log.warn(message)
+        self._warn = _log.Once()
 
     def alert(
         self,

@@ -102,7 +102,7 @@ class Run:
         self._components: list[tuple[Component, bool]] = []
         self.config = Config(start.config, self._record_config)
         self.summary = Summary(self._last_values, self._record_summary)
-        # Rich values: the encoder thread (rankwise.media.encoder), made on the first one.
+        # Rich values: the encoder thread (rankwise.sdk.encoder), made on the first one.
         self._media: Any = None
         self._media_done = False  # set by end(): no encoder is made after this
         self._media_lock = threading.Lock()
@@ -246,7 +246,7 @@ class Run:
     def _log_rich(self, values: dict[str, Any], step: int) -> dict[str, Any]:
         """Hand the call's rich values to the encoder thread (waiting while it holds more
         than ``max_media_queue_bytes``); returns the rest of the call."""
-        from ..media.encoder import split_rich
+        from .encoder import split_rich
 
         rest, found = split_rich(values)
         if not found:
@@ -276,7 +276,7 @@ class Run:
             with self._media_lock:
                 handle = self.handle()
                 if self._media is None and not self._media_done and handle is not None:
-                    from ..media.encoder import MediaEncoder
+                    from .encoder import MediaEncoder
 
                     self._media = MediaEncoder(handle)
                     self.add_component(self._media, after_writer=False)

@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import _log
-from .._datadir import default_dir
 from .._version import __version__
 from ..errors import RunExistsError, UsageError
-from ..settings import Settings, env_flag
+from ..settings import Settings, default_dir, default_project, default_server, env_flag
 from ..stream import records as R
 from ..stream import streamkey
 from ..stream.files import check_case_aliases, create_stream_file, list_streams, streams_dir
@@ -116,7 +115,7 @@ def init(
         token=token,
     )
     flight.configure(bool(opts.flight_recorder))  # before the program's process group
-    project = check_id(project or env.get("RANKWISE_PROJECT") or "default", "project")
+    project = check_id(default_project(project, env), "project")
     if resume not in RESUME:
         raise UsageError(f"resume={resume!r} is not one of {', '.join(RESUME)}")
     tag_list = _tags(tags)
@@ -174,7 +173,7 @@ def init(
     )
     if env_flag("RANKWISE_DISABLED", env) or not where.records:
         run = Run(start=start, root=root, settings=opts, writer=None, path=None)
-        run.server = _server_url(server or env.get("RANKWISE_SERVER") or None)
+        run.server = _server_url(default_server(server, env))
         current = run
         return run
 
@@ -218,7 +217,7 @@ def init(
         first_step=first_step,
         ending=hooks.ending,
     )
-    uploader = _attach_uploader(run, writer, server or env.get("RANKWISE_SERVER") or None, opts)
+    uploader = _attach_uploader(run, writer, default_server(server, env), opts)
     server_url = uploader.server if uploader is not None else None
     run.server = server_url
     base_url = server_url or announce.ui_address(root)

@@ -39,7 +39,6 @@ _logdirs: list[str] = []
 # Threads inside a wrapped call other than add_scalar: what that call writes through
 # writers of its own (add_hparams makes one) is not recorded a second time.
 _inside: set[int] = set()
-_warned: set[str] = set()
 
 # (module, class name) of the writers wrapped, in the order they are looked for.
 WRITERS = (
@@ -83,10 +82,7 @@ def _writer_class(module: str, name: str) -> type | None:
     return cls if isinstance(cls, type) else None
 
 
-def _warn(key: str, message: str) -> None:
-    if key not in _warned:
-        _warned.add(key)
-        _log.warn(message)
+_warn = _log.Once()
 
 
 def _namespace(writer: Any) -> str:

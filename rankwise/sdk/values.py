@@ -21,8 +21,8 @@ import numbers
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..media.encoder import rich_value
 from ..names import KEY_RULE, is_key
+from .encoder import rich_value
 
 Number = bool | int | float
 _INT64 = 2**63

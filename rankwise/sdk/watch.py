@@ -154,7 +154,7 @@ class Watcher:
         self._prefixes: weakref.WeakKeyDictionary[torch.nn.Module, str] = (
             weakref.WeakKeyDictionary()
         )
-        self._warned: set[str] = set()
+        self.warn_once = _log.Once()  # warn_once(key, message)
 
     def watch(self, model: torch.nn.Module, log: str | None, log_freq: int) -> None:
         for key, old in list(self._models.items()):
@@ -194,11 +194,6 @@ class Watcher:
     def recording(self) -> bool:
         run = self._run()
         return run is not None and bool(run)  # False in a forked child
-
-    def warn_once(self, key: str, message: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            _log.warn(message)
 
     def failed(self, exc: BaseException) -> None:
         self.warn_once(

@@ -99,7 +99,7 @@ class StreamWriter:
         self._backlog: deque[tuple[bytes, int, int]] = deque()
         self._backlog_bytes = 0
         self._size = os.lseek(fd, 0, os.SEEK_END)
-        self._warned: set[str] = set()
+        self.warn_once = _log.Once()  # warn_once(key, message)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._done = threading.Event()
@@ -142,11 +142,6 @@ class StreamWriter:
         return self._thread.is_alive()
 
     # -- writer thread ------------------------------------------------------------------
-    def warn_once(self, key: str, message: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            _log.warn(message)
-
     def _run(self) -> None:
         try:
             while not self._stop.is_set():

@@ -254,7 +254,7 @@ def band_of(
 
 def last_complete_of(tx: Tx, run: int, upto: int | None) -> dict[int, CrossRankValue]:
     """Per metric id, the cross-rank aggregate at its last step ``<= upto`` (any step
-    when None), as ``rankwise._summary`` folds it from files (a step of NaN alone says
+    when None), as ``rankwise.read.summary`` folds it from files (a step of NaN alone says
     NaN). Reads one stored block per metric (two where the newest one holds only later
     steps), never the whole run."""
     cap = "" if upto is None else " AND b.block <= ?"

@@ -86,7 +86,7 @@ class Band(msgspec.Struct):
     # runs): the mean there averages only the ranks that got there (set by
     # ``at_complete``; the store leaves it).
     partial: list[bool] = msgspec.field(default_factory=list)
-    # The last step every rank has reached (``rankwise._summary.complete_step``); null
+    # The last step every rank has reached (``rankwise.read.summary.complete_step``); null
     # when every step is complete.
     complete_step: int | None = None
     # The total of the finite values at each step (null where n is 0, as the mean).
@@ -97,7 +97,7 @@ class Band(msgspec.Struct):
 
     def at_complete(self, complete: int | None) -> Band:
         """This band with ``partial`` and ``complete_step`` for the run's complete step
-        (``rankwise._summary.complete_step``)."""
+        (``rankwise.read.summary.complete_step``)."""
         partial = [False] * len(self.x) if complete is None else [s > complete for s in self.step]
         return msgspec.structs.replace(self, partial=partial, complete_step=complete)
 

@@ -20,12 +20,13 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import _init, errors
+from . import _init, _state, errors
 from ._mappings import Config
 from ._run import Run, RunDisabled
 from ._run_extras import AlertLevel
 from ._settings import Settings
 from ._term import termerror, termlog, termwarn, warn_once
+from ._version import __version__  # the W&B API this module follows
 from .errors import CommError, Error, UsageError
 
 if TYPE_CHECKING:
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from ._api import Api
     from .data_types import Audio, Histogram, Html, Image, Table, Video
 
-__version__ = "0.31.0"  # the W&B API this module follows (integrations check it)
 
 _LAZY = {
     **dict.fromkeys(("Audio", "Histogram", "Html", "Image", "Table", "Video"), "data_types"),
@@ -133,8 +133,8 @@ def _set_globals(r: Run) -> None:
 
 
 _reset_globals()
-_init.on_current_finished.append(_reset_globals)
-_init.on_current_attached.append(_set_globals)
+_state.on_current_finished.append(_reset_globals)
+_state.on_current_attached.append(_set_globals)
 
 
 def init(
@@ -182,7 +182,7 @@ def init(
         resume=resume, settings=settings, sync_tensorboard=sync_tensorboard or tensorboard,
         extra={"resume_from": resume_from, "fork_from": fork_from, "monitor_gym": monitor_gym},
     )  # fmt: skip
-    if r is _init.current:
+    if r is _state.current:
         _ever_initialized[0] = True
         _set_globals(r)
     return r
@@ -198,14 +198,14 @@ def setup(settings: Settings | Mapping[str, Any] | None = None) -> Any:
     """W&B starts its service process here; rankwise has none. The settings given become
     this process's defaults for ``init``. Returns a handle with ``teardown()``."""
     if settings is not None:
-        _init.setup_settings = (
+        _state.setup_settings = (
             settings if isinstance(settings, Settings) else Settings.from_dict(settings)
         )
     return _Setup()
 
 
 class _Setup:
-    settings = property(lambda self: _init.setup_settings or Settings())
+    settings = property(lambda self: _state.setup_settings or Settings())
 
     def teardown(self, exit_code: int | None = None) -> None:
         teardown(exit_code)
@@ -214,7 +214,7 @@ class _Setup:
 def teardown(exit_code: int | None = None) -> None:
     if run is not None:
         run.finish(exit_code=exit_code)
-    _init.setup_settings = None
+    _state.setup_settings = None
 
 
 def login(
@@ -240,8 +240,8 @@ def _attach(
 ) -> Run | None:
     """Lightning's ``wandb._attach``: the run of ``attach_id`` in this process."""
     r = _init.attach_id(attach_id, run_id, run)
-    if r is not None and run is None and _init.current is None:
-        _init.current = r
+    if r is not None and run is None and _state.current is None:
+        _state.current = r
         _ever_initialized[0] = True
         _set_globals(r)
     return r

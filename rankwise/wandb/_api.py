@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from ..settings import default_server
 from ._init import data_dir
 from .errors import CommError
 
@@ -31,7 +32,7 @@ class Api:
 
         overrides = overrides or {}
         self._dir = data_dir(overrides.get("root_dir") or os.environ.get("WANDB_DIR"), read=True)
-        self._api = RankwiseApi(dir=self._dir, server=os.environ.get("RANKWISE_SERVER") or None)
+        self._api = RankwiseApi(dir=self._dir, server=default_server())
 
     def run(self, path: str) -> ApiRun:
         parts = [p for p in path.split("/") if p]

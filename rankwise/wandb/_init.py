@@ -29,7 +29,6 @@ primary; such a stream is ended when the child process exits.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -39,23 +38,15 @@ from pathlib import Path
 from typing import Any
 
 from .._datadir import default_dir, subdir
-from .._environ import scoped_env
+from . import _state
 from ._run import Run, RunDisabled
 from ._settings import Settings
+from ._state import RESUME, as_id, open_run
 from ._term import set_silent, termwarn, warn_once
 from .errors import UsageError
 
-current: Run | None = None  # wandb.run of this process
-adopted: Run | None = None  # a run unpickled in this process (W&B's attach)
-opened: list[Run] = []  # runs this process records, ended at a multiprocessing child's exit
-setup_settings: Settings | None = None
-on_current_finished: list[Any] = []  # the module's globals reset (rankwise.wandb)
-on_current_attached: list[Any] = []  # ... and set again for a forked child's run
-_finalizer = [False]
 _BAD_ID = re.compile(r"[/\\#?%:]")
 
-RESUME = {None: "allow", False: "allow", True: "allow", "allow": "allow", "auto": "allow",
-          "must": "must", "never": "never"}  # fmt: skip
 REINIT = {None: "return_previous", "default": "return_previous", False: "return_previous",
           True: "finish_previous", "return_previous": "return_previous",
           "finish_previous": "finish_previous", "create_new": "create_new"}  # fmt: skip
@@ -73,8 +64,8 @@ def data_dir(root_dir: str | os.PathLike[str] | None, read: bool = False) -> Pat
 def resolve(settings: Settings | Mapping[str, Any] | None, **explicit: Any) -> Settings:
     """Environment, then ``setup()``'s settings, then ``settings``, then the arguments."""
     out = Settings.from_env()
-    if setup_settings is not None:
-        out.update(setup_settings)
+    if _state.setup_settings is not None:
+        out.update(_state.setup_settings)
     if settings is not None:
         if not isinstance(settings, (Settings, Mapping)):
             raise UsageError(
@@ -104,7 +95,6 @@ def init(
     sync_tensorboard: bool | None,
     extra: dict[str, Any],
 ) -> Run:
-    global current
     for key, value in extra.items():
         if value:
             warn_once(f"init-{key}", f"wandb.init({key}=...) is not supported by rankwise: ignored")
@@ -127,7 +117,8 @@ def init(
         raise UsageError(f"Run ID {run_id!r} cannot contain: / \\ # ? % :")
 
     # A run made by another process (pickled here, or inherited through fork) is joined.
-    inherited = adopted
+    current = _state.current
+    inherited = _state.adopted
     if inherited is None and current is not None and current._pid != os.getpid():
         inherited = current
     joins = inherited is not None and how != "create_new" and not inherited._finished
@@ -135,20 +126,20 @@ def init(
         label = s.x_label if "x_label" in s.given() else None
         inherited._attach = {**inherited._attach, "child_label": label}
         inherited._ensure()
-        current = inherited
-        return inherited
+        _state.current = inherited
+        return _as_run(inherited)
     if current is not None and current._pid == os.getpid() and not current._finished:
         if how == "return_previous":
             if run_id is not None and run_id != current.id:
                 termwarn(f"wandb.init(id={run_id!r}) while run {current.id} is active: "
                          "returning the active run (pass reinit='finish_previous')")  # fmt: skip
-            return current
+            return _as_run(current)
         if how == "finish_previous":
             current.finish()
 
     run = _new_run(s, config, how == "create_new")
     if how != "create_new":
-        current = run
+        _state.current = run
     if (sync_tensorboard or s.sync_tensorboard) and run.rankwise_run:
         from ..sdk import tensorboard
 
@@ -158,18 +149,12 @@ def init(
 
 def _label_for(s: Settings, ident: Any, shared: bool) -> str:
     if s.x_label:
-        return _as_id(str(s.x_label))
+        return as_id(str(s.x_label))
     if ident.world_size > 1:
         return f"rank-{ident.rank}"
     if shared:
-        return _as_id(f"{socket.gethostname()}-{os.getpid()}")
+        return as_id(f"{socket.gethostname()}-{os.getpid()}")
     return "rank-0"
-
-
-def _as_id(text: str) -> str:
-    """A stream label rankwise accepts (``[A-Za-z0-9][A-Za-z0-9._-]*``)."""
-    out = re.sub(r"[^A-Za-z0-9._-]", "-", text)[:128]
-    return out if out[:1].isalnum() else f"p{out}"[:128]
 
 
 def _new_run(s: Settings, config: Any, keep_current: bool) -> Run:
@@ -184,7 +169,7 @@ def _new_run(s: Settings, config: Any, keep_current: bool) -> Run:
     common: dict[str, Any] = dict(
         project=project, run_id=run_id, entity=s.entity, name=s.run_name, group=s.run_group,
         job_type=s.run_job_type, tags=tuple(s.run_tags or ()), notes=s.run_notes, mode=mode,
-        settings=s, on_finish=_forget,
+        settings=s, on_finish=_state.forget,
     )  # fmt: skip
     if mode == "disabled":
         run: Run = RunDisabled(None, attach={"root": str(root), "project": project,
@@ -196,7 +181,7 @@ def _new_run(s: Settings, config: Any, keep_current: bool) -> Run:
     label = _label_for(s, ident, shared)
     primary = bool(s.x_primary and s.x_update_finish_state) if shared else True
     record_config = bool(s.x_primary) if shared else True
-    inner = _open(
+    inner = open_run(
         s,
         root,
         project,
@@ -214,108 +199,14 @@ def _new_run(s: Settings, config: Any, keep_current: bool) -> Run:
     run.config._items["_wandb"] = dict(run._wandb_meta)
     if not record_config:
         run._record_config = False
-    _opened(run)
+    _state.note_opened(run)
     return run
 
 
-def _open(
-    s: Settings,
-    root: Path,
-    project: str,
-    run_id: str,
-    label: str,
-    primary: bool,
-    config: dict[str, Any],
-    mode: str,
-    keep_current: bool,
-    group_etc: dict[str, Any] | None = None,
-) -> Any:
-    from ..sdk import session
-
-    console = {"off": "off", "wrap": "wrap", "redirect": "redirect"}.get(str(s.console))
-    opts: dict[str, Any] = {}
-    if s.finish_timeout:
-        opts["finish_timeout"] = float(s.finish_timeout)
-    server = os.environ.get("RANKWISE_SERVER") if mode in ("online", "shared") else None
-    silent = "1" if (s.silent or s.quiet or os.environ.get("RANKWISE_SILENT")) else None
-    meta = group_etc if group_etc is not None else {
-        "name": s.run_name, "group": s.run_group, "job_type": s.run_job_type,
-        "tags": list(s.run_tags or ()), "notes": s.run_notes,
-    }  # fmt: skip
-    saved = session.current
-    if keep_current:
-        session.current = None  # reinit="create_new": the earlier run stays open
-    with scoped_env(RANKWISE_SERVER=server, RANKWISE_SILENT=silent):
-        try:
-            return session.init(
-                project=project, id=run_id, run_mode="shared", rank_scope="global",
-                dir=root, resume=RESUME[s.resume], label=label, config=config,
-                settings=opts, console=console, system=not s.x_disable_stats,
-                gpu_device_ids=s.x_stats_gpu_device_ids, primary=primary, **meta,
-            )  # fmt: skip
-        finally:
-            if keep_current and session.current is None:
-                session.current = saved
-
-
-def attached(spec: Mapping[str, Any], into: Run | None = None) -> Run:
-    """This process's stream of the run ``spec`` describes (a run made elsewhere), made
-    in ``into`` (a run object from another process) when given."""
-    label = spec.get("child_label") or _as_id(f"{spec.get('label', 'rank-0')}-child-{os.getpid()}")
-    s = Settings(mode="offline" if spec.get("mode") == "offline" else "online")
-    inner = _open(
-        s, Path(spec["root"]), spec["project"], spec["run_id"], label, False, {},
-        str(spec.get("mode")), keep_current=False,
-        group_etc={"name": None, "group": None, "job_type": None, "tags": [], "notes": None},
-    )  # fmt: skip
-    run = into if into is not None else Run.__new__(Run)
-    Run.__init__(
-        run, inner, project=spec["project"], run_id=spec["run_id"], entity=spec.get("entity"),
-        name=None, group=None, job_type=None, tags=(), notes=None,
-        mode=str(spec.get("mode") or "online"), settings=s,
-        attach={k: v for k, v in spec.items() if k != "child_label"},
-        record_config=False, on_finish=_forget,
-    )  # fmt: skip
-    _opened(run)
-    return run
-
-
-def adopt(run: Run) -> None:
-    global adopted
-    adopted = run
-
-
-def _forget(run: Run) -> None:
-    global current, adopted
-    if current is run:
-        current = None
-        for hook in on_current_finished:
-            hook(run)
-    if adopted is run:
-        adopted = None
-
-
-def _opened(run: Run) -> None:
-    """A multiprocessing child leaves through ``os._exit`` (no atexit): end its runs in
-    multiprocessing's own exit hook instead."""
-    opened.append(run)
-    if _finalizer[0]:
-        return
-    import multiprocessing
-
-    if multiprocessing.parent_process() is None:
-        return
-    from multiprocessing import util
-
-    util.Finalize(None, _end_all, exitpriority=100)
-    _finalizer[0] = True
-
-
-def _end_all() -> None:
-    for run in list(opened):
-        if run._pid == os.getpid():
-            with contextlib.suppress(Exception):
-                run.finish()
+def _as_run(member: _state.Member) -> Run:
+    """``wandb.run`` as the ``Run`` it is (``_state`` knows runs only as ``Member``)."""
+    assert isinstance(member, Run)
+    return member
 
 
 def attach_id(
@@ -328,6 +219,9 @@ def attach_id(
     if attach_id is None:
         return None
     spec = json.loads(attach_id)
+    current = _state.current
     if current is not None and current.id == spec.get("run_id") and current._pid == os.getpid():
-        return current
-    return attached(spec)
+        return _as_run(current)
+    run = Run.__new__(Run)
+    _state.attached(spec, into=run)
+    return run

@@ -15,10 +15,11 @@ import os
 import shutil
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from . import _state
 from ._history import History, Metrics
 from ._mappings import Config, Summary
 from ._run_extras import RunExtras
@@ -207,20 +208,27 @@ class Run(RunExtras):
     def __setstate__(self, state: dict[str, Any]) -> None:
         if state["_init_pid"] == os.getpid():
             raise RuntimeError("attaching to a run in the process that made it is not allowed")
-        from . import _init
-
-        _init.attached(state["_attach"], into=self)
-        _init.adopt(self)
+        _state.attached(state["_attach"], into=self)
+        _state.adopt(self)
 
     def _ensure(self) -> None:
         """In a process other than the one that made this run, attach to it first."""
         if self._pid != os.getpid() and self._inner is not None:
-            from . import _init
-
-            _init.attached(self._attach, into=self)
-            if _init.current is self:  # a forked child's wandb.run: its globals follow
-                for hook in _init.on_current_attached:
+            _state.attached(self._attach, into=self)
+            if _state.current is self:  # a forked child's wandb.run: its globals follow
+                for hook in _state.on_current_attached:
                     hook(self)
+
+    def _rebuild(self, inner: Any, spec: Mapping[str, Any], settings: Any) -> None:
+        """Become this process's stream ``inner`` of the run ``spec`` describes, never
+        primary (``_state.attached``: a run made in another process)."""
+        Run.__init__(
+            self, inner, project=spec["project"], run_id=spec["run_id"],
+            entity=spec.get("entity"), name=None, group=None, job_type=None, tags=(),
+            notes=None, mode=str(spec.get("mode") or "online"), settings=settings,
+            attach={k: v for k, v in spec.items() if k != "child_label"},
+            record_config=False, on_finish=_state.forget,
+        )  # fmt: skip
 
     # -- logging ----------------------------------------------------------------------
     def log(

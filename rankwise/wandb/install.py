@@ -34,6 +34,8 @@ from importlib.metadata import Distribution, DistributionFinder
 from pathlib import Path
 from typing import Any
 
+from ._version import __version__
+
 ALIASES = {
     "wandb": "rankwise.wandb",
     "wandb.sdk": "rankwise.wandb.sdk",
@@ -51,8 +53,6 @@ class _Metadata(Distribution):
 
     def read_text(self, filename: str) -> str | None:
         if filename == "METADATA":
-            from . import __version__
-
             return (
                 "Metadata-Version: 2.1\nName: wandb\n"
                 f"Version: {__version__}\n"

@@ -16,9 +16,9 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from ... import names
-from ..._summary import complete_step as _complete
 from ...read.fold import unsynced
 from ...read.model import Project, ProjectsReply, RunInfo, RunsReply, spell
+from ...read.summary import complete_step as _complete
 from ...store.base import RunQuery, Store
 from ...store.types import Band, Series
 from ...stream.records import STATES
@@ -76,7 +76,7 @@ def _spelled(value: Any) -> Any:
 
 
 def complete_step(run: RunInfo) -> int | None:
-    """The last step every rank has reached (``rankwise._summary.complete_step``: every
+    """The last step every rank has reached (``rankwise.read.summary.complete_step``: every
     live rank while the run runs). A cross-rank value past it is *partial*: it averages
     only the ranks that got there, so it is not the job's mean."""
     return _complete(run.streams)

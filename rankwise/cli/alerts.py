@@ -17,8 +17,10 @@ from typing import Any
 
 import msgspec
 
-from .alerting import EVENTS, Destination
-from .errors import DeliveryError, UsageError
+from ..alerting import EVENTS, Destination
+from ..errors import DeliveryError, UsageError
+from ._format import table
+from .tokens import open_db
 
 
 def add_alert_commands(sub: Any) -> None:
@@ -90,12 +92,6 @@ def _private(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _open(url: str) -> Any:
-    from .token_cli import _open as open_db
-
-    return open_db(url)
-
-
 def check_smtp(smtp: dict[str, Any], timeout: float = 10.0) -> None:
     """Connect to the SMTP server and say hello: an unreachable one is refused at add."""
     host, port = smtp["host"], smtp["port"]
@@ -111,7 +107,7 @@ def check_smtp(smtp: dict[str, Any], timeout: float = 10.0) -> None:
 
 
 def cmd_alert_add(args: argparse.Namespace) -> int:
-    from .alert_config import make_destination
+    from ..alert_config import make_destination
 
     kind = "webhook" if args.webhook else "slack" if args.slack else "email"
     smtp = {}
@@ -138,7 +134,7 @@ def cmd_alert_add(args: argparse.Namespace) -> int:
     )
     if kind == "email":
         check_smtp(dest.smtp)
-    with _open(args.db) as store:
+    with open_db(args.db) as store:
         dest = store.add_destination(dest)
     shown = dest.public()
     print(
@@ -152,9 +148,7 @@ def cmd_alert_add(args: argparse.Namespace) -> int:
 
 
 def cmd_alert_list(args: argparse.Namespace) -> int:
-    from .cli import _table
-
-    with _open(args.db) as store:
+    with open_db(args.db) as store:
         dests: list[Destination] = store.list_destinations(args.project)
     if args.json:
         for d in dests:
@@ -172,14 +166,14 @@ def cmd_alert_list(args: argparse.Namespace) -> int:
         ]
         for d in dests
     ]
-    print(_table(rows, ["id", "project", "kind", "target", "on", "rules", "name"]))
+    print(table(rows, ["id", "project", "kind", "target", "on", "rules", "name"]))
     return 0
 
 
 def cmd_alert_remove(args: argparse.Namespace) -> int:
-    from .store.alerts import check_destination_id
+    from ..store.alerts import check_destination_id
 
-    with _open(args.db) as store:
+    with open_db(args.db) as store:
         if not store.remove_destination(check_destination_id(args.id)):
             raise UsageError(f"no alert destination {args.id!r}: see rankwise alert list")
     print(f"rankwise: removed alert destination {args.id}")
@@ -187,11 +181,11 @@ def cmd_alert_remove(args: argparse.Namespace) -> int:
 
 
 def cmd_alert_test(args: argparse.Namespace) -> int:
-    from .server.alert_send import send
-    from .server.routes.alerts import test_message
-    from .store.alerts import check_destination_id
+    from ..server.alert_send import send
+    from ..server.routes.alerts import test_message
+    from ..store.alerts import check_destination_id
 
-    with _open(args.db) as store:
+    with open_db(args.db) as store:
         dest = store.get_destination(check_destination_id(args.id))
     if dest is None:
         raise UsageError(f"no alert destination {args.id!r}: see rankwise alert list")
@@ -258,8 +252,8 @@ def add_serve_flags(p: argparse.ArgumentParser, ui: bool) -> None:
 
 
 def alert_settings(args: argparse.Namespace) -> Any:
-    from .alerting import check_url
-    from .server.config import AlertSettings
+    from ..alerting import check_url
+    from ..server.config import AlertSettings
 
     if args.public_url:
         check_url(args.public_url, "--public-url")
@@ -289,7 +283,7 @@ def ui_destinations(args: argparse.Namespace) -> list[Destination]:
     """`rankwise ui --alerts FILE --alert-webhook URL ...`: the destinations to install."""
     from pathlib import Path
 
-    from .alert_config import load_alerts_file, make_destination
+    from ..alert_config import load_alerts_file, make_destination
 
     allow = args.allow_private_webhooks
     out = load_alerts_file(Path(args.alerts), allow) if args.alerts else []

@@ -33,15 +33,15 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _log
 from ..errors import MediaError
+from ..media.base import MediaValue, Rich
+from ..media.histogram import Histogram
+from ..media.table import Table
 from ..names import KEY_RULE, is_key
 from ..stream import records as R
 from ..stream.blobs import write_blob
-from .base import MediaValue, Rich
-from .histogram import Histogram
-from .table import Table
 
 if TYPE_CHECKING:
-    from ..sdk.handle import RunHandle
+    from .handle import RunHandle
 
 # (log time, step, key, value or list of values, reserved bytes)
 Item = tuple[float, int, str, Any, int]
@@ -102,7 +102,7 @@ class MediaEncoder:
         self._stalled_at = -1
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._warned: set[str] = set()
+        self.warn_once = _log.Once()  # warn_once(key, message)
         self._keys: set[str] = set()  # keys found valid (names.is_key), checked once
         self._thread = threading.Thread(target=self._run, name="rankwise-media", daemon=True)
         self._thread.start()
@@ -183,11 +183,6 @@ class MediaEncoder:
             )
 
     # -- encoder thread -----------------------------------------------------------------
-    def warn_once(self, key: str, message: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            _log.warn(message)
-
     def _run(self) -> None:
         try:
             while True:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 import uuid
 from pathlib import Path
@@ -18,8 +17,9 @@ from typing import Any
 
 import msgspec
 
-from ._datadir import default_dir
-from .errors import ServerError, UsageError
+from ..errors import ServerError, UsageError
+from ..settings import default_dir, default_project, default_server
+from ._format import size, table, when
 
 
 def add_artifact_commands(sub: Any) -> None:
@@ -54,37 +54,16 @@ def _where(p: argparse.ArgumentParser) -> None:
 
 
 def _api(args: argparse.Namespace) -> Any:
-    from .api import Api
+    from ..api import Api
 
-    server = args.server or os.environ.get("RANKWISE_SERVER") or None
-    return Api(args.dir, server=server, token=args.token)
+    return Api(args.dir, server=default_server(args.server), token=args.token)
 
 
 def _project(args: argparse.Namespace) -> str:
-    return str(args.project or os.environ.get("RANKWISE_PROJECT") or "default")
-
-
-def _size(n: int) -> str:
-    """Bytes in binary units, three significant digits: 21,400 -> "20.9 KiB", as the
-    dashboard's ``fmtBytes`` (ui/src/lib/system.js) writes them."""
-    a, unit = float(abs(n)), "B"
-    for bigger in ("KiB", "MiB", "GiB", "TiB", "PiB"):
-        if a < 1024:
-            break
-        a, unit = a / 1024, bigger
-    if unit == "B":
-        return f"{n} B"
-    r = float(f"{a:.3g}")
-    return f"{'-' if n < 0 else ''}{r:.{2 if r < 10 else 1 if r < 100 else 0}f} {unit}"
-
-
-def _when(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "-"
+    return default_project(args.project)
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    from .cli import _table
-
     api, project = _api(args), _project(args)
     if args.name is None:
         names = api.artifacts(project, type=args.type)
@@ -96,10 +75,10 @@ def cmd_ls(args: argparse.Namespace) -> int:
             print(f"no artifacts in project {project!r}")
             return 0
         rows = [
-            [s.name, s.type, str(s.versions), s.latest, _size(s.size), _when(s.updated_at)]
+            [s.name, s.type, str(s.versions), s.latest, size(s.size), when(s.updated_at)]
             for s in names
         ]
-        print(_table(rows, ["NAME", "TYPE", "VERSIONS", "LATEST", "SIZE", "UPDATED"]))
+        print(table(rows, ["NAME", "TYPE", "VERSIONS", "LATEST", "SIZE", "UPDATED"]))
         return 0
     name = args.name if "/" in args.name else f"{project}/{args.name}"
     versions = api.artifact_versions(name)
@@ -108,11 +87,11 @@ def cmd_ls(args: argparse.Namespace) -> int:
             print(msgspec.json.encode(a.info).decode())
         return 0
     rows = [
-        [a.version, ",".join(a.aliases), _size(a.size), str(len(a.files())), a.digest[:12],
-         a.info.run_id or "-", _when(a.created_at or 0.0)]
+        [a.version, ",".join(a.aliases), size(a.size), str(len(a.files())), a.digest[:12],
+         a.info.run_id or "-", when(a.created_at or 0.0)]
         for a in versions
     ]  # fmt: skip
-    print(_table(rows, ["VERSION", "ALIASES", "SIZE", "FILES", "DIGEST", "RUN", "CREATED"]))
+    print(table(rows, ["VERSION", "ALIASES", "SIZE", "FILES", "DIGEST", "RUN", "CREATED"]))
     return 0
 
 
@@ -125,11 +104,11 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 
 def cmd_put(args: argparse.Namespace) -> int:
-    from .artifacts.artifact import Artifact
-    from .artifacts.local import LocalArtifacts, OutboxEntry
-    from .artifacts.model import CommitRequest
-    from .artifacts.runs import close_client, remote_artifacts
-    from .artifacts.worker import commit_local, latest_sizes, stage
+    from ..artifacts.artifact import Artifact
+    from ..artifacts.local import LocalArtifacts, OutboxEntry
+    from ..artifacts.model import CommitRequest
+    from ..artifacts.runs import close_client, remote_artifacts
+    from ..artifacts.worker import commit_local, latest_sizes, stage
 
     project = _project(args)
     path = Path(args.path)
@@ -143,7 +122,7 @@ def cmd_put(args: argparse.Namespace) -> int:
     files = art.pending()
     root = default_dir(args.dir)
     store = LocalArtifacts(root, project)
-    server = args.server or os.environ.get("RANKWISE_SERVER") or None
+    server = default_server(args.server)
     likely = latest_sizes(store, art.name) if server is None else {}
     manifest, _ = stage(files, store, likely)  # remote: a failed upload resumes from files/
     request = CommitRequest(
@@ -174,8 +153,8 @@ def cmd_put(args: argparse.Namespace) -> int:
 
 def cmd_sync_artifacts(path: Path, server: str, token: str | None) -> int:
     """The artifact part of ``rankwise sync``; returns the number of failures."""
-    from .artifacts.runs import close_client, remote_artifacts
-    from .artifacts.sync import artifact_projects, sync_artifacts
+    from ..artifacts.runs import close_client, remote_artifacts
+    from ..artifacts.sync import artifact_projects, sync_artifacts
 
     root, projects = artifact_projects(path)
     failures = 0

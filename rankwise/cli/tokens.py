@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from typing import Any
 
-from .errors import UsageError
-from .tokens import ROLES
+from ..errors import UsageError
+from ..tokens import ROLES
+from ._format import ago, table
 
 
 def add_token_commands(sub: Any) -> None:
@@ -45,8 +45,8 @@ def _db(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", required=True, help="sqlite:///PATH or postgresql://USER@HOST/DB")
 
 
-def _open(url: str) -> Any:
-    from .store import open_store
+def open_db(url: str) -> Any:
+    from ..store import open_store
 
     try:
         store = open_store(url)
@@ -57,7 +57,7 @@ def _open(url: str) -> Any:
 
 
 def cmd_token_create(args: argparse.Namespace) -> int:
-    with _open(args.db) as store:
+    with open_db(args.db) as store:
         try:
             new = store.create_token(args.role, args.project, args.name)
         except ValueError as exc:
@@ -68,14 +68,8 @@ def cmd_token_create(args: argparse.Namespace) -> int:
     return 0
 
 
-def _when(t: float | None) -> str:
-    return "-" if t is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
-
-
 def cmd_token_list(args: argparse.Namespace) -> int:
-    from .cli import _table
-
-    with _open(args.db) as store:
+    with open_db(args.db) as store:
         tokens = store.list_tokens()
     if args.json:
         for t in tokens:
@@ -90,18 +84,18 @@ def cmd_token_list(args: argparse.Namespace) -> int:
             t.role,
             t.name or "-",
             ",".join(t.projects) if t.projects is not None else "*",
-            _when(t.created),
-            _when(t.last_used),
-            _when(t.revoked) if t.revoked is not None else "live",
+            ago(t.created),
+            ago(t.last_used),
+            ago(t.revoked) if t.revoked is not None else "live",
         ]
         for t in tokens
     ]
-    print(_table(rows, ["id", "role", "name", "projects", "created", "last used", "revoked"]))
+    print(table(rows, ["id", "role", "name", "projects", "created", "last used", "revoked"]))
     return 0
 
 
 def cmd_token_revoke(args: argparse.Namespace) -> int:
-    with _open(args.db) as store:
+    with open_db(args.db) as store:
         if not store.revoke_token(args.id):
             raise UsageError(f"no live token with id {args.id!r}: see rankwise token list")
     print(f"rankwise: revoked token {args.id} (running servers stop accepting it within 10 s)")

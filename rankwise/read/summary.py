@@ -20,8 +20,8 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from .metric_defs import reduce_of
-from .read.model import CrossRankValue
+from ..metric_defs import reduce_of
+from .model import CrossRankValue
 
 
 class _Stream(Protocol):
