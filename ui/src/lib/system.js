@@ -42,7 +42,7 @@ export function describeKey(key) {
 }
 
 /** 1536 → "1.50 KiB": bytes in binary units, three significant digits (the CLI's
- * `rankwise artifact ls` writes the same: rankwise/artifact_cli.py `_size`). */
+ * `rankwise artifact ls` writes the same: rankwise/cli/_format.py `size`). */
 export function fmtBytes(v) {
   if (v === null || v === undefined || !Number.isFinite(v)) return "–";
   const units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
