@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .._environ import scoped_env
+from ..settings import default_server
 from ._settings import Settings
 
 
@@ -80,7 +81,7 @@ def open_run(
     opts: dict[str, Any] = {}
     if s.finish_timeout:
         opts["finish_timeout"] = float(s.finish_timeout)
-    server = os.environ.get("RANKWISE_SERVER") if mode in ("online", "shared") else None
+    server = default_server() if mode in ("online", "shared") else None
     silent = "1" if (s.silent or s.quiet or os.environ.get("RANKWISE_SILENT")) else None
     meta = group_etc if group_etc is not None else {
         "name": s.run_name, "group": s.run_group, "job_type": s.run_job_type,
