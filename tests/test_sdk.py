@@ -397,6 +397,7 @@ def test_public_api_is_pinned() -> None:
     assert sorted(rankwise.__all__) == sorted(
         [
             "Api",
+            "ArgumentTypeError",
             "Artifact",
             "ArtifactError",
             "ArtifactNotFoundError",
@@ -408,6 +409,7 @@ def test_public_api_is_pinned() -> None:
             "Histogram",
             "Html",
             "Image",
+            "KeyNotLoggedError",
             "MediaError",
             "RankHealth",
             "RankwiseError",

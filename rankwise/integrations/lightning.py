@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._environ import scoped_env
+from ..errors import UsageError
 from ..sdk.run import Run
 from . import _common
 
@@ -85,7 +86,7 @@ class RankwiseLogger(Logger):
     ) -> None:
         super().__init__()
         if log_model not in (False, True, "all"):
-            raise ValueError(f"log_model={log_model!r}: pass False, True or 'all'")
+            raise UsageError(f"log_model={log_model!r}: pass False, True or 'all'")
         project = project or os.environ.get("RANKWISE_PROJECT") or "lightning_logs"
         self._init = _common.check_init_kwargs(
             dict(
