@@ -351,6 +351,9 @@ class Store(
     def migrate(self) -> None:
         """Create or upgrade the schema (numbered migrations; safe to call every start)."""
 
+    def schema_version(self) -> int:
+        """The highest migration applied (0: none yet)."""
+
     def close(self) -> None: ...
 
     def __enter__(self) -> Store: ...
