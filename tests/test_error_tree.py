@@ -74,7 +74,10 @@ def test_lookups_of_what_was_not_logged_name_where_to_look(tmp_path: Path) -> No
         art.get_entry("b.txt")
 
 
-def test_each_store_is_every_part_of_the_protocol(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_each_store_is_every_part_of_the_protocol(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     parts = [
         base.RunStore,
         base.ChartStore,
@@ -91,7 +94,8 @@ def test_each_store_is_every_part_of_the_protocol(tmp_path: Path) -> None:
         names |= {n for n in vars(part) if not n.startswith("_") or n in ("__enter__",)}
         names |= set(getattr(part, "__annotations__", {}))
     assert {"ingest", "series", "console", "media", "commit_artifact", "create_token"} <= names
-    store: Any = open_store(tmp_path / "db.sqlite")
+    url = tmp_path / "db.sqlite" if kind == "sqlite" else request.getfixturevalue("pg_dsn")
+    store: Any = open_store(url)
     try:
         store.migrate()
         missing = sorted(n for n in names if not hasattr(store, n))
