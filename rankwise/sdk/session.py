@@ -237,8 +237,8 @@ def _fill_label(label: str, ident: Identity) -> str:
 def _check_resume(
     resume: str, directory: Path, where: Placement, project: str, ident: Identity
 ) -> None:
-    """``resume="never"`` refuses a stream that has data, ``"must"`` a run that has none
-    (a restart of the same launch, ``restart_count`` > 0, continues either way)."""
+    """``resume="never"`` refuses a stream that has data (unless this process is a restart
+    of the same launch, ``restart_count`` > 0); ``"must"`` refuses a run that has none."""
     existing = [inc for lab, inc, _ in list_streams(directory) if lab == where.label]
     if resume == "never" and existing and ident.restart_count == 0:
         raise RunExistsError(
