@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 from .api import Api, RunInfo, StreamInfo
 from .errors import (
+    ArgumentTypeError,
     ArtifactError,
     ArtifactNotFoundError,
     BadNameError,
     ConfigError,
     DeliveryError,
+    KeyNotLoggedError,
     MediaError,
     RankwiseError,
     RunExistsError,
@@ -54,6 +56,7 @@ _LAZY = {
 
 __all__ = [
     "Api",
+    "ArgumentTypeError",
     "Artifact",
     "ArtifactError",
     "ArtifactNotFoundError",
@@ -65,6 +68,7 @@ __all__ = [
     "Histogram",
     "Html",
     "Image",
+    "KeyNotLoggedError",
     "MediaError",
     "RankHealth",
     "RankwiseError",

@@ -5,10 +5,15 @@
     RankwiseError
     ├── UsageError            (also a ValueError) bad arguments to init() and friends
     │   ├── ConfigError       (also a TypeError) init(config=) that is not a mapping
+    │   ├── ArgumentTypeError (also a TypeError) an argument of the wrong type: run.watch()
+    │   │                     given no torch module, an integration given an unknown keyword
     │   ├── BadNameError      an id, key or file name that breaks rankwise.names' rules
     │   ├── MediaError        rankwise.Image/Table/Histogram/... given data it cannot record
-    │   └── ArtifactNotFoundError  (also a KeyError) no such artifact, version or alias
+    │   └── ArtifactNotFoundError  (also a KeyError) no such artifact, version, alias or
+    │                              file in a version
     ├── RunNotFoundError      (also a KeyError) Api.run() with an unknown id
+    ├── KeyNotLoggedError     (also a KeyError) run.table()/histograms() of a key, step or
+    │                         stream the run did not log
     ├── RunExistsError        init(resume="never") for a run that already has data
     ├── SchemaTooNewError     a database migrated by a newer rankwise than this one
     ├── ServerError           Api(server=): the server answered an error or is unreachable
@@ -38,6 +43,12 @@ class ConfigError(UsageError, TypeError):
     not JSON-like is stored as its string form with a warning, never raised.)"""
 
 
+class ArgumentTypeError(UsageError, TypeError):
+    """An argument has a type rankwise cannot use (``run.watch()`` given something that is
+    not a ``torch.nn.Module``, an integration given a keyword ``rankwise.init()`` does not
+    take). A ``TypeError`` as well, as Python raises for a wrong argument."""
+
+
 class BadNameError(UsageError):
     """A name (project, run id, key, file name) breaks its rule in ``rankwise.names``."""
 
@@ -63,6 +74,14 @@ class RunNotFoundError(RankwiseError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class KeyNotLoggedError(RankwiseError, KeyError):
+    """``run.table()`` or ``run.histograms()`` asked for a key, step or stream the run did
+    not log; ``run.media_keys()`` lists what it did. A ``KeyError`` as well."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
 class RunExistsError(RankwiseError):
     """``resume="never"`` was asked for a run id that already has data."""
 
@@ -80,7 +99,8 @@ class SyncError(RankwiseError):
 
 
 class ArtifactNotFoundError(UsageError, KeyError):
-    """No artifact of that name in the project, or no such version or alias of it."""
+    """No artifact of that name in the project, no such version or alias of it, or no
+    such file in a version (``Artifact.get_entry``)."""
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""

@@ -43,7 +43,7 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A fresh RANKWISE_DIR; the current run of this process is finished afterwards."""
     d = tmp_path / "data"
     monkeypatch.setenv("RANKWISE_DIR", str(d))

@@ -435,9 +435,9 @@ def test_run_alert_records_and_never_raises(
     run.alert("saved", "step 3", "WARN", datetime.timedelta(seconds=0))
     run.alert("saved", "again at once", "WARN", 0)  # wait 0: recorded too
     run.alert("saved", "inside the default 60 s", "WARN")  # dropped
-    run.alert("odd", 42, level="LOUD", wait_duration="soon")  # type: ignore[arg-type]
+    run.alert("odd", 42, level="LOUD", wait_duration="soon")
     run.alert("odd2", "x", level="LOUDER", wait_duration=-1)  # warned once already
-    run.alert(None, "no title")  # type: ignore[arg-type]
+    run.alert(None, "no title")
     run.alert("", "empty title")
     run.finish()
     run.alert("late", "after finish")

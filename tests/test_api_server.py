@@ -18,7 +18,7 @@ FAST = {"flush_interval": 0.02, "upload_interval": 0.02, "upload_timeout": 10}
 
 
 @pytest.fixture
-def server(tmp_path: Path):  # type: ignore[no-untyped-def]
+def server(tmp_path: Path):
     store = open_store(f"sqlite:///{tmp_path / 'server.db'}")
     store.migrate()
     with serve_in_thread(create_app(store)) as url:
@@ -60,8 +60,8 @@ def test_filters_and_objects_match_the_local_reader(data_dir: Path, server: str)
         {"project": "nope"},
     ]
     for query in queries:
-        mine = [(r.project, r.id) for r in local.runs(**query)]  # type: ignore[arg-type]
-        theirs = [(r.project, r.id) for r in remote.runs(**query)]  # type: ignore[arg-type]
+        mine = [(r.project, r.id) for r in local.runs(**query)]
+        theirs = [(r.project, r.id) for r in remote.runs(**query)]
         assert sorted(theirs) == sorted(mine), query
     for lr in local.runs():
         rr = remote.run(lr.id)

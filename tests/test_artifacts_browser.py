@@ -105,7 +105,7 @@ class Watched:
         self.page = self.context.new_page()
         self.page.set_default_timeout(20_000)
         self.problems: list[str] = []
-        self.page.on("dialog", lambda d: (self.problems.append(d.message), d.dismiss()))
+        self.page.on("dialog", lambda d: (self.problems.append(d.message), d.dismiss()))  # type: ignore[func-returns-value]
         self.page.on("pageerror", lambda e: self.problems.append(str(e)))
         self.page.on(
             "console", lambda m: self.problems.append(m.text) if m.type == "error" else None

@@ -137,7 +137,7 @@ def test_references_are_never_dereferenced(
 
     monkeypatch.setattr(socket.socket, "connect", connect)
     monkeypatch.setattr(socket.socket, "connect_ex", connect)
-    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: connect(None, a))  # type: ignore[arg-type]
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: connect(None, a))
     uris = [
         "file:///etc/passwd", "http://169.254.169.254/latest/meta-data/",
         "http://[::ffff:a9fe:a9fe]/x", "http://2130706433/x", "http://127.0.0.1:6379/x",

@@ -29,8 +29,8 @@ import pytest
 
 from rankwise.artifacts.manifest import CHUNK_BYTES, Entry, Manifest, hash_file
 from rankwise.artifacts.model import CommitRequest
-from rankwise.artifacts.remote import ArtifactNotFoundError, RemoteArtifacts
-from rankwise.errors import ServerError, UsageError
+from rankwise.artifacts.remote import RemoteArtifacts
+from rankwise.errors import ArtifactNotFoundError, ServerError, UsageError
 from rankwise.server import ServerSettings, create_app
 from rankwise.server.blobs import BlobStore, FsspecBlobStore, LocalBlobStore
 from rankwise.store.sql import SQLStore

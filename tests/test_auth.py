@@ -63,7 +63,7 @@ class Srv:
             p.read_bytes() for p in self.db.parent.glob(self.db.name + "-wal")
         )
         for secret in secrets:
-            hidden = T.parse(secret)[2] if T.parse(secret) else secret  # type: ignore[index]
+            hidden = T.parse(secret)[2] if T.parse(secret) else secret
             assert hidden.encode() not in raw, "secret in the database file"
             assert hidden not in self.server_log(), "secret in the server log"
             assert not any(hidden in text for text in self.seen), "secret in a response"
@@ -178,7 +178,7 @@ def _key(project: str) -> Any:
     ["Bearer", "Basic eDp5", "Bearer a b", "Bearer " + "x" * 65536, "Bearer ü"],
 )
 def test_2_malformed_credentials_are_401_never_500(srv: Srv, header: str) -> None:
-    r = srv.req("GET", "/api/v1/projects", headers={"Authorization": header.encode("utf-8")})  # type: ignore[dict-item]
+    r = srv.req("GET", "/api/v1/projects", headers={"Authorization": header.encode("utf-8")})
     assert r.status_code in (401, 431) and r.status_code != 500  # 431: h11's header cap
     assert "eDp5" not in r.text and "x" * 100 not in r.text
     if r.status_code == 401:
@@ -245,13 +245,13 @@ def test_5_read_token_cannot_write(srv: Srv) -> None:
 
 def test_6_revoked_token_is_401_on_the_next_request(srv: Srv) -> None:
     assert srv.upload(srv.ingest_a, "a").status_code == 200
-    token_id = T.parse(srv.ingest_a)[1]  # type: ignore[index]
+    token_id = T.parse(srv.ingest_a)[1]
     r = srv.req("DELETE", f"/api/v1/tokens/{token_id}", srv.admin)
     assert r.status_code == 204
     assert srv.upload(srv.ingest_a, "a").status_code == 401
     # And through the store (the CLI's path), with no cache in between.
     assert srv.req("GET", "/api/v1/projects", srv.read_a).status_code == 200
-    srv.store.revoke_token(T.parse(srv.read_a)[1])  # type: ignore[index]
+    srv.store.revoke_token(T.parse(srv.read_a)[1])
     assert srv.req("GET", "/api/v1/projects", srv.read_a).status_code == 401
     assert srv.store.get_token(token_id).revoked is not None  # kept, marked
 
@@ -278,7 +278,7 @@ def test_8_query_string_tokens_are_refused_and_nothing_leaks(srv: Srv) -> None:
     srv.req("GET", "/api/v1/projects", "rk_r_0123456789ab_" + "A" * 43)
     srv.assert_nothing_leaked(srv.admin, srv.ingest_a, srv.read_a)
     new = srv.store.create_token("read", None, "r")
-    assert T.parse(new.value)[2] not in repr(new)  # type: ignore[index]
+    assert T.parse(new.value)[2] not in repr(new)
     assert new.value not in repr(Settings(token=new.value))
     assert "secret_hash" not in repr(new.info)
 
@@ -295,7 +295,7 @@ def test_9_wrong_id_and_wrong_secret_take_one_path(
         calls.append((type(a), type(b)))
         return real(a, b)
 
-    monkeypatch.setattr(T.hmac, "compare_digest", spy)
+    monkeypatch.setattr(T.hmac, "compare_digest", spy)  # type: ignore[attr-defined]
     _, token_id, secret = T.parse(srv.read_a)  # type: ignore[misc]
     wrong_secret = f"rk_r_{token_id}_{'B' * len(secret)}"
     wrong_id = f"rk_r_{'f' * 12}_{secret}"
@@ -365,7 +365,7 @@ def test_sessions_log_out_expire_and_die_with_their_token(srv: Srv) -> None:
     with httpx.Client(base_url=srv.url, timeout=10) as b:
         b.post("/api/v1/session", json={"token": srv.read_a}, headers=hdr)
         sid = b.cookies["rk_session"]
-        srv.store.revoke_token(T.parse(srv.read_a)[1])  # type: ignore[index]
+        srv.store.revoke_token(T.parse(srv.read_a)[1])
         assert b.get("/api/v1/projects").status_code == 401
         assert srv.store.get_session(sid) is None
     assert srv.store.get_session("x" * 43) is None
@@ -489,12 +489,12 @@ def test_token_and_session_store(backend: str, tmp_path: Path, request: Any) -> 
         new = store.create_token("read", ["a", "b", "a"], "r")
         info = store.get_token(new.info.id)
         assert info is not None and info.projects == ("a", "b") and info.role == "read"
-        assert info.secret_hash == T.digest(T.parse(new.value)[2])  # type: ignore[index]
-        assert T.matches(info, "read", T.parse(new.value)[2])  # type: ignore[index]
+        assert info.secret_hash == T.digest(T.parse(new.value)[2])
+        assert T.matches(info, "read", T.parse(new.value)[2])
         store.touch_tokens({info.id: 123.0})
-        assert store.get_token(info.id).last_used == 123.0  # type: ignore[union-attr]
+        assert store.get_token(info.id).last_used == 123.0
         store.create_session("s" * 43, info.id)
-        assert store.get_session("s" * 43).token.id == info.id  # type: ignore[union-attr]
+        assert store.get_session("s" * 43).token.id == info.id
         assert store.revoke_token(info.id) and not store.revoke_token(info.id)
         assert store.get_session("s" * 43) is None
         admin = store.create_token("admin")

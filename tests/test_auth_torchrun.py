@@ -47,7 +47,7 @@ def _torchrun(data: Path, run_id: str, url: str, token: str, cwd: Path) -> tuple
 
 
 def _secret(token: str) -> str:
-    return T.parse(token)[2]  # type: ignore[index]
+    return T.parse(token)[2]
 
 
 def test_torchrun_with_ingest_token_uploads_exactly_once(tmp_path: Path) -> None:
@@ -79,7 +79,7 @@ def test_refused_token_keeps_training_warns_once_then_sync_uploads(
                 bad = T.generate("ingest")[0]
             elif how == "revoked":
                 bad = store.create_token("ingest", ["up"], "old").value
-                store.revoke_token(T.parse(bad)[1])  # type: ignore[index]
+                store.revoke_token(T.parse(bad)[1])
             else:
                 bad = store.create_token("ingest", ["elsewhere"], "other").value
         data = tmp_path / "data"

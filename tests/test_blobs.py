@@ -54,7 +54,7 @@ def put(srv: dict[str, Any], project: str, digest: str, data: Any, who: str = "i
     return httpx.put(url, content=data, headers=headers, **kw)
 
 
-def get(srv: dict[str, Any], project: str, digest: str, who: str = "read_a", **kw: Any):  # type: ignore[no-untyped-def]
+def get(srv: dict[str, Any], project: str, digest: str, who: str = "read_a", **kw: Any):
     url = f"{srv['url']}/api/v1/blobs/{project}/{digest}"
     headers = {**bearer(srv[who]), **kw.pop("headers", {})}
     return httpx.get(url, headers=headers, **kw)

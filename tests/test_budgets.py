@@ -271,7 +271,7 @@ def test_only_connection_errors_make_the_store_unavailable() -> None:
     assert store_unavailable(psycopg.OperationalError("connection lost"))  # no SQLSTATE
     for cls in (E.AdminShutdown, E.CannotConnectNow, E.ConnectionFailure, E.DiskFull):
         assert store_unavailable(cls()), cls
-    for cls in (E.ProgramLimitExceeded, E.StatementTooComplex, E.UniqueViolation):
+    for cls in (E.ProgramLimitExceeded, E.StatementTooComplex, E.UniqueViolation):  # type: ignore[assignment]
         assert not store_unavailable(cls()), cls
 
 
@@ -300,8 +300,8 @@ def test_a_failing_upload_fails_alone_in_a_postgres_batch(pg_dsn: str) -> None:
         key = "".join(chr(0x20000 + spread.randrange(40_000)) for _ in range(1024))
         huge = R.Media(1, 1000.0, 0, key, [item])
         batch: list[Any] = []
-        for key in good:
-            batch.append((key, records(run=key.run_id, project="a", steps=3), None, Future()))
+        for k in good:
+            batch.append((k, records(run=k.run_id, project="a", steps=3), None, Future()))
         batch.insert(2, (bad, [start("b", "r"), huge], None, Future()))
         commit._waiting += len(batch)  # as submit() counts them
         commit._commit(batch)  # one batch, as the committer thread makes it
@@ -695,8 +695,8 @@ def test_number_filters_are_short_and_parse_without_backtracking() -> None:
 def _parquet(rows: int) -> bytes:
     import io
 
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     buf = io.BytesIO()
     pq.write_table(pa.table({"id": list(range(rows))}), buf)

@@ -39,12 +39,12 @@ def run_console_script(tmp_path: Path, mode: str) -> tuple[subprocess.CompletedP
         timeout=120,
     )
     # Decoded by hand: text=True would turn the progress bar's "\r" into "\n".
-    proc = subprocess.CompletedProcess(
+    text = subprocess.CompletedProcess(
         proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode()
     )
-    assert proc.returncode == 0, proc.stderr
+    assert text.returncode == 0, text.stderr
     child = json.loads(Path(str(facts) + ".child").read_text())
-    return proc, {"parent": json.loads(facts.read_text()), "child": child}
+    return text, {"parent": json.loads(facts.read_text()), "child": child}
 
 
 def test_redirect_captures_c_level_writes_and_still_reaches_the_terminal(tmp_path: Path) -> None:

@@ -128,7 +128,7 @@ def test_migration_11_finds_the_first_in_older_data(tmp_path: Path) -> None:
         for rank, bad in STREAMS.items():
             old.ingest([(StreamKey("p", "d", f"rank-{rank}", 0), metrics(rank, bad))])
 
-        def forget(tx):  # type: ignore[no-untyped-def]
+        def forget(tx):
             for sid, blob in tx.all("SELECT id, fold FROM streams"):
                 fold = decode_fold(blob)
                 fold.first_nonfinite = {}  # as a version-10 ingest left it

@@ -17,7 +17,7 @@ from .helpers.servers import subprocess_env
 def end(label: str, state: str, t: float | None, inc: int = 0, **kw: object) -> StreamEnd:
     rank = int(label.split("-")[1])
     fields = {"error_type": None, "error_message": None, **kw}
-    return StreamEnd(label, inc, rank, 0, state, time=t, **fields)  # type: ignore[arg-type]
+    return StreamEnd(label, inc, rank, 0, state, time=t, **fields)
 
 
 def test_the_earliest_failed_or_crashed_stream_leads() -> None:

@@ -116,7 +116,7 @@ def _hang(server: ServerProcess, tmp: Path, mode: str) -> Iterator[Hung]:
         rid = wait_until(run_id, timeout=120, every=0.2)
         hung = Hung(server, data, rid, {})
         for name, read in (("local", hung.local), ("server", hung.remote)):
-            wait_until(lambda read=read: complete(read()), timeout=150, every=0.2)
+            wait_until(lambda read=read: complete(read()), timeout=150, every=0.2)  # type: ignore[misc]
             hung.took[name] = time.time() - float(stray.read_text())
         yield hung
         # Release rank 2: it joins the all_reduce, every rank logs again and finishes.

@@ -534,7 +534,7 @@ def test_the_local_reader_skips_a_stream_an_upload_could_not_store(
     root = tmp_path / "data"
     for run, config in (("good", {"lr": 0.1}), ("poison", {"a": {(1, 2): 3}})):
         (root / "p" / run / "streams").mkdir(parents=True)
-        start = R.StreamStart(0, 1000.0, "p", run, "rank-0", 0, config=config)  # type: ignore[dict-item]
+        start = R.StreamStart(0, 1000.0, "p", run, "rank-0", 0, config=config)
         data = MAGIC + encode_frame([start, R.Metrics(1, 1001.0, 0, {"loss": 1.0})])
         (root / "p" / run / "streams" / "rank-0.0.rwlog").write_bytes(data)
     store = open_store(f"sqlite:///{tmp_path / 'index.db'}")

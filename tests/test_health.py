@@ -156,7 +156,7 @@ def test_stall_is_recorded_and_clears_itself(data_dir: Path, fast: dict) -> None
     assert "test_stall_is_recorded_and_clears_itself" in main
     assert not any(name.startswith("rankwise-watchdog") for name in opened.stacks)
     fold = StreamFold()
-    fold.apply(scan(run.path.read_bytes()).records)  # type: ignore[union-attr]
+    fold.apply(scan(run.path.read_bytes()).records)
     assert fold.stall is None and fold.last_stall == opened and fold.stalls == 1
 
 
@@ -225,7 +225,7 @@ def test_assess_flags_the_slow_rank_and_measures_lag() -> None:
     assert [by[f"rank-{i}"].slow for i in range(4)] == [False, False, True, False]
     assert by["rank-2"].lag_steps == pytest.approx(950 - 700, abs=2)
     assert by["rank-2"].lag_seconds == pytest.approx(
-        by["rank-2"].lag_steps / by["rank-2"].median_rate
+        by["rank-2"].lag_steps / by["rank-2"].median_rate  # type: ignore[operator]
     )
     assert "rank 2 is slow" in by["rank-2"].describe()
     assert not any(h.slow for h in assess(streams, now=100.0, factor=1.5))

@@ -152,7 +152,7 @@ def test_early_experiment_every_checkpoint_and_a_failure(jobs: dict[str, Job | s
         [early] = [r for r in run.history(["early"], label=s.label) if "early" in r]
         assert (early["step"], early["early"]) == (0, 1.0)
 
-    versions = sorted(run.logged_artifacts(), key=lambda a: a.version)
+    versions = sorted(run.logged_artifacts(), key=lambda a: a.version or "")
     assert [a.version for a in versions] == ["v0", "v1", "v2"]
     assert [a.metadata["original_filename"] for a in versions] == [
         f"epoch=0-step={n}.ckpt" for n in (1, 2, 3)

@@ -139,7 +139,7 @@ def test_checkpoints_as_artifacts_when_the_environment_asks(tmp_path: Path) -> N
         RANKWISE_WATCH="gradients",
     )
     run = rankwise.Api(dir=data).run(reports[0]["run_id"], project="hf")
-    versions = sorted(run.logged_artifacts(), key=lambda a: a.version)
+    versions = sorted(run.logged_artifacts(), key=lambda a: a.version or "")
     assert [(a.name, a.version) for a in versions] == [
         ("model-tiny-bert", "v0"),
         ("model-tiny-bert", "v1"),

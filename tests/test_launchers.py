@@ -186,7 +186,7 @@ def test_torchrun_restart_continues_the_run(tmp_path: Path) -> None:
         assert s.last_step == STEPS * (inc + 1) - 1
         assert s.damage is None
 
-    want = Counter()
+    want: Counter[tuple[str, int, Any]] = Counter()
     for r in found:
         label = f"rank-{r['env_rank']}"
         first = STEPS * r["restart"]

@@ -126,7 +126,7 @@ def test_chart_headers_and_ticks_fit(browser: Any, ui: str) -> None:
         canvas = _canvas(page, metric)
         assert int(canvas.get_attribute("data-xclip")) <= 0, canvas.get_attribute("data-xticks")
         readout = page.locator(f'.chart-card[data-metric="{metric}"] .readout')
-        wait_until(lambda r=readout: "at step" in r.inner_text())
+        wait_until(lambda r=readout: "at step" in r.inner_text())  # type: ignore[misc]
         # the whole readout shows: nothing cut to "at ste…"
         assert readout.evaluate("e => e.scrollWidth <= e.clientWidth"), readout.inner_text()
     p.check()

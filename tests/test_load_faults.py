@@ -80,7 +80,7 @@ def test_network_cut_mid_upload(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path):  # type: ignore[no-untyped-def]
+def small_disk(tmp_path: Path):
     if os.geteuid() != 0:
         skip_or_fail("mounting a small tmpfs needs root (CI runs as root)")
     where = tmp_path / "disk"

@@ -197,7 +197,7 @@ def test_table_round_trip_parquet_and_image_cells(tmp_path: Path) -> None:
     records = scan(Path(info.streams[0].path).read_bytes()).records
     [rec] = [r for r in records if isinstance(r, R.TableRec)]
     assert (rec.nrows, rec.ncols, rec.types) == (3, 7, table.types)
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     parquet = pq.read_table(blob_path(run_dir, rec.digest))
     assert parquet.column("guess").to_pylist() == ["g0", "g1", "g2"]

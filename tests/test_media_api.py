@@ -77,7 +77,7 @@ def test_server_reads_back_what_the_files_hold(
             blobs: object = RunDirBlobStore(data_dir)
         else:
             blobs = LocalBlobStore(tmp_path / "blobs")
-        settings = ServerSettings(static_dir=tmp_path / "no-static", blobs=blobs)  # type: ignore[arg-type]
+        settings = ServerSettings(static_dir=tmp_path / "no-static", blobs=blobs)
         with serve_in_thread(create_app(store, settings)) as url:
             if how != "indexed":
                 run_id = _log_a_run(server=url)
@@ -90,7 +90,7 @@ def test_server_reads_back_what_the_files_hold(
             assert len(lm) == STEPS * 3
 
             def fields(m: object) -> dict[str, object]:
-                return {**msgspec.structs.asdict(m), "path": None}  # type: ignore[arg-type]
+                return {**msgspec.structs.asdict(m), "path": None}
 
             assert [fields(m) for m in rm] == [fields(m) for m in lm]
             assert all(m.path and not r.path for m, r in zip(lm, rm))
@@ -121,7 +121,7 @@ def test_server_reads_back_what_the_files_hold(
             lh, rh = local.histograms("w"), remote.histograms("w")
             assert isinstance(lh, dict) and isinstance(rh, dict) and lh.keys() == rh.keys()
             for label in lh:
-                a, b = lh[label], rh[label]
+                a, b = lh[label], rh[label]  # type: ignore[assignment]
                 assert (a.key, a.label) == (b.key, b.label)
                 for field in ("steps", "nan", "posinf", "neginf"):
                     assert np.array_equal(getattr(a, field), getattr(b, field))
@@ -169,7 +169,7 @@ def test_a_100k_row_table_logged_by_the_sdk_pages_over_http(data_dir: Path, tmp_
                 def page(**params: object) -> dict[str, object]:
                     r = client.get(path, params={"key": "predictions", **params})
                     assert r.status_code == 200, r.text
-                    return r.json()  # type: ignore[no-any-return]
+                    return r.json()
 
                 got = page(offset=50_000, limit=1000)
                 assert got["total"] == n and got["step"] == 3

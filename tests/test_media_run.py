@@ -193,7 +193,7 @@ def test_a_stalled_encoder_costs_one_wait_then_drops_and_counts(
     import rankwise.sdk.encoder as enc
 
     gate = threading.Event()
-    real = enc.write_blob
+    real = enc.write_blob  # type: ignore[attr-defined]
 
     def hung(run_dir: Any, data: bytes) -> Any:
         gate.wait(30)
@@ -209,7 +209,7 @@ def test_a_stalled_encoder_costs_one_wait_then_drops_and_counts(
             "writer_stall_timeout": 0.5,
         },
     )
-    enc.write_blob = hung
+    enc.write_blob = hung  # type: ignore[attr-defined, assignment]
     try:
         with caplog.at_level(logging.WARNING, logger="rankwise"):
             times = []
@@ -222,7 +222,7 @@ def test_a_stalled_encoder_costs_one_wait_then_drops_and_counts(
         gate.set()
         run.finish()
     finally:
-        enc.write_blob = real
+        enc.write_blob = real  # type: ignore[attr-defined]
         gate.set()
     info = rankwise.Api(dir=tmp_path).run(run.id)
     assert [r["loss"] for r in info.history()] == [float(s) for s in range(6)]

@@ -47,12 +47,12 @@ class Server:
     def table(self, **params: Any) -> dict[str, Any]:
         r = self.get("/tables", key="predictions", **params)
         assert r.status_code == 200, r.text
-        return r.json()  # type: ignore[no-any-return]
+        return r.json()
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, Any, list[Any]]]:
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     tmp: Path = tmp_path_factory.mktemp("media-server")
     store = open_store(tmp / "db.sqlite")

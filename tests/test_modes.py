@@ -20,7 +20,7 @@ BASE = "b1"
 
 
 def table_rows() -> list[dict[str, str]]:
-    lines = modes.__doc__.splitlines()  # type: ignore[union-attr]
+    lines = modes.__doc__.splitlines()
     rules = [i for i, line in enumerate(lines) if line.startswith("========")]
     edges = [(m.start(), m.end()) for m in _runs(lines[rules[0]])]
     cells = [[line[a:b].strip() for a, b in edges] for line in lines[rules[1] + 1 : rules[2]]]

@@ -81,7 +81,7 @@ def _check_page(url: str) -> None:
         # ... and the marks are on the canvas: the dashed tick's colour at step 8's x.
         over = card.locator(".u-over").bounding_box()
         assert over is not None
-        lo, hi = float(card.get_attribute("data-xmin")), float(card.get_attribute("data-xmax"))  # type: ignore[arg-type]
+        lo, hi = float(card.get_attribute("data-xmin")), float(card.get_attribute("data-xmax"))
 
         def x_of(step: float) -> float:
             return over["x"] + (step - lo) / (hi - lo) * over["width"]

@@ -72,7 +72,7 @@ class _PoisonedStore(SQLiteStore):
 
     poisoned = StreamKey("p", "r", "rank-99", 0)
 
-    def ingest(self, batches, secrets=None):  # type: ignore[no-untyped-def]
+    def ingest(self, batches, secrets=None):
         if any(key == self.poisoned for key, _ in batches):
             raise ValueError("this upload cannot be applied")
         return super().ingest(batches, secrets)
@@ -127,7 +127,7 @@ def test_a_forged_upload_fails_alone_in_its_batch(tmp_path: Path) -> None:
         first.key_digest = streamkey.digest("s")
     bound = keys[1]
     assert group.ingest(bound, streams[bound][:2], "s") == 1
-    batch = [(k, streams[k], "s", Future()) for k in keys]
+    batch: list = [(k, streams[k], "s", Future()) for k in keys]
     batch.insert(2, (bound, streams[bound][2:], None, Future()))  # the forger's
     group._apply(batch)  # one batch, as the committer thread would take it
     outcomes = [f.exception() or f.result() for _, _, _, f in batch]

@@ -287,7 +287,7 @@ def test_uploads_past_the_backlog_budget_are_refused_at_once(tmp_path: Path, pac
         with serve_in_thread(create_app(store, settings)) as url:
             # The store's writer is held (as by a slow disk) while the burst arrives, so
             # the first upload is still waiting when the others come.
-            held = threading.Thread(target=lambda: store._write(lambda tx: release.wait(30)))
+            held = threading.Thread(target=lambda: store._write(lambda tx: release.wait(30)))  # type: ignore[attr-defined]
             held.start()
             threading.Timer(1.0, release.set).start()
             seen = asyncio.run(burst(url))

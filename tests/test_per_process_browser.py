@@ -60,7 +60,7 @@ def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=120,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
-    (tmp / "child-run").write_text(re.search(r"RUN (\S+)", out.stdout).group(1))  # type: ignore[union-attr]
+    (tmp / "child-run").write_text(re.search(r"RUN (\S+)", out.stdout).group(1))
     return root
 
 

@@ -49,7 +49,7 @@ def _truth(run: rankwise.RunInfo, key: str) -> np.ndarray:
     how = LINES[key]
     if how == "wmean":
         return (values * weights).sum(axis=0) / weights.sum(axis=0)
-    return getattr(values, how)(axis=0)  # type: ignore[no-any-return]
+    return getattr(values, how)(axis=0)
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +134,7 @@ def test_the_chart_draws_the_defined_sum(job: tuple[Path, ServerProcess], tmp_pa
         card.scroll_into_view_if_needed()
         over = card.locator(".u-over").bounding_box()
         assert over is not None
-        lo, hi = float(card.get_attribute("data-xmin")), float(card.get_attribute("data-xmax"))  # type: ignore[arg-type]
+        lo, hi = float(card.get_attribute("data-xmin")), float(card.get_attribute("data-xmax"))
         x2 = over["x"] + (2 - lo) / (hi - lo) * over["width"]
         page.mouse.move(x2, over["y"] + over["height"] / 2)
         wait_until(lambda: "step 2" in readout.inner_text(), timeout=10)

@@ -12,7 +12,7 @@ import pytest
 from rankwise.server import ServerSettings, create_app
 from rankwise.store import migrations as M
 from rankwise.store import open_store
-from rankwise.store.sql import SQLStore
+from rankwise.store.base import Store
 
 from .helpers.servers import call
 
@@ -20,8 +20,8 @@ URL = "/api/v1/projects/p/views"
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SQLStore]:
-    s: SQLStore
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    s: Store
     if request.param == "sqlite":
         s = open_store(f"sqlite:///{tmp_path / 'db.sqlite'}")
     else:
@@ -35,16 +35,16 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SQLStore]:
 
 
 @pytest.fixture
-def app(store: SQLStore, tmp_path: Path) -> Any:
+def app(store: Store, tmp_path: Path) -> Any:
     return create_app(store, ServerSettings(static_dir=tmp_path / "no-static"))
 
 
-def test_views_table_is_a_numbered_migration(store: SQLStore) -> None:
+def test_views_table_is_a_numbered_migration(store: Store) -> None:
     assert store.schema_version() == M.LATEST >= 3
     assert any(m.name == "saved views of the runs table" for m in M.MIGRATIONS)
 
 
-def test_store_saves_replaces_lists_and_deletes(store: SQLStore) -> None:
+def test_store_saves_replaces_lists_and_deletes(store: Store) -> None:
     assert store.list_views("p") == []
     store.save_view("p", "crashed runs", {"state": ["crashed"]}, [])
     store.save_view("p", "a view", {"tag": ["ddp"], "q": "x"}, ["val/acc"])

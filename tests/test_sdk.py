@@ -349,10 +349,10 @@ def test_log_before_init_warns_once(capfd: pytest.CaptureFixture[str]) -> None:
 
 def test_log_never_raises_on_odd_input(data_dir: Path, fast: dict) -> None:
     run = rankwise.init(settings=fast)
-    run.log(None)  # type: ignore[arg-type]
-    run.log({"x": 1}, step="seven")  # type: ignore[arg-type]
+    run.log(None)
+    run.log({"x": 1}, step="seven")
     run.log({"x": 2}, weight="heavy")
-    run.log([("y", 3.0)])  # type: ignore[arg-type]
+    run.log([("y", 3.0)])
     # A step past 64 bits would make the frame undecodable (stream.records.Int): the
     # next step is used instead, and the frame's other records stay readable.
     run.log({"z": 4}, step=2**63)
@@ -397,6 +397,7 @@ def test_public_api_is_pinned() -> None:
     assert sorted(rankwise.__all__) == sorted(
         [
             "Api",
+            "ArgumentTypeError",
             "Artifact",
             "ArtifactError",
             "ArtifactNotFoundError",
@@ -408,6 +409,7 @@ def test_public_api_is_pinned() -> None:
             "Histogram",
             "Html",
             "Image",
+            "KeyNotLoggedError",
             "MediaError",
             "RankHealth",
             "RankwiseError",
@@ -458,8 +460,8 @@ def test_every_exception_is_in_the_drawn_tree_and_exported() -> None:
     from rankwise import _http
     from rankwise.sdk import sync
 
-    assert _http.ServerError is rankwise.ServerError
-    assert sync.SyncError is rankwise.SyncError
+    assert _http.ServerError is rankwise.ServerError  # type: ignore[attr-defined]
+    assert sync.SyncError is rankwise.SyncError  # type: ignore[attr-defined]
 
 
 def test_nth_init_of_every_rank_shares_a_run(tmp_path: Path) -> None:
@@ -536,11 +538,11 @@ def test_a_component_attaches_through_the_run_handle(data_dir: Path, fast: dict)
     run.log({"loss": 1.0})
     run.log({"loss": 0.5})
     assert handle.step() == 1 and not handle.behind()
-    run._writer.sync()  # type: ignore[union-attr]
+    run._writer.sync()
     assert handle.metrics_records() == 2
     run.finish()
     assert len(sampler.stopped) == 1  # once, though finish() and the exit hooks both end it
-    records = scan(run.path.read_bytes()).records  # type: ignore[union-attr]
+    records = scan(run.path.read_bytes()).records
     (system,) = [r for r in records if isinstance(r, R.System)]
     assert system.values == {"node/x": 1.0}
     assert isinstance(records[-1], R.Finish)  # stopped before the Finish record

@@ -23,7 +23,7 @@ MSGPACK = {"Accept": "application/msgpack"}
 
 
 @pytest.fixture
-def store(tmp_path: Path):  # type: ignore[no-untyped-def]
+def store(tmp_path: Path):
     s = open_store(f"sqlite:///{tmp_path / 'db.sqlite'}")
     s.migrate()
     yield s
@@ -31,16 +31,16 @@ def store(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def app(store, tmp_path: Path):  # type: ignore[no-untyped-def]
+def app(store, tmp_path: Path):
     return create_app(store, ServerSettings(static_dir=tmp_path / "no-static"))
 
 
-def ingest(app, data: bytes, label: str = "rank-0", run: str = "r", **headers: str):  # type: ignore[no-untyped-def]
+def ingest(app, data: bytes, label: str = "rank-0", run: str = "r", **headers: str):
     params = dict(PARAMS, label=label, run=run)
     return call(app, "POST", "/api/v1/ingest", params=params, content=data, headers=headers)
 
 
-def test_ingest_acks_and_replays_change_nothing(app) -> None:  # type: ignore[no-untyped-def]
+def test_ingest_acks_and_replays_change_nothing(app) -> None:
     recs = records(steps=10)
     assert call(app, "GET", "/api/v1/ack", params=PARAMS).json() == {"acked_seq": -1}
     r = ingest(app, body(recs[:5]))
@@ -54,7 +54,7 @@ def test_ingest_acks_and_replays_change_nothing(app) -> None:  # type: ignore[no
     assert [row["step"] for row in rows] == list(range(10))
 
 
-def test_gap_is_409_with_the_mark(app) -> None:  # type: ignore[no-untyped-def]
+def test_gap_is_409_with_the_mark(app) -> None:
     recs = records(steps=10)
     ingest(app, body(recs[:3]))
     r = ingest(app, body(recs[6:]))
@@ -65,7 +65,7 @@ def test_gap_is_409_with_the_mark(app) -> None:  # type: ignore[no-untyped-def]
     assert ingest(app, body(recs[3:])).json()["acked_seq"] == len(recs) - 1
 
 
-def test_compressed_bodies(app) -> None:  # type: ignore[no-untyped-def]
+def test_compressed_bodies(app) -> None:
     zstandard = need("zstandard")
     recs = records(steps=6)
     r = ingest(app, gzip.compress(body(recs[:4])), **{"Content-Encoding": "gzip"})
@@ -78,7 +78,7 @@ def test_compressed_bodies(app) -> None:  # type: ignore[no-untyped-def]
     assert r.status_code == 422
 
 
-def test_bad_bodies_are_422_and_apply_nothing(app) -> None:  # type: ignore[no-untyped-def]
+def test_bad_bodies_are_422_and_apply_nothing(app) -> None:
     recs = records(steps=6)
     data = body(recs)
     torn = ingest(app, data[:-3])
@@ -94,7 +94,7 @@ def test_bad_bodies_are_422_and_apply_nothing(app) -> None:  # type: ignore[no-u
     assert missing.status_code == 422
 
 
-def test_oversized_body_is_413(store, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_oversized_body_is_413(store, tmp_path: Path) -> None:
     app = create_app(store, ServerSettings(max_body_bytes=2000, static_dir=tmp_path))
     data = body(records(steps=200))
     assert len(data) > 2000
@@ -106,7 +106,7 @@ def test_oversized_body_is_413(store, tmp_path: Path) -> None:  # type: ignore[n
     assert ingest(app, bomb, **{"Content-Encoding": "gzip"}).status_code == 413
 
 
-def _four_ranks(app, steps: int = 8, weight: bool = True) -> None:  # type: ignore[no-untyped-def]
+def _four_ranks(app, steps: int = 8, weight: bool = True) -> None:
     for rank in range(4):
         recs = records(
             label=f"rank-{rank}", steps=steps, weight=float(rank + 1) if weight else None
@@ -114,7 +114,7 @@ def _four_ranks(app, steps: int = 8, weight: bool = True) -> None:  # type: igno
         assert ingest(app, body(recs), label=f"rank-{rank}").status_code == 200
 
 
-def test_reads(app) -> None:  # type: ignore[no-untyped-def]
+def test_reads(app) -> None:
     _four_ranks(app)
     assert call(app, "GET", "/api/v1/projects").json() == {
         "projects": [{"name": "p", "runs": 1, "updated": 1008.0}]
@@ -134,7 +134,7 @@ def test_reads(app) -> None:  # type: ignore[no-untyped-def]
     assert [r["loss"] for r in rows.json()["rows"]] == [value(2, s) for s in range(8)]
 
 
-def test_runs_filters_search_sort_and_paging(app) -> None:  # type: ignore[no-untyped-def]
+def test_runs_filters_search_sort_and_paging(app) -> None:
     for run in ("alpha", "beta", "gamma"):
         recs = records(run=run, steps=3, finish=run != "gamma")
         assert ingest(app, body(recs), run=run).status_code == 200
@@ -147,7 +147,7 @@ def test_runs_filters_search_sort_and_paging(app) -> None:  # type: ignore[no-un
     assert {r["id"] for r in get(state="finished")["runs"]} == {"alpha", "beta"}
 
 
-def test_series_band_and_msgpack_keep_nan(app) -> None:  # type: ignore[no-untyped-def]
+def test_series_band_and_msgpack_keep_nan(app) -> None:
     _four_ranks(app)
     nan = [
         R.StreamStart(0, 1.0, "p", "n", "rank-0", 0, host="elsewhere"),
@@ -192,7 +192,7 @@ def test_series_band_and_msgpack_keep_nan(app) -> None:  # type: ignore[no-untyp
     assert unknown_key.status_code == 200 and unknown_key.json()["series"] == []
 
 
-def test_compare(app) -> None:  # type: ignore[no-untyped-def]
+def test_compare(app) -> None:
     _four_ranks(app)
     recs = records(run="r2", steps=4)
     ingest(app, body(recs), run="r2")
@@ -220,7 +220,7 @@ def test_compare(app) -> None:  # type: ignore[no-untyped-def]
         ("/api/v1/projects/p/runs", {"limit": "0"}),
     ],
 )
-def test_bad_parameters_are_422_json(app, path: str, params: dict[str, str]) -> None:  # type: ignore[no-untyped-def]
+def test_bad_parameters_are_422_json(app, path: str, params: dict[str, str]) -> None:
     _four_ranks(app, steps=2)
     r = call(app, "GET", path, params=params)
     assert r.status_code == 422, r.text
@@ -240,7 +240,7 @@ def test_bad_parameters_are_422_json(app, path: str, params: dict[str, str]) -> 
         "/api/v2/projects",
     ],
 )
-def test_unknown_is_404_json(app, path: str) -> None:  # type: ignore[no-untyped-def]
+def test_unknown_is_404_json(app, path: str) -> None:
     _four_ranks(app, steps=2)
     r = call(app, "GET", path)
     assert r.status_code == 404, r.text
@@ -249,7 +249,7 @@ def test_unknown_is_404_json(app, path: str) -> None:  # type: ignore[no-untyped
     assert msgspec.msgpack.decode(packed.content)["error"]["status"] == 404
 
 
-def test_openapi_and_dashboard_slot(store, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_openapi_and_dashboard_slot(store, tmp_path: Path) -> None:
     app = create_app(store, ServerSettings(static_dir=tmp_path / "static"))
     spec = call(app, "GET", "/api/openapi.json").json()
     assert "/api/v1/ingest" in spec["paths"] and "/api/v1/compare" in spec["paths"]
@@ -275,7 +275,7 @@ def _live_rank(rank: int, steps: int, weight: float | None = None) -> list[R.Any
     return out
 
 
-def test_live_band_marks_steps_not_every_live_rank_reached(app) -> None:  # type: ignore[no-untyped-def]
+def test_live_band_marks_steps_not_every_live_rank_reached(app) -> None:
     # Ranks 0 and 1 are at step 5, rank 2 at step 3: steps 4 and 5 average fewer ranks.
     # Rank 2's whole stream is made once: its later upload resends the same records (a
     # resend reaching the mark must hold the record the store applied there).
@@ -302,7 +302,7 @@ def test_live_band_marks_steps_not_every_live_rank_reached(app) -> None:  # type
     assert band["complete_step"] == 5 and not any(band["partial"])
 
 
-def test_finished_run_band_has_no_partial_steps(app) -> None:  # type: ignore[no-untyped-def]
+def test_finished_run_band_has_no_partial_steps(app) -> None:
     _four_ranks(app)
     band = call(app, "GET", "/api/v1/projects/p/runs/r/series", params={"key": "loss"}).json()[
         "band"
@@ -311,7 +311,7 @@ def test_finished_run_band_has_no_partial_steps(app) -> None:  # type: ignore[no
     assert band["nw"] == [4] * 8
 
 
-def test_run_ranks_are_the_runs_own_beside_the_jobs(app) -> None:  # type: ignore[no-untyped-def]
+def test_run_ranks_are_the_runs_own_beside_the_jobs(app) -> None:
     # A worker-scope run of a 4-rank job holds one stream: 1 × 1, in a job of 4.
     recs = records(label="rank-2", run="worker-2", steps=2)
     assert ingest(app, body(recs), label="rank-2", run="worker-2").status_code == 200
@@ -319,7 +319,7 @@ def test_run_ranks_are_the_runs_own_beside_the_jobs(app) -> None:  # type: ignor
     assert (run["run_ranks"], run["run_nodes"], run["world_size"]) == (1, 1, 4)
 
 
-def test_a_rank_its_sibling_saw_dead_is_crashed_on_the_server(app) -> None:  # type: ignore[no-untyped-def]
+def test_a_rank_its_sibling_saw_dead_is_crashed_on_the_server(app) -> None:
     """The server cannot see another host's processes: a surviving sibling's Finish names
     the rank it saw dead there (``peers_gone``), and the run reads crashed at once."""
     now = time.time()

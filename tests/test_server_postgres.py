@@ -72,11 +72,11 @@ def test_two_servers_on_one_postgres_double_nothing(tmp_path: Path, pg: str) -> 
         b.stop()
 
 
-def _band(url: str, run: str) -> dict:  # type: ignore[type-arg]
+def _band(url: str, run: str) -> dict:
     import httpx
 
     headers = {"Authorization": f"Bearer {os.environ['RANKWISE_TOKEN']}"}  # the servers' admin
     with httpx.Client(base_url=url, headers=headers) as client:
         r = client.get(f"/api/v1/projects/up/runs/{run}/series", params={"key": "loss"})
     assert r.status_code == 200, r.text
-    return r.json()["band"]  # type: ignore[no-any-return]
+    return r.json()["band"]

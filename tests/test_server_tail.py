@@ -18,7 +18,7 @@ KEY = StreamKey("p", "r", "rank-0", 0)
 
 
 @pytest.fixture
-def store(tmp_path: Path):  # type: ignore[no-untyped-def]
+def store(tmp_path: Path):
     s = open_store(f"sqlite:///{tmp_path / 'index.db'}")
     s.migrate()
     yield s
@@ -31,7 +31,7 @@ def stream_path(root: Path) -> Path:
     return d / "rank-0.0.rwlog"
 
 
-def test_torn_tail_waits_for_the_rest_of_the_frame(tmp_path: Path, store) -> None:  # type: ignore[no-untyped-def]
+def test_torn_tail_waits_for_the_rest_of_the_frame(tmp_path: Path, store) -> None:
     root = tmp_path / "data"
     path = stream_path(root)
     data = body(records(steps=12), per_frame=4)
@@ -48,7 +48,7 @@ def test_torn_tail_waits_for_the_rest_of_the_frame(tmp_path: Path, store) -> Non
     assert [r["step"] for r in rows] == list(range(12))
 
 
-def test_restart_resumes_from_the_index_and_doubles_nothing(tmp_path: Path, store) -> None:  # type: ignore[no-untyped-def]
+def test_restart_resumes_from_the_index_and_doubles_nothing(tmp_path: Path, store) -> None:
     root = tmp_path / "data"
     path = stream_path(root)
     recs = records(steps=12)
@@ -64,7 +64,7 @@ def test_restart_resumes_from_the_index_and_doubles_nothing(tmp_path: Path, stor
 def test_damage_is_warned_once_and_the_rest_is_indexed(
     tmp_path: Path,
     store,
-    caplog: pytest.LogCaptureFixture,  # type: ignore[no-untyped-def]
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     root = tmp_path / "data"
     path = stream_path(root)

@@ -20,8 +20,7 @@ import pytest
 import rankwise
 from rankwise.server import ServerSettings, create_app
 from rankwise.store import open_store
-from rankwise.store.base import StreamKey
-from rankwise.store.sql import SQLStore
+from rankwise.store.base import Store, StreamKey
 from rankwise.stream import records as R
 
 from .helpers.servers import call, serve_in_thread
@@ -31,7 +30,7 @@ RUN = "/api/v1/projects/p/runs"
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SQLStore]:
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     if request.param == "sqlite":
         s = open_store(f"sqlite:///{tmp_path / 'db.sqlite'}", crash_timeout=5.0)
     else:
@@ -42,7 +41,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[SQLStore]:
 
 
 @pytest.fixture
-def app(store: SQLStore, tmp_path: Path) -> Any:
+def app(store: Store, tmp_path: Path) -> Any:
     return create_app(store, ServerSettings(static_dir=tmp_path / "no-static"))
 
 
@@ -89,7 +88,7 @@ def health_streams(now: float) -> dict[StreamKey, list[R.AnyRecord]]:
     return streams
 
 
-def test_console_endpoint(app: Any, store: SQLStore) -> None:
+def test_console_endpoint(app: Any, store: Store) -> None:
     rng = random.Random(11)
     keys = [StreamKey("p", "c", f"rank-{i}", 0) for i in range(4)]
     streams = {k: console_stream(k, i, i // 2, 300, rng) for i, k in enumerate(keys)}
@@ -158,7 +157,7 @@ def test_console_endpoint(app: Any, store: SQLStore) -> None:
     )
 
 
-def test_system_endpoints(app: Any, store: SQLStore) -> None:
+def test_system_endpoints(app: Any, store: Store) -> None:
     keys = [StreamKey("p", "s", f"rank-{i}", 0) for i in range(4)]
     streams = {
         k: system_stream(k, i, i // 2, 40, node_sampler=i % 2 == 0) for i, k in enumerate(keys)
@@ -192,7 +191,7 @@ def test_system_endpoints(app: Any, store: SQLStore) -> None:
     get(app, f"{RUN}/nope/system/series", 404, key="node/cpu_percent")
 
 
-def test_health_and_stalls_endpoints(app: Any, store: SQLStore) -> None:
+def test_health_and_stalls_endpoints(app: Any, store: Store) -> None:
     now = time.time()
     streams = health_streams(now)
     for k, recs in streams.items():

@@ -39,7 +39,7 @@ def test_ui_indexes_and_follows_a_live_run(data_dir: Path, tmp_path: Path) -> No
         for step in range(5):
             run.log({"loss": float(step)})
             t0 = time.monotonic()
-            wait_until(lambda s=step: s in _steps(ui.url, run.id), timeout=10, every=0.02)
+            wait_until(lambda s=step: s in _steps(ui.url, run.id), timeout=10, every=0.02)  # type: ignore[misc]
             lags.append(time.monotonic() - t0)
             time.sleep(0.1)
         assert max(lags) < 5.0, lags  # followed live (typically ~0.3 s), not at a restart

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rankwise.errors import UsageError
+from rankwise.errors import SchemaTooNewError, UsageError
 from rankwise.read.model import CrossRankValue
 from rankwise.store import migrations as M
 from rankwise.store import open_store
@@ -118,7 +118,7 @@ def test_newer_schema_is_refused(store: SQLStore) -> None:
             (M.LATEST + 1, "from the future", 0.0),
         )
     )
-    with pytest.raises(M.SchemaTooNewError, match="upgrade rankwise"):
+    with pytest.raises(SchemaTooNewError, match="upgrade rankwise"):
         store.migrate()
 
 
@@ -290,8 +290,8 @@ def test_band_equals_numpy_over_ranks(store: SQLStore) -> None:
         assert band.std[s] == pytest.approx(np.std(v), rel=1e-9)
         assert band.wmean[s] == pytest.approx(np.average(v, weights=w), rel=1e-12)
     acc = store.band("p", "agg", "acc", max_points=10**6)
-    for s, n in zip(acc.x, acc.n):
-        assert n == (ranks if int(s) % 3 else ranks - 1)
+    for x, n in zip(acc.x, acc.n):
+        assert n == (ranks if int(x) % 3 else ranks - 1)
 
 
 def test_wmean_is_mean_unless_every_value_weighted(store: SQLStore) -> None:
@@ -508,7 +508,7 @@ def test_series_raw_ranges_and_labels(store: SQLStore) -> None:
     assert timed.x == [T0 + 1, T0 + 2, T0 + 3]
     assert store.series("p", "s", "nope") == [] and store.series("p", "zz", "loss") == []
     with pytest.raises(ValueError, match="'step' or 'time'"):
-        store.series("p", "s", "loss", x="epoch")  # type: ignore[arg-type]
+        store.series("p", "s", "loss", x="epoch")
 
 
 @pytest.mark.parametrize(

@@ -95,7 +95,7 @@ def test_keys_of_a_run(store: SQLStore) -> None:
     assert store.media_keys("p", "nope") is None and store.media("p", "nope", "examples") is None
     assert store.histograms("p", "nope", "w") is None
     assert store.media("p", "r", "no-such-key") is not None
-    assert store.media("p", "r", "no-such-key").items == []  # type: ignore[union-attr]
+    assert store.media("p", "r", "no-such-key").items == []
 
 
 def test_table_rows_and_blob_kinds(store: SQLStore) -> None:

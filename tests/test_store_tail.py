@@ -39,7 +39,7 @@ def _records(label: str) -> list[R.AnyRecord]:
         values: dict[str, object] = {"loss": rng.random(), "n": s}
         if s % 3 == 0:
             values["sparse"] = math.nan if s % 9 == 0 else rng.random()
-        recs.append(R.Metrics(len(recs), T0 + s, s, values))  # type: ignore[arg-type]
+        recs.append(R.Metrics(len(recs), T0 + s, s, values))
     return recs
 
 
@@ -71,7 +71,7 @@ def test_small_batches_read_as_one_batch(store: SQLStore) -> None:
         for x in ("step", "time"):
             for lo, hi in ((None, None), (700, 1900)):
                 if x == "time" and lo is not None:
-                    lo, hi = T0 + lo, T0 + hi
+                    lo, hi = T0 + lo, T0 + hi  # type: ignore[assignment, operator]
                 a, b = (
                     store.series(
                         "p", "r", key, labels=[lab], x=x, lo=lo, hi=hi, max_points=100_000

@@ -111,9 +111,9 @@ def test_live_shared_run_partial_step_and_summaries(tmp_path: Path) -> None:
         with ServerProcess.ui(data, tmp_path / "ui.log") as ui:
             base = f"{ui.url}/api/v1/projects/story/runs/job"
 
-            def band() -> dict:  # type: ignore[type-arg]
+            def band() -> dict:
                 r = httpx.get(f"{base}/series", params={"key": "score"}).json()
-                return r["band"]  # type: ignore[no-any-return]
+                return r["band"]
 
             b = wait_until(
                 lambda: (lambda b: b if b and len(b["x"]) == STEPS + 1 else None)(band())
@@ -208,7 +208,7 @@ def test_every_value_visible(tmp_path: Path) -> None:
         page = p.page
         page.goto(f"{ui.url}/#/p/vis/r/values")
 
-        def canvas(metric: str):  # type: ignore[no-untyped-def]
+        def canvas(metric: str):
             page.locator(f'.chart-card[data-metric="{metric}"][data-state="drawn"]').wait_for()
             return page.locator(f'.chart-card[data-metric="{metric}"] .chart-canvas')
 

@@ -103,7 +103,7 @@ def test_a_torn_tail_is_torn_and_a_flipped_byte_is_not(tmp_path: Path) -> None:
         assert got.data == b"".join(frames[:2])
         assert got.damage is not None and got.damage.torn, cut
         assert got.damage.offset == len(MAGIC) + len(frames[0]) + len(frames[1])
-        assert scan(whole[:-cut]).damage.torn  # type: ignore[union-attr]
+        assert scan(whole[:-cut]).damage.torn
     flipped = bytearray(whole)
     flipped[-1] ^= 0x01
     path.write_bytes(bytes(flipped))

@@ -18,7 +18,7 @@ from .helpers.servers import REPO, serve_in_thread, subprocess_env, wait_until
 
 
 @pytest.fixture
-def server(tmp_path: Path):  # type: ignore[no-untyped-def]
+def server(tmp_path: Path):
     store = open_store(f"sqlite:///{tmp_path / 'server.db'}")
     store.migrate()
     with serve_in_thread(create_app(store)) as url:

@@ -84,9 +84,9 @@ def test_live_histogram_image_and_text(job: Job) -> None:
     for rank in (0, 1):
         label = f"rank-{rank}"
         hist = run.histograms("weights", label=label)
-        assert hist.steps == [STEPS]  # type: ignore[union-attr]
-        assert sum(hist.counts[0]) == 10  # type: ignore[union-attr]
-        assert hist.edges[0][0] == rank and hist.edges[0][-1] == rank + 9  # type: ignore[union-attr]
+        assert hist.steps == [STEPS]
+        assert sum(hist.counts[0]) == 10
+        assert hist.edges[0][0] == rank and hist.edges[0][-1] == rank + 9
         (text,) = run.media("note", label=label)
         assert text.step == STEPS and text.read() == f"rank {rank}".encode()
         (image,) = run.media("sample", label=label)

@@ -30,7 +30,7 @@ def test_every_scalar_a_rank_wrote_is_in_the_shared_run(tmp_path: Path) -> None:
     text = out.stdout + out.stderr
     assert out.returncode == 0, text
     assert "sync_tensorboard" not in text  # no "ignored" warning any more
-    run_id = re.search(r"RUN (\S+)", text).group(1)  # type: ignore[union-attr]
+    run_id = re.search(r"RUN (\S+)", text).group(1)
     run = rankwise.Api(dir=data).run(run_id, "tbwb")
     assert run.state == "finished"
     assert sorted(s.label for s in run.streams) == ["rank_0", "rank_1"]

@@ -21,7 +21,7 @@ from .helpers.servers import ServerProcess, free_port, serve_in_thread, wait_unt
 
 
 @pytest.fixture
-def thread_server(tmp_path: Path):  # type: ignore[no-untyped-def]
+def thread_server(tmp_path: Path):
     store = open_store(f"sqlite:///{tmp_path / 'server.db'}")
     store.migrate()
     with serve_in_thread(create_app(store)) as url:

@@ -85,11 +85,11 @@ def test_four_rank_torchrun_band_matches_numpy(tmp_path: Path) -> None:
         assert [len(s["x"]) for s in series["series"]] == [STEPS] * WORLD
 
 
-def srv_get(url: str, path: str, **params: str) -> dict:  # type: ignore[type-arg]
+def srv_get(url: str, path: str, **params: str) -> dict:
     import httpx
 
     headers = {"Authorization": f"Bearer {os.environ['RANKWISE_TOKEN']}"}  # the server's admin
     with httpx.Client(base_url=url, headers=headers) as client:
         r = client.get(path, params=params)
     assert r.status_code == 200, r.text
-    return r.json()  # type: ignore[no-any-return]
+    return r.json()

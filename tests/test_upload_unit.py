@@ -73,7 +73,7 @@ def stream_file(tmp_path: Path, steps: int = 20, per_frame: int = 3) -> tuple[Pa
 
 def upload(path: Path, server: ScriptedServer, **kw: object) -> StreamUpload:
     client = httpx.Client(base_url="http://srv", transport=httpx.MockTransport(server))
-    return StreamUpload(client, path, REF, **kw)  # type: ignore[arg-type]
+    return StreamUpload(client, path, REF, **kw)
 
 
 def drain(up: StreamUpload) -> None:

@@ -111,9 +111,9 @@ def test_a_stepped_row_waits_for_finish_and_nested_dicts_merge_with_dots(wb: Pat
 def test_log_checks_its_arguments_like_wandb(wb: Path) -> None:
     run = wandb.init(project="rows")
     with pytest.raises(TypeError):
-        run.log([("a", 1)])  # type: ignore[arg-type]
+        run.log([("a", 1)])
     with pytest.raises(TypeError):
-        run.log({1: 2})  # type: ignore[dict-item]
+        run.log({1: 2})
     run.finish()
     with pytest.raises(wandb.UsageError, match="is finished"):
         run.log({"a": 1})
@@ -389,7 +389,7 @@ def test_alert_save_and_unsupported_names(
     assert wandb.save("s3://bucket/x") == []
     (tmp_path / "ckpt" / "a.txt").write_text("A2")  # policy "end": copied again at finish
     assert wandb.sweep({"method": "grid"}) is None and wandb.agent("x") is None
-    assert wandb.login() is True and wandb.require("service") is None
+    assert wandb.login() is True and wandb.require("service") is None  # type: ignore[func-returns-value]
     assert wandb.init(project="misc", sync_tensorboard=True) is run
     run.log({"loss": 1.0})
     run.finish()

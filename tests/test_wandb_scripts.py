@@ -84,7 +84,7 @@ def test_one_run_per_process_with_group_and_job_type(tmp_path: Path) -> None:
 def test_the_shared_run_has_a_stream_per_rank(tmp_path: Path) -> None:
     data = tmp_path / "data"
     out = ddp("wandb_shared.py", tmp_path, data)
-    run_id = re.search(r"RUN (\S+)", out).group(1)  # type: ignore[union-attr]
+    run_id = re.search(r"RUN (\S+)", out).group(1)
     run = rankwise.Api(dir=data).run(run_id, "guide-shared")
     assert run.state == "finished"
     streams = {s.label: s for s in run.streams}
@@ -101,7 +101,7 @@ def test_the_shared_run_has_a_stream_per_rank(tmp_path: Path) -> None:
 def test_ddp_all_gather_logged_from_rank_0(tmp_path: Path) -> None:
     data = tmp_path / "data"
     out = ddp("wandb_ddp_allgather.py", tmp_path, data, "--steps", "6")
-    run_id = re.search(r"RUN (\S+)", out).group(1)  # type: ignore[union-attr]
+    run_id = re.search(r"RUN (\S+)", out).group(1)
     run = rankwise.Api(dir=data).run(run_id, "ddp-allgather")
     assert run.state == "finished" and run.group == "DDP" and run.config["steps"] == 6
     rows = [r for r in values(run) if "loss" in r]
@@ -150,7 +150,7 @@ def test_the_mnist_ddp_tutorial_flow(tmp_path: Path) -> None:
 def test_setup_and_a_pool_of_workers_each_with_its_own_run(tmp_path: Path) -> None:
     data = tmp_path / "data"
     out = run_script([sys.executable, str(SCRIPTS / "wandb_pool.py"), "spawn"], tmp_path, data)
-    ids = re.search(r"RUNS (.+)", out).group(1).split()  # type: ignore[union-attr]
+    ids = re.search(r"RUNS (.+)", out).group(1).split()
     api = rankwise.Api(dir=data)
     assert len(set(ids)) == 4
     for n, run_id in enumerate(ids):
@@ -164,7 +164,7 @@ def test_a_run_passed_to_a_child_process_gets_its_stream(tmp_path: Path, method:
     data = tmp_path / "data"
     script = str(SCRIPTS / "wandb_process.py")
     out = run_script([sys.executable, script, method], tmp_path, data)
-    run_id = re.search(r"RUN (\S+)", out).group(1)  # type: ignore[union-attr]
+    run_id = re.search(r"RUN (\S+)", out).group(1)
     run = rankwise.Api(dir=data).run(run_id, "guide-process")
     assert run.state == "finished"
     labels = sorted(s.label for s in run.streams)

@@ -41,7 +41,7 @@ class Job:
         self.out, self.folder = out, folder
 
     def rank(self, r: int) -> dict[str, Any]:
-        return json.loads((self.folder / f"rank-{r}.json").read_text())  # type: ignore[no-any-return]
+        return json.loads((self.folder / f"rank-{r}.json").read_text())
 
     def run_id(self) -> str:
         found = re.search(r"^RUN (\S+)", self.out, re.M)

@@ -88,7 +88,7 @@ def test_stored_payloads_render_as_text(xss_server: tuple[str, str]) -> None:
         page.set_default_timeout(20_000)
         dialogs: list[str] = []
         errors: list[str] = []
-        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))  # type: ignore[func-returns-value]
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.add_init_script(WATCH)

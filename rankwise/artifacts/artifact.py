@@ -37,7 +37,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from ..errors import ArtifactError, UsageError
+from ..errors import ArtifactError, ArtifactNotFoundError, UsageError
 from ..names import check_file_name
 from .fsutil import fetch, sha_of, sha_text, size_of, walk_dir
 from .manifest import (
@@ -346,11 +346,15 @@ class Artifact:
         ]
 
     def get_entry(self, path: str) -> Entry:
-        """The entry at ``path``; KeyError when there is none."""
+        """The entry at ``path``; ``ArtifactNotFoundError`` (a KeyError) when there is
+        none."""
         for entry in self.files():
             if entry.path == path:
                 return entry
-        raise KeyError(f"artifact {self.qualified_name} has no file {path!r}")
+        raise ArtifactNotFoundError(
+            f"artifact {self.qualified_name} has no file {path!r}: Artifact.files() lists "
+            "the paths it holds"
+        )
 
     def wait(self, timeout: float | None = None) -> Artifact:
         """Block until the logged artifact is stored (its ``version`` then set); raises

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import _log
 from .._environ import scoped_env
+from ..errors import ArgumentTypeError, UsageError
 
 if TYPE_CHECKING:
     from ..media import Image, Table
@@ -53,10 +54,11 @@ warn_once = _log.Once()
 
 
 def check_init_kwargs(kwargs: Mapping[str, Any], owner: str) -> dict[str, Any]:
-    """``kwargs`` for ``rankwise.init()``; an unknown name is a TypeError naming the fix."""
+    """``kwargs`` for ``rankwise.init()``; an unknown name is an ``ArgumentTypeError`` (a
+    TypeError) naming the fix."""
     unknown = sorted(set(kwargs) - INIT_KEYWORDS)
     if unknown:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{owner} got {', '.join(map(repr, unknown))}, which rankwise.init() does not "
             f"take: pass only rankwise.init()'s keywords ({', '.join(sorted(INIT_KEYWORDS))})"
         )
@@ -122,11 +124,11 @@ def media(
     from .. import media as rich
 
     if not isinstance(values, (list, tuple)):
-        raise TypeError(f"{owner}: expected a list, found {type(values).__name__}")
+        raise ArgumentTypeError(f"{owner}: expected a list, found {type(values).__name__}")
     n = len(values)
     for key, per_item in options.items():
         if len(per_item) != n:
-            raise ValueError(f"{owner}: expected {n} items but found {len(per_item)} for {key}")
+            raise UsageError(f"{owner}: expected {n} items but found {len(per_item)} for {key}")
     known = _OPTIONS[kind]
     ignored = sorted(set(options) - set(known))
     if ignored:

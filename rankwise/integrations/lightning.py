@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._environ import scoped_env
+from ..errors import UsageError
 from ..sdk.run import Run
 from ..settings import default_project
 from . import _common
@@ -86,7 +87,7 @@ class RankwiseLogger(Logger):
     ) -> None:
         super().__init__()
         if log_model not in (False, True, "all"):
-            raise ValueError(f"log_model={log_model!r}: pass False, True or 'all'")
+            raise UsageError(f"log_model={log_model!r}: pass False, True or 'all'")
         project = default_project(project, fallback="lightning_logs")
         self._init = _common.check_init_kwargs(
             dict(

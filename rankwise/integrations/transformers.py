@@ -29,6 +29,7 @@ from typing import Any
 
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
+from ..errors import UsageError
 from ..sdk.run import Run
 from ..settings import default_project
 from . import _common
@@ -94,11 +95,11 @@ class RankwiseCallback(TrainerCallback):
         if isinstance(log_model, bool):
             log_model = "end" if log_model else "false"
         if not isinstance(log_model, str) or log_model.lower() not in LOG_MODEL:
-            raise ValueError(f"log_model={log_model!r}: pass one of {', '.join(LOG_MODEL)}")
+            raise UsageError(f"log_model={log_model!r}: pass one of {', '.join(LOG_MODEL)}")
         self._log_model = log_model.lower()
         watch = (watch or os.environ.get("RANKWISE_WATCH") or "false").lower()
         if watch not in WATCH:
-            raise ValueError(f"watch={watch!r}: pass one of {', '.join(WATCH)}")
+            raise UsageError(f"watch={watch!r}: pass one of {', '.join(WATCH)}")
         self._watch = watch
         self._watch_freq = watch_freq
         self._init = _common.check_init_kwargs(

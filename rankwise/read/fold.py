@@ -20,10 +20,10 @@ import re
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from ..divergence import StreamNonFinite, divergence, first_nonfinite
-from ..failures import StreamEnd, first_failure
+from ..failures import Failure, StreamEnd, first_failure
 from ..hang import HangReport, RankPosition, hang_report
 from ..stream import records as R
 from ..stream.fold import FirstNonFinite, StreamFold, StreamState, run_state, stream_state
@@ -158,43 +158,17 @@ def fold_run(
 ) -> RunInfo:
     """The run of ``facts`` (one per stream file), every state settled for ``now``."""
     facts = sorted(facts, key=lambda s: (s.label, s.incarnation))
-    states = [
-        stream_state(
-            StreamFold(start=s.start, finish=s.finish, last_time=s.last_time),
-            now,
-            crash_timeout,
-            local_pids,
-        )
-        for s in facts
-    ]
-    states = _reported_gone(facts, states)
-    streams = [stream_info(s, st) for s, st in zip(facts, states)]
+    streams = _settled_streams(facts, crash_timeout, now, local_pids)
     state, crashed = run_state(
         StreamState(s.label, s.incarnation, s.is_primary, s.state) for s in streams
     )
     ordered = sorted(facts, key=lambda s: (s.is_primary, s.incarnation, s.label))
     starts = [s.start for s in ordered if s.start is not None]
     primary = starts[-1] if starts else None
-    config: dict[str, Any] = {}
-    summary: dict[str, Any] = {}
-    for s in ordered:
-        config.update(s.config)
-        summary.update(s.summary)
-    defined: dict[str, R.DefineMetric] = {}
-    for s in ordered:  # the latest definition of a name wins, the primary's on a tie
-        for name, rec in s.metric_defs.items():
-            held = defined.get(name)
-            if held is None or rec.time >= held.time:
-                defined[name] = rec
-    times = [s.started for s in streams if s.started is not None]
-    created = min(times) if times else None
-    seen = [s.last_seen for s in streams if s.last_seen is not None]
-    updated = max(seen) if seen else None
-    ranks: dict[str, dict[str, Any]] | None = None
-    if with_rank_summaries:  # a later incarnation of a label wins over an earlier one
-        ranks = {}
-        for s in facts:
-            ranks.setdefault(s.label, {}).update(s.summary)
+    config, summary = _merged_config_summary(ordered)
+    created, updated = _time_span(streams)
+    # a later incarnation of a label wins over an earlier one
+    ranks = _rank_summaries(facts) if with_rank_summaries else None
     own_ranks = ranks_of(streams)
     nonfinite = first_nonfinite(
         StreamNonFinite(s.label, info.rank, s.first_nonfinite)
@@ -204,18 +178,10 @@ def fold_run(
     return RunInfo(
         project=project,
         id=run_id,
-        name=(primary.name if primary else None) or run_id,
-        group=primary.group if primary else None,
-        job_type=primary.job_type if primary else None,
-        tags=list(primary.tags) if primary else [],
-        notes=primary.notes if primary else None,
-        run_mode=primary.run_mode if primary else None,
-        base_id=primary.base_id if primary else None,
+        **_identity(primary, run_id, len(facts)),
         environment=environment(primary),
         state=state,
         crashed=crashed,
-        world_size=primary.world_size if primary else len(facts),
-        num_nodes=primary.num_nodes if primary else 1,
         # The run's own ranks and nodes; world_size and num_nodes are the job's.
         run_ranks=len(own_ranks),
         label=next(iter(own_ranks)) if len(own_ranks) == 1 else None,
@@ -229,37 +195,136 @@ def fold_run(
         n_streams=len(streams),
         config=config,
         summary=summary,
-        first_failure=first_failure(
-            StreamEnd(
-                label=info.label,
-                incarnation=info.incarnation,
-                rank=info.rank,
-                node=info.node,
-                state=info.state,
-                error_type=info.error_type,
-                error_message=info.error_message,
-                time=s.finish.time if s.finish is not None else info.last_seen,
-                exit_code=info.exit_code,
-                signal=info.signal,
-            )
-            for s, info in zip(facts, streams)
-        ),
+        first_failure=_first_failure(facts, streams),
         hang=_hang(facts, streams),
         first_nonfinite=nonfinite,
         divergence=divergence(nonfinite),
         unsynced_detail=None,  # the server's to say (``unsynced``)
         streams=streams,
         rank_summaries=ranks,
-        defined_metrics={
-            name: MetricDefinition(
-                reduce=d.reduce,
-                step_metric=d.step_metric,
-                summary=d.summary,
-                goal=d.goal,
-                hidden=d.hidden,
-            )
-            for name, d in sorted(defined.items())
-        },
+        defined_metrics=_defined_metrics(ordered),
+    )
+
+
+def _settled_streams(
+    facts: Sequence[StreamFacts], crash_timeout: float, now: float, local_pids: bool
+) -> list[StreamInfo]:
+    """Each stream's info, its state settled for ``now`` (in the order of ``facts``)."""
+    states = [
+        stream_state(
+            StreamFold(start=s.start, finish=s.finish, last_time=s.last_time),
+            now,
+            crash_timeout,
+            local_pids,
+        )
+        for s in facts
+    ]
+    states = _reported_gone(facts, states)
+    return [stream_info(s, st) for s, st in zip(facts, states)]
+
+
+class _Identity(TypedDict):
+    name: str
+    group: str | None
+    job_type: str | None
+    tags: list[str]
+    notes: str | None
+    run_mode: str | None
+    base_id: str | None
+    world_size: int
+    num_nodes: int
+
+
+def _identity(primary: R.StreamStart | None, run_id: str, n_streams: int) -> _Identity:
+    """The fields of ``RunInfo`` the primary's start record names (defaults without one)."""
+    if primary is None:
+        return {
+            "name": run_id,
+            "group": None,
+            "job_type": None,
+            "tags": [],
+            "notes": None,
+            "run_mode": None,
+            "base_id": None,
+            "world_size": n_streams,
+            "num_nodes": 1,
+        }
+    return {
+        "name": primary.name or run_id,
+        "group": primary.group,
+        "job_type": primary.job_type,
+        "tags": list(primary.tags),
+        "notes": primary.notes,
+        "run_mode": primary.run_mode,
+        "base_id": primary.base_id,
+        "world_size": primary.world_size,
+        "num_nodes": primary.num_nodes,
+    }
+
+
+def _merged_config_summary(
+    ordered: Sequence[StreamFacts],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The run's config and summary: each stream's merged over the ones before it."""
+    config: dict[str, Any] = {}
+    summary: dict[str, Any] = {}
+    for s in ordered:
+        config.update(s.config)
+        summary.update(s.summary)
+    return config, summary
+
+
+def _defined_metrics(ordered: Sequence[StreamFacts]) -> dict[str, MetricDefinition]:
+    """``define_metric`` by name: the latest definition wins, the primary's on a tie."""
+    defined: dict[str, R.DefineMetric] = {}
+    for s in ordered:
+        for name, rec in s.metric_defs.items():
+            held = defined.get(name)
+            if held is None or rec.time >= held.time:
+                defined[name] = rec
+    return {
+        name: MetricDefinition(
+            reduce=d.reduce,
+            step_metric=d.step_metric,
+            summary=d.summary,
+            goal=d.goal,
+            hidden=d.hidden,
+        )
+        for name, d in sorted(defined.items())
+    }
+
+
+def _time_span(streams: Sequence[StreamInfo]) -> tuple[float | None, float | None]:
+    """(created, updated): the first stream's start and the last sign of life of any."""
+    times = [s.started for s in streams if s.started is not None]
+    seen = [s.last_seen for s in streams if s.last_seen is not None]
+    return (min(times) if times else None), (max(seen) if seen else None)
+
+
+def _rank_summaries(facts: Sequence[StreamFacts]) -> dict[str, dict[str, Any]]:
+    """Each label's summary; ``facts`` by label and incarnation, so the latest wins."""
+    ranks: dict[str, dict[str, Any]] = {}
+    for s in facts:
+        ranks.setdefault(s.label, {}).update(s.summary)
+    return ranks
+
+
+def _first_failure(facts: Sequence[StreamFacts], streams: Sequence[StreamInfo]) -> Failure | None:
+    """The failure that came first of the streams that ended badly (``rankwise.failures``)."""
+    return first_failure(
+        StreamEnd(
+            label=info.label,
+            incarnation=info.incarnation,
+            rank=info.rank,
+            node=info.node,
+            state=info.state,
+            error_type=info.error_type,
+            error_message=info.error_message,
+            time=s.finish.time if s.finish is not None else info.last_seen,
+            exit_code=info.exit_code,
+            signal=info.signal,
+        )
+        for s, info in zip(facts, streams)
     )
 
 

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from ..errors import UsageError
+from ..errors import KeyNotLoggedError, UsageError
 from ..stream import records as R
 from ..stream.blobs import blob_path
 
@@ -171,7 +171,10 @@ def local_table(
     if not found:
         where = f" at step {step}" if step is not None else ""
         who = f" of stream {label!r}" if label is not None else ""
-        raise KeyError(f"no table {key!r}{where}{who} in this run")
+        raise KeyNotLoggedError(
+            f"no table {key!r}{where}{who} in this run: run.media_keys() lists the tables "
+            "logged, with their steps and streams"
+        )
     # the latest step; then the primary's, then the lowest label; then the latest log
     best = min(found, key=lambda f: (-f[0], not f[1], f[2], -f[3]))
     rec, run_dir = best[4], best[5].parent.parent

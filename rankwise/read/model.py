@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import msgspec
 
 from ..divergence import Divergence, RankNonFinite
-from ..errors import UsageError
+from ..errors import KeyNotLoggedError, UsageError
 from ..failures import Failure
 from ..hang import HangReport
 
@@ -392,21 +392,25 @@ class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
 
     def table(self, key: str, step: int | None = None, label: str | None = None) -> Table:
         """The ``rankwise.Table`` logged under ``key`` at ``step`` (None: the latest) by
-        stream ``label`` (None: the primary's, else the lowest label's). KeyError when
-        there is none."""
+        stream ``label`` (None: the primary's, else the lowest label's).
+        ``KeyNotLoggedError`` (a KeyError) when there is none."""
         return self._source().table(self, key, step, label)
 
     def histograms(
         self, key: str, label: str | None = None
     ) -> HistogramSeries | dict[str, HistogramSeries]:
         """The histograms logged under ``key`` over steps: for one ``label`` its
-        ``HistogramSeries`` (``steps``, ``edges``, ``counts`` numpy arrays; KeyError when
-        it logged none); for ``label=None`` a dict label → series of every stream."""
+        ``HistogramSeries`` (``steps``, ``edges``, ``counts`` numpy arrays;
+        ``KeyNotLoggedError``, a KeyError, when it logged none); for ``label=None`` a
+        dict label → series of every stream."""
         series = self._source().histograms(self, key)
         if label is None:
             return series
         if label not in series:
-            raise KeyError(f"stream {label!r} logged no histogram {key!r}")
+            raise KeyNotLoggedError(
+                f"stream {label!r} logged no histogram {key!r}: pass one of "
+                f"{sorted(series)} as label=, or label=None for every stream's"
+            )
         return series[label]
 
     # -- artifacts: see rankwise.artifacts ------------------------------------------------

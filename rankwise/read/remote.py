@@ -23,7 +23,7 @@ import msgspec
 
 from .. import _http
 from .._http import normalize_url
-from ..errors import RunNotFoundError, ServerError, UsageError
+from ..errors import KeyNotLoggedError, RunNotFoundError, ServerError, UsageError
 from ..health import HealthReply, RankHealth
 from .media_model import HistogramsReply, MediaKeysReply, MediaReply, TableReply
 from .model import CrossRankValue, ProjectsReply, RunInfo, RunsReply
@@ -135,7 +135,7 @@ class RemoteRun:
         try:
             got = msgspec.convert(self._reader.get(self._path(run, "/tables"), params), TableReply)
         except RunNotFoundError as exc:
-            raise KeyError(str(exc)) from None
+            raise KeyNotLoggedError(str(exc)) from None
 
         def image(digest: str) -> Image:
             return Image(self._reader.blob_file(run.project, digest))

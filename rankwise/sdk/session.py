@@ -27,9 +27,9 @@ from ..stream.files import check_case_aliases, create_stream_file, list_streams,
 from ..stream.fold import pid_namespace
 from ..stream.frames import scan
 from . import announce, flight, hooks
-from .dist import agree_base_id, check_id, detect
+from .dist import Identity, agree_base_id, check_id, detect
 from .mappings import as_config_dict
-from .modes import place
+from .modes import Placement, place
 from .run import Run, process_start_time
 from .writer import StreamWriter
 
@@ -126,20 +126,9 @@ def init(
         _finish_previous(current)
 
     ident = detect(env)
-    base = id or env.get("RANKWISE_RUN_ID") or None
-    global _agreed
-    if base:
-        base = check_id(base)
-    else:
-        base = agree_base_id(ident, env, opts.store_timeout, nth=_agreed)
-        _agreed += 1
+    base = _base_id(id or env.get("RANKWISE_RUN_ID") or None, ident, env, opts)
     if label is not None:
-        try:
-            label = label.format(rank=ident.rank, local_rank=ident.local_rank, node=ident.node_rank)
-        except (KeyError, IndexError, ValueError):
-            raise UsageError(
-                f"label={label!r}: only {{rank}}, {{local_rank}} and {{node}} can be filled in"
-            ) from None
+        label = _fill_label(label, ident)
     where = place(base, ident, run_mode, rank_scope, group, label)
     if primary is not None:
         where = dataclasses.replace(where, is_primary=bool(primary))
@@ -179,6 +168,71 @@ def init(
 
     directory = streams_dir(root, project, where.run_id)
     check_case_aliases(root, project, where.run_id, where.label)
+    _check_resume(resume, directory, where, project, ident)
+    fd, path, incarnation = create_stream_file(directory, where.label, ident.restart_count)
+    first_step = _previous_last_step(directory, where.label, incarnation)
+    _stamp(start, incarnation, root, path)
+    writer = StreamWriter(fd, start, opts.flush_interval, opts.heartbeat_interval, opts.fsync)
+    run = Run(
+        start=start,
+        root=root,
+        settings=opts,
+        writer=writer,
+        path=path,
+        first_step=first_step,
+        ending=hooks.ending,
+    )
+    uploader = _attach_uploader(run, writer, default_server(server, env), opts)
+    _set_url(run, uploader, project, where.run_id, root)
+    if where.is_primary and not env_flag("RANKWISE_SILENT", env):
+        # Before console capture starts: the line is rankwise's, not the program's output.
+        _announce(run, uploader, project, where.run_id, root)
+    writer.start()
+    hooks.register(run)
+    _attach_health(run, opts)
+    if tensorboard:
+        from . import tensorboard as tb
+
+        tb.capture(run)
+    current = run
+    return run
+
+
+def _set_url(run: Run, uploader: Uploader | None, project: str, run_id: str, root: Path) -> None:
+    """The run's server (None: local mode) and the address of its page: on the server, else
+    on the ``rankwise ui`` serving ``root`` (None: none known)."""
+    server_url = uploader.server if uploader is not None else None
+    run.server = server_url
+    base_url = server_url or announce.ui_address(root)
+    run.url = announce.page_url(base_url, project, run_id) if base_url else None
+
+
+def _base_id(given: str | None, ident: Identity, env: Mapping[str, str], opts: Settings) -> str:
+    """The base id: the one given (checked), else one all ranks of the launch agree on
+    (the nth ``init()`` of each rank agrees with the nth of the others)."""
+    global _agreed
+    if given:
+        return check_id(given)
+    base = agree_base_id(ident, env, opts.store_timeout, nth=_agreed)
+    _agreed += 1
+    return base
+
+
+def _fill_label(label: str, ident: Identity) -> str:
+    """``label=`` with ``{rank}``, ``{local_rank}`` and ``{node}`` filled in."""
+    try:
+        return label.format(rank=ident.rank, local_rank=ident.local_rank, node=ident.node_rank)
+    except (KeyError, IndexError, ValueError):
+        raise UsageError(
+            f"label={label!r}: only {{rank}}, {{local_rank}} and {{node}} can be filled in"
+        ) from None
+
+
+def _check_resume(
+    resume: str, directory: Path, where: Placement, project: str, ident: Identity
+) -> None:
+    """``resume="never"`` refuses a stream that has data (unless this process is a restart
+    of the same launch, ``restart_count`` > 0); ``"must"`` refuses a run that has none."""
     existing = [inc for lab, inc, _ in list_streams(directory) if lab == where.label]
     if resume == "never" and existing and ident.restart_count == 0:
         raise RunExistsError(
@@ -191,9 +245,11 @@ def init(
             f"resume='must' but run {where.run_id!r} has no data in {directory}: check "
             "id= and dir=, or pass resume='allow'"
         )
-    fd, path, incarnation = create_stream_file(directory, where.label, ident.restart_count)
-    first_step = _previous_last_step(directory, where.label, incarnation)
 
+
+def _stamp(start: R.StreamStart, incarnation: int, root: Path, path: Path) -> None:
+    """Fill in what the start record says of this process: its incarnation, the time,
+    the host and process, Python and the command line, and the stream key's digest."""
     import time
 
     start.incarnation = incarnation
@@ -207,39 +263,17 @@ def init(
     start.platform = platform.platform()
     start.argv = [str(a) for a in sys.argv]
     start.key_digest = _stream_key(path)
-    writer = StreamWriter(fd, start, opts.flush_interval, opts.heartbeat_interval, opts.fsync)
-    run = Run(
-        start=start,
-        root=root,
-        settings=opts,
-        writer=writer,
-        path=path,
-        first_step=first_step,
-        ending=hooks.ending,
-    )
-    uploader = _attach_uploader(run, writer, default_server(server, env), opts)
-    server_url = uploader.server if uploader is not None else None
-    run.server = server_url
-    base_url = server_url or announce.ui_address(root)
-    run.url = announce.page_url(base_url, project, where.run_id) if base_url else None
-    if where.is_primary and not env_flag("RANKWISE_SILENT", env):
-        # Before console capture starts: the line is rankwise's, not the program's output.
-        # No link to a server page that a refused token will never fill (the uploader's
-        # first answer, a round trip, decides; a server that does not answer soon gets
-        # its link: the records reach it when it does).
-        shown = run.url
-        if uploader is not None and uploader.refused(REFUSAL_WAIT):
-            shown = None
-        announce.say(announce.line(project, where.run_id, root, shown))
-    writer.start()
-    hooks.register(run)
-    _attach_health(run, opts)
-    if tensorboard:
-        from . import tensorboard as tb
 
-        tb.capture(run)
-    current = run
-    return run
+
+def _announce(run: Run, uploader: Uploader | None, project: str, run_id: str, root: Path) -> None:
+    """The primary's one line naming the run and where to see it. No link to a server page
+    that a refused token will never fill (the uploader's first answer, a round trip,
+    decides; a server that does not answer soon gets its link: the records reach it when
+    it does)."""
+    shown = run.url
+    if uploader is not None and uploader.refused(REFUSAL_WAIT):
+        shown = None
+    announce.say(announce.line(project, run_id, root, shown))
 
 
 def _finish_previous(previous: Run) -> None:

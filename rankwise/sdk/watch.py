@@ -42,8 +42,9 @@ second set of hooks, unlike W&B (which adds one under a new ``graph_<n>`` prefix
 time): the model's settings are updated and its pass counter kept. ``unwatch(model)``
 removes its hooks, ``unwatch()`` every model's; the run's end removes them too.
 
-Bad arguments raise at the call (``TypeError`` for a non-Module, ``ValueError`` for
-``log``, ``log_freq`` or ``ranks``), on every rank alike. Nothing inside the hooks raises
+Bad arguments raise at the call (``ArgumentTypeError``, a ``TypeError``, for a
+non-Module; ``UsageError``, a ``ValueError``, for ``log``, ``log_freq`` or ``ranks``), on
+every rank alike. Nothing inside the hooks raises
 into training: a failure is warned about once and that value skipped.
 """
 
@@ -57,6 +58,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .. import _log
+from ..errors import ArgumentTypeError, UsageError
 from ..names import is_key
 from ..stream import records as R
 from . import tensor_stats as stats
@@ -84,14 +86,14 @@ def watch(
     """``run.watch``: see the module docstring."""
     modules = _modules(models, "watch")
     if log not in LOG_CHOICES:
-        raise ValueError(
+        raise UsageError(
             f"run.watch(log={log!r}): use 'gradients', 'parameters', 'all' or None "
             "(None records only the gradient norms)"
         )
     if isinstance(log_freq, bool) or not isinstance(log_freq, int) or log_freq < 1:
-        raise ValueError(f"run.watch(log_freq={log_freq!r}): give a whole number of passes >= 1")
+        raise UsageError(f"run.watch(log_freq={log_freq!r}): give a whole number of passes >= 1")
     if ranks not in RANKS_CHOICES:
-        raise ValueError(f"run.watch(ranks={ranks!r}): use 'primary' or 'all'")
+        raise UsageError(f"run.watch(ranks={ranks!r}): use 'primary' or 'all'")
     if not run or (ranks == "primary" and not run.is_primary):
         return
     if run.state != "running":
@@ -126,7 +128,7 @@ def _modules(models: Any, what: str) -> list[Any]:
     found = list(models) if isinstance(models, (list, tuple)) else [models]
     for model in found:
         if not isinstance(model, torch.nn.Module):
-            raise TypeError(
+            raise ArgumentTypeError(
                 f"run.{what}() takes a torch.nn.Module (the model you train, or its DDP "
                 f"wrapper) or a list of them, not {type(model).__name__}"
             )

@@ -24,7 +24,6 @@ import uvicorn
 from ..alerting import Destination
 from ..errors import RankwiseError, UsageError
 from ..store.base import Store
-from ..store.sql import SQLStore
 from .alert_watch import start_alerts
 from .app import create_app
 from .blobs import BlobStore, FsspecBlobStore, LocalBlobStore, default_root, open_blob_store
@@ -44,7 +43,7 @@ _BLOBS_ENV = "RANKWISE_SERVER_BLOBS"
 _BLOBS_ENDPOINT_ENV = "RANKWISE_SERVER_BLOBS_ENDPOINT"
 
 
-def open_db(url: str, crash_timeout: float = 60.0) -> SQLStore:
+def open_db(url: str, crash_timeout: float = 60.0) -> Store:
     """Open and migrate the store at ``url`` (``sqlite:///PATH`` or ``postgresql://...``).
 
     ``crash_timeout``: how long a silent stream whose process cannot be seen alive is

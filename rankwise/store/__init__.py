@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from .sql import SQLStore
+    from .base import Store
 
 __all__ = ["open_store"]
 
@@ -24,7 +24,7 @@ _CONNINFO = re.compile(
 )
 
 
-def open_store(url: str | os.PathLike[str], crash_timeout: float = 60.0) -> SQLStore:
+def open_store(url: str | os.PathLike[str], crash_timeout: float = 60.0) -> Store:
     """Open the store at ``url``: ``sqlite:///abs/path.db``, a plain file path, or
     PostgreSQL as ``postgresql://user@host:port/db`` (``postgres://`` too) or a libpq
     ``key=value`` string. Call ``migrate()`` before first use.

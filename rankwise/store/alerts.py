@@ -26,17 +26,16 @@ import json
 import math
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 
 from ..alerting import AlertEvent, Delivery, Destination, shown_target
 from ..errors import UsageError
+from .sqlbase import SQLBase
 from .tx import Tx, marks
-
-T = TypeVar("T")
 
 _dest_dec = msgspec.json.Decoder(Destination)
 
@@ -111,14 +110,8 @@ class Claimed:
     event: AlertEvent
 
 
-class AlertStore:
+class Alerts(SQLBase):
     """The store's alert methods (mixed into ``SQLStore``)."""
-
-    def _write(self, fn: Callable[[Tx], T]) -> T:
-        raise NotImplementedError
-
-    def _read(self, fn: Callable[[Tx], T]) -> T:
-        raise NotImplementedError
 
     # -- destinations -------------------------------------------------------------------
 

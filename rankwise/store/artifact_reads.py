@@ -1,19 +1,19 @@
 """Store reads of artifacts: a project's names, a name's versions, one version with its
 manifest and lineage, one manifest entry, a run's logged and used versions.
 
-Mixed into ``SQLStore`` through ``ArtifactStore`` (``rankwise.store.artifacts`` writes the
+Mixed into ``SQLStore`` through ``ArtifactWrites`` (``rankwise.store.artifacts`` writes the
 rows). Each read is one snapshot; an unknown name or version answers None.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
 from ..artifacts.manifest import Chunk, Entry, Manifest, is_version
 from ..artifacts.model import ArtifactSummary, RunArtifacts, Use, VersionInfo
+from .sqlbase import SQLBase
 from .tx import Tx
 
 LATEST = "latest"
@@ -130,10 +130,8 @@ def entries(tx: Tx, version_id: int, path: str | None = None) -> list[Entry]:
     return out
 
 
-class ArtifactReads:
+class ArtifactReads(SQLBase):
     """The artifact reads of the store."""
-
-    _read: Callable[..., Any]
 
     def artifact_names(self, project: str, type: str | None = None) -> list[ArtifactSummary]:
         """The artifact names of a project (of ``type``), by name."""

@@ -23,8 +23,6 @@ version. Reads (``rankwise.store.artifact_reads``) run in one snapshot each.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
 
 import msgspec
 
@@ -199,12 +197,9 @@ def _insert(
     )
 
 
-class ArtifactStore(ArtifactReads):
+class ArtifactWrites(ArtifactReads):
     """Store methods for artifacts (mixed into ``SQLStore``): commit and use here, the
     reads in ``ArtifactReads``."""
-
-    _read: Callable[..., Any]
-    _write: Callable[..., Any]
 
     def commit_artifact(
         self, project: str, name: str, req: CommitRequest, now: float | None = None

@@ -67,9 +67,12 @@ class RunQuery:
     offset: int = 0
 
 
-class Store(Protocol):
-    def migrate(self) -> None:
-        """Create or upgrade the schema (numbered migrations; safe to call every start)."""
+class RunStore(Protocol):
+    """The write side (``ingest``, exactly-once per stream) and the runs it makes."""
+
+    # Whether a stream's (host, pid) may be checked against this host's processes when
+    # its state is settled: only for ``rankwise ui``'s index of local files.
+    local_pids: bool
 
     def ingest(
         self,
@@ -92,6 +95,10 @@ class Store(Protocol):
         """One page of runs matching ``query`` and the total count of matches."""
 
     def get_run(self, project: str, run_id: str) -> RunInfo | None: ...
+
+
+class ChartStore(Protocol):
+    """A run's scalar metrics: keys, per-stream series, the cross-rank band, history."""
 
     def metric_keys(self, project: str, run_id: str) -> list[str]: ...
 
@@ -141,6 +148,10 @@ class Store(Protocol):
         """Per (label, metric key), the points stored, each copy counted (``history``
         merges rows by stream and seq, so it cannot show a point stored twice)."""
 
+
+class ViewStore(Protocol):
+    """The dashboard's saved views (``rankwise.store.saved_views``)."""
+
     def list_views(self, project: str) -> list[SavedView]:
         """The dashboard's saved views of the project's runs table, by name."""
 
@@ -152,7 +163,10 @@ class Store(Protocol):
     def delete_view(self, project: str, name: str) -> bool:
         """Delete a saved view; False when there was none of that name."""
 
-    # Rank health (``rankwise.store.health``); each answers None for an unknown run.
+
+class HealthStore(Protocol):
+    """Rank health (``rankwise.store.health_reads``); each answers None for an unknown
+    run."""
 
     def console(self, project: str, run_id: str, q: ConsoleQuery) -> ConsolePage | None:
         """A page of the run's captured console lines, in time order."""
@@ -183,7 +197,9 @@ class Store(Protocol):
     ) -> list[StallEvent] | None:
         """The watchdog's stall reports, newest first."""
 
-    # Rich data (``rankwise.store.media_reads``); each answers None for an unknown run.
+
+class MediaStore(Protocol):
+    """Rich data (``rankwise.store.media_reads``); each answers None for an unknown run."""
 
     def media_keys(self, project: str, run_id: str) -> list[MediaKey] | None:
         """Every media, table and histogram key of the run, with its steps and labels."""
@@ -211,7 +227,9 @@ class Store(Protocol):
     def blob_kind(self, project: str, digest: str) -> tuple[str, str] | None:
         """(kind, format) of a blob a record of the project names, None if none does."""
 
-    # Artifacts (``rankwise.store.artifacts``): versions, aliases, lineage.
+
+class ArtifactStore(Protocol):
+    """Artifacts (``rankwise.store.artifacts``): versions, aliases, lineage."""
 
     def commit_artifact(
         self, project: str, name: str, req: CommitRequest, now: float | None = None
@@ -245,7 +263,10 @@ class Store(Protocol):
     def run_artifacts(self, project: str, run_id: str) -> RunArtifacts:
         """What a run logged and used."""
 
-    # API tokens and dashboard sessions (``rankwise.store.tokens``)
+
+class TokenStore(Protocol):
+    """API tokens and dashboard sessions (``rankwise.store.tokens``)."""
+
     def create_token(
         self, role: str, projects: Sequence[str] | None = None, name: str = ""
     ) -> NewToken: ...
@@ -268,7 +289,11 @@ class Store(Protocol):
 
     def revoke_session(self, session_id: str) -> bool: ...
 
-    # Alerts (``rankwise.store.alerts``): destinations, events decided once, the outbox.
+
+class AlertStore(Protocol):
+    """Alerts (``rankwise.store.alerts``): destinations, events decided once, the
+    outbox."""
+
     def add_destination(self, dest: Destination) -> Destination: ...
 
     def list_destinations(self, project: str | None = None) -> list[Destination]: ...
@@ -307,4 +332,30 @@ class Store(Protocol):
         self, outbox: int, *, delivered: bool, error: str = "", retry_at: float | None = None
     ) -> None: ...
 
+
+class Store(
+    RunStore,
+    ChartStore,
+    ViewStore,
+    HealthStore,
+    MediaStore,
+    ArtifactStore,
+    TokenStore,
+    AlertStore,
+    Protocol,
+):
+    """Everything the ingester writes and the server reads: the protocols above, plus the
+    schema and the lifetime. ``SQLStore`` implements it for SQLite and PostgreSQL; code
+    that needs one part only may take that part's protocol."""
+
+    def migrate(self) -> None:
+        """Create or upgrade the schema (numbered migrations; safe to call every start)."""
+
+    def schema_version(self) -> int:
+        """The highest migration applied (0: none yet)."""
+
     def close(self) -> None: ...
+
+    def __enter__(self) -> Store: ...
+
+    def __exit__(self, *exc: object) -> None: ...

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -32,6 +32,7 @@ from . import query
 from . import runs as run_rows
 from .chunks import decode_xy
 from .ingest import decode_fold
+from .sqlbase import SQLBase
 from .tx import Tx, marks
 from .types import ConsoleLine, ConsolePage, ConsoleQuery, StallEvent, SystemSeries
 
@@ -71,14 +72,8 @@ def check_console_query(q: ConsoleQuery) -> None:
         raise UsageError(f"from={q.since} is above to={q.until}: pass from <= to")
 
 
-class HealthReads:
+class HealthReads(SQLBase):
     """Store methods for console lines, system series, step progress and stalls."""
-
-    dialect: str
-    crash_timeout: float
-    local_pids: bool
-    _read: Callable[..., Any]
-    _write: Callable[..., Any]
 
     # -- lookups ---------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain
 from typing import Any
 
@@ -405,45 +405,10 @@ def _append_series(tx: Tx, stream: int, points: dict[int, Points]) -> None:
     tails = _tails(
         tx, stream, sorted(m for m, (_, o) in known.items() if o is not None and m in points)
     )
-    # Which of each tail's chunks the new points merge with (the newest ones).
-    merging: dict[int, list[int]] = {}
-    keeping: dict[int, list[tuple[int, int]]] = {}
-    for metric, tail in tails.items():
-        acc, take = len(points[metric]), []
-        while tail and tail[-1][1] <= acc:
-            cid, n = tail.pop()
-            acc += n
-            take.append(cid)
-        merging[metric] = take[::-1]
-        keeping[metric] = tail
-    wanted = [cid for ids in merging.values() for cid in ids]
-    old: dict[int, Points] = {}
-    for a in range(0, len(wanted), 500):
-        part = wanted[a : a + 500]
-        for cid, n, kind, xs, ys, seqs, weights in tx.all(
-            f"SELECT {_OPEN_COLS} FROM chunks WHERE id IN ({marks(len(part))})", part
-        ):
-            old[int(cid)] = decode(int(n), kind, xs, ys, seqs, weights)
-    plan: list[tuple[int, list[int], list[Points]]] = []
-    for metric in sorted(points):
-        merged = merging.get(metric, [])
-        pts = points[metric]
-        if merged:
-            pts = Points.concat([*(old[cid] for cid in merged), pts])
-        plan.append((metric, merged, split(pts)))
-    encoded = iter(encode_many([piece for _, _, pieces in plan for piece in pieces]))
-    updates, inserts = [], []
-    deletes: list[tuple[int]] = []
-    for metric, merged, pieces in plan:
-        deletes.extend((cid,) for cid in merged[1:])
-        for i in range(len(pieces)):
-            c = next(encoded)
-            cols = (c.n, c.step_lo, c.step_hi, c.t_lo, c.t_hi, c.kind, c.xs, c.ys, c.seqs,
-                    c.weights, c.head, c.subs)  # fmt: skip
-            if i == 0 and merged:
-                updates.append((*cols, merged[0]))
-            else:
-                inserts.append((stream, metric, *cols))
+    merging, keeping = _merge_targets(tails, points)
+    old = _open_chunks(tx, [cid for ids in merging.values() for cid in ids])
+    plan = _plan(points, merging, old)
+    updates, inserts, deletes = _chunk_rows(stream, plan)
     if deletes:  # before the inserts: SQLite may hand their ids out again, still ascending
         tx.many("DELETE FROM chunks WHERE id = ?", deletes)
     # Every new chunk in one go; ids come back in the order of ``inserts``.
@@ -455,22 +420,7 @@ def _append_series(tx: Tx, stream: int, points: dict[int, Points]) -> None:
             inserts,
         )
     )
-    new_series, old_series = [], []
-    for metric, merged, pieces in plan:
-        last_id = merged[0] if merged else None
-        for i in range(len(pieces)):
-            if not (i == 0 and merged):
-                last_id = next(ids)
-        kept = keeping.get(metric)
-        if kept:  # the new chunk joins an older tail: the tail still starts there
-            new_open: int | None = kept[0][0]
-        else:
-            new_open = last_id if len(pieces[-1]) < MERGE_BELOW else None
-        total = len(points[metric]) + known.get(metric, (0, None))[0]
-        if metric in known:
-            old_series.append((total, new_open, stream, metric))
-        else:
-            new_series.append((stream, metric, total, new_open))
+    new_series, old_series = _series_rows(stream, plan, ids, keeping, known, points)
     if updates:
         tx.many(
             "UPDATE chunks SET n = ?, step_lo = ?, step_hi = ?, t_lo = ?, t_hi = ?, kind = ?, "
@@ -487,3 +437,104 @@ def _append_series(tx: Tx, stream: int, points: dict[int, Points]) -> None:
             "INSERT INTO series (stream, metric, points, open_chunk) VALUES (?, ?, ?, ?)",
             new_series,
         )
+
+
+# One metric's part of an append: its id, the tail chunks merged (oldest first; the
+# first one is rewritten in place, the others deleted) and the new chunks' points.
+_Planned = tuple[int, list[int], list[Points]]
+
+
+def _merge_targets(
+    tails: dict[int, list[tuple[int, int]]], points: dict[int, Points]
+) -> tuple[dict[int, list[int]], dict[int, list[tuple[int, int]]]]:
+    """Which of each tail's chunks the new points merge with (the newest ones, oldest
+    first), and the tail chunks kept before them."""
+    merging: dict[int, list[int]] = {}
+    keeping: dict[int, list[tuple[int, int]]] = {}
+    for metric, tail in tails.items():
+        acc, take = len(points[metric]), []
+        while tail and tail[-1][1] <= acc:
+            cid, n = tail.pop()
+            acc += n
+            take.append(cid)
+        merging[metric] = take[::-1]
+        keeping[metric] = tail
+    return merging, keeping
+
+
+def _open_chunks(tx: Tx, wanted: list[int]) -> dict[int, Points]:
+    """The points of the chunks ``wanted``, by chunk id."""
+    old: dict[int, Points] = {}
+    for a in range(0, len(wanted), 500):
+        part = wanted[a : a + 500]
+        for cid, n, kind, xs, ys, seqs, weights in tx.all(
+            f"SELECT {_OPEN_COLS} FROM chunks WHERE id IN ({marks(len(part))})", part
+        ):
+            old[int(cid)] = decode(int(n), kind, xs, ys, seqs, weights)
+    return old
+
+
+def _plan(
+    points: dict[int, Points], merging: dict[int, list[int]], old: dict[int, Points]
+) -> list[_Planned]:
+    """Per metric, in id order: the merged chunks and the new points split into chunks."""
+    plan: list[_Planned] = []
+    for metric in sorted(points):
+        merged = merging.get(metric, [])
+        pts = points[metric]
+        if merged:
+            pts = Points.concat([*(old[cid] for cid in merged), pts])
+        plan.append((metric, merged, split(pts)))
+    return plan
+
+
+def _chunk_rows(
+    stream: int, plan: list[_Planned]
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[int]]]:
+    """The encoded chunks as rows: (updates of the first merged chunk, inserts, deletes
+    of the other merged ones)."""
+    encoded = iter(encode_many([piece for _, _, pieces in plan for piece in pieces]))
+    updates: list[tuple[Any, ...]] = []
+    inserts: list[tuple[Any, ...]] = []
+    deletes: list[tuple[int]] = []
+    for metric, merged, pieces in plan:
+        deletes.extend((cid,) for cid in merged[1:])
+        for i in range(len(pieces)):
+            c = next(encoded)
+            cols = (c.n, c.step_lo, c.step_hi, c.t_lo, c.t_hi, c.kind, c.xs, c.ys, c.seqs,
+                    c.weights, c.head, c.subs)  # fmt: skip
+            if i == 0 and merged:
+                updates.append((*cols, merged[0]))
+            else:
+                inserts.append((stream, metric, *cols))
+    return updates, inserts, deletes
+
+
+def _series_rows(
+    stream: int,
+    plan: list[_Planned],
+    ids: Iterator[int],
+    keeping: dict[int, list[tuple[int, int]]],
+    known: dict[int, tuple[int, Any]],
+    points: dict[int, Points],
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """(new series rows, updates of known ones): each series' point count and the first
+    chunk of its open tail (None: every chunk closed). ``ids``: the inserted chunks'."""
+    new_series: list[tuple[Any, ...]] = []
+    old_series: list[tuple[Any, ...]] = []
+    for metric, merged, pieces in plan:
+        last_id = merged[0] if merged else None
+        for i in range(len(pieces)):
+            if not (i == 0 and merged):
+                last_id = next(ids)
+        kept = keeping.get(metric)
+        if kept:  # the new chunk joins an older tail: the tail still starts there
+            new_open: int | None = kept[0][0]
+        else:
+            new_open = last_id if len(pieces[-1]) < MERGE_BELOW else None
+        total = len(points[metric]) + known.get(metric, (0, None))[0]
+        if metric in known:
+            old_series.append((total, new_open, stream, metric))
+        else:
+            new_series.append((stream, metric, total, new_open))
+    return new_series, old_series

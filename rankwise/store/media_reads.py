@@ -10,7 +10,6 @@ Labels are stream labels; the incarnations of one label (a restarted rank) read 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -18,6 +17,7 @@ import msgspec
 from ..read.media_model import HistogramSeries, MediaKey, MediaReply, MediaRow
 from ..stream import records as R
 from .media import floats
+from .sqlbase import SQLBase
 from .tx import Tx
 from .types import TableRow
 
@@ -26,10 +26,8 @@ _strs = msgspec.json.Decoder(list[str])
 _start = msgspec.msgpack.Decoder(R.StreamStart)
 
 
-class MediaReads:
+class MediaReads(SQLBase):
     """Store methods for media items, tables and histograms."""
-
-    _read: Callable[..., Any]
 
     def _streams(self, tx: Tx, project: str, run_id: str) -> list[tuple[int, int, str, int]]:
         raise NotImplementedError  # SQLStore's
@@ -82,7 +80,7 @@ class MediaReads:
                 for k, (kinds, s, w) in sorted(found.items())
             ]
 
-        return self._read(read)  # type: ignore[no-any-return]
+        return self._read(read)
 
     def media(
         self, project: str, run_id: str, key: str, label: str | None = None, step: int | None = None
@@ -133,7 +131,7 @@ class MediaReads:
             rows.sort(key=lambda r: r[0])
             return MediaReply(key=key, items=[r[1] for r in rows], steps=steps)
 
-        return self._read(read)  # type: ignore[no-any-return]
+        return self._read(read)
 
     def histograms(
         self, project: str, run_id: str, key: str, label: str | None = None
@@ -172,7 +170,7 @@ class MediaReads:
                 )
             return out
 
-        return self._read(read)  # type: ignore[no-any-return]
+        return self._read(read)
 
     def table_row(
         self,
@@ -229,7 +227,7 @@ class MediaReads:
                 labels=all_labels,
             )
 
-        return self._read(read)  # type: ignore[no-any-return]
+        return self._read(read)
 
     def blob_kind(self, project: str, digest: str) -> tuple[str, str] | None:
         """(kind, format) of a blob a record of the project named (e.g. ``("image",
@@ -243,7 +241,7 @@ class MediaReads:
             )
             return None if row is None else (str(row[0]), str(row[1]))
 
-        return self._read(read)  # type: ignore[no-any-return]
+        return self._read(read)
 
     # The name the blob routes look the content type up by (``routes.blobs.media_type``).
     blob_media = blob_kind

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 from ..errors import UsageError
+from .sqlbase import SQLBase
 from .types import SavedView
 
 MAX_NAME = 100
@@ -41,11 +41,8 @@ def _encode(filters: dict[str, Any], columns: list[str]) -> str:
     return json.dumps({"filters": filters, "columns": columns}, sort_keys=True)
 
 
-class SavedViews:
+class SavedViews(SQLBase):
     """Store methods for saved views; mixed into ``SQLStore`` (uses its transactions)."""
-
-    _read: Callable[..., Any]
-    _write: Callable[..., Any]
 
     def list_views(self, project: str) -> list[SavedView]:
         """The project's saved views, by name."""

@@ -19,8 +19,8 @@ Invariants:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import UsageError
 from ..read.model import CrossRankValue, RunInfo
@@ -28,18 +28,17 @@ from ..stream import records as R
 from . import health as rank_health
 from . import migrations as M
 from . import query, runs
-from .alerts import AlertStore
-from .artifacts import ArtifactStore
+from .alerts import Alerts
+from .artifacts import ArtifactWrites
 from .base import RunQuery, StreamKey, XAxis
 from .health_reads import HealthReads
 from .ingest import Presented, apply_stream, decode_fold, metric_names
 from .media_reads import MediaReads
 from .saved_views import SavedViews
-from .tokens import TokenStore
+from .sqlbase import SQLBase
+from .tokens import Tokens
 from .tx import Tx, marks
 from .types import Band, Series
-
-T = TypeVar("T")
 
 _XS = ("step", "time")
 
@@ -51,7 +50,7 @@ def _check_axis(x: str, max_points: int) -> None:
         raise UsageError(f"max_points={max_points} must be at least 1")
 
 
-class SQLStore(SavedViews, HealthReads, MediaReads, TokenStore, ArtifactStore, AlertStore):
+class SQLStore(SavedViews, HealthReads, MediaReads, Tokens, ArtifactWrites, Alerts, SQLBase):
     """Everything of ``Store`` but how transactions run (see the module docstring)."""
 
     dialect: str = ""
@@ -67,15 +66,7 @@ class SQLStore(SavedViews, HealthReads, MediaReads, TokenStore, ArtifactStore, A
         self._metric_ids: dict[str, int] = {}
         self._system_ids: dict[str, int] = {}  # system key names (rank health)
 
-    # -- transactions: provided by each store ---------------------------------------------
-
-    def _write(self, fn: Callable[[Tx], T]) -> T:
-        """Run ``fn`` in a write transaction; commit when it returns."""
-        raise NotImplementedError
-
-    def _read(self, fn: Callable[[Tx], T]) -> T:
-        """Run ``fn`` in a read-only snapshot."""
-        raise NotImplementedError
+    # -- transactions: ``_write``/``_read`` (``SQLBase``) are provided by each store ---------
 
     def _lock_migrations(self, tx: Tx) -> None:
         """Keep two processes from migrating at once (SQLite's writer lock does it)."""

@@ -15,12 +15,13 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .. import tokens as T
 from ..errors import UsageError
+from .sqlbase import SQLBase
 
 _COLUMNS = "id, role, name, projects, created, last_used, revoked, secret_hash"
 
@@ -63,11 +64,8 @@ def check_new_token(role: str, projects: Iterable[str] | None) -> tuple[str, ...
     return out
 
 
-class TokenStore:
+class Tokens(SQLBase):
     """Store methods for tokens and sessions; mixed into ``SQLStore``."""
-
-    _read: Callable[..., Any]
-    _write: Callable[..., Any]
 
     # -- tokens ------------------------------------------------------------------------
 

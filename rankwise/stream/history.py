@@ -183,41 +183,11 @@ def frame_columns(series: list[StreamColumns]) -> Table | None:
     step = np.concatenate([s.step for s in series])
     time = np.concatenate([s.time for s in series])
     order = None if _in_order(step, time) else np.lexsort((time, step))
-
-    def ordered(parts: list[np.ndarray], out: np.ndarray | None = None) -> np.ndarray:
-        if order is None:
-            return np.concatenate(parts, out=out)
-        return np.take(np.concatenate(parts), order, out=out)
-
-    names = list(dict.fromkeys(k for s in series for k in s.values))
-    kinds: dict[str, set[str]] = {}
-    for s in series:
-        for k, kind in s.kinds.items():
-            kinds.setdefault(k, set()).update(kind)
-    first: dict[str, tuple[int, int, int]] = {}
-    masks: dict[str, np.ndarray] = {}
-    weight = ordered([s.weight for s in series])
-    has_weight = ~np.isnan(weight)
-    if has_weight.any():
-        first["weight"] = (int(np.argmax(has_weight)), 0, 0)
-    for name in names:
-        mask = ordered([s.present.get(name, np.zeros(len(s), bool)) for s in series])
-        if mask.any():
-            masks[name] = mask
-            place = min((s.place[name] for s in series if name in s.place), default=0)
-            first[name] = (int(np.argmax(mask)), 1, place)
-    columns = ["step", "time", "label", *sorted(first, key=first.__getitem__)]
-
-    whole: dict[str, type] = {}  # int or bool columns: that type in every row
-    for name, mask in masks.items():
-        kind = kinds.get(name, {"float"})
-        full = bool(mask.all())
-        if kind == {"int"} and full:
-            whole[name] = np.int64
-        elif kind == {"bool"} and full:
-            whole[name] = np.bool_
-        elif "bool" in kind:
-            return None  # pandas keeps Python objects here (True/False, numbers, NaN)
+    weight = _ordered([s.weight for s in series], order)
+    columns, masks = _frame_layout(series, weight, order)
+    whole = _whole_types(masks, _kinds(series))
+    if whole is None:
+        return None
     block_names = [c for c in columns if c != "step" and c != "label" and c not in whole]
     block = np.empty((len(block_names), len(step)))
     codes = np.repeat(np.arange(len(series)), lens)
@@ -226,19 +196,90 @@ def frame_columns(series: list[StreamColumns]) -> Table | None:
         "step": step if order is None else step[order],
         "label": labels[codes if order is None else codes[order]],
     }
+    _fill_values(arrays, series, order, weight, block, block_names, whole)
+    return Table(columns, arrays, block, block_names)
+
+
+def _fill_values(
+    arrays: dict[str, np.ndarray],
+    series: list[StreamColumns],
+    order: np.ndarray | None,
+    weight: np.ndarray,
+    block: np.ndarray,
+    block_names: list[str],
+    whole: dict[str, type],
+) -> None:
+    """Put the float columns (``time``, ``weight``, the keys) into the rows of ``block``
+    and every value column into ``arrays``; the int and bool ones in their own type."""
     for i, name in enumerate(block_names):
         if name == "weight":
             block[i] = weight
             arrays[name] = block[i]
         elif name == "time":
-            arrays[name] = ordered([s.time for s in series], out=block[i])
+            arrays[name] = _ordered([s.time for s in series], order, out=block[i])
         else:
             parts = [s.values.get(name, np.full(len(s), np.nan)) for s in series]
-            arrays[name] = ordered(parts, out=block[i])
+            arrays[name] = _ordered(parts, order, out=block[i])
     for name, dtype in whole.items():
         parts = [s.values.get(name, np.full(len(s), np.nan)) for s in series]
-        arrays[name] = ordered(parts).astype(dtype)
-    return Table(columns, arrays, block, block_names)
+        arrays[name] = _ordered(parts, order).astype(dtype)
+
+
+def _ordered(
+    parts: list[np.ndarray], order: np.ndarray | None, out: np.ndarray | None = None
+) -> np.ndarray:
+    """``parts`` end to end, in the table's row ``order`` (None: already in order)."""
+    if order is None:
+        return np.concatenate(parts, out=out)
+    return np.take(np.concatenate(parts), order, out=out)
+
+
+def _frame_layout(
+    series: list[StreamColumns], weight: np.ndarray, order: np.ndarray | None
+) -> tuple[list[str], dict[str, np.ndarray]]:
+    """The table's columns, ``step``, ``time``, ``label`` and then each key in the order
+    of its first row (a tie: the place in its first ``log()`` call), and each key's rows
+    (a mask in row order) for the keys some row holds."""
+    names = list(dict.fromkeys(k for s in series for k in s.values))
+    first: dict[str, tuple[int, int, int]] = {}
+    masks: dict[str, np.ndarray] = {}
+    has_weight = ~np.isnan(weight)
+    if has_weight.any():
+        first["weight"] = (int(np.argmax(has_weight)), 0, 0)
+    for name in names:
+        mask = _ordered([s.present.get(name, np.zeros(len(s), bool)) for s in series], order)
+        if mask.any():
+            masks[name] = mask
+            place = min((s.place[name] for s in series if name in s.place), default=0)
+            first[name] = (int(np.argmax(mask)), 1, place)
+    return ["step", "time", "label", *sorted(first, key=first.__getitem__)], masks
+
+
+def _kinds(series: list[StreamColumns]) -> dict[str, set[str]]:
+    """The types logged under each key, over every stream."""
+    kinds: dict[str, set[str]] = {}
+    for s in series:
+        for k, kind in s.kinds.items():
+            kinds.setdefault(k, set()).update(kind)
+    return kinds
+
+
+def _whole_types(
+    masks: dict[str, np.ndarray], kinds: dict[str, set[str]]
+) -> dict[str, type] | None:
+    """The int or bool columns (that type in every row); None when a column needs
+    Python objects, as pandas keeps them (True/False with gaps or with numbers)."""
+    whole: dict[str, type] = {}
+    for name, mask in masks.items():
+        kind = kinds.get(name, {"float"})
+        full = bool(mask.all())
+        if kind == {"int"} and full:
+            whole[name] = np.int64
+        elif kind == {"bool"} and full:
+            whole[name] = np.bool_
+        elif "bool" in kind:
+            return None
+    return whole
 
 
 def columns_from_rows(

@@ -103,8 +103,8 @@ def parquet(columns: dict[str, list[Any]]) -> bytes:
     """The bytes of a Parquet file holding ``columns``."""
     import io
 
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # type: ignore[import-untyped]
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     buf = io.BytesIO()
     pq.write_table(pa.table(columns), buf)

@@ -89,7 +89,7 @@ class SmtpReceiver:
 
         outer = self
 
-        class Keep(Message):  # type: ignore[misc]
+        class Keep(Message):
             def handle_message(self, message: Any) -> None:
                 outer.messages.append(message)
 
@@ -100,5 +100,5 @@ class SmtpReceiver:
     def stop(self) -> None:
         controller = getattr(self, "_controller", None)
         if controller is not None:
-            self._controller = None
+            self._controller = None  # type: ignore[assignment]  # stopped: not again
             controller.stop()

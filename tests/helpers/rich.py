@@ -94,7 +94,7 @@ def predictions(n: int, seed: int = 0) -> Any:
     """A pyarrow table like the tutorial's predictions: id, image digest, guess, truth,
     a caption, and a score per class, with a few NULL scores."""
     import numpy as np
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped]
 
     rng = np.random.default_rng(seed)
     score = rng.random(n)
@@ -119,7 +119,7 @@ def table_record(blobs: Any, project: str, seq: int, step: int, key: str, table:
     ``TableRec`` naming it."""
     import io
 
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     buf = io.BytesIO()
     pq.write_table(table, buf, row_group_size=8192)

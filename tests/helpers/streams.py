@@ -19,7 +19,7 @@ def start(project: str = "p", run: str = "r", label: str = "rank-0", **kw: objec
         "config": {"lr": 0.1},
     }
     fields.update(kw)
-    return R.StreamStart(0, 1000.0, project, run, label, 0, **fields)  # type: ignore[arg-type]
+    return R.StreamStart(0, 1000.0, project, run, label, 0, **fields)
 
 
 def value(rank: int, step: int) -> float:

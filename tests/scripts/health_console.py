@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from tqdm import tqdm
+from tqdm import tqdm  # type: ignore[import-untyped]
 
 import rankwise
 

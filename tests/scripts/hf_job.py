@@ -30,7 +30,7 @@ p.add_argument("--save-steps", type=int, default=0, help="a checkpoint every N s
 a = p.parse_args()
 
 
-class Sequences(torch.utils.data.Dataset):  # type: ignore[type-arg]
+class Sequences(torch.utils.data.Dataset):
     def __init__(self, n: int, seed: int) -> None:
         g = torch.Generator().manual_seed(seed)
         self.ids = torch.randint(1, 32, (n, 8), generator=g)
@@ -44,7 +44,7 @@ class Sequences(torch.utils.data.Dataset):  # type: ignore[type-arg]
 
 
 torch.manual_seed(0)
-config = BertConfig(
+config = BertConfig(  # type: ignore[call-arg]
     vocab_size=32,
     hidden_size=8,
     num_hidden_layers=2,

@@ -65,7 +65,7 @@ def block_writer_writes(release: threading.Event) -> None:
             release.wait()
         return real_write(fd, data)
 
-    os.write = write
+    os.write = write  # type: ignore[assignment]
 
 
 def fds() -> list[str]:
@@ -162,7 +162,7 @@ elif scenario == "dataloader":
 
     run = start()
 
-    class Logs(Dataset):  # type: ignore[type-arg]
+    class Logs(Dataset):
         def __len__(self) -> int:
             return 8
 
@@ -261,8 +261,8 @@ elif scenario == "large_values":
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
     keys = [f"layer{j}/grad_norm" for j in range(per_call)]
-    before = peak = rss()
-    os.write = slow_write
+    rss0 = peak = rss()
+    os.write = slow_write  # type: ignore[assignment]
     for i in range(calls):
         run.log({k: i + j * 1e-6 for j, k in enumerate(keys)}, step=i)  # fresh floats
         peak = max(peak, rss())
@@ -272,7 +272,7 @@ elif scenario == "large_values":
     one = {k: i + j * 1e-6 for j, k in enumerate(keys)}
     held = sys.getsizeof(one) + sum(sys.getsizeof(v) for v in one.values())
     report(
-        calls=calls, per_call=per_call, max_bytes=max_bytes, growth=peak - before,
+        calls=calls, per_call=per_call, max_bytes=max_bytes, growth=peak - rss0,
         held_per_call=held,
     )  # fmt: skip
 
@@ -296,7 +296,7 @@ elif scenario == "disk_full":
             raise OSError(errno.ENOSPC, "No space left on device")
         return real_write(fd, data)
 
-    os.write = failing_write
+    os.write = failing_write  # type: ignore[assignment]
     calls, per_call = 150, 20
     full.set()
     for i in range(calls):

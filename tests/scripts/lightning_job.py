@@ -105,7 +105,7 @@ out = {
     "run_id": logger.version,  # not logger.experiment: that would start the run again
     "pid": os.getpid(),
     "seen": model.seen,
-    "checkpoint": trainer.checkpoint_callback.best_model_path
+    "checkpoint": trainer.checkpoint_callback.best_model_path  # type: ignore[attr-defined]
     if trainer.checkpoint_callback
     else "",
 }

@@ -57,4 +57,4 @@ def child(i: int, port: int, data: str, report: str, nprocs: int, when: str) -> 
 if __name__ == "__main__":
     data, report, nprocs, when = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     Path(report).mkdir(parents=True, exist_ok=True)
-    mp.spawn(child, args=(free_port(), data, report, nprocs, when), nprocs=nprocs)
+    mp.spawn(child, args=(free_port(), data, report, nprocs, when), nprocs=nprocs)  # type: ignore[attr-defined]

@@ -28,7 +28,7 @@ def note(case: str, **more: object) -> None:
         f.write(json.dumps({"case": case, "rank": rank, "run": seen, **where, **more}) + "\n")
 
 
-def make(mode: str, scope: str):  # type: ignore[no-untyped-def]
+def make(mode: str, scope: str):
     @rankwise.track(project="track", run_mode=mode, rank_scope=scope, dir=a.dir,
                     config={"mode": mode, "scope": scope}, system=False)  # fmt: skip
     def train(x: int) -> int:

@@ -16,6 +16,7 @@ import math
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import rankwise
 
@@ -33,7 +34,7 @@ def main() -> None:
     p.add_argument("--torch", action="store_true", help="init a gloo process group")
     args = p.parse_args()
 
-    dist = None
+    dist: Any = None
     if args.torch:
         import torch
         import torch.distributed as dist

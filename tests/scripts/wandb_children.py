@@ -45,9 +45,9 @@ if __name__ == "__main__":
     report(out, "main")
     import torch.multiprocessing
 
-    torch.multiprocessing.spawn(spawned, args=(out,), nprocs=2)
+    torch.multiprocessing.spawn(spawned, args=(out,), nprocs=2)  # type: ignore[attr-defined]
     for method in ("spawn", "forkserver"):
-        child = mp.get_context(method).Process(target=report, args=(out, method))
+        child = mp.get_context(method).Process(target=report, args=(out, method))  # type: ignore[attr-defined]
         child.start()
         child.join()
         assert child.exitcode == 0, method

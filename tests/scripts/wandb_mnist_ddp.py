@@ -63,7 +63,7 @@ def log_test_predictions(images, labels, outputs, predicted, my_table, log_count
 
 def test(model, device, test_loader):
     model.eval()
-    test_loss = 0
+    test_loss = 0.0
     correct = 0
     columns = ["id", "image", "guess", "truth"]
     for digit in range(10):
@@ -108,7 +108,7 @@ def main():
     y = torch.tensor(y)
     train_set = TensorDataset(x[:1200], y[:1200])
     test_set = TensorDataset(x[1200:1264], y[1200:1264])
-    sampler = DistributedSampler(train_set, shuffle=True, seed=0)
+    sampler: DistributedSampler = DistributedSampler(train_set, shuffle=True, seed=0)
     train_loader = DataLoader(train_set, batch_size=hp["batch_size"], sampler=sampler)
     test_loader = DataLoader(test_set, batch_size=BATCH_SIZE)
 

@@ -26,7 +26,7 @@ if __name__ == "__main__":
     run = wandb.init(project="guide-process")
     run.log({"parent_metric": 0})
     for target in (process_child, process_child_init):
-        p = ctx.Process(target=target, kwargs=dict(run=run))
+        p = ctx.Process(target=target, kwargs=dict(run=run))  # type: ignore[attr-defined]
         p.start()
         p.join()
         assert p.exitcode == 0, p.exitcode

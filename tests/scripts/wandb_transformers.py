@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
-from transformers.integrations import WandbCallback
+from transformers.integrations import WandbCallback  # type: ignore[attr-defined]
 
 
 class Recording(Trainer):
@@ -18,7 +18,7 @@ class Recording(Trainer):
 
     losses: list[float]
 
-    def compute_loss(self, model, inputs, return_outputs=False, **kwargs):
+    def compute_loss(self, model, inputs, return_outputs=False, **kwargs):  # type: ignore[override]
         loss = super().compute_loss(model, inputs, return_outputs=return_outputs, **kwargs)
         value = loss[0] if return_outputs else loss
         self.losses.append(float(value.detach()))

@@ -31,8 +31,8 @@ class NVMLError(Exception):
         self.value = value
 
 
-def _count(fn):  # type: ignore[no-untyped-def]
-    def wrapper(*args):  # type: ignore[no-untyped-def]
+def _count(fn):
+    def wrapper(*args):
         calls[fn.__name__] += 1
         return fn(*args)
 
