@@ -15,8 +15,8 @@ from typing import Any
 from ._datadir import default_dir
 from .api import Api, RunInfo
 from .errors import RankwiseError, RunNotFoundError, UsageError
-from .read.model import CrossRankValue
 from .stream.records import STATES
+from .wire.runs import CrossRankValue
 
 
 def _ago(t: float | None) -> str:

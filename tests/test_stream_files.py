@@ -50,7 +50,7 @@ def _tree(root: Path) -> dict[str, Path]:
 def test_walker_keeps_streams_and_skips_the_rest(tmp_path: Path) -> None:
     made = _tree(tmp_path)
     found = list(iter_stream_files(tmp_path))
-    assert [(f.project, f.run_id, f.label, f.incarnation) for f in found] == [
+    assert [tuple(f.id) for f in found] == [
         ("other", "run1", "rank-0", 0),
         ("proj", "run1", "rank-0", 0),
         ("proj", "run1", "rank-1", 0),

@@ -15,8 +15,8 @@ from typing import Any
 
 import msgspec
 
-from ..read.media_model import HistogramSeries, MediaKey, MediaReply, MediaRow
 from ..stream import records as R
+from ..wire.media import HistogramsEntry, MediaKey, MediaReply, MediaRow
 from .media import floats
 from .tx import Tx
 from .types import TableRow
@@ -137,10 +137,10 @@ class MediaReads:
 
     def histograms(
         self, project: str, run_id: str, key: str, label: str | None = None
-    ) -> list[HistogramSeries] | None:
+    ) -> list[HistogramsEntry] | None:
         """One series per label of one histogram key, in step order."""
 
-        def read(tx: Tx) -> list[HistogramSeries] | None:
+        def read(tx: Tx) -> list[HistogramsEntry] | None:
             got = self._labels(tx, project, run_id)
             if got is None:
                 return None
@@ -160,7 +160,7 @@ class MediaReads:
             for lab in sorted(per):
                 rows = sorted(per[lab], key=lambda r: (r[0], r[1]))
                 out.append(
-                    HistogramSeries(
+                    HistogramsEntry(
                         label=lab,
                         steps=[r[0] for r in rows],
                         edges=[floats(r[6]) for r in rows],

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import UsageError
-from .types import SavedView
+from ..wire.runs import SavedView
 
 MAX_NAME = 100
 MAX_JSON = 64 * 1024  # bytes of filters + columns; a view is a handful of settings

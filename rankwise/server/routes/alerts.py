@@ -17,10 +17,10 @@ from starlette.responses import Response
 from ...alerting import AlertEvent, Destination, DestinationInfo, message
 from ...errors import DeliveryError, UsageError
 from ...store.alerts import check_destination_id
+from ...wire.envelopes import AlertsReply, DeliveryTest, DestinationsReply
 from ..alert_send import send
 from ..config import ServerSettings
 from ..encoding import ApiError, reply
-from ..replies import AlertsReply, DeliveryTest, DestinationsReply
 from .deps import answers
 from .deps import store as _store
 
