@@ -15,7 +15,7 @@ import msgspec
 import msgspec.inspect
 from fastapi import FastAPI
 
-from ..alerting import DestinationInfo
+from ..wire.alerts import AlertsReply, DeliveryTest, DestinationInfo, DestinationsReply
 from ..wire.artifacts import (
     ArtifactsReply,
     ArtifactSummary,
@@ -27,7 +27,7 @@ from ..wire.artifacts import (
 )
 from ..wire.auth import NewTokenReply, TokensReply, WhoAmI
 from ..wire.charts import CompareReply, SeriesReply
-from ..wire.envelopes import AckReply, AlertsReply, DeliveryTest, DestinationsReply, ErrorReply
+from ..wire.envelopes import AckReply, ErrorReply
 from ..wire.health import (
     ConsolePage,
     HangReply,

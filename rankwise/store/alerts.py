@@ -32,8 +32,9 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from ..alerting import AlertEvent, Delivery, Destination, shown_target
+from ..alerting import Destination, shown_target
 from ..errors import UsageError
+from ..wire.alerts import AlertEvent, Delivery
 from .tx import Tx, marks
 
 T = TypeVar("T")

@@ -27,10 +27,11 @@ from ..wire.runs import CrossRankValue, RunInfo, SavedView
 from .types import ConsoleQuery, TableRow
 
 if TYPE_CHECKING:
-    from ..alerting import AlertEvent, Destination
+    from ..alerting import Destination
     from ..artifacts.manifest import Entry
     from ..health import StreamSteps
     from ..tokens import NewToken, TokenInfo
+    from ..wire.alerts import AlertEvent
     from ..wire.artifacts import ArtifactSummary, CommitRequest, RunArtifacts, VersionInfo
     from .alerts import Claimed
     from .tokens import SessionInfo

@@ -14,8 +14,9 @@ reply schemas are derived from them (``rankwise.server.openapi``). "What does
   system series.
 * ``media``: media items, tables, histograms (``HistogramsEntry``) and the blob routes.
 * ``artifacts``: artifact versions, the commit and use bodies, and the listings.
+* ``alerts``: a run's alert events and deliveries, destinations, a test delivery.
 * ``auth``: who a request acts as and the token list.
-* ``envelopes``: the error shape, the ingest acknowledgement and the alert replies.
+* ``envelopes``: the error shape and the ingest acknowledgement.
 * ``constants``: the content types and headers both ends spell the same.
 
 The stream *records* (what ranks write and upload) are ``rankwise.stream.records``.

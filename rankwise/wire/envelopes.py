@@ -1,5 +1,5 @@
 """The replies that only wrap or acknowledge: the one error shape every refusal has,
-the ingest acknowledgement, and the alert routes' envelopes.
+and the ingest acknowledgement.
 
 Everything the server sends is a struct of ``rankwise.wire`` encoded as it is
 (``rankwise.server.encoding.reply``); ``rankwise.server.openapi.STRUCTS`` lists those the
@@ -10,8 +10,6 @@ OpenAPI document describes. Request bodies that FastAPI validates are pydantic m
 from __future__ import annotations
 
 import msgspec
-
-from ..alerting import AlertEvent, DestinationInfo
 
 
 class ErrorDetail(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -31,16 +29,3 @@ class ErrorReply(msgspec.Struct, kw_only=True):
 
 class AckReply(msgspec.Struct, kw_only=True):
     acked_seq: int  # the highest seq the server holds for the stream, -1: none
-
-
-class AlertsReply(msgspec.Struct, kw_only=True):
-    alerts: list[AlertEvent]  # the run's events, newest first, with their deliveries
-
-
-class DestinationsReply(msgspec.Struct, kw_only=True):
-    destinations: list[DestinationInfo]  # never a secret (Destination.public)
-
-
-class DeliveryTest(msgspec.Struct, kw_only=True):
-    ok: bool
-    error: str  # why it failed (the host and the status or error; never a secret)

@@ -14,10 +14,10 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 from starlette.responses import Response
 
-from ...alerting import AlertEvent, Destination, DestinationInfo, message
+from ...alerting import Destination, message
 from ...errors import DeliveryError, UsageError
 from ...store.alerts import check_destination_id
-from ...wire.envelopes import AlertsReply, DeliveryTest, DestinationsReply
+from ...wire.alerts import AlertEvent, AlertsReply, DeliveryTest, DestinationInfo, DestinationsReply
 from ..alert_send import send
 from ..config import ServerSettings
 from ..encoding import ApiError, reply
