@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rankwise.store.base import StreamKey
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
 
 METRICS = 50
 KEYS = [f"train/m{j:02d}" for j in range(METRICS)]
@@ -55,7 +55,7 @@ def run(
     store: Any, ranks: int, seconds: int, batch: int, prof: cProfile.Profile | None, every: int = 1
 ) -> float:
     """CPU seconds per rank-second over the run."""
-    keys = [StreamKey("bench", "append", f"rank-{r}", 0) for r in range(ranks)]
+    keys = [StreamId("bench", "append", f"rank-{r}", 0) for r in range(ranks)]
     seqs = [0] * ranks
     store.ingest(
         [

@@ -88,7 +88,7 @@ UPLOAD = textwrap.dedent(
     import json, resource, sys, time, uuid
     from pathlib import Path
     from rankwise.artifacts.local import LocalArtifacts
-    from rankwise.artifacts.model import CommitRequest
+    from rankwise.wire.artifacts import CommitRequest
     from rankwise.artifacts.remote import RemoteArtifacts
     from rankwise.artifacts.worker import stage
     path, data, url = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -34,9 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 
 from rankwise.artifacts.manifest import CHUNK_BYTES, Manifest, hash_file
-from rankwise.artifacts.model import CommitRequest
 from rankwise.artifacts.remote import RemoteArtifacts
 from rankwise.store import open_store
+from rankwise.wire.artifacts import CommitRequest
 
 MiB = 1024 * 1024
 

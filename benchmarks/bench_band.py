@@ -21,16 +21,16 @@ from typing import Any
 import numpy as np
 from bench_ingest import postgres_store, sqlite_store
 
-from rankwise.store.base import StreamKey
 from rankwise.store.sql import SQLStore
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
 
 T0 = 1_700_000_000.0
 
 
 def fill(st: SQLStore, ranks: int, steps: int, batch: int = 10_000) -> float:
     rng = np.random.default_rng(0)
-    keys = [StreamKey("bench", "band", f"rank-{r}", 0) for r in range(ranks)]
+    keys = [StreamId("bench", "band", f"rank-{r}", 0) for r in range(ranks)]
     for r, k in enumerate(keys):
         start = R.StreamStart(seq=0, time=T0, project=k.project, run_id=k.run_id,
                               label=k.label, incarnation=0, rank=r, world_size=ranks)  # fmt: skip

@@ -28,19 +28,19 @@ from typing import Any
 
 from bench_ingest import postgres_store, sqlite_store
 
-from rankwise.store.base import StreamKey
 from rankwise.store.sql import SQLStore
 from rankwise.store.types import ConsoleQuery
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
 
 T0 = 1_700_000_000.0
 WORDS = ["loss", "grad_norm", "lr", "tokens/s", "epoch", "samples", "throughput", "eval"]
 
 
-def streams(lines: int, ranks: int) -> Iterator[list[tuple[StreamKey, list[R.AnyRecord]]]]:
+def streams(lines: int, ranks: int) -> Iterator[list[tuple[StreamId, list[R.AnyRecord]]]]:
     """Upload batches: every rank's next ~10 s of output, ranks interleaved."""
     rng = random.Random(0)
-    keys = [StreamKey("bench", "console", f"rank-{r}", 0) for r in range(ranks)]
+    keys = [StreamId("bench", "console", f"rank-{r}", 0) for r in range(ranks)]
     seq = dict.fromkeys(keys, 1)
     yield [
         (

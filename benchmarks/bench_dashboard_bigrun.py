@@ -33,11 +33,11 @@ from typing import Any
 import numpy as np
 
 from rankwise.store import open_store
-from rankwise.store.base import StreamKey
 from rankwise.store.blocks import merge_blocks
 from rankwise.store.chunks import Points
 from rankwise.store.ingest import _append_series, decode_fold, encode_fold
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
 
 PROJECT = "scale"
 RUN = "big-64x50x100k"
@@ -123,7 +123,7 @@ def make_big_run(
     store.migrate()
     names = metric_names(metrics)
     rng = np.random.default_rng(0)
-    keys = [StreamKey(PROJECT, RUN, f"rank-{r}", 0) for r in range(ranks)]
+    keys = [StreamId(PROJECT, RUN, f"rank-{r}", 0) for r in range(ranks)]
     # The usual path: start records and step 0 of every rank.
     first = []
     for r, key in enumerate(keys):

@@ -29,17 +29,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rankwise.store.base import StreamKey
 from rankwise.store.sql import SQLStore
 from rankwise.stream import records as R
 from rankwise.stream.frames import MAGIC, encode_frame, scan
+from rankwise.stream.identity import StreamId
 
 
-def build(ranks: int, steps: int, metrics: int) -> dict[StreamKey, list[R.AnyRecord]]:
+def build(ranks: int, steps: int, metrics: int) -> dict[StreamId, list[R.AnyRecord]]:
     t0 = 1_700_000_000.0
-    out: dict[StreamKey, list[R.AnyRecord]] = {}
+    out: dict[StreamId, list[R.AnyRecord]] = {}
     for rank in range(ranks):
-        key = StreamKey("bench", "ingest", f"rank-{rank}", 0)
+        key = StreamId("bench", "ingest", f"rank-{rank}", 0)
         recs: list[R.AnyRecord] = [
             R.StreamStart(seq=0, time=t0, project=key.project, run_id=key.run_id,
                           label=key.label, incarnation=0, rank=rank, world_size=ranks)
@@ -52,8 +52,8 @@ def build(ranks: int, steps: int, metrics: int) -> dict[StreamKey, list[R.AnyRec
 
 
 def batches(
-    streams: dict[StreamKey, list[R.AnyRecord]], size: int
-) -> list[list[tuple[StreamKey, list[R.AnyRecord]]]]:
+    streams: dict[StreamId, list[R.AnyRecord]], size: int
+) -> list[list[tuple[StreamId, list[R.AnyRecord]]]]:
     """One ingest call per round of uploads: the next ``size`` records of every rank."""
     longest = max(len(r) for r in streams.values())
     return [

@@ -24,11 +24,11 @@ from collections.abc import Iterator
 import numpy as np
 from bench_ingest import postgres_store, sqlite_store
 
-from rankwise.store.base import StreamKey
 from rankwise.store.sql import SQLStore
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
 
-KEY = StreamKey("bench", "series", "rank-0", 0)
+KEY = StreamId("bench", "series", "rank-0", 0)
 T0 = 1_700_000_000.0
 
 

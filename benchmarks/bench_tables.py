@@ -34,8 +34,8 @@ from rankwise.server import ServerSettings, create_app
 from rankwise.server.blobs import LocalBlobStore
 from rankwise.server.tables import TablePager
 from rankwise.store import open_store
-from rankwise.store.base import StreamKey
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
 
 
 def table(rows: int) -> tuple[pa.Table, list[str]]:
@@ -80,7 +80,7 @@ def main() -> None:
     blobs.put("p", digest, io.BytesIO(data))
     store = open_store(tmp / "db.sqlite")
     store.migrate()
-    key = StreamKey("p", "r", "rank-0", 0)
+    key = StreamId("p", "r", "rank-0", 0)
     start = R.StreamStart(seq=0, time=0.0, project="p", run_id="r", label="rank-0",
                           incarnation=0, rank=0, world_size=1, is_primary=True)  # fmt: skip
     rec = R.TableRec(seq=1, time=1.0, step=0, key="predictions", digest=digest, size=len(data),

@@ -48,11 +48,11 @@ from typing import Any
 
 from rawhttp import Connection, HttpError
 
-from rankwise import _http
-from rankwise._http import UPLOAD_INTERVAL_HEADER, advised_interval
-from rankwise.sdk.uploader import INGEST, compress, default_encoding, retry_after
+from rankwise._http import advised_interval, compress, default_encoding
+from rankwise.sdk.uploader import INGEST, retry_after
 from rankwise.stream import records as R
 from rankwise.stream.frames import MAGIC, encode_frame
+from rankwise.wire.constants import STREAM_CONTENT_TYPE, UPLOAD_INTERVAL_HEADER
 
 PROJECT = "load"
 METRICS = 50
@@ -180,7 +180,7 @@ class SimRank:
         body, points = self.body()
         if not body:
             return None
-        headers = {"Accept": "application/json", "Content-Type": _http.STREAM_CONTENT_TYPE}
+        headers = {"Accept": "application/json", "Content-Type": STREAM_CONTENT_TYPE}
         if self.cfg.token:  # as the SDK sends it
             headers["Authorization"] = f"Bearer {self.cfg.token}"
         if self.encoding != "identity":

@@ -31,7 +31,7 @@ from .errors import (
     UsageError,
 )
 from .failures import Failure
-from .health import RankHealth
+from .wire.health import RankHealth
 
 if TYPE_CHECKING:
     from .artifacts.artifact import Artifact

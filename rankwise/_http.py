@@ -10,6 +10,7 @@ pull in any network library.
 
 from __future__ import annotations
 
+import gzip
 import os
 from typing import Any
 
@@ -18,11 +19,8 @@ import msgspec
 
 from ._version import __version__
 from .errors import RunNotFoundError, ServerError, UsageError
+from .wire.constants import MSGPACK
 
-MSGPACK = "application/msgpack"
-STREAM_CONTENT_TYPE = "application/x-rankwise-stream"
-# Ingest replies under load: post at most every this many seconds (rankwise.server.pacing).
-UPLOAD_INTERVAL_HEADER = "X-Rankwise-Upload-Interval"
 KEEPALIVE_EXPIRY = 60.0  # seconds an idle connection to the server is kept
 MAX_ADVISED_INTERVAL = 60.0  # an uploader never waits longer than this on the advice
 
@@ -149,3 +147,23 @@ def _checked(response: httpx.Response) -> Any:
             f"the rankwise server answered {response.status_code}: {error_message(response)}"
         )
     return decode(response)
+
+
+def default_encoding() -> str:
+    """How an upload body is compressed: zstd when zstandard is installed, else gzip."""
+    try:
+        import zstandard  # noqa: F401
+    except ImportError:
+        return "gzip"
+    return "zstd"
+
+
+def compress(data: bytes, encoding: str) -> bytes:
+    """An upload body in ``encoding`` (zstd, gzip or identity: sent as it is)."""
+    if encoding == "zstd":
+        import zstandard
+
+        return zstandard.ZstdCompressor(level=3).compress(data)
+    if encoding == "gzip":
+        return gzip.compress(data, compresslevel=5, mtime=0)
+    return data

@@ -42,6 +42,7 @@ from urllib.parse import quote, urlsplit
 import msgspec
 
 from .errors import UsageError
+from .wire.alerts import AlertEvent, DestinationInfo
 
 EVENTS = ("failed", "hang", "nonfinite", "heartbeat", "straggler", "rule", "alert")
 KINDS = ("webhook", "slack", "email")
@@ -90,60 +91,12 @@ class Destination(msgspec.Struct, kw_only=True, omit_defaults=True):
         return kind in self.events
 
 
-class DestinationInfo(msgspec.Struct, kw_only=True):
-    """A destination as the API and the CLI show it (``Destination.public``)."""
-
-    id: str
-    project: str
-    kind: str
-    events: list[str]
-    rules: list[str]
-    target: str  # a webhook as scheme://host/… (shown_target)
-    name: str
-    created: float
-    origin: str
-    smtp_host: str  # host:port of an e-mail destination's SMTP server ("" otherwise)
-
-
 def shown_target(kind: str, target: str) -> str:
     """A webhook URL's scheme and host only (its path is the secret of a Slack hook)."""
     if kind == "email":
         return target
     parts = urlsplit(target)
     return f"{parts.scheme}://{parts.hostname or '?'}/…"
-
-
-class Delivery(msgspec.Struct, kw_only=True):
-    """One event's delivery to one destination, as the run page shows it."""
-
-    destination: str  # the destination's id
-    kind: str
-    target: str  # shown_target()
-    state: str  # pending | delivered | failed (gave up)
-    attempts: int
-    last_error: str = ""
-    delivered: float | None = None
-
-
-class AlertEvent(msgspec.Struct, kw_only=True):
-    """One decided event of a run and its deliveries."""
-
-    id: int
-    project: str
-    run_id: str
-    kind: str
-    key: str
-    title: str
-    text: str
-    level: str
-    time: float
-    details: dict[str, Any] = {}
-    deliveries: list[Delivery] = []
-
-    @property
-    def open(self) -> bool:
-        """Still being delivered somewhere, or given up on: worth a look."""
-        return any(d.state != "delivered" for d in self.deliveries)
 
 
 # -- checking what people type ---------------------------------------------------------

@@ -2,7 +2,7 @@
 
 ``Api`` picks a reader: the local one folds a data directory's stream files
 (``rankwise.read.local``), the remote one asks a server (``rankwise.read.remote``). Both
-return the same objects, declared once in ``rankwise.read.model``: ``RunInfo`` and its
+return the same objects, declared once in ``rankwise.wire.runs``: ``RunInfo`` and its
 ``StreamInfo``s.
 """
 
@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import UsageError
 from .read.local import LocalReader
-from .read.model import RunInfo, StreamInfo
 from .settings import default_dir, default_project
 from .stream import records as R
+from .wire.runs import RunInfo, StreamInfo
 
 if TYPE_CHECKING:
     from .artifacts.artifact import Artifact
-    from .artifacts.model import ArtifactSummary
     from .read.remote import RemoteReader
+    from .wire.artifacts import ArtifactSummary
 
 __all__ = ["Api", "RunInfo", "StreamInfo"]
 

@@ -17,10 +17,10 @@ server alike (nothing here reads files or a store; numpy is not needed).
 * It is **stalled** while its latest watchdog ``Stall`` has not been cleared; the stall
   began ``idle_seconds`` before that record and lasts until ``now`` (or the stream's end).
 
-``RankHealth`` and ``HealthReply`` are declared once, as msgspec structs: ``assess``
-returns them, the server encodes them as they are (``GET .../health``) and
-``Api(server=)`` decodes them as they are, so a rank's health read from files and from a
-server is the same object.
+``RankHealth`` and ``HealthReply`` are declared once, as msgspec structs, in
+``rankwise.wire.health``: ``assess`` returns them, the server encodes them as they are
+(``GET .../health``) and ``Api(server=)`` decodes them as they are, so a rank's health
+read from files and from a server is the same object.
 """
 
 from __future__ import annotations
@@ -30,9 +30,8 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-import msgspec
-
 from .stream import records as R
+from .wire.health import RankHealth, Stall
 
 DEFAULT_WINDOW = 60.0
 DEFAULT_FACTOR = 1.25
@@ -50,78 +49,6 @@ class StreamSteps:
     last_seen: float | None = None  # time of the stream's last record of any kind
     stall: R.Stall | None = None  # the open stall (StreamFold.stall)
     host: str = ""
-
-
-class Stall(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """Where a stalled rank is stuck, since when, for how long."""
-
-    where: str  # e.g. "all_reduce at train.py:88"
-    since: float | None  # when logging stopped (Unix seconds)
-    seconds: float | None  # how long it has been stalled
-    # Each thread's stack; the server sends them only when asked (stacks=true).
-    stacks: dict[str, str] | None = None
-
-
-class RankHealth(msgspec.Struct, kw_only=True):
-    """One rank's health (the latest incarnation of its stream), as ``assess`` found it."""
-
-    label: str
-    rank: int
-    node: int
-    host: str
-    state: str
-    last_step: int
-    last_seen: float | None  # the stream's last record of any kind
-    step_rate: float | None  # steps per second over the window; None: not enough steps
-    median_rate: float | None  # the median of the ranks' step rates
-    lag_steps: float  # behind the median stream's step (negative: ahead)
-    lag_seconds: float | None
-    slow: bool  # slower than the median rate by the factor
-    stalled: bool
-    stall: Stall | None  # the open stall
-    message: str = ""  # ``describe()``: "rank 5 stalled for 7 min in all_reduce at ..."
-
-    @property
-    def stall_where(self) -> str:
-        return self.stall.where if self.stall is not None else ""
-
-    @property
-    def stall_since(self) -> float | None:
-        return self.stall.since if self.stall is not None else None
-
-    @property
-    def stall_seconds(self) -> float | None:
-        return self.stall.seconds if self.stall is not None else None
-
-    @property
-    def stacks(self) -> dict[str, str]:
-        """The stalled rank's stack per thread ({} when not stalled, or not sent)."""
-        return dict(self.stall.stacks or {}) if self.stall is not None else {}
-
-    def describe(self) -> str:
-        """One line for people: "rank 5 stalled for 7 min in all_reduce at train.py:88"."""
-        who = f"rank {self.rank}" if self.rank >= 0 else self.label
-        if self.stalled:
-            where = f" in {self.stall_where}" if self.stall_where else ""
-            return f"{who} stalled for {_duration(self.stall_seconds or 0.0)}{where}"
-        if self.slow and self.step_rate is not None and self.median_rate:
-            return (
-                f"{who} is slow: {self.step_rate:.3g} steps/s against a median of "
-                f"{self.median_rate:.3g}, {self.lag_steps:.0f} steps behind"
-            )
-        return f"{who} {self.state}, step {self.last_step}"
-
-
-class HealthReply(msgspec.Struct, kw_only=True):
-    """A run's health as the server replies it (``GET .../health``)."""
-
-    state: str
-    crashed: list[str]
-    now: float  # the time assessed at
-    window: float
-    factor: float
-    median_rate: float | None
-    ranks: list[RankHealth]
 
 
 def step_points(records: Iterable[R.AnyRecord]) -> list[tuple[int, float]]:
@@ -220,11 +147,3 @@ def _end(s: StreamSteps, now: float) -> float:
 def _step_at(points: Sequence[tuple[int, float]], t: float) -> int:
     i = bisect.bisect_right([p[1] for p in points], t)
     return points[i - 1][0] if i else -1
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"

@@ -24,9 +24,9 @@ from rankwise.errors import DeliveryError, UsageError
 from rankwise.server.alert_send import post_json, resolve
 from rankwise.server.alert_watch import AlertThreads, Deliverer
 from rankwise.server.config import AlertSettings
-from rankwise.store.base import StreamKey
 from rankwise.store.sql import SQLStore
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
 
 from .helpers.receivers import SmtpReceiver, WebhookReceiver
 from .helpers.servers import wait_until
@@ -61,8 +61,8 @@ def start(rank: int = 0, run: str = "r1") -> R.StreamStart:
     return R.StreamStart(0, 100.0, "p", run, f"rank-{rank}", 0, rank=rank, world_size=2)
 
 
-def key(rank: int = 0, run: str = "r1") -> StreamKey:
-    return StreamKey("p", run, f"rank-{rank}", 0)
+def key(rank: int = 0, run: str = "r1") -> StreamId:
+    return StreamId("p", run, f"rank-{rank}", 0)
 
 
 def webhook(url: str, events: str = "nonfinite,alert", project: str = "p") -> Destination:

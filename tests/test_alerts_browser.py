@@ -16,8 +16,8 @@ from rankwise.server import ServerSettings, create_app
 from rankwise.server.alert_watch import Deliverer
 from rankwise.server.config import AlertSettings
 from rankwise.store import open_store
-from rankwise.store.base import StreamKey
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
 
 from .helpers.browser import launch_browser
 from .helpers.receivers import WebhookReceiver
@@ -45,7 +45,7 @@ def test_run_page_runs_table_and_admin_page_show_alerts(tmp_path: Path) -> None:
                 allow_private=True,
             )
         )
-    key = StreamKey("vis", "nan-run", "rank-0", 0)
+    key = StreamId("vis", "nan-run", "rank-0", 0)
     start = R.StreamStart(0, 1.0, "vis", "nan-run", "rank-0", 0, rank=0, world_size=1)
     store.ingest([(key, [start, R.Metrics(1, 2.0, 0, {"loss": float("nan")})])])
     Deliverer(store, alerts).deliver_due()

@@ -3,7 +3,7 @@ declared model, then encoded back, it is the same object (so no field is missing
 is unknown, and none has another type).
 
 The declared model of a route is the one the OpenAPI document names for its success
-reply: a read-model struct (``rankwise.server.replies.STRUCTS``) or a pydantic model.
+reply: a read-model struct (``rankwise.server.openapi.STRUCTS``) or a pydantic model.
 ``CASES`` must cover every route: a new route without a case fails here.
 """
 
@@ -23,13 +23,13 @@ from fastapi.routing import APIRoute
 from pydantic import BaseModel
 
 from rankwise.alert_config import make_destination
-from rankwise.artifacts.model import CommitRequest
 from rankwise.server import ServerSettings, create_app
 from rankwise.server.blobs import LocalBlobStore
-from rankwise.server.replies import STRUCTS
+from rankwise.server.openapi import STRUCTS
 from rankwise.store import open_store
-from rankwise.store.base import StreamKey
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
+from rankwise.wire.artifacts import CommitRequest
 
 from .helpers.rich import predictions, rich_stream, table_record
 from .helpers.servers import admin_token, call
@@ -179,18 +179,18 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     store = open_store(f"sqlite:///{tmp / 'db.sqlite'}", crash_timeout=5.0)
     store.migrate()
     rng = random.Random(8)
-    key = StreamKey("p", "r", "rank-0", 0)
+    key = StreamId("p", "r", "rank-0", 0)
     stall = R.Stall(seq=0, time=T0 + 50, idle_seconds=20.0, where="all_reduce", stacks={"1": "x"})
     recs = steps_stream(key, 0, [T0 + i for i in range(20)], stall=stall)
     store.ingest([(key, recs)])
-    con_key = StreamKey("p", "r", "rank-1", 0)  # crashed: no finish, long silent
+    con_key = StreamId("p", "r", "rank-1", 0)  # crashed: no finish, long silent
     store.ingest([(con_key, console_stream(con_key, 1, 0, 50, rng))])
-    sys_key = StreamKey("p", "r", "rank-2", 0)
+    sys_key = StreamId("p", "r", "rank-2", 0)
     store.ingest([(sys_key, system_stream(sys_key, 2, 1, 10, node_sampler=True))])
-    rich_key = StreamKey("p", "r", "rank-3", 0)  # media and histograms
+    rich_key = StreamId("p", "r", "rank-3", 0)  # media and histograms
     store.ingest([(rich_key, rich_stream(rich_key, 3, 4, tables=False))])
     blobs = LocalBlobStore(tmp / "blobs")
-    table_key = StreamKey("p", "r", "rank-4", 0)
+    table_key = StreamId("p", "r", "rank-4", 0)
     table = table_record(blobs, "p", 1, 0, "predictions", predictions(300))
     store.ingest([(table_key, [start(table_key, 4, 1), table])])
     for chunk in MODEL_CHUNKS:  # an artifact version (v0) and the chunks of its file
@@ -210,7 +210,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     store.replace_config_destinations(
         [msgspec.structs.replace(d, id="cfg-1") for d in store.list_destinations("p")]
     )
-    nan_key = StreamKey("p", "r", "rank-5", 0)
+    nan_key = StreamId("p", "r", "rank-5", 0)
     store.ingest([(nan_key, [start(nan_key, 5, 1), R.Metrics(1, T0, 0, {"loss": float("nan")})])])
     yield create_app(store, ServerSettings(static_dir=tmp / "no-static", blobs=blobs))
     store.close()
@@ -321,7 +321,7 @@ def test_artifact_file_is_its_bytes_as_an_attachment(app: Any) -> None:
 
 def test_a_reply_with_an_unknown_field_is_refused() -> None:
     """The round trip notices a field the model does not declare (it is dropped)."""
-    from rankwise.server.replies import SystemReply
+    from rankwise.wire.health import SystemReply
 
     raw = b'{"keys": ["node/cpu_percent"], "extra": 1}'
     assert strict_roundtrip(SystemReply, raw) != json.loads(raw)

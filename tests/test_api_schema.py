@@ -22,7 +22,7 @@ from schemathesis.checks import positive_data_acceptance
 from rankwise import names
 from rankwise.server import ServerSettings, create_app
 from rankwise.store import open_store
-from rankwise.store.base import StreamKey
+from rankwise.stream.identity import StreamId
 
 from .helpers.streams import records
 
@@ -41,7 +41,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, str]
     store = open_store(f"sqlite:///{tmp / 'db.sqlite'}")
     store.migrate()
     # Data for the read routes to find.
-    store.ingest([(StreamKey("p", "r", "rank-0", 0), records(steps=5))])
+    store.ingest([(StreamId("p", "r", "rank-0", 0), records(steps=5))])
     token = store.create_token("admin", None, "schemathesis").value
     app = create_app(store, ServerSettings(static_dir=tmp / "no-static", max_body_bytes=1 << 20))
     yield schemathesis.openapi.from_asgi("/api/openapi.json", app, headers=HOST), token
@@ -148,9 +148,9 @@ def test_documented_run_states_are_the_stores() -> None:
 def test_fields_always_sent_are_required() -> None:
     """A reply struct that does not omit its defaults sends every field: the document
     marks each one required (and an omitting struct leaves its defaults optional)."""
-    from rankwise.read.model import RunInfo
     from rankwise.server.openapi import struct_components
-    from rankwise.store.types import Band
+    from rankwise.wire.charts import Band
+    from rankwise.wire.runs import RunInfo
 
     components = struct_components()
     band = components["Band"]

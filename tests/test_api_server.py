@@ -158,7 +158,7 @@ def test_cross_rank_summary_agrees_exactly_with_nan_and_inf(data_dir: Path, serv
     import httpx
     import msgspec
 
-    from rankwise.read.model import CrossRankValue
+    from rankwise.wire.runs import CrossRankValue
 
     run = rankwise.init(project="nan", id="r", server=server, settings=FAST)
     run.log({"loss": 1.0, "up": 1.0, "down": 2.0}, step=0)

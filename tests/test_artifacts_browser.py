@@ -27,8 +27,8 @@ import pytest
 from rankwise.server import ServerSettings, create_app
 from rankwise.server.blobs import LocalBlobStore
 from rankwise.store import open_store
-from rankwise.store.base import StreamKey
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
 
 from .helpers.browser import STATIC, need_browser
 from .helpers.env import REPO
@@ -83,7 +83,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
             R.Metrics(1, t + 1, 0, {"loss": 1.0}),
             R.Finish(2, t + 2, "finished", last_step=0),
         ]
-        store.ingest([(StreamKey(PROJECT, run, "rank-0", 0), recs)])
+        store.ingest([(StreamId(PROJECT, run, "rank-0", 0), recs)])
     settings = ServerSettings(static_dir=STATIC, blobs=LocalBlobStore(tmp / "blobs"))
     app = create_app(store, settings)
     with serve_in_thread(app, token_env=False) as url:

@@ -19,9 +19,9 @@ import httpx
 import msgspec
 import pytest
 
-from rankwise.artifacts.model import ArtifactsReply, RunArtifacts, VersionInfo, VersionsReply
 from rankwise.server import ServerSettings, create_app
 from rankwise.server.blobs import LocalBlobStore
+from rankwise.wire.artifacts import ArtifactsReply, RunArtifacts, VersionInfo, VersionsReply
 
 from .helpers.golden_artifacts import GOLDEN, PROJECT, golden, publish_golden, without_times
 from .helpers.servers import bearer, serve_in_thread

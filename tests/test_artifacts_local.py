@@ -296,7 +296,7 @@ def test_versions_are_distinct_across_processes(tmp_path: Path) -> None:
         """
         import sys, time
         from rankwise.artifacts.local import LocalArtifacts
-        from rankwise.artifacts.model import CommitRequest
+        from rankwise.wire.artifacts import CommitRequest
         from rankwise.artifacts.worker import commit_local, stage
         i, data, start = int(sys.argv[1]), sys.argv[2], float(sys.argv[3])
         path = f"{data}-f{i}.txt"

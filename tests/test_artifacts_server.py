@@ -28,12 +28,12 @@ import msgspec
 import pytest
 
 from rankwise.artifacts.manifest import CHUNK_BYTES, Entry, Manifest, hash_file
-from rankwise.artifacts.model import CommitRequest
 from rankwise.artifacts.remote import RemoteArtifacts
 from rankwise.errors import ArtifactNotFoundError, ServerError, UsageError
 from rankwise.server import ServerSettings, create_app
 from rankwise.server.blobs import BlobStore, FsspecBlobStore, LocalBlobStore
 from rankwise.store.sql import SQLStore
+from rankwise.wire.artifacts import CommitRequest
 
 from .helpers.blobs import moto_s3
 from .helpers.servers import (
@@ -364,7 +364,7 @@ PUBLISH = """
 import sys
 from pathlib import Path
 import msgspec
-from rankwise.artifacts.model import CommitRequest
+from rankwise.wire.artifacts import CommitRequest
 from rankwise.artifacts.remote import RemoteArtifacts
 url, token, body, root = sys.argv[1:]
 req = msgspec.json.decode(Path(body).read_bytes(), type=CommitRequest)

@@ -16,11 +16,11 @@ import pytest
 
 import rankwise
 from rankwise.artifacts.local import LocalArtifacts
-from rankwise.artifacts.model import CommitRequest, VersionInfo
 from rankwise.artifacts.sync import sync_artifacts
 from rankwise.artifacts.worker import commit_local
 from rankwise.cli import main
 from rankwise.errors import ArtifactError
+from rankwise.wire.artifacts import CommitRequest, VersionInfo
 
 
 class StorePublisher:

@@ -168,9 +168,9 @@ def _error(text: str) -> Any:
 
 
 def _key(project: str) -> Any:
-    from rankwise.store.base import StreamKey
+    from rankwise.stream.identity import StreamId
 
-    return StreamKey(project, "r", "rank-0", 0)
+    return StreamId(project, "r", "rank-0", 0)
 
 
 @pytest.mark.parametrize(

@@ -20,8 +20,8 @@ import pytest
 from rankwise.server import ServerSettings, create_app
 from rankwise.server.blobs import DigestMismatch, LocalBlobStore
 from rankwise.store import open_store
-from rankwise.store.base import StreamKey
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
 
 from .helpers.blobs import sha, stored_files
 from .helpers.servers import bearer, serve_in_thread
@@ -245,5 +245,5 @@ def test_ingest_refuses_records_whose_blobs_are_not_stored(server: dict[str, Any
     assert get(server, "a", gone).status_code == 404
 
 
-def _key() -> StreamKey:
-    return StreamKey("a", "r", "rank-0", 0)
+def _key() -> StreamId:
+    return StreamId("a", "r", "rank-0", 0)

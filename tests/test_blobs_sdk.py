@@ -15,7 +15,7 @@ from rankwise.sdk.sync import sync
 from rankwise.server import ServerSettings, create_app
 from rankwise.server.blobs import LocalBlobStore
 from rankwise.store import open_store
-from rankwise.store.base import StreamKey
+from rankwise.stream.identity import StreamId
 
 from .helpers.blobs import sha, stored_files
 from .helpers.env import need
@@ -61,7 +61,7 @@ def test_remote_run_uploads_every_blob_before_its_record(
                    and not p.name.startswith(".tmp-"))  # fmt: skip
     assert len(local) == 3 * 4 + 1 + 5
     assert sorted(p.name for p in stored_files(server["root"])) == local
-    stream = StreamKey("media", run.id, "rank-0", 0)
+    stream = StreamId("media", run.id, "rank-0", 0)
     assert server["store"].acked(stream) >= 0
     for digest in local:
         r = httpx.get(f"{server['url']}/api/v1/blobs/media/{digest}",
@@ -107,7 +107,7 @@ def test_torchrun_shared_run_uploads_each_ranks_blobs_once(tmp_path: Path) -> No
     local_info = rankwise.Api(dir=data).run("mr", project="media")
     with open_store(db) as store:
         for s in local_info.streams:
-            mark = store.acked(StreamKey("media", "mr", s.label, s.incarnation))
+            mark = store.acked(StreamId("media", "mr", s.label, s.incarnation))
             assert mark >= 0 and mark == _last_seq(data, s.label, s.incarnation)
 
 

@@ -25,7 +25,7 @@ from rankwise.server import ServerSettings, create_app
 from rankwise.server.blobs import LocalBlobStore
 from rankwise.settings import Settings
 from rankwise.store import open_store
-from rankwise.store.base import StreamKey
+from rankwise.stream.identity import StreamId
 
 from .helpers.blobs import BlobRun, blob_run, moto_s3, sha, stored_files
 from .helpers.servers import (
@@ -49,8 +49,8 @@ def server(tmp_path: Path) -> Iterator[dict[str, Any]]:
     store.close()
 
 
-def key(run: BlobRun, label: str = "rank-0") -> StreamKey:
-    return StreamKey(run.project, run.run, label, 0)
+def key(run: BlobRun, label: str = "rank-0") -> StreamId:
+    return StreamId(run.project, run.run, label, 0)
 
 
 def fetch(url: str, project: str, digest: str, token: str | None = None) -> httpx.Response:

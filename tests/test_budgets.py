@@ -211,8 +211,8 @@ def test_a_deep_manifest_is_refused_and_never_stalls_the_server(server: Server) 
 def test_a_large_manifest_is_checked_off_the_event_loop(server: Server) -> None:
     """A legitimate but large manifest (20,000 files 60 directories deep, seconds of CPU
     to check): other requests are answered meanwhile, not after it."""
-    from rankwise.artifacts.model import CommitRequest
     from rankwise.store.artifacts import check_commit
+    from rankwise.wire.artifacts import CommitRequest
 
     deep = "/".join(f"d{i}" for i in range(60))
     entries = [
@@ -284,15 +284,15 @@ def test_a_failing_upload_fails_alone_in_a_postgres_batch(pg_dsn: str) -> None:
     import psycopg
 
     from rankwise.server.group_commit import GroupCommit
-    from rankwise.store.base import StreamKey
     from rankwise.store.postgres import PostgresStore
+    from rankwise.stream.identity import StreamId
 
     store = PostgresStore(pg_dsn)
     store.migrate()
     commit = GroupCommit(store)
     try:
-        good = [StreamKey("a", f"r{i}", "rank-0", 0) for i in range(5)]
-        bad = StreamKey("b", "r", "rank-0", 0)
+        good = [StreamId("a", f"r{i}", "rank-0", 0) for i in range(5)]
+        bad = StreamId("b", "r", "rank-0", 0)
         item = R.MediaItem(kind="image", digest="a" * 64, size=1, format="png")
         # 1,024 random 4-byte characters: 4 kB that PostgreSQL cannot compress below the
         # 2,704 bytes of a btree entry (a repeated one compresses to a few bytes).

@@ -13,10 +13,11 @@ import pytest
 import rankwise
 from rankwise.divergence import StreamNonFinite, divergence, first_nonfinite
 from rankwise.store import migrations as M
-from rankwise.store.base import RunQuery, StreamKey
+from rankwise.store.base import RunQuery
 from rankwise.store.sql import SQLStore
 from rankwise.stream import records as R
 from rankwise.stream.fold import FirstNonFinite, StreamFold
+from rankwise.stream.identity import StreamId
 
 from .helpers.streams import start
 from .helpers.telemetry import write_stream_file
@@ -104,7 +105,7 @@ def test_the_store_keeps_the_first_at_ingest_and_the_files_agree(
 ) -> None:
     for rank, bad in STREAMS.items():
         recs = metrics(rank, bad)
-        key = StreamKey("p", "d", f"rank-{rank}", 0)
+        key = StreamId("p", "d", f"rank-{rank}", 0)
         for a in range(0, len(recs), 4):  # in batches, one re-sent
             store.ingest([(key, recs[a : a + 4])])
             store.ingest([(key, recs[max(0, a - 2) : a + 4])])
@@ -126,7 +127,7 @@ def test_migration_11_finds_the_first_in_older_data(tmp_path: Path) -> None:
     with SQLiteStore(tmp_path / "old.db") as old:
         old.migrate(target=10)
         for rank, bad in STREAMS.items():
-            old.ingest([(StreamKey("p", "d", f"rank-{rank}", 0), metrics(rank, bad))])
+            old.ingest([(StreamId("p", "d", f"rank-{rank}", 0), metrics(rank, bad))])
 
         def forget(tx):
             for sid, blob in tx.all("SELECT id, fold FROM streams"):

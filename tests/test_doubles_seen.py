@@ -22,11 +22,11 @@ import pytest
 import rankwise
 from rankwise.server.app import create_app
 from rankwise.store import ingest
-from rankwise.store.base import StreamKey
 from rankwise.store.sql import SQLStore
 from rankwise.stream import records as R
 from rankwise.stream.files import iter_stream_files, read_whole_frames
 from rankwise.stream.frames import MAGIC, iter_frames
+from rankwise.stream.identity import StreamId
 
 from .helpers.env import REPO
 from .helpers.runs import assert_same_history, assert_same_rows, assert_stored_once
@@ -57,7 +57,7 @@ def _reapply_at_or_below_the_mark(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ingest, "contiguous", everything)
 
 
-def _stream_batches(data: Path) -> list[tuple[StreamKey, list[R.AnyRecord]]]:
+def _stream_batches(data: Path) -> list[tuple[StreamId, list[R.AnyRecord]]]:
     """Every stream file under ``data``, as the records its frames hold."""
     out = []
     for found in iter_stream_files(data):
@@ -65,7 +65,7 @@ def _stream_batches(data: Path) -> list[tuple[StreamKey, list[R.AnyRecord]]]:
         recs = [rec for a, b in iter_frames(buf) for rec in R.decode_payload(buf[a:b])]
         start = recs[0]
         assert isinstance(start, R.StreamStart)
-        key = StreamKey(start.project, start.run_id, start.label, start.incarnation)
+        key = StreamId(start.project, start.run_id, start.label, start.incarnation)
         out.append((key, recs))
     return out
 
@@ -113,7 +113,7 @@ def test_loadsim_verify_sees_a_record_applied_twice(
     run_id, steps = "twice", {0: 4, 1: 4, 2: 3}
     batches = []
     for rank, n in steps.items():
-        key = StreamKey(loadsim.PROJECT, run_id, f"rank-{rank}", 0)
+        key = StreamId(loadsim.PROJECT, run_id, f"rank-{rank}", 0)
         start = R.StreamStart(0, time.time(), loadsim.PROJECT, run_id, key.label, 0,
                               rank=rank, world_size=-1, run_mode="shared")  # fmt: skip
         recs: list[R.AnyRecord] = [start]

@@ -25,8 +25,8 @@ import pytest
 
 from rankwise.server import ServerSettings, create_app
 from rankwise.store import open_store
-from rankwise.store.base import StreamKey
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
 
 from .helpers.servers import call
 from .helpers.streams import start, value
@@ -67,7 +67,7 @@ def app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     tmp = tmp_path_factory.mktemp("golden")
     store = open_store(f"sqlite:///{tmp / 'db.sqlite'}")
     store.migrate()
-    store.ingest([(StreamKey("p", "r", f"rank-{i}", 0), _stream(i)) for i in range(3)])
+    store.ingest([(StreamId("p", "r", f"rank-{i}", 0), _stream(i)) for i in range(3)])
     yield create_app(store, ServerSettings(static_dir=tmp / "no-static"))
     store.close()
 

@@ -25,8 +25,8 @@ from rankwise.server import ServerSettings, create_app
 from rankwise.server.encoding import ApiError
 from rankwise.server.routes.ingest import decode_body
 from rankwise.store import open_store
-from rankwise.store.base import StreamKey
 from rankwise.stream.frames import MAGIC
+from rankwise.stream.identity import StreamId
 
 from .helpers.env import need
 from .helpers.servers import call
@@ -60,7 +60,7 @@ def post(
     no-partial-write rules."""
     app, store = target
     run = run or new_run()
-    key = StreamKey("fuzz", run, "rank-0", 0)
+    key = StreamId("fuzz", run, "rank-0", 0)
     headers = {"Content-Encoding": encoding} if encoding else {}
     params = {"project": "fuzz", "run": run, "label": "rank-0", "incarnation": 0}
     r = call(app, "POST", "/api/v1/ingest", params=params, content=data, headers=headers)
@@ -175,7 +175,7 @@ def test_a_valid_stream_still_goes_in(target: tuple[Any, Any]) -> None:
         content=data,
         headers={"Content-Encoding": "gzip"},
     )
-    assert r.status_code == 200 and store.acked(StreamKey("fuzz", "real", "rank-0", 0)) == 6
+    assert r.status_code == 200 and store.acked(StreamId("fuzz", "real", "rank-0", 0)) == 6
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate", "zstd"])

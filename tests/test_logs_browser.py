@@ -23,8 +23,8 @@ import pytest
 
 from rankwise.server import ServerSettings, create_app
 from rankwise.store import open_store
-from rankwise.store.base import StreamKey
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
 
 from .helpers.browser import STATIC, launch_browser, need_browser
 from .helpers.servers import admin_token, browser_login, serve_in_thread
@@ -42,7 +42,7 @@ def text(k: int) -> str:
 
 
 def records(rank: int) -> list[R.AnyRecord]:
-    key = StreamKey("big", "log1m", f"rank-{rank}", 0)
+    key = StreamId("big", "log1m", f"rank-{rank}", 0)
     recs: list[R.AnyRecord] = [
         R.StreamStart(seq=0, time=T0, project=key.project, run_id=key.run_id, label=key.label,
                       incarnation=0, rank=rank, world_size=RANKS)
@@ -71,7 +71,7 @@ def big_log(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
         t = time.perf_counter()
         for rank in range(RANKS):
             recs = records(rank)
-            key = StreamKey("big", "log1m", f"rank-{rank}", 0)
+            key = StreamId("big", "log1m", f"rank-{rank}", 0)
             for a in range(0, len(recs), 100):
                 store.ingest([(key, recs[a : a + 100])])
         print(f"\n{N:,} lines ingested in {time.perf_counter() - t:.1f} s")

@@ -23,8 +23,8 @@ import pytest
 from rankwise.server import ServerSettings, create_app
 from rankwise.server.blobs import LocalBlobStore
 from rankwise.store import open_store
-from rankwise.store.base import StreamKey
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
 
 from .helpers.rich import expected_media, predictions, rich_stream
 from .helpers.servers import bearer, serve_in_thread
@@ -32,7 +32,7 @@ from .helpers.streams import body
 from .helpers.telemetry import T0, start
 
 N = 100_000
-KEY = StreamKey("p", "r", "rank-0", 0)
+KEY = StreamId("p", "r", "rank-0", 0)
 RUN = "/api/v1/projects/p/runs/r"
 
 

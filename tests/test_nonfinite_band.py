@@ -21,14 +21,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rankwise.read.model import CrossRankValue
 from rankwise.store import migrations as M
 from rankwise.store.aggregate import Agg
-from rankwise.store.base import StreamKey
 from rankwise.store.downsample import bucket_of
 from rankwise.store.sql import SQLStore
-from rankwise.store.types import Band
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
+from rankwise.wire.charts import Band
+from rankwise.wire.runs import CrossRankValue
 
 from .data.make_v5_store import RANKS as V5_RANKS
 from .data.make_v5_store import STEPS as V5_STEPS
@@ -68,11 +68,11 @@ def _values(ranks: int, steps: int, seed: int) -> np.ndarray:
     return vals
 
 
-def _streams(vals: np.ndarray, run: str) -> dict[StreamKey, list[R.AnyRecord]]:
+def _streams(vals: np.ndarray, run: str) -> dict[StreamId, list[R.AnyRecord]]:
     ranks, steps = vals.shape
     out = {}
     for i in range(ranks):
-        key = StreamKey("p", run, f"rank-{i}", 0)
+        key = StreamId("p", run, f"rank-{i}", 0)
         out[key] = make_stream(
             key, steps, rank=i, world=ranks,
             values=lambda s, i=i: {"loss": float(vals[i, s])}, weight=float(i + 1),
@@ -332,7 +332,7 @@ def test_a_version_5_database_upgrades_and_reads(
 
         more = 100
         for rank in range(V5_RANKS):
-            key = StreamKey("p", "old", f"rank-{rank}", 0)
+            key = StreamId("p", "old", f"rank-{rank}", 0)
             recs: list[R.AnyRecord] = [
                 R.Metrics(seq=V5_STEPS + 1 + i, time=V5_T0 + 1 + s, step=s,
                           values=later(rank, s), weight=float(rank + 1))

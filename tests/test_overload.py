@@ -17,8 +17,8 @@ import pytest
 import rankwise
 from rankwise.sdk.uploader import backoff_delay, retry_after
 from rankwise.server.group_commit import GroupCommit
-from rankwise.store.base import StreamKey
 from rankwise.store.sqlite import SQLiteStore
+from rankwise.stream.identity import StreamId
 
 from .helpers.runs import assert_same_history, launch_ranks, wait_all
 from .helpers.servers import ServerProcess
@@ -70,7 +70,7 @@ class _PoisonedStore(SQLiteStore):
     """A real SQLite store whose ingest fails whenever one given stream is in the call:
     a fault injected at the store boundary, to prove one bad upload fails alone."""
 
-    poisoned = StreamKey("p", "r", "rank-99", 0)
+    poisoned = StreamId("p", "r", "rank-99", 0)
 
     def ingest(self, batches, secrets=None):
         if any(key == self.poisoned for key, _ in batches):
@@ -82,11 +82,11 @@ def test_group_commit_applies_together_and_fails_alone(tmp_path: Path) -> None:
     store = _PoisonedStore(tmp_path / "g.db")
     store.migrate()
     group = GroupCommit(store)
-    keys = [StreamKey("p", "r", f"rank-{i}", 0) for i in range(12)] + [store.poisoned]
-    results: dict[StreamKey, object] = {}
+    keys = [StreamId("p", "r", f"rank-{i}", 0) for i in range(12)] + [store.poisoned]
+    results: dict[StreamId, object] = {}
     start = threading.Barrier(len(keys))
 
-    def upload(key: StreamKey) -> None:
+    def upload(key: StreamId) -> None:
         start.wait()
         try:
             results[key] = group.ingest(key, records(key.label, steps=4, finish=False))
@@ -119,7 +119,7 @@ def test_a_forged_upload_fails_alone_in_its_batch(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "k.db")
     store.migrate()
     group = GroupCommit(store)
-    keys = [StreamKey("p", "r", f"rank-{i}", 0) for i in range(4)]
+    keys = [StreamId("p", "r", f"rank-{i}", 0) for i in range(4)]
     streams = {k: records(k.label, steps=4, finish=False) for k in keys}
     for recs in streams.values():
         first = recs[0]

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from rankwise.server import ServerSettings, create_app
-from rankwise.store.base import StreamKey
 from rankwise.store.sql import SQLStore
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
 
 from .helpers.servers import call
 from .helpers.stores import open_sql_store
@@ -35,10 +35,10 @@ def _value(rank: int, step: int) -> float:
     return 10.0 * (rank + 1) + step
 
 
-def _streams() -> list[tuple[StreamKey, list[R.AnyRecord]]]:
+def _streams() -> list[tuple[StreamId, list[R.AnyRecord]]]:
     out = []
     for rank in range(RANKS):
-        key = StreamKey("p", "defs", f"rank-{rank}", 0)
+        key = StreamId("p", "defs", f"rank-{rank}", 0)
         recs = make_stream(
             key, STEPS, rank=rank, world=RANKS, run_mode="shared",
             values=lambda s, r=rank: {"thr": _value(r, s), "mem/gb": _value(r, s), "acc": 0.5},

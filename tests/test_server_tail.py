@@ -9,12 +9,12 @@ import pytest
 
 from rankwise.server.indexer import DirectoryTailer
 from rankwise.store import open_store
-from rankwise.store.base import StreamKey
 from rankwise.stream.frames import MAGIC
+from rankwise.stream.identity import StreamId
 
 from .helpers.streams import body, records
 
-KEY = StreamKey("p", "r", "rank-0", 0)
+KEY = StreamId("p", "r", "rank-0", 0)
 
 
 @pytest.fixture

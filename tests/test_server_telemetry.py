@@ -20,8 +20,9 @@ import pytest
 import rankwise
 from rankwise.server import ServerSettings, create_app
 from rankwise.store import open_store
-from rankwise.store.base import Store, StreamKey
+from rankwise.store.base import Store
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
 
 from .helpers.servers import call, serve_in_thread
 from .helpers.telemetry import console_stream, expected_lines, steps_stream, system_stream
@@ -58,10 +59,10 @@ def dead_pid() -> int:
     return int(proc.stdout)
 
 
-def health_streams(now: float) -> dict[StreamKey, list[R.AnyRecord]]:
+def health_streams(now: float) -> dict[StreamId, list[R.AnyRecord]]:
     """Four live ranks ending at ``now``: steady, steady, a straggler, one stalled in
     all_reduce; and a fifth whose process is gone (crashed)."""
-    keys = [StreamKey("p", "h", f"rank-{i}", 0) for i in range(5)]
+    keys = [StreamId("p", "h", f"rank-{i}", 0) for i in range(5)]
     t0 = now - 300
     stall = R.Stall(
         seq=0,
@@ -90,9 +91,9 @@ def health_streams(now: float) -> dict[StreamKey, list[R.AnyRecord]]:
 
 def test_console_endpoint(app: Any, store: Store) -> None:
     rng = random.Random(11)
-    keys = [StreamKey("p", "c", f"rank-{i}", 0) for i in range(4)]
+    keys = [StreamId("p", "c", f"rank-{i}", 0) for i in range(4)]
     streams = {k: console_stream(k, i, i // 2, 300, rng) for i, k in enumerate(keys)}
-    xss = StreamKey("p", "c", "rank-0", 0)
+    xss = StreamId("p", "c", "rank-0", 0)
     for k, recs in streams.items():
         store.ingest([(k, recs)])
     streams[xss].append(
@@ -158,7 +159,7 @@ def test_console_endpoint(app: Any, store: Store) -> None:
 
 
 def test_system_endpoints(app: Any, store: Store) -> None:
-    keys = [StreamKey("p", "s", f"rank-{i}", 0) for i in range(4)]
+    keys = [StreamId("p", "s", f"rank-{i}", 0) for i in range(4)]
     streams = {
         k: system_stream(k, i, i // 2, 40, node_sampler=i % 2 == 0) for i, k in enumerate(keys)
     }

@@ -21,13 +21,14 @@ import numpy as np
 import pytest
 
 from rankwise.errors import SchemaTooNewError, UsageError
-from rankwise.read.model import CrossRankValue
 from rankwise.store import migrations as M
 from rankwise.store import open_store
-from rankwise.store.base import RunQuery, StreamKey
+from rankwise.store.base import RunQuery
 from rankwise.store.ingest import decode_fold
 from rankwise.store.sql import SQLStore
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
+from rankwise.wire.runs import CrossRankValue
 
 from .helpers.env import REPO, clean_env
 from .helpers.stores import open_sql_store, race
@@ -56,7 +57,7 @@ def store(raw_store: SQLStore) -> SQLStore:
 
 
 def make_stream(
-    key: StreamKey,
+    key: StreamId,
     steps: int,
     *,
     rank: int = 0,
@@ -98,7 +99,7 @@ def test_migrations_numbered_and_repeatable(raw_store: SQLStore) -> None:
     assert raw_store.schema_version() == 0
     raw_store.migrate(target=1)
     assert raw_store.schema_version() == 1
-    key = StreamKey("p", "r", "rank-0", 0)
+    key = StreamId("p", "r", "rank-0", 0)
     raw_store.ingest([(key, make_stream(key, 10))])  # version 1 already holds data
     raw_store.migrate()
     raw_store.migrate()
@@ -140,7 +141,7 @@ def _fingerprint(st: SQLStore, project: str, run_id: str) -> Any:
 
 
 def test_replays_change_nothing(store: SQLStore, tmp_path: Path) -> None:
-    keys = [StreamKey("p", "r", f"rank-{i}", 0) for i in range(3)]
+    keys = [StreamId("p", "r", f"rank-{i}", 0) for i in range(3)]
     streams = {k: make_stream(k, 300, rank=i, world=3) for i, k in enumerate(keys)}
     rng = random.Random(7)
     for k, recs in streams.items():
@@ -165,7 +166,7 @@ def test_replays_change_nothing(store: SQLStore, tmp_path: Path) -> None:
 
 
 def test_gaps_are_refused_and_order_restored(store: SQLStore) -> None:
-    key = StreamKey("p", "r", "rank-0", 0)
+    key = StreamId("p", "r", "rank-0", 0)
     recs = make_stream(key, 50)
     assert store.ingest([(key, recs[:10])]) == {key: 9}
     assert store.ingest([(key, recs[15:30])]) == {key: 9}  # a gap: nothing applied
@@ -178,7 +179,7 @@ def test_gaps_are_refused_and_order_restored(store: SQLStore) -> None:
     assert store.ingest([(key, []), (key, recs[40:])]) == {key: len(recs) - 1}
     steps = [r["step"] for r in store.history("p", "r")]
     assert steps == list(range(50))
-    assert store.acked(StreamKey("p", "r", "nope", 0)) == -1
+    assert store.acked(StreamId("p", "r", "nope", 0)) == -1
 
 
 def test_a_bound_stream_takes_only_its_secret(store: SQLStore) -> None:
@@ -189,7 +190,7 @@ def test_a_bound_stream_takes_only_its_secret(store: SQLStore) -> None:
     from rankwise.store.ingest import StreamKeyRefused
     from rankwise.stream import streamkey
 
-    key = StreamKey("p", "bound", "rank-0", 0)
+    key = StreamId("p", "bound", "rank-0", 0)
     recs = make_stream(key, 20)
     first = recs[0]
     assert isinstance(first, R.StreamStart)
@@ -202,7 +203,7 @@ def test_a_bound_stream_takes_only_its_secret(store: SQLStore) -> None:
         store.ingest([(key, recs[5:8]), (key, recs[8:10])], ["s3cret", None])
     assert store.acked(key) == 4
     assert store.ingest([(key, recs[5:])], ["s3cret"]) == {key: len(recs) - 1}
-    other = StreamKey("p", "bound", "rank-1", 0)
+    other = StreamId("p", "bound", "rank-1", 0)
     unbound = make_stream(other, 3)
     assert store.ingest([(other, unbound)], [None]) == {other: len(unbound) - 1}
     assert [r["step"] for r in store.history("p", "bound", label="rank-0")] == list(range(20))
@@ -217,7 +218,7 @@ def test_two_ingesters_never_double(
     try:
         first.migrate()
         second.migrate()
-        keys = [StreamKey("p", "race", f"rank-{i}", 0) for i in range(4)]
+        keys = [StreamId("p", "race", f"rank-{i}", 0) for i in range(4)]
         streams = {
             k: make_stream(
                 k, 400, rank=i, world=4, values=lambda s, i=i: {f"m{s % 7}": s + i, "x": i}
@@ -265,7 +266,7 @@ def test_band_equals_numpy_over_ranks(store: SQLStore) -> None:
     vals[2, 17] = np.nan  # left out of the band
     batches = []
     for i in range(ranks):
-        key = StreamKey("p", "agg", f"rank-{i}", 0)
+        key = StreamId("p", "agg", f"rank-{i}", 0)
 
         def values(s: int, i: int = i) -> dict[str, float]:
             out = {"loss": float(vals[i, s])}
@@ -296,7 +297,7 @@ def test_band_equals_numpy_over_ranks(store: SQLStore) -> None:
 
 def test_wmean_is_mean_unless_every_value_weighted(store: SQLStore) -> None:
     for i, weight in enumerate([2.0, None, 3.0]):
-        key = StreamKey("p", "w", f"rank-{i}", 0)
+        key = StreamId("p", "w", f"rank-{i}", 0)
         store.ingest(
             [
                 (
@@ -309,8 +310,8 @@ def test_wmean_is_mean_unless_every_value_weighted(store: SQLStore) -> None:
         )
     band = store.band("p", "w", "v")
     assert band.wmean == band.mean == [1.0, 2.0, 3.0, 4.0]
-    one = StreamKey("p", "w2", "rank-0", 0)
-    two = StreamKey("p", "w2", "rank-1", 0)
+    one = StreamId("p", "w2", "rank-0", 0)
+    two = StreamId("p", "w2", "rank-1", 0)
     store.ingest(
         [
             (one, make_stream(one, 2, values=lambda s: {"v": 1.0}, weight=1.0)),
@@ -323,7 +324,7 @@ def test_wmean_is_mean_unless_every_value_weighted(store: SQLStore) -> None:
 def test_band_ranges_and_downsampling(store: SQLStore) -> None:
     steps = 5000
     for i in range(2):
-        key = StreamKey("p", "big", f"rank-{i}", 0)
+        key = StreamId("p", "big", f"rank-{i}", 0)
         spike = lambda s, i=i: {"loss": 100.0 if s == 3333 and i else float(np.sin(s / 50))}  # noqa: E731
         store.ingest([(key, make_stream(key, steps, rank=i, values=spike))])
     full = store.band("p", "big", "loss", max_points=10**6)
@@ -345,7 +346,7 @@ def test_band_ranges_and_downsampling(store: SQLStore) -> None:
 def _run(store: SQLStore, run_id: str, ranks: int = 1, **kw: Any) -> None:
     store.ingest([
         (k, make_stream(k, kw.pop("steps", 5) if i == ranks - 1 else 5, rank=i, world=ranks, **kw))
-        for i, k in enumerate(StreamKey("proj", run_id, f"rank-{i}", 0) for i in range(ranks))
+        for i, k in enumerate(StreamId("proj", run_id, f"rank-{i}", 0) for i in range(ranks))
     ])  # fmt: skip
 
 
@@ -363,7 +364,7 @@ def test_list_runs_filters_sort_and_paging(store: SQLStore) -> None:
     _run(store, "b2", group="g1", job_type="eval", tags=["x"], name="beta", t0=T0 + 1, steps=10)
     _run(store, "c3", group="g2", tags=["y"], name="Gamma", t0=T0 + 2, finish="failed", steps=20)
     _run(store, "d4", ranks=2, name="delta", t0=T0 + 4, finish=None)  # silent for ages: crashed
-    k = StreamKey("other", "z9", "rank-0", 0)
+    k = StreamId("other", "z9", "rank-0", 0)
     store.ingest([(k, make_stream(k, 3))])
     assert store.projects() == ["other", "proj"]
 
@@ -393,7 +394,7 @@ def test_list_runs_filters_sort_and_paging(store: SQLStore) -> None:
 
 
 def test_get_run_and_metric_keys(store: SQLStore) -> None:
-    keys = [StreamKey("p", "r", f"rank-{i}", 0) for i in range(2)]
+    keys = [StreamId("p", "r", f"rank-{i}", 0) for i in range(2)]
     recs0 = make_stream(
         keys[0], 3, config={"lr": 0.1, "layers": [1, 2]}, name="nice", group="g", tags=["t"],
         notes="hello", run_mode="shared", num_nodes=2, finish=None,
@@ -455,7 +456,7 @@ def test_states_and_crash_timeout(
             "dead-pid": dict(pid=2**22 + 12345, t0=now - 18),  # pid gone, heartbeat late
         }
         for run_id, kw in cases.items():
-            k = StreamKey("p", run_id, "rank-0", 0)
+            k = StreamId("p", run_id, "rank-0", 0)
             recs = make_stream(k, 2, finish=None, heartbeat_interval=2.0, **kw)
             st.ingest([(k, recs)])
         # A server never judges an uploaded (host, pid) by its own process table: the
@@ -468,13 +469,13 @@ def test_states_and_crash_timeout(
                           "dead-pid": "crashed"}  # fmt: skip
         st.local_pids = False
         # a failed rank under a killed primary: the run failed
-        keys = [StreamKey("p", "fk", f"rank-{i}", 0) for i in range(2)]
+        keys = [StreamId("p", "fk", f"rank-{i}", 0) for i in range(2)]
         st.ingest([(keys[0], make_stream(keys[0], 2, finish="killed")),
                    (keys[1], make_stream(keys[1], 2, rank=1, finish="failed"))])  # fmt: skip
         run = st.get_run("p", "fk")
         assert run is not None and run.state == "failed"
         # a later incarnation replaces a crashed one
-        k0, k1 = StreamKey("p", "re", "rank-0", 0), StreamKey("p", "re", "rank-0", 1)
+        k0, k1 = StreamId("p", "re", "rank-0", 0), StreamId("p", "re", "rank-0", 1)
         st.ingest([(k0, make_stream(k0, 2, finish=None, t0=now - 500)),
                    (k1, make_stream(k1, 2, finish="finished"))])  # fmt: skip
         run = st.get_run("p", "re")
@@ -488,9 +489,9 @@ def test_states_and_crash_timeout(
 
 
 def test_series_raw_ranges_and_labels(store: SQLStore) -> None:
-    keys = [StreamKey("p", "s", f"rank-{i}", 0) for i in range(2)]
+    keys = [StreamId("p", "s", f"rank-{i}", 0) for i in range(2)]
     store.ingest([(k, make_stream(k, 300, rank=i)) for i, k in enumerate(keys)])
-    restart = StreamKey("p", "s", "rank-0", 1)  # a second incarnation continues the label
+    restart = StreamId("p", "s", "rank-0", 1)  # a second incarnation continues the label
     store.ingest(
         [(restart, make_stream(restart, 20, values=lambda s: {"loss": -1.0}, t0=T0 + 1000))]
     )
@@ -533,7 +534,7 @@ def test_series_downsampled_keeps_extremes(
     y = np.cumsum(rng.normal(0, 1, n))
     y[77_777] = 1e6  # a spike
     y[5] = np.nan
-    key = StreamKey("p", "long", "rank-0", 0)
+    key = StreamId("p", "long", "rank-0", 0)
     recs = make_stream(key, n, values=lambda s: {"loss": float(y[s])})
     for a in range(0, len(recs), 7000):
         store.ingest([(key, recs[a : a + 7000])])
@@ -554,7 +555,7 @@ def test_series_downsampled_keeps_extremes(
 
 
 def test_history_and_value_types(store: SQLStore) -> None:
-    key = StreamKey("p", "h", "rank-0", 0)
+    key = StreamId("p", "h", "rank-0", 0)
     recs: list[R.AnyRecord] = make_stream(key, 0, finish=None)
     recs += [
         R.Metrics(seq=1, time=T0 + 1, step=0, values={"a": 1, "b": True, "c": 0.5}, weight=2.0),
@@ -608,7 +609,7 @@ def test_real_stream_files_tell_the_local_readers_story(store: SQLStore, tmp_pat
     for label, inc, path in files:
         found = scan(path.read_bytes())
         assert found.damage is None
-        key = StreamKey("demo", "real", label, inc)
+        key = StreamId("demo", "real", label, inc)
         mid = len(found.records) // 2
         store.ingest([(key, found.records[:mid])])
         store.ingest([(key, found.records)])
@@ -682,7 +683,7 @@ def test_cross_rank_last_reads_the_last_step_at_or_before_upto(store: SQLStore) 
         return out
 
     for rank in range(2):
-        key = StreamKey("p", "last", f"rank-{rank}", 0)
+        key = StreamId("p", "last", f"rank-{rank}", 0)
         recs = make_stream(
             key, 1031, rank=rank, world=2, values=lambda s, r=rank: values(s, r),
             weight=float(rank + 1),

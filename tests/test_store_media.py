@@ -14,14 +14,14 @@ import pytest
 
 from rankwise.store import media as rich
 from rankwise.store import migrations as M
-from rankwise.store.base import StreamKey
 from rankwise.store.sql import SQLStore
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
 
 from .helpers.rich import digest, expected_histograms, expected_media, rich_stream
 from .helpers.stores import open_sql_store, race
 
-KEYS = [StreamKey("p", "r", f"rank-{i}", 0) for i in range(4)]
+KEYS = [StreamId("p", "r", f"rank-{i}", 0) for i in range(4)]
 STEPS = 12
 
 
@@ -38,11 +38,11 @@ def store(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator
     st.close()
 
 
-def streams() -> dict[StreamKey, list[R.AnyRecord]]:
+def streams() -> dict[StreamId, list[R.AnyRecord]]:
     return {k: rich_stream(k, i, STEPS) for i, k in enumerate(KEYS)}
 
 
-def _ingest_messily(st: SQLStore, recs: dict[StreamKey, list[R.AnyRecord]]) -> None:
+def _ingest_messily(st: SQLStore, recs: dict[StreamId, list[R.AnyRecord]]) -> None:
     """Prefixes, overlapping re-sends, the whole stream twice, and every stream of the
     run in one call (as group commit does): each record must still be applied once."""
     for k, r in recs.items():

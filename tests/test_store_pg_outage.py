@@ -13,9 +13,9 @@ from pathlib import Path
 import psycopg
 
 import rankwise
-from rankwise.store.base import StreamKey
 from rankwise.store.postgres import PostgresStore
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
 
 from .helpers.runs import assert_same_history, launch_ranks, wait_all
 from .helpers.servers import ServerProcess, wait_until
@@ -23,7 +23,7 @@ from .helpers.stores import PrivatePostgres, private_postgres
 
 __all__ = ["private_postgres"]  # the fixture, used by name below
 
-KEY = StreamKey("p", "r", "rank-0", 0)
+KEY = StreamId("p", "r", "rank-0", 0)
 
 
 def _records(first: int, n: int) -> list[R.AnyRecord]:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from rankwise.store.base import StreamKey
 from rankwise.store.chunks import MERGE_BELOW
 from rankwise.store.sql import SQLStore
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
 
 from .helpers.stores import open_sql_store
 
@@ -53,7 +53,7 @@ def _batches(recs: list[R.AnyRecord]) -> Iterator[list[R.AnyRecord]]:
 
 
 def test_small_batches_read_as_one_batch(store: SQLStore) -> None:
-    whole, bits = StreamKey("p", "r", "whole", 0), StreamKey("p", "r", "bits", 0)
+    whole, bits = StreamId("p", "r", "whole", 0), StreamId("p", "r", "bits", 0)
     store.ingest([(whole, _records("whole"))])
     for batch in _batches(_records("bits")):
         store.ingest([(bits, batch)])
@@ -119,7 +119,7 @@ def test_one_point_batches_make_a_binary_counter(store: SQLStore) -> None:
     """Thirteen one-point batches leave chunks of 8, 4 and 1 points (13 in binary): each
     batch rewrote only chunks no larger than itself plus what it merged, never the whole
     open chunk."""
-    key = StreamKey("p", "r", "one", 0)
+    key = StreamId("p", "r", "one", 0)
     store.ingest([(key, [R.StreamStart(0, T0, "p", "r", "one", 0, rank=0, world_size=1)])])
     for s in range(13):
         store.ingest([(key, [R.Metrics(s + 1, T0 + s, s, {"loss": float(s)})])])

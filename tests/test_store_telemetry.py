@@ -17,11 +17,11 @@ import pytest
 
 from rankwise.health import StreamSteps, assess, step_points
 from rankwise.store import migrations as M
-from rankwise.store.base import StreamKey
 from rankwise.store.health import MAX_TEXT, STEP_RESOLUTION, quantity
 from rankwise.store.sql import SQLStore
 from rankwise.store.types import ConsoleQuery
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
 
 from .helpers.telemetry import (
     T0,
@@ -55,7 +55,7 @@ def got(page: Any) -> list[tuple[str, str, float, str]]:
 @pytest.fixture
 def console_run(store: SQLStore) -> list[tuple[str, str, float, str]]:
     rng = random.Random(5)
-    keys = [StreamKey("p", "r", f"rank-{i}", 0) for i in range(4)]
+    keys = [StreamId("p", "r", f"rank-{i}", 0) for i in range(4)]
     streams = {k: console_stream(k, i, i // 2, 700, rng) for i, k in enumerate(keys)}
     # Uploads arrive interleaved, in batches, some re-sent: each line is stored once.
     for k, recs in streams.items():
@@ -165,7 +165,7 @@ def test_console_filters(store: SQLStore, console_run: list[Any]) -> None:
 
 
 def test_console_lines_carry_identity_and_odd_text(store: SQLStore) -> None:
-    key = StreamKey("p", "odd", "rank-5", 0)
+    key = StreamId("p", "odd", "rank-5", 0)
     long = "x" * (MAX_TEXT + 10)
     recs: list[R.AnyRecord] = [
         start(key, 5, 1),
@@ -202,7 +202,7 @@ def test_console_lines_carry_identity_and_odd_text(store: SQLStore) -> None:
 
 
 def test_system_series_per_node_gpu_and_rank(store: SQLStore) -> None:
-    keys = [StreamKey("p", "sys", f"rank-{i}", 0) for i in range(4)]
+    keys = [StreamId("p", "sys", f"rank-{i}", 0) for i in range(4)]
     streams = {
         k: system_stream(k, i, i // 2, 30, node_sampler=i % 2 == 0) for i, k in enumerate(keys)
     }
@@ -257,7 +257,7 @@ def test_system_series_per_node_gpu_and_rank(store: SQLStore) -> None:
 
 def test_health_from_the_store_matches_the_records(store: SQLStore) -> None:
     """Step progress stored at ingest gives the same assessment as the raw records."""
-    keys = [StreamKey("p", "h", f"rank-{i}", 0) for i in range(4)]
+    keys = [StreamId("p", "h", f"rank-{i}", 0) for i in range(4)]
     stall = R.Stall(seq=0, time=T0 + 400, idle_seconds=150, where="all_reduce at train.py:88",
                     stacks={"MainThread": 'File "train.py", line 88, in step'})  # fmt: skip
     streams = {
@@ -304,7 +304,7 @@ def test_health_from_the_store_matches_the_records(store: SQLStore) -> None:
 
 
 def test_fast_steps_are_thinned_but_the_last_step_is_exact(store: SQLStore) -> None:
-    key = StreamKey("p", "fast", "rank-0", 0)
+    key = StreamId("p", "fast", "rank-0", 0)
     n = 60_000
     times = (T0 + np.arange(n) * 0.001).tolist()  # 1000 steps a second for a minute
     recs = steps_stream(key, 0, times)
@@ -330,7 +330,7 @@ def test_migration_4_over_data_of_version_3(tmp_path: Path) -> None:
 
     with SQLiteStore(tmp_path / "old.db") as old:
         old.migrate(target=3)
-        key = StreamKey("p", "old", "rank-0", 0)
+        key = StreamId("p", "old", "rank-0", 0)
         old.ingest([(key, [start(key, 0, 0), R.Metrics(seq=1, time=T0, step=0, values={"a": 1})])])
         old.migrate()
         assert old.schema_version() == M.LATEST >= 4

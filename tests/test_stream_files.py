@@ -6,14 +6,19 @@ from pathlib import Path
 
 from rankwise.stream import records as R
 from rankwise.stream.files import (
+    has_finish,
     iter_run_dirs,
     iter_stream_files,
+    offset_after,
     read_last_frame,
+    read_stream_id,
     read_stream_start,
     read_whole_frames,
+    records_naming_blobs,
     stream_files_under,
 )
 from rankwise.stream.frames import HEADER, MAGIC, encode_frame, scan
+from rankwise.stream.identity import StreamId
 
 
 def _start(seq: int = 0, label: str = "rank-0") -> R.StreamStart:
@@ -50,7 +55,7 @@ def _tree(root: Path) -> dict[str, Path]:
 def test_walker_keeps_streams_and_skips_the_rest(tmp_path: Path) -> None:
     made = _tree(tmp_path)
     found = list(iter_stream_files(tmp_path))
-    assert [(f.project, f.run_id, f.label, f.incarnation) for f in found] == [
+    assert [tuple(f.id) for f in found] == [
         ("other", "run1", "rank-0", 0),
         ("proj", "run1", "rank-0", 0),
         ("proj", "run1", "rank-1", 0),
@@ -135,3 +140,44 @@ def test_stream_start_and_last_frame(tmp_path: Path) -> None:
     assert [type(r) for r in read_last_frame(path)] == [R.Heartbeat]
     assert read_stream_start(tmp_path / "missing.0.rwlog") is None
     assert read_last_frame(tmp_path / "missing.0.rwlog") == []
+
+
+def test_where_an_upload_resumes_and_which_stream_a_file_is(tmp_path: Path) -> None:
+    frames = [encode_frame([_start()]), *(encode_frame([R.Heartbeat(i, 1.0)]) for i in (1, 2))]
+    path = _write(tmp_path / "s.0.rwlog", frames)
+    at = [len(MAGIC) + sum(map(len, frames[:i])) for i in range(4)]
+    assert [offset_after(path, acked) for acked in (-1, 0, 1, 2, 9)] == [
+        at[0],
+        at[1],
+        at[2],
+        at[3],
+        at[3],
+    ]
+    assert read_stream_id(path) == StreamId("p", "r", "rank-0", 0)
+    assert str(read_stream_id(path)) == "stream 'rank-0' (incarnation 0) of run p/r"
+    junk = tmp_path / "junk.0.rwlog"
+    junk.write_bytes(b"not a stream")
+    assert offset_after(junk, 0) is None and read_stream_id(junk) is None
+
+
+def test_only_records_naming_blobs_above_the_mark_are_decoded(tmp_path: Path) -> None:
+    item = R.MediaItem(kind="image", digest="a" * 64, size=3, format="png")
+    media = [R.Media(seq, 1.0, step=seq, key="img", items=[item]) for seq in (1, 3)]
+    table = R.TableRec(4, 1.0, 4, "t", "b" * 64, 9, 1, 1, ["c"], ["image"], ["c" * 64])
+    frames = encode_frame([_start(), media[0], R.Metrics(2, 1.0, 2, {"x": 1.0})])
+    frames += encode_frame([media[1], table, R.Finish(5, 2.0, "finished")])
+    assert records_naming_blobs(frames, 0) == [media[0], media[1], table]
+    assert records_naming_blobs(frames, 1) == [media[1], table]
+    assert [d for r in records_naming_blobs(frames, 3) for d in r.blob_digests()] == [
+        "b" * 64,
+        "c" * 64,
+    ]
+    assert has_finish(frames) and not has_finish(frames[: len(frames) // 2])
+
+
+def test_record_tags_without_decoding() -> None:
+    recs = [_start(), R.Metrics(1, 1.0, 1, {"x": 1.0}), R.Finish(2, 2.0, "finished")]
+    raws = R.raw_records(R.encode_payload(recs))
+    assert [R.record_tag(raw) for raw in raws] == [1, 2, 6]
+    assert [R.decode_record(raw) for raw in raws] == recs
+    assert R.record_tag(b"") == -1 and R.record_tag(b"\x01") == -1

@@ -17,19 +17,19 @@ from pathlib import Path
 import httpx
 import pytest
 
-from rankwise.sdk.uploader import GiveUp, Retry, StreamRef, StreamUpload
+from rankwise.sdk.uploader import GiveUp, Retry, StreamUpload
 from rankwise.server import ServerSettings, create_app
 from rankwise.store import open_store
-from rankwise.store.base import StreamKey
 from rankwise.stream import records as R
 from rankwise.stream.frames import encode_frame
+from rankwise.stream.identity import StreamId
 
 from .helpers.env import REPO, need
 from .helpers.servers import ServerProcess, admin_token, bearer, serve_in_thread
 from .helpers.streams import body, records
 
-REF = StreamRef("p", "r", "rank-0", 0)
-KEY = StreamKey("p", "r", "rank-0", 0)
+REF = StreamId("p", "r", "rank-0", 0)
+KEY = StreamId("p", "r", "rank-0", 0)
 
 
 def stream_file(tmp_path: Path, steps: int, per_frame: int) -> tuple[Path, int]:

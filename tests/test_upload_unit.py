@@ -15,16 +15,17 @@ import httpx
 import pytest
 
 import rankwise
-from rankwise.sdk.uploader import GiveUp, StreamRef, StreamUpload, Uploader, backoff_delay
+from rankwise.sdk.uploader import GiveUp, StreamUpload, Uploader, backoff_delay
 from rankwise.settings import Settings
 from rankwise.stream import records as R
 from rankwise.stream.frames import MAGIC, scan
+from rankwise.stream.identity import StreamId
 
 from .helpers.env import need
 from .helpers.servers import free_port
 from .helpers.streams import body, records
 
-REF = StreamRef("p", "r", "rank-0", 0)
+REF = StreamId("p", "r", "rank-0", 0)
 FAST = Settings(upload_interval=0.01, upload_backoff_max=0.05, upload_timeout=5.0)
 
 

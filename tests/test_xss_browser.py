@@ -20,8 +20,8 @@ import pytest
 
 from rankwise.server import ServerSettings, create_app
 from rankwise.store import open_store
-from rankwise.store.base import StreamKey
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
 
 from .helpers.browser import STATIC, launch_browser, need_browser
 from .helpers.servers import admin_token, browser_login, serve_in_thread
@@ -70,7 +70,7 @@ def xss_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
         recs.append(R.Metrics(len(recs), 1001.0 + step, step, {PAYLOADS["key"]: step * 0.5}))
     recs.append(R.Console(len(recs), 1010.0, "stdout", [PAYLOADS["console"]]))
     recs.append(R.Finish(len(recs), 1011.0, "finished", last_step=4))
-    store.ingest([(StreamKey("xss", "run1", "rank-0", 0), recs)])
+    store.ingest([(StreamId("xss", "run1", "rank-0", 0), recs)])
     app = create_app(store, ServerSettings(static_dir=STATIC))
     with serve_in_thread(app) as url:
         yield url.replace("127.0.0.1", "localhost"), admin_token(app)

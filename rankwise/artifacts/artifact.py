@@ -39,6 +39,7 @@ import msgspec
 
 from ..errors import ArtifactError, ArtifactNotFoundError, UsageError
 from ..names import check_file_name
+from ..wire.artifacts import VersionInfo
 from .fsutil import fetch, sha_of, sha_text, size_of, walk_dir
 from .manifest import (
     Entry,
@@ -49,7 +50,6 @@ from .manifest import (
     manifest_digest,
     validate_manifest,
 )
-from .model import VersionInfo
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -15,8 +15,8 @@ from typing import IO, TYPE_CHECKING
 
 from ..errors import ArtifactError, UsageError
 from ..names import check_file_name
+from ..wire.artifacts import VersionInfo
 from .manifest import READ_BYTES, Entry
-from .model import VersionInfo
 
 if TYPE_CHECKING:
     from .artifact import Source

@@ -44,6 +44,7 @@ from typing import IO
 import msgspec
 
 from ..errors import ArtifactNotFoundError, UsageError
+from ..wire.artifacts import ArtifactSummary, CommitRequest, Use, VersionInfo
 from .fsutil import create_exclusive, write_atomic
 from .manifest import (
     CHUNK_BYTES,
@@ -60,7 +61,6 @@ from .manifest import (
     manifest_digest,
     validate_manifest,
 )
-from .model import ArtifactSummary, CommitRequest, Use, VersionInfo
 
 _info_decoder = msgspec.json.Decoder(VersionInfo)
 _use_decoder = msgspec.json.Decoder(Use)

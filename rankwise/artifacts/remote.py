@@ -39,8 +39,8 @@ import msgspec
 from .._http import error_body, error_message, make_client
 from ..errors import ArtifactNotFoundError, ServerError, UsageError
 from ..names import check_file_name, check_id
+from ..wire.artifacts import ArtifactSummary, CommitRequest, RunArtifacts, UseRequest, VersionInfo
 from .manifest import Entry, check_name
-from .model import ArtifactSummary, CommitRequest, RunArtifacts, UseRequest, VersionInfo
 
 API = "/api/v1"
 PIECE = 1024 * 1024  # bytes read and sent at a time

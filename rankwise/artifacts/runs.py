@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 from .. import _log
 from ..errors import ServerError, UsageError
 from ..names import is_id
+from ..wire.artifacts import VersionInfo
 from .artifact import Artifact, Source
 from .local import LocalArtifacts, parse_ref
 from .manifest import check_alias
-from .model import VersionInfo
 from .worker import ArtifactWorker, Publisher
 
 if TYPE_CHECKING:

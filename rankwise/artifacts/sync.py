@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from ..wire.artifacts import CommitRequest, VersionInfo
 from .local import LocalArtifacts, OutboxEntry, projects_with_artifacts
-from .model import CommitRequest, VersionInfo
 from .worker import commit_local, stage
 
 

@@ -37,10 +37,10 @@ from typing import Protocol
 
 from .. import _log
 from ..errors import UsageError
+from ..wire.artifacts import CommitRequest, VersionInfo
 from .artifact import Artifact
 from .local import LocalArtifacts, OutboxEntry
 from .manifest import Entry, Manifest, hash_file, manifest_digest, validate_manifest
-from .model import CommitRequest, VersionInfo
 
 
 class Publisher(Protocol):

@@ -106,9 +106,9 @@ def cmd_get(args: argparse.Namespace) -> int:
 def cmd_put(args: argparse.Namespace) -> int:
     from ..artifacts.artifact import Artifact
     from ..artifacts.local import LocalArtifacts, OutboxEntry
-    from ..artifacts.model import CommitRequest
     from ..artifacts.runs import close_client, remote_artifacts
     from ..artifacts.worker import commit_local, latest_sizes, stage
+    from ..wire.artifacts import CommitRequest
 
     project = _project(args)
     path = Path(args.path)

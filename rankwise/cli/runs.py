@@ -11,8 +11,8 @@ from typing import Any
 
 from ..api import Api, RunInfo
 from ..errors import RunNotFoundError, UsageError
-from ..read.model import CrossRankValue
 from ..stream.records import STATES
+from ..wire.runs import CrossRankValue
 from ._format import ago, table
 
 

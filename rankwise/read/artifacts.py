@@ -17,8 +17,8 @@ import msgspec
 
 from .. import _http
 from ..artifacts.manifest import Entry
-from ..artifacts.model import ArtifactSummary, RunArtifacts, VersionInfo
 from ..errors import ArtifactNotFoundError, RunNotFoundError, ServerError
+from ..wire.artifacts import ArtifactSummary, RunArtifacts, VersionInfo
 
 if TYPE_CHECKING:
     import httpx

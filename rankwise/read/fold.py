@@ -27,7 +27,7 @@ from ..failures import Failure, StreamEnd, first_failure
 from ..hang import HangReport, RankPosition, hang_report
 from ..stream import records as R
 from ..stream.fold import FirstNonFinite, StreamFold, StreamState, run_state, stream_state
-from .model import MetricDefinition, RunInfo, StreamInfo, Unsynced
+from ..wire.runs import MetricDefinition, RunInfo, StreamInfo, Unsynced
 from .summary import environment
 
 

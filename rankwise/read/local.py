@@ -15,23 +15,24 @@ from typing import TYPE_CHECKING, Any
 
 from .._datadir import DEFAULT
 from ..errors import RunNotFoundError, UsageError
-from ..health import RankHealth
 from ..names import check_id
 from ..stream import records as R
 from ..stream.files import iter_run_dirs, list_streams
 from ..stream.fold import StreamFold
 from ..stream.frames import scan
+from ..wire.health import RankHealth
+from ..wire.runs import CrossRankValue, RunInfo, StreamInfo, numpy_available
 from .fold import StreamFacts, fold_run
-from .model import CrossRankValue, RunInfo, StreamInfo, numpy_available
 from .summary import CrossRankLast, complete_step
 
 if TYPE_CHECKING:
     from ..artifacts.artifact import Artifact
-    from ..artifacts.model import VersionInfo
     from ..media.table import Table
     from ..stream.columns import MetricColumns
     from ..stream.history import StreamColumns
-    from .media import HistogramSeries, MediaFile, MediaKey, Streams
+    from ..wire.artifacts import VersionInfo
+    from ..wire.media import MediaKey
+    from .media import HistogramSeries, MediaFile, Streams
 
 
 def _read(path: Path) -> tuple[list[R.AnyRecord], str | None]:

@@ -27,16 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from ..errors import KeyNotLoggedError, UsageError
 from ..stream import records as R
 from ..stream.blobs import blob_path
+from ..wire.media import MediaKey
 
 if TYPE_CHECKING:
     from ..media.table import Table
-
-KINDS = ("image", "audio", "video", "html", "text", "table", "histogram")
 
 
 # The record's ``MediaItem`` fields (and its omit_defaults) are inherited, so they are
@@ -67,15 +64,6 @@ class MediaFile(R.MediaItem, kw_only=True, dict=True):
 
     def __repr__(self) -> str:
         return f"<rankwise MediaFile {self.key}@{self.step} {self.label} {self.kind}/{self.format}>"
-
-
-class MediaKey(msgspec.Struct, kw_only=True):
-    """A key that holds rich values: its kind, the steps logged and the stream labels."""
-
-    key: str
-    kind: str  # one of KINDS; a key logged with several kinds reports the first seen
-    steps: list[int]
-    labels: list[str]
 
 
 @dataclass

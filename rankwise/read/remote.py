@@ -1,7 +1,7 @@
 """``rankwise.Api(server=URL)``: the same runs and objects as ``Api(dir=...)``, over HTTP.
 
 Replies are asked for as MessagePack so that NaN and ±Inf come back exact, as the local
-reader returns them, and decoded as they are into the read model (``rankwise.read.model``):
+reader returns them, and decoded as they are into the read model (``rankwise.wire``):
 a run from a server is the same ``RunInfo`` as one from the files; its ``RemoteRun``
 source asks the server for what its fields do not hold. Each request opens and closes its
 own connection, so an ``Api`` holds no socket between calls and needs no closing.
@@ -24,18 +24,19 @@ import msgspec
 from .. import _http
 from .._http import normalize_url
 from ..errors import KeyNotLoggedError, RunNotFoundError, ServerError, UsageError
-from ..health import HealthReply, RankHealth
-from .media_model import HistogramsReply, MediaKeysReply, MediaReply, TableReply
-from .model import CrossRankValue, ProjectsReply, RunInfo, RunsReply
+from ..wire.health import HealthReply, RankHealth
+from ..wire.media import HistogramsReply, MediaKeysReply, MediaReply, TableReply
+from ..wire.runs import CrossRankValue, ProjectsReply, RunInfo, RunsReply
 
 if TYPE_CHECKING:
     import httpx
 
     from ..artifacts.artifact import Artifact
-    from ..artifacts.model import VersionInfo
     from ..media.table import Table
     from ..stream.history import StreamColumns
-    from .media import HistogramSeries, MediaFile, MediaKey
+    from ..wire.artifacts import VersionInfo
+    from ..wire.media import MediaKey
+    from .media import HistogramSeries, MediaFile
 
 _PAGE = 500
 
@@ -105,7 +106,7 @@ class RemoteRun:
 
         return columns_from_rows(self.history(run, keys, label), keys, step_range)
 
-    # Rich data: the server's media, tables and histograms routes (media_model's replies)
+    # Rich data: the server's media, tables and histograms routes (``rankwise.wire.media``)
     # turned into the local reader's objects (rankwise.read.media); bytes from the blobs.
     def media_keys(self, run: RunInfo) -> list[MediaKey]:
         got = self._reader.get(self._path(run, "/media/keys"))

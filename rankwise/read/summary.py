@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from ..metric_defs import reduce_of
-from .model import CrossRankValue
+from ..wire.runs import CrossRankValue
 
 
 class _Stream(Protocol):

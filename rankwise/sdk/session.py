@@ -299,10 +299,11 @@ def _attach_uploader(
     if not server or run.path is None:
         return None
     from .._http import normalize_url
-    from .uploader import StreamRef, Uploader
+    from ..stream.identity import StreamId
+    from .uploader import Uploader
 
     server = normalize_url(server)  # a bad URL is a usage error here, not a warning later
-    ref = StreamRef(run.project, run.id, run.label, run.incarnation)
+    ref = StreamId(run.project, run.id, run.label, run.incarnation)
     # A process that ends while its job goes down uploads what dead siblings left.
     uploader = Uploader(server, run.path, ref, opts, adopt_orphans=lambda: run.state != "finished")
     writer.flush_listeners.append(uploader.wake)

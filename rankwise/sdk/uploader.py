@@ -26,22 +26,20 @@ the live ``Uploader`` thread and by ``rankwise sync`` (``rankwise.sdk.sync``).
 
 from __future__ import annotations
 
-import gzip
 import random
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
-
-import msgspec
+from typing import TYPE_CHECKING, Any
 
 from .. import _log
 from ..settings import Settings
-from ..stream import records as R
-from ..stream import streamkey
-from ..stream.files import read_stream_start, read_whole_frames
-from ..stream.frames import HEADER, MAGIC, iter_frames
+from ..stream import files, streamkey
+from ..stream.files import read_stream_id, read_whole_frames
+from ..stream.frames import MAGIC, iter_frames
+from ..stream.identity import StreamId
+from ..wire.constants import STREAM_CONTENT_TYPE, UPLOAD_INTERVAL_HEADER
 
 if TYPE_CHECKING:
     import httpx
@@ -53,29 +51,6 @@ BATCH_BYTES = 4 * 1024 * 1024  # raw frame bytes per request (compressed on the 
 # one last try instead of the full upload_timeout: an outage that lasted the whole run is
 # not going to end in the next 30 s, and every rank would wait for it at exit.
 NEVER_REACHED_GRACE = 2.0
-
-
-class StreamRef(NamedTuple):
-    """Which stream a file is, as the server's ingest endpoint names it."""
-
-    project: str
-    run_id: str
-    label: str
-    incarnation: int
-
-    def params(self) -> dict[str, str]:
-        return {
-            "project": self.project,
-            "run": self.run_id,
-            "label": self.label,
-            "incarnation": str(self.incarnation),
-        }
-
-    def __str__(self) -> str:
-        return (
-            f"stream {self.label!r} (incarnation {self.incarnation}) of run "
-            f"{self.project}/{self.run_id}"
-        )
 
 
 class Retry(Exception):
@@ -138,58 +113,12 @@ def retry_after(value: str | None) -> float | None:
         return None
 
 
-def default_encoding() -> str:
-    try:
-        import zstandard  # noqa: F401
-    except ImportError:
-        return "gzip"
-    return "zstd"
-
-
-def compress(data: bytes, encoding: str) -> bytes:
-    if encoding == "zstd":
-        import zstandard
-
-        return zstandard.ZstdCompressor(level=3).compress(data)
-    if encoding == "gzip":
-        return gzip.compress(data, compresslevel=5, mtime=0)
-    return data
-
-
-def read_frames(path: Path, offset: int, max_bytes: int) -> tuple[bytes, str | None]:
-    """Whole frames from ``offset`` (``rankwise.stream.files.read_whole_frames``) and,
-    when the read stopped at corruption rather than at a torn tail still being written,
-    why."""
-    found = read_whole_frames(path, offset, max_bytes)
-    damage = found.damage
-    return found.data, (damage.reason if damage is not None and not damage.torn else None)
-
-
-def offset_after(path: Path, acked: int) -> int:
-    """File offset of the first frame holding a record above ``acked``."""
-    with open(path, "rb") as f:
-        if f.read(len(MAGIC)) != MAGIC:
-            raise GiveUp(f"{path} is not a rankwise stream file")
-        offset = len(MAGIC)
-        if acked < 0:
-            return offset
-        while True:
-            buf, _ = read_frames(path, offset, 16 * 1024 * 1024)
-            if not buf:
-                return offset
-            for body, stop in iter_frames(buf):
-                records = R.decode_payload(memoryview(buf)[body:stop])
-                if records and records[-1].seq > acked:
-                    return offset + body - HEADER.size
-            offset += len(buf)
-
-
-def stream_ref(path: Path) -> StreamRef:
+def stream_ref(path: Path) -> StreamId:
     """The stream a file holds, from its first record (``StreamStart``)."""
-    start = read_stream_start(path)
-    if start is None:
+    found = read_stream_id(path)
+    if found is None:
         raise GiveUp(f"{path} does not start with a stream-start record")
-    return StreamRef(start.project, start.run_id, start.label, start.incarnation)
+    return found
 
 
 class StreamUpload:
@@ -204,7 +133,7 @@ class StreamUpload:
         self,
         client: httpx.Client,
         path: Path,
-        ref: StreamRef,
+        ref: StreamId,
         *,
         max_batch: int = BATCH_BYTES,
         encoding: str | None = None,
@@ -214,7 +143,9 @@ class StreamUpload:
         self.path = path
         self.ref = ref
         self.max_batch = max_batch
-        self.encoding = encoding or default_encoding()
+        from .. import _http
+
+        self.encoding = encoding or _http.default_encoding()
         self.watch_finish = watch_finish
         self.offset: int | None = None  # first byte not acknowledged; None before resume()
         self.acked = -1
@@ -231,9 +162,14 @@ class StreamUpload:
 
     def resume(self) -> None:
         """Ask the server for its mark and skip the frames it holds already."""
-        reply = self._request("GET", ACK, None)
-        self.acked = int(reply["acked_seq"])
-        self.offset = offset_after(self.path, self.acked)
+        self._resume_at(int(self._request("GET", ACK, None)["acked_seq"]))
+
+    def _resume_at(self, mark: int) -> None:
+        """Go on from the frame holding the record after the server's ``mark``."""
+        offset = files.offset_after(self.path, mark)
+        if offset is None:
+            raise GiveUp(f"{self.path} is not a rankwise stream file")
+        self.acked, self.offset = mark, offset
 
     def pending_bytes(self) -> int:
         try:
@@ -246,20 +182,20 @@ class StreamUpload:
         if self.offset is None:
             self.resume()
         assert self.offset is not None
-        frames, damage = read_frames(self.path, self.offset, self.max_batch)
+        found = read_whole_frames(self.path, self.offset, self.max_batch)
+        frames, damage = found.data, found.corruption
         if not frames:
             if damage:
                 raise GiveUp(f"{self.path} is damaged at offset {self.offset} ({damage})")
             return False
-        self.blobs.send_for(_records_above(frames, self.acked))
+        self.blobs.send_for(files.records_naming_blobs(frames, self.acked))
         try:
             reply = self._request("POST", INGEST, MAGIC + frames)
         except _MissingBlobs as missing:
             self.blobs.send_missing(missing.digests)
             return True
         except _Rewind as rewind:
-            self.acked = rewind.mark
-            self.offset = offset_after(self.path, rewind.mark)
+            self._resume_at(rewind.mark)
             return True
         except _TooLarge:
             if sum(1 for _ in iter_frames(frames)) <= 1:
@@ -273,7 +209,7 @@ class StreamUpload:
         self.offset += len(frames)
         self.sent_bytes += len(frames)
         if self.watch_finish and not self.finished:
-            self.finished = _has_finish(frames)
+            self.finished = files.has_finish(frames)
         return True
 
     def _request(self, method: str, path: str, body: bytes | None) -> dict[str, Any]:
@@ -284,8 +220,8 @@ class StreamUpload:
         headers = {"Accept": "application/json"}
         content = None
         if body is not None:
-            content = compress(body, self.encoding)
-            headers["Content-Type"] = _http.STREAM_CONTENT_TYPE
+            content = _http.compress(body, self.encoding)
+            headers["Content-Type"] = STREAM_CONTENT_TYPE
             if self.secret is not None:
                 headers[streamkey.HEADER] = self.secret
             if self.encoding != "identity":
@@ -298,7 +234,7 @@ class StreamUpload:
             raise Retry(f"{type(exc).__name__}: {exc}") from exc
         status = response.status_code
         if method == "POST":  # only an accepted upload paces the next one
-            advice = response.headers.get(_http.UPLOAD_INTERVAL_HEADER)
+            advice = response.headers.get(UPLOAD_INTERVAL_HEADER)
             self.advised = _http.advised_interval(advice) if status == 200 else 0.0
         if status == 200:
             return _http.decode(response)  # type: ignore[no-any-return]
@@ -343,49 +279,6 @@ class _MissingBlobs(Exception):
         self.digests = digests
 
 
-def _records_above(frames: bytes, acked: int) -> list[R.AnyRecord]:
-    """The records of ``frames`` that may name blobs and that the server does not hold
-    yet. Only records of a type that names blobs are decoded (``_NAMING_TAGS``): a
-    stream of scalars costs a shallow scan, not a full decode of every batch."""
-    out: list[R.AnyRecord] = []
-    view = memoryview(frames)
-    for body, stop in iter_frames(frames):
-        _version, raws = _raw_payload.decode(view[body:stop])
-        for raw in raws:
-            if _tag(raw) in _NAMING_TAGS:
-                rec = _one_record.decode(raw)
-                if rec.seq > acked:
-                    out.append(rec)
-    return out
-
-
-# The tags of the record types that override ``blob_digests`` (Media, TableRec, ...).
-_NAMING_TAGS = frozenset(
-    cls.__struct_config__.tag
-    for cls in R.AnyRecord.__args__
-    if cls.blob_digests is not R.Record.blob_digests
-)
-_raw_payload = msgspec.msgpack.Decoder(tuple[int, list[msgspec.Raw]])
-_one_record = msgspec.msgpack.Decoder(R.AnyRecord)
-
-
-def _tag(raw: msgspec.Raw) -> int:
-    """A record's tag: the first element of its MessagePack array, a positive fixint."""
-    data = memoryview(raw)
-    head = data[0] if len(data) else 0
-    skip = 1 if 0x90 <= head <= 0x9F else 3 if head == 0xDC else 5 if head == 0xDD else -1
-    if skip < 0 or len(data) <= skip:
-        return -1
-    return int(data[skip])
-
-
-def _has_finish(frames: bytes) -> bool:
-    for body, stop in iter_frames(frames):
-        if any(type(r) is R.Finish for r in R.decode_payload(memoryview(frames)[body:stop])):
-            return True
-    return False
-
-
 URGENT_FOR = 5.0  # seconds of unpaced uploads after Uploader.urgent()
 
 
@@ -401,7 +294,7 @@ class Uploader:
         self,
         server: str,
         path: Path,
-        ref: StreamRef,
+        ref: StreamId,
         settings: Settings,
         *,
         transport: httpx.BaseTransport | None = None,

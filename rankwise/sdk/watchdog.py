@@ -173,9 +173,9 @@ class Watchdog:
 
 def _tell(who: str, idle: float, place: str, cleared: bool) -> None:
     """One line on the terminal of the stalled process (and so among its stderr lines)."""
-    from ..health import _duration
+    from ..wire.health import duration_text
 
-    took = f"{idle:.1f} s" if idle < 10 else _duration(idle)
+    took = f"{idle:.1f} s" if idle < 10 else duration_text(idle)
     if cleared:
         line = f"rankwise: {who} is logging again after {took}"
     else:

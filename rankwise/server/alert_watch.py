@@ -39,9 +39,9 @@ from ..alerting import Rule, message, parse_rule
 from ..errors import DeliveryError, UsageError
 from ..hang import RankPosition, hang_report
 from ..health import StreamSteps, assess
-from ..read.model import RunInfo
 from ..store.alerts import Claimed
 from ..store.health import quantity
+from ..wire.runs import RunInfo
 from .alert_send import send
 from .config import AlertSettings
 

@@ -30,11 +30,12 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 
-from ..store.base import Store, StreamKey
+from ..store.base import Store
 from ..stream import records as R
+from ..stream.identity import StreamId
 
 # (stream, records, the stream secret its upload presented, its future mark)
-_Item = tuple[StreamKey, Sequence[R.AnyRecord], str | None, "Future[int]"]
+_Item = tuple[StreamId, Sequence[R.AnyRecord], str | None, "Future[int]"]
 FIRST_GUESS = 0.01  # seconds per upload before any batch was timed (a first upload, which
 # creates its stream's series, costs more than later ones)
 
@@ -56,13 +57,13 @@ class GroupCommit:
         self._thread.start()
 
     def ingest(
-        self, key: StreamKey, records: Sequence[R.AnyRecord], secret: str | None = None
+        self, key: StreamId, records: Sequence[R.AnyRecord], secret: str | None = None
     ) -> int:
         """Apply ``records`` of stream ``key`` with whatever else is waiting; the mark."""
         return self.submit(key, records, secret).result()
 
     def submit(
-        self, key: StreamKey, records: Sequence[R.AnyRecord], secret: str | None = None
+        self, key: StreamId, records: Sequence[R.AnyRecord], secret: str | None = None
     ) -> Future[int]:
         """Queue ``records`` of stream ``key``; the future of its mark once applied.
         ``secret``: the stream secret the upload presented (``Store.ingest``'s ``secrets``).

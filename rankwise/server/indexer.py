@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..budget import BudgetError
-from ..store.base import Store, StreamKey
+from ..store.base import Store
 from ..stream import records as R
 from ..stream.files import iter_stream_files, read_whole_frames
 from ..stream.frames import MAGIC, scan
+from ..stream.identity import StreamId
 from .artifact_index import LocalArtifactIndex
 from .encoding import ApiError
 from .routes.ingest import check_enums, check_records
@@ -41,7 +42,7 @@ log = logging.getLogger("rankwise.server")
 
 @dataclass
 class _Tail:
-    key: StreamKey
+    key: StreamId
     path: Path
     offset: int = len(MAGIC)
     mark: int | None = None  # the store's mark; None until asked
@@ -114,8 +115,7 @@ class DirectoryTailer:
     def _discover(self) -> None:
         for found in iter_stream_files(self.root):
             if found.path not in self._tails:
-                key = StreamKey(found.project, found.run_id, found.label, found.incarnation)
-                self._tails[found.path] = _Tail(key, found.path)
+                self._tails[found.path] = _Tail(found.id, found.path)
 
     def _follow(self, tail: _Tail) -> int:
         try:

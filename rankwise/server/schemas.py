@@ -1,7 +1,7 @@
 """What FastAPI validates: request bodies and the constrained query parameters.
 
-Every reply is a msgspec struct (``rankwise.read.model``, ``rankwise.store.types``,
-``rankwise.server.replies``), encoded as it is and documented from the same declaration
+Every reply is a msgspec struct of ``rankwise.wire``, encoded as it is and documented
+from the same declaration
 (``rankwise.server.openapi``). ``docs/http-api.md`` is the prose version of the contract.
 """
 
@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, Field, Strict, StringConstraints
 
 from .. import names
+from ..wire.charts import XAxis
 
-XAxis = Literal["step", "time"]
 RunState = Literal["running", "finished", "failed", "killed", "crashed"]
 
 

@@ -221,7 +221,7 @@ def _say_indexing(root: Path) -> None:
             size += f.path.stat().st_size
         except OSError:
             pass
-    runs = len({(f.project, f.run_id) for f in found})
+    runs = len({(f.id.project, f.id.run_id) for f in found})
     print(
         f"rankwise: indexing {root}: {runs} run(s), {len(found)} stream file(s), "
         f"{size / 1e6:.1f} MB (what was indexed before is skipped) ...",

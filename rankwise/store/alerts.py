@@ -32,8 +32,9 @@ from typing import Any
 
 import msgspec
 
-from ..alerting import AlertEvent, Delivery, Destination, shown_target
+from ..alerting import Destination, shown_target
 from ..errors import UsageError
+from ..wire.alerts import AlertEvent, Delivery
 from .sqlbase import SQLBase
 from .tx import Tx, marks
 

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from ..artifacts.manifest import Chunk, Entry, Manifest, is_version
-from ..artifacts.model import ArtifactSummary, RunArtifacts, Use, VersionInfo
+from ..wire.artifacts import ArtifactSummary, RunArtifacts, Use, VersionInfo
 from .sqlbase import SQLBase
 from .tx import Tx
 

@@ -33,10 +33,10 @@ from ..artifacts.manifest import (
     manifest_digest,
     validate_manifest,
 )
-from ..artifacts.model import CommitRequest, VersionInfo
 from ..budget import check_json_value
 from ..errors import UsageError
 from ..names import check_id
+from ..wire.artifacts import CommitRequest, VersionInfo
 from .artifact_reads import LATEST, ArtifactReads, load, resolve
 from .tx import Tx
 

@@ -16,42 +16,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..read.media_model import HistogramSeries, MediaKey, MediaReply
-from ..read.model import CrossRankValue, RunInfo
 from ..stream import records as R
-from .types import (
-    Band,
-    ConsolePage,
-    ConsoleQuery,
-    SavedView,
-    Series,
-    StallEvent,
-    SystemSeries,
-    TableRow,
-)
+from ..stream.identity import StreamId
+from ..wire.charts import Band, Series, XAxis
+from ..wire.health import ConsolePage, StallEvent, SystemSeries
+from ..wire.media import HistogramsEntry, MediaKey, MediaReply
+from ..wire.runs import CrossRankValue, RunInfo, SavedView
+from .types import ConsoleQuery, TableRow
 
 if TYPE_CHECKING:
-    from ..alerting import AlertEvent, Destination
+    from ..alerting import Destination
     from ..artifacts.manifest import Entry
-    from ..artifacts.model import ArtifactSummary, CommitRequest, RunArtifacts, VersionInfo
     from ..health import StreamSteps
     from ..tokens import NewToken, TokenInfo
+    from ..wire.alerts import AlertEvent
+    from ..wire.artifacts import ArtifactSummary, CommitRequest, RunArtifacts, VersionInfo
     from .alerts import Claimed
     from .tokens import SessionInfo
-
-XAxis = Literal["step", "time"]
-
-
-@dataclass(frozen=True, order=True)
-class StreamKey:
-    """Identifies one stream file: one process's incarnation of one label of one run."""
-
-    project: str
-    run_id: str
-    label: str
-    incarnation: int
 
 
 @dataclass
@@ -76,9 +59,9 @@ class RunStore(Protocol):
 
     def ingest(
         self,
-        batches: Sequence[tuple[StreamKey, Sequence[R.AnyRecord]]],
+        batches: Sequence[tuple[StreamId, Sequence[R.AnyRecord]]],
         secrets: Sequence[str | None] | None = None,
-    ) -> dict[StreamKey, int]:
+    ) -> dict[StreamId, int]:
         """Apply the records newer than each stream's mark; returns each stream's mark.
 
         ``secrets``, one per batch: the stream secret its upload presented (None: none).
@@ -86,7 +69,7 @@ class RunStore(Protocol):
         only with that secret (``store.ingest.StreamKeyRefused``). Without ``secrets``
         the caller read the streams' own files (``rankwise ui``): nothing is checked."""
 
-    def acked(self, key: StreamKey) -> int:
+    def acked(self, key: StreamId) -> int:
         """The stream's high-water mark: the highest seq applied, -1 when unknown."""
 
     def projects(self) -> list[str]: ...
@@ -211,7 +194,7 @@ class MediaStore(Protocol):
 
     def histograms(
         self, project: str, run_id: str, key: str, label: str | None = None
-    ) -> list[HistogramSeries] | None:
+    ) -> list[HistogramsEntry] | None:
         """One series per label of one histogram key, in step order."""
 
     def table_row(

@@ -24,9 +24,10 @@ import numpy as np
 
 from ..errors import UsageError
 from ..health import StreamSteps
-from ..read.model import RunInfo, StreamInfo
 from ..stream import records as R
 from ..stream.fold import StreamFold
+from ..wire.health import ConsoleLine, ConsolePage, StallEvent, SystemSeries
+from ..wire.runs import RunInfo, StreamInfo
 from . import health as T
 from . import query
 from . import runs as run_rows
@@ -34,7 +35,7 @@ from .chunks import decode_xy
 from .ingest import decode_fold
 from .sqlbase import SQLBase
 from .tx import Tx, marks
-from .types import ConsoleLine, ConsolePage, ConsoleQuery, StallEvent, SystemSeries
+from .types import ConsoleQuery
 
 _start_dec = msgspec.msgpack.Decoder(R.StreamStart)
 MAX_LIMIT = 10_000

@@ -14,8 +14,8 @@ from typing import Any
 
 import msgspec
 
-from ..read.media_model import HistogramSeries, MediaKey, MediaReply, MediaRow
 from ..stream import records as R
+from ..wire.media import HistogramsEntry, MediaKey, MediaReply, MediaRow
 from .media import floats
 from .sqlbase import SQLBase
 from .tx import Tx
@@ -135,10 +135,10 @@ class MediaReads(SQLBase):
 
     def histograms(
         self, project: str, run_id: str, key: str, label: str | None = None
-    ) -> list[HistogramSeries] | None:
+    ) -> list[HistogramsEntry] | None:
         """One series per label of one histogram key, in step order."""
 
-        def read(tx: Tx) -> list[HistogramSeries] | None:
+        def read(tx: Tx) -> list[HistogramsEntry] | None:
             got = self._labels(tx, project, run_id)
             if got is None:
                 return None
@@ -158,7 +158,7 @@ class MediaReads(SQLBase):
             for lab in sorted(per):
                 rows = sorted(per[lab], key=lambda r: (r[0], r[1]))
                 out.append(
-                    HistogramSeries(
+                    HistogramsEntry(
                         label=lab,
                         steps=[r[0] for r in rows],
                         edges=[floats(r[6]) for r in rows],

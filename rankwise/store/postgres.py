@@ -30,7 +30,7 @@ from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from ..stream import records as R
-from .base import StreamKey
+from ..stream.identity import StreamId
 from .ingest import Presented, apply_streams
 from .sql import SQLStore
 from .tx import Tx
@@ -175,16 +175,16 @@ class PostgresStore(SQLStore):
 
     def _apply(
         self,
-        todo: list[tuple[StreamKey, tuple[int, int], list[R.AnyRecord]]],
+        todo: list[tuple[StreamId, tuple[int, int], list[R.AnyRecord]]],
         mids: dict[str, int],
-        keys: dict[StreamKey, Presented] | None = None,
-    ) -> dict[StreamKey, int]:
+        keys: dict[StreamId, Presented] | None = None,
+    ) -> dict[StreamId, int]:
         """All the streams of one call in one transaction, so each aggregate block they
         share is rewritten once. Stream rows are locked in id order before any block
         (in (metric, block) order), so concurrent ingesters never wait in a cycle."""
         ordered = sorted(todo, key=lambda t: t[1][0])
 
-        def apply_all(tx: Tx) -> dict[StreamKey, int]:
+        def apply_all(tx: Tx) -> dict[StreamId, int]:
             items = [(sid, run, recs) for _, (sid, run), recs in ordered]
             shown = None if keys is None else [keys[key] for key, _, _ in ordered]
             got = apply_streams(tx, items, mids, self._system_ids, shown)

@@ -34,14 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from ..read.model import CrossRankValue
+from ..wire.charts import Band, Series, XAxis
+from ..wire.runs import CrossRankValue
 from .aggregate import Agg
-from .base import XAxis
 from .blocks import BLOCK
 from .chunks import AXIS_ROLES, MID, SUB, UNIT_BYTES, decode, decode_xy, units
 from .downsample import F8, bucket_of, extremes, m4
 from .tx import Tx, marks
-from .types import Band, Series
 
 _AXIS_COL = {"step": 0, "time": 1}
 _RANGE = {

@@ -20,9 +20,9 @@ import msgspec
 
 from ..errors import UsageError
 from ..read.fold import StreamFacts, fold_run
-from ..read.model import RunInfo
 from ..stream import records as R
 from ..stream.fold import StreamFold
+from ..wire.runs import RunInfo
 from .base import RunQuery
 
 SORT_KEYS = ("created", "updated", "name", "state", "steps")

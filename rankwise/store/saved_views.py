@@ -14,8 +14,8 @@ import time
 from typing import Any
 
 from ..errors import UsageError
+from ..wire.runs import SavedView
 from .sqlbase import SQLBase
-from .types import SavedView
 
 MAX_NAME = 100
 MAX_JSON = 64 * 1024  # bytes of filters + columns; a view is a handful of settings

@@ -23,14 +23,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import UsageError
-from ..read.model import CrossRankValue, RunInfo
 from ..stream import records as R
+from ..stream.identity import StreamId
+from ..wire.charts import Band, Series, XAxis
+from ..wire.runs import CrossRankValue, RunInfo
 from . import health as rank_health
 from . import migrations as M
 from . import query, runs
 from .alerts import Alerts
 from .artifacts import ArtifactWrites
-from .base import RunQuery, StreamKey, XAxis
+from .base import RunQuery
 from .health_reads import HealthReads
 from .ingest import Presented, apply_stream, decode_fold, metric_names
 from .media_reads import MediaReads
@@ -38,7 +40,6 @@ from .saved_views import SavedViews
 from .sqlbase import SQLBase
 from .tokens import Tokens
 from .tx import Tx, marks
-from .types import Band, Series
 
 _XS = ("step", "time")
 
@@ -62,7 +63,7 @@ class SQLStore(SavedViews, HealthReads, MediaReads, Tokens, ArtifactWrites, Aler
         # Whether a stream's (host, pid) may be checked against this host's processes:
         # only for ``rankwise ui``'s index of local files (stream_state's ``local_pids``).
         self.local_pids = False
-        self._stream_ids: dict[StreamKey, tuple[int, int]] = {}
+        self._stream_ids: dict[StreamId, tuple[int, int]] = {}
         self._metric_ids: dict[str, int] = {}
         self._system_ids: dict[str, int] = {}  # system key names (rank health)
 
@@ -118,16 +119,16 @@ class SQLStore(SavedViews, HealthReads, MediaReads, Tokens, ArtifactWrites, Aler
 
     def ingest(
         self,
-        batches: Sequence[tuple[StreamKey, Sequence[R.AnyRecord]]],
+        batches: Sequence[tuple[StreamId, Sequence[R.AnyRecord]]],
         secrets: Sequence[str | None] | None = None,
-    ) -> dict[StreamKey, int]:
-        merged: dict[StreamKey, list[R.AnyRecord]] = {}
-        presented: dict[StreamKey, list[str | None]] = {}
+    ) -> dict[StreamId, int]:
+        merged: dict[StreamId, list[R.AnyRecord]] = {}
+        presented: dict[StreamId, list[str | None]] = {}
         for i, (key, recs) in enumerate(batches):
             merged.setdefault(key, []).extend(recs)
             if secrets is not None:
                 presented.setdefault(key, []).append(secrets[i])
-        out: dict[StreamKey, int] = {}
+        out: dict[StreamId, int] = {}
         todo = []
         self._ensure_streams([k for k, recs in merged.items() if recs])
         for key, recs in merged.items():
@@ -146,10 +147,10 @@ class SQLStore(SavedViews, HealthReads, MediaReads, Tokens, ArtifactWrites, Aler
 
     def _apply(
         self,
-        todo: list[tuple[StreamKey, tuple[int, int], list[R.AnyRecord]]],
+        todo: list[tuple[StreamId, tuple[int, int], list[R.AnyRecord]]],
         mids: dict[str, int],
-        keys: dict[StreamKey, Presented] | None = None,
-    ) -> dict[StreamKey, int]:
+        keys: dict[StreamId, Presented] | None = None,
+    ) -> dict[StreamId, int]:
         """One transaction per stream (a store with one writer may batch them).
         ``keys``: the secrets each stream's uploads presented (None: trusted)."""
         out = {}
@@ -168,7 +169,7 @@ class SQLStore(SavedViews, HealthReads, MediaReads, Tokens, ArtifactWrites, Aler
             out[key] = self._write(one)
         return out
 
-    def _ids(self, key: StreamKey) -> tuple[int, int]:
+    def _ids(self, key: StreamId) -> tuple[int, int]:
         """(stream id, run id) of ``key``, creating the rows (empty) when new."""
         got = self._stream_ids.get(key)
         if got is None:
@@ -176,7 +177,7 @@ class SQLStore(SavedViews, HealthReads, MediaReads, Tokens, ArtifactWrites, Aler
             got = self._stream_ids[key]
         return got
 
-    def _ensure_streams(self, keys: Sequence[StreamKey]) -> None:
+    def _ensure_streams(self, keys: Sequence[StreamId]) -> None:
         """Create the run and stream rows of the ``keys`` not seen yet, in one transaction
         (a thousand ranks starting at once are one write, not a thousand)."""
         new = sorted({k for k in keys if k not in self._stream_ids})
@@ -247,7 +248,7 @@ class SQLStore(SavedViews, HealthReads, MediaReads, Tokens, ArtifactWrites, Aler
 
     # -- reads -----------------------------------------------------------------------------
 
-    def acked(self, key: StreamKey) -> int:
+    def acked(self, key: StreamId) -> int:
         row = self._read(
             lambda tx: tx.one(
                 "SELECT s.acked_seq FROM streams s JOIN runs r ON r.id = s.run "

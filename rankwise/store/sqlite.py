@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 from ..errors import UsageError
 from ..stream import records as R
-from .base import StreamKey
+from ..stream.identity import StreamId
 from .ingest import Presented, apply_streams
 from .sql import SQLStore
 from .tx import Tx
@@ -181,11 +181,11 @@ class SQLiteStore(SQLStore):
 
     def _apply(
         self,
-        todo: list[tuple[StreamKey, tuple[int, int], list[R.AnyRecord]]],
+        todo: list[tuple[StreamId, tuple[int, int], list[R.AnyRecord]]],
         mids: dict[str, int],
-        keys: dict[StreamKey, Presented] | None = None,
-    ) -> dict[StreamKey, int]:
-        def apply_all(tx: Tx) -> dict[StreamKey, int]:
+        keys: dict[StreamId, Presented] | None = None,
+    ) -> dict[StreamId, int]:
+        def apply_all(tx: Tx) -> dict[StreamId, int]:
             items = [(sid, run, recs) for _, (sid, run), recs in todo]
             shown = None if keys is None else [keys[key] for key, _, _ in todo]
             got = apply_streams(tx, items, mids, self._system_ids, shown)

@@ -16,6 +16,11 @@ so all of them skip the same things: a project, run or label that is not an id
 file that is not ``<label>.<incarnation>.rwlog``. They read frames through
 ``read_whole_frames``, so all of them stop at the same place and tell a torn tail (a
 write in progress, or a crash's last frame) from damage the same way (``Damage.torn``).
+
+A stream's uploaders (``rankwise.sdk.uploader``, ``rankwise sync``) find where to resume
+(``offset_after``), which stream a file is (``read_stream_id``) and what the frames they
+send hold (``records_naming_blobs``, ``has_finish``) here as well: the SDK holds no
+stream-format code of its own.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from ..errors import UsageError
 from ..names import casefold_clash, is_id
 from . import records as R
 from .frames import HEADER, MAGIC, MAX_FRAME, Damage, damage_at, iter_frames
+from .identity import StreamId
 
 SUFFIX = ".rwlog"
 
@@ -120,12 +126,9 @@ def create_stream_file(directory: Path, label: str, first: int = 0) -> tuple[int
 
 @dataclass(frozen=True)
 class StreamFile:
-    """One stream file found under a data directory."""
+    """One stream file found under a data directory: which stream it is, and where."""
 
-    project: str
-    run_id: str
-    label: str
-    incarnation: int
+    id: StreamId
     path: Path
 
 
@@ -157,7 +160,7 @@ def iter_stream_files(
     """Every stream file under a data directory, by project, run, label, incarnation."""
     for run in iter_run_dirs(root, project):
         for label, inc, path in list_streams(run / "streams"):
-            yield StreamFile(run.parent.name, run.name, label, inc, path)
+            yield StreamFile(StreamId(run.parent.name, run.name, label, inc), path)
 
 
 def stream_files_under(path: Path) -> list[Path]:
@@ -187,6 +190,13 @@ class WholeFrames:
     @property
     def end(self) -> int:
         return self.offset + len(self.data)
+
+    @property
+    def corruption(self) -> str | None:
+        """Why the read stopped at corruption; None when it did not (the end of the
+        file, the cap, or a torn tail that a writer may still complete)."""
+        damage = self.damage
+        return damage.reason if damage is not None and not damage.torn else None
 
 
 def read_whole_frames(path: Path, offset: int, max_bytes: int) -> WholeFrames:
@@ -250,6 +260,67 @@ def read_stream_start(path: Path) -> R.StreamStart | None:
         first = records[0] if records else None
         return first if isinstance(first, R.StreamStart) else None
     return None
+
+
+def read_stream_id(path: Path) -> StreamId | None:
+    """Which stream a file holds, from its ``StreamStart``; None when it has none."""
+    start = read_stream_start(path)
+    if start is None:
+        return None
+    return StreamId(start.project, start.run_id, start.label, start.incarnation)
+
+
+def offset_after(path: Path, acked: int) -> int | None:
+    """File offset of the first frame holding a record above ``acked`` (the file's end
+    when none does; where an upload resumes after the server's mark). None when the
+    file is not a stream file."""
+    with open(path, "rb") as f:
+        if f.read(len(MAGIC)) != MAGIC:
+            return None
+    offset = len(MAGIC)
+    if acked < 0:
+        return offset
+    while True:
+        buf = read_whole_frames(path, offset, 16 * 1024 * 1024).data
+        if not buf:
+            return offset
+        for body, stop in iter_frames(buf):
+            records = R.decode_payload(memoryview(buf)[body:stop])
+            if records and records[-1].seq > acked:
+                return offset + body - HEADER.size
+        offset += len(buf)
+
+
+# The tags of the record types that override ``blob_digests`` (Media, TableRec, ...).
+_NAMING_TAGS = frozenset(
+    cls.__struct_config__.tag
+    for cls in R.AnyRecord.__args__
+    if cls.blob_digests is not R.Record.blob_digests
+)
+
+
+def records_naming_blobs(frames: bytes, above: int) -> list[R.AnyRecord]:
+    """The records of ``frames`` (whole frames, as read) with a seq above ``above`` that
+    may name blobs. Only records of a type that names blobs are decoded: a stream of
+    scalars costs a shallow scan (``R.record_tag``), not a full decode."""
+    out: list[R.AnyRecord] = []
+    view = memoryview(frames)
+    for body, stop in iter_frames(frames):
+        for raw in R.raw_records(view[body:stop]):
+            if R.record_tag(raw) in _NAMING_TAGS:
+                rec = R.decode_record(raw)
+                if rec.seq > above:
+                    out.append(rec)
+    return out
+
+
+def has_finish(frames: bytes) -> bool:
+    """Whether ``frames`` (whole frames, as read) hold a ``Finish`` record."""
+    view = memoryview(frames)
+    for body, stop in iter_frames(frames):
+        if any(type(r) is R.Finish for r in R.decode_payload(view[body:stop])):
+            return True
+    return False
 
 
 def read_last_frame(path: Path) -> list[R.AnyRecord]:

@@ -364,6 +364,35 @@ def decode_payload(data: bytes | memoryview) -> list[AnyRecord]:
     return records  # type: ignore[no-any-return]
 
 
+_raw_decoder = msgspec.msgpack.Decoder(tuple[int, list[msgspec.Raw]])
+_one_decoder = msgspec.msgpack.Decoder(AnyRecord)
+
+
+def raw_records(data: bytes | memoryview) -> list[msgspec.Raw]:
+    """One frame payload's records, each still encoded (``decode_record`` decodes one):
+    for readers that look at a few records or at their bytes. Raises
+    ``msgspec.DecodeError`` on bad input."""
+    _version, raws = _raw_decoder.decode(data)
+    return raws
+
+
+def decode_record(raw: msgspec.Raw | bytes) -> AnyRecord:
+    """One record of ``raw_records``."""
+    return _one_decoder.decode(raw)  # type: ignore[no-any-return]
+
+
+def record_tag(raw: msgspec.Raw | bytes | memoryview) -> int:
+    """An encoded record's type tag (``Record`` subclasses' ``tag=``) without decoding it:
+    the first element of its MessagePack array, a positive fixint; -1 when the bytes do
+    not start that way."""
+    data = memoryview(raw)
+    head = data[0] if len(data) else 0
+    skip = 1 if 0x90 <= head <= 0x9F else 3 if head == 0xDC else 5 if head == 0xDD else -1
+    if skip < 0 or len(data) <= skip:
+        return -1
+    return int(data[skip])
+
+
 STATES = ("running", "finished", "failed", "killed", "crashed")
 END_STATES = ("finished", "failed", "killed")  # what a Finish record may say
 CONSOLE_STREAMS = ("stdout", "stderr")  # what a Console record's ``stream`` may be

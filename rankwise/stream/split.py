@@ -17,9 +17,9 @@ import msgspec
 import numpy as np
 
 from .frames import MAGIC, iter_frames
+from .records import raw_records
 
 PAD = 16  # zero bytes after the data, so 8-byte gathers near the end stay inside
-_raw_records = msgspec.msgpack.Decoder(tuple[int, list[msgspec.Raw]])
 
 
 class Views:
@@ -130,7 +130,7 @@ def split_records(buf: bytearray, n: int, layouts: list[Layout]) -> tuple[Parts,
             end = stop
             continue
         try:
-            raws = _raw_records.decode(data[body:stop])[1]
+            raws = raw_records(data[body:stop])
         except (msgspec.DecodeError, ValueError) as exc:
             reason = f"frame with a valid checksum failed to decode: {exc}"
             break

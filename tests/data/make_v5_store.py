@@ -32,16 +32,16 @@ def v5_values(rank: int, step: int) -> dict[str, float]:
 
 def main(path: Path) -> None:
     from rankwise.store import migrations as M
-    from rankwise.store.base import StreamKey
     from rankwise.store.sqlite import SQLiteStore
     from rankwise.stream import records as R
+    from rankwise.stream.identity import StreamId
 
     assert M.LATEST == 5, f"made by schema version 5, not {M.LATEST}"
     path.unlink(missing_ok=True)
     with SQLiteStore(path) as st:
         st.migrate()
         for rank in range(RANKS):
-            key = StreamKey("p", "old", f"rank-{rank}", 0)
+            key = StreamId("p", "old", f"rank-{rank}", 0)
             recs: list[R.AnyRecord] = [
                 R.StreamStart(seq=0, time=T0, project="p", run_id="old", label=key.label,
                               incarnation=0, rank=rank, world_size=RANKS,

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from rankwise.store.base import StreamKey
 from rankwise.stream import records as R
 from rankwise.stream.blobs import blob_path, write_blob
+from rankwise.stream.identity import StreamId
 
 from .env import free_port, need
 from .streams import start
@@ -60,7 +60,7 @@ def blob_run(
     Parquet blob and image cells are blobs; ``shared`` contents are logged too (the
     same digests another run or rank may have)."""
     rng = random.Random(seed)
-    key = StreamKey(project, run, label, 0)
+    key = StreamId(project, run, label, 0)
     run_dir = root / project / run
     out = BlobRun(root, project, run, Path())
     recs: list[R.AnyRecord] = [start(project, run, label)]

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from rankwise.artifacts.manifest import Entry, Manifest, hash_file
-from rankwise.artifacts.model import CommitRequest
 from rankwise.artifacts.remote import RemoteArtifacts
+from rankwise.wire.artifacts import CommitRequest
 
 from .env import REPO
 

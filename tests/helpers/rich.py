@@ -6,8 +6,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from rankwise.store.base import StreamKey
 from rankwise.stream import records as R
+from rankwise.stream.identity import StreamId
 
 from .telemetry import T0, start
 
@@ -16,7 +16,7 @@ def digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def rich_stream(key: StreamKey, rank: int, steps: int, tables: bool = True) -> list[R.AnyRecord]:
+def rich_stream(key: StreamId, rank: int, steps: int, tables: bool = True) -> list[R.AnyRecord]:
     """StreamStart, then per step: a metric, a 3-image gallery, a histogram, and every
     fifth step a table (whose second column holds image digests)."""
     recs: list[R.AnyRecord] = [start(key, rank, rank // 2)]
@@ -66,7 +66,7 @@ def rich_stream(key: StreamKey, rank: int, steps: int, tables: bool = True) -> l
     return recs
 
 
-def expected_media(streams: dict[StreamKey, list[R.AnyRecord]]) -> list[tuple[Any, ...]]:
+def expected_media(streams: dict[StreamId, list[R.AnyRecord]]) -> list[tuple[Any, ...]]:
     """(step, label, index, digest, caption, width, height) of every media item."""
     out = []
     for key, recs in streams.items():
@@ -78,7 +78,7 @@ def expected_media(streams: dict[StreamKey, list[R.AnyRecord]]) -> list[tuple[An
 
 
 def expected_histograms(
-    streams: dict[StreamKey, list[R.AnyRecord]],
+    streams: dict[StreamId, list[R.AnyRecord]],
 ) -> dict[str, list[tuple[int, list[float], list[float], int, int, int]]]:
     out: dict[str, list[tuple[int, list[float], list[float], int, int, int]]] = {}
     for key, recs in streams.items():

@@ -7,16 +7,16 @@ import random
 from pathlib import Path
 from typing import Any
 
-from rankwise.store.base import StreamKey
 from rankwise.stream import records as R
 from rankwise.stream.files import stream_filename, streams_dir
 from rankwise.stream.frames import MAGIC, encode_frame
+from rankwise.stream.identity import StreamId
 
 T0 = 1_700_000_000.0
 WORDS = ["loss", "NCCL WARN", "grad", "100%_done", "epoch"]
 
 
-def start(key: StreamKey, rank: int, node: int, t: float = T0, world: int = 4) -> R.StreamStart:
+def start(key: StreamId, rank: int, node: int, t: float = T0, world: int = 4) -> R.StreamStart:
     return R.StreamStart(
         seq=0, time=t, project=key.project, run_id=key.run_id, label=key.label,
         incarnation=key.incarnation, rank=rank, world_size=world, node_rank=node,
@@ -25,7 +25,7 @@ def start(key: StreamKey, rank: int, node: int, t: float = T0, world: int = 4) -
 
 
 def console_stream(
-    key: StreamKey, rank: int, node: int, n: int, rng: random.Random
+    key: StreamId, rank: int, node: int, n: int, rng: random.Random
 ) -> list[R.AnyRecord]:
     """StreamStart then Console records of random sizes; each line's time is unique."""
     recs: list[R.AnyRecord] = [start(key, rank, node)]
@@ -43,7 +43,7 @@ def console_stream(
 
 
 def expected_lines(
-    streams: dict[StreamKey, list[R.AnyRecord]],
+    streams: dict[StreamId, list[R.AnyRecord]],
 ) -> list[tuple[str, str, float, str]]:
     """(label, stdout/stderr, time, text) of every line, in time order."""
     out = []
@@ -57,7 +57,7 @@ def expected_lines(
 
 
 def system_stream(
-    key: StreamKey, rank: int, node: int, n: int, node_sampler: bool
+    key: StreamId, rank: int, node: int, n: int, node_sampler: bool
 ) -> list[R.AnyRecord]:
     """A sample every 10 s: proc/* always; node/* and two GPUs from the node's sampler."""
     recs: list[R.AnyRecord] = [start(key, rank, node)]
@@ -75,7 +75,7 @@ def system_stream(
 
 
 def steps_stream(
-    key: StreamKey, rank: int, times: list[float], stall: R.Stall | None = None, node: int = 0
+    key: StreamId, rank: int, times: list[float], stall: R.Stall | None = None, node: int = 0
 ) -> list[R.AnyRecord]:
     """Step ``i`` logged at ``times[i]`` (and once more 10 ms later), then maybe a stall,
     then a heartbeat 30 s after the last step."""
@@ -92,7 +92,7 @@ def steps_stream(
     return recs
 
 
-def write_stream_file(root: Path, key: StreamKey, recs: list[R.AnyRecord]) -> Path:
+def write_stream_file(root: Path, key: StreamId, recs: list[R.AnyRecord]) -> Path:
     """The records as the SDK writes them: a stream file under a data directory."""
     d = streams_dir(root, key.project, key.run_id)
     d.mkdir(parents=True, exist_ok=True)

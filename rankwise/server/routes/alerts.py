@@ -14,13 +14,13 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 from starlette.responses import Response
 
-from ...alerting import AlertEvent, Destination, DestinationInfo, message
+from ...alerting import Destination, message
 from ...errors import DeliveryError, UsageError
 from ...store.alerts import check_destination_id
+from ...wire.alerts import AlertEvent, AlertsReply, DeliveryTest, DestinationInfo, DestinationsReply
 from ..alert_send import send
 from ..config import ServerSettings
 from ..encoding import ApiError, reply
-from ..replies import AlertsReply, DeliveryTest, DestinationsReply
 from .deps import answers
 from .deps import store as _store
 

@@ -31,7 +31,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response, StreamingResponse
 
 from ...artifacts.manifest import Chunk, Entry, check_alias, is_version
-from ...artifacts.model import (
+from ...budget import BudgetError
+from ...errors import UsageError
+from ...names import FILE_MAX, ID_MAX, ID_PATTERN, ID_RULE, check_id, is_file_name, is_id
+from ...store.artifact_reads import LATEST
+from ...store.artifacts import ArtifactConflict, check_commit
+from ...wire.artifacts import (
     ArtifactsReply,
     CommitRequest,
     RunArtifacts,
@@ -39,11 +44,6 @@ from ...artifacts.model import (
     VersionInfo,
     VersionsReply,
 )
-from ...budget import BudgetError
-from ...errors import UsageError
-from ...names import FILE_MAX, ID_MAX, ID_PATTERN, ID_RULE, check_id, is_file_name, is_id
-from ...store.artifact_reads import LATEST
-from ...store.artifacts import ArtifactConflict, check_commit
 from ..blobs import BlobStore, iter_chunks
 from ..encoding import ApiError, reply
 from .blobs import OCTET, blob_store

@@ -31,6 +31,7 @@ from fastapi import APIRouter, Path, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response, StreamingResponse
 
+from ...wire.media import BlobPut, BlobsLost, BlobsMissing
 from ..blobs import (
     CHUNK,
     BlobStore,
@@ -42,7 +43,6 @@ from ..blobs import (
 )
 from ..config import ServerSettings
 from ..encoding import ApiError, reply
-from ..replies import BlobPut, BlobsLost, BlobsMissing
 from .deps import answers
 
 router = APIRouter(tags=["blobs"])

@@ -1,10 +1,9 @@
 """What the routes share: the store, the 404 of an unknown run, the from <= to check, and
 how a route names its reply and error schemas in the OpenAPI document.
 
-Replies are msgspec structs (``rankwise.read.model``, ``rankwise.store.types``,
-``rankwise.server.replies``) encoded as they are; FastAPI documents pydantic models only,
-so a route names its reply with ``answers(Struct, 404, ...)`` — a reference into the
-components ``rankwise.server.openapi`` adds from the same structs.
+Replies are msgspec structs (``rankwise.wire``) encoded as they are; FastAPI documents
+pydantic models only, so a route names its reply with ``answers(Struct, 404, ...)`` — a
+reference into the components ``rankwise.server.openapi`` adds from the same structs.
 """
 
 from __future__ import annotations

@@ -22,12 +22,19 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from ...errors import UsageError
-from ...health import DEFAULT_FACTOR, DEFAULT_WINDOW, HealthReply, assess
+from ...health import DEFAULT_FACTOR, DEFAULT_WINDOW, assess
 from ...store.health import quantity
 from ...store.health_reads import MAX_LIMIT
-from ...store.types import ConsolePage, ConsoleQuery
+from ...store.types import ConsoleQuery
+from ...wire.health import (
+    ConsolePage,
+    HangReply,
+    HealthReply,
+    StallsReply,
+    SystemReply,
+    SystemSeriesReply,
+)
 from ..encoding import ApiError, reply
-from ..replies import HangReply, StallsReply, SystemReply, SystemSeriesReply
 from .deps import ID_BOUNDS as ID
 from .deps import INT64, answers, check_range, found
 from .deps import X_BOUNDS as X

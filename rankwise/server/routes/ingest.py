@@ -44,21 +44,22 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from ... import budget, names
-from ..._http import UPLOAD_INTERVAL_HEADER
 from ...budget import BudgetError
 from ...store import media as rich
-from ...store.base import Store, StreamKey
+from ...store.base import Store
 from ...store.ingest import StreamConflict, StreamKeyRefused
 from ...stream import records as R
 from ...stream import streamkey
 from ...stream.frames import scan
+from ...stream.identity import StreamId as StreamKey
+from ...wire.constants import UPLOAD_INTERVAL_HEADER
+from ...wire.envelopes import AckReply
 from ..blobs import BlobStore, is_digest
 from ..config import ServerSettings
 from ..encoding import ApiError, error_reply, reply
 from ..group_commit import GroupCommit, store_unavailable
 from ..keycap import MAX_KEYS_PER_RUN, run_keys
 from ..pacing import Pacer
-from ..replies import AckReply
 from .deps import Responses, answers, refusal
 from .deps import store as _store
 

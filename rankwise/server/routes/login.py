@@ -15,6 +15,7 @@ from __future__ import annotations
 import secrets
 from typing import Annotated, Any, Literal
 
+import msgspec
 from fastapi import APIRouter, Depends, Request
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from starlette.responses import Response
@@ -23,9 +24,10 @@ from ... import names
 from ... import tokens as T
 from ...errors import UsageError
 from ...store.tokens import check_new_token
+from ...wire.auth import NewTokenReply, TokenRow, TokensReply, WhoAmI
 from .. import auth
 from ..encoding import ApiError, reply
-from .deps import refusal
+from .deps import answers, refusal
 
 router = APIRouter(tags=["auth"])
 
@@ -34,34 +36,7 @@ class Login(BaseModel):
     token: str = Field(max_length=200, description="a read or admin token (rk_r_… or rk_a_…)")
 
 
-class WhoAmI(BaseModel):
-    auth: bool = Field(description="false on a local `rankwise ui`: no login needed")
-    role: str
-    projects: list[str] | None = Field(description="null: every project")
-    name: str = ""
-    via: str = Field(description="bearer, session or local")
-    local: bool = Field(
-        default=False,
-        description="true on `rankwise ui` (it reads a data directory); false on a server "
-        "that ranks upload to",
-    )
-
-
 ProjectName = Annotated[str, StringConstraints(pattern=names.ID_CHARS_PATTERN)]
-
-
-class TokenRow(BaseModel):
-    id: str
-    role: str
-    name: str
-    projects: list[str] | None
-    created: float
-    last_used: float | None
-    revoked: float | None
-
-
-class TokensReply(BaseModel):
-    tokens: list[TokenRow]
 
 
 class NewScopedToken(BaseModel):
@@ -88,40 +63,36 @@ class NewAdminToken(BaseModel):
 NewTokenRequest = Annotated[NewScopedToken | NewAdminToken, Field(discriminator="role")]
 
 
-class NewTokenReply(TokenRow):
-    token: str = Field(description="the token itself: shown this once, never again")
-
-
-def _who(request: Request, p: auth.Principal) -> dict[str, Any]:
+def _who(request: Request, p: auth.Principal) -> WhoAmI:
     info = p.token
     settings = request.app.state.settings
-    return {
-        "auth": settings.auth,
-        "local": settings.tails_dir is not None,
-        "role": p.role,
-        "projects": None if info is None or info.projects is None else list(info.projects),
-        "name": info.name if info is not None else "",
-        "via": p.via,
-    }
+    return WhoAmI(
+        auth=settings.auth,
+        local=settings.tails_dir is not None,
+        role=p.role,
+        projects=None if info is None or info.projects is None else list(info.projects),
+        name=info.name if info is not None else "",
+        via=p.via,
+    )
 
 
-def _row(info: T.TokenInfo) -> dict[str, Any]:
-    return {
-        "id": info.id,
-        "role": info.role,
-        "name": info.name,
-        "projects": None if info.projects is None else list(info.projects),
-        "created": info.created,
-        "last_used": info.last_used,
-        "revoked": info.revoked,
-    }
+def _row(info: T.TokenInfo) -> TokenRow:
+    return TokenRow(
+        id=info.id,
+        role=info.role,
+        name=info.name,
+        projects=None if info.projects is None else list(info.projects),
+        created=info.created,
+        last_used=info.last_used,
+        revoked=info.revoked,
+    )
 
 
 _401: dict[int | str, dict[str, Any]] = {401: refusal("no valid credentials")}
 _403: dict[int | str, dict[str, Any]] = {403: refusal("role or project not allowed")}
 
 
-@router.get("/session", response_model=WhoAmI, responses=_401)
+@router.get("/session", response_model=None, responses={**answers(WhoAmI), **_401})
 def whoami(
     request: Request, who: Annotated[auth.Principal, Depends(auth.authenticated)]
 ) -> Response:
@@ -131,8 +102,8 @@ def whoami(
 
 @router.post(
     "/session",
-    response_model=WhoAmI,
-    responses={**_401, **_403},
+    response_model=None,
+    responses={**answers(WhoAmI), **_401, **_403},
     dependencies=[Depends(auth.public)],
 )
 def login(request: Request, body: Login) -> Response:
@@ -186,19 +157,20 @@ def logout(request: Request) -> Response:
 
 @router.get(
     "/tokens",
-    response_model=TokensReply,
-    responses={**_401, **_403},
+    response_model=None,
+    responses={**answers(TokensReply), **_401, **_403},
     dependencies=[Depends(auth.admin)],
 )
 def list_tokens(request: Request) -> Response:
     """Every token (live and revoked), without secrets."""
-    return reply(request, {"tokens": [_row(t) for t in request.app.state.store.list_tokens()]})
+    rows = [_row(t) for t in request.app.state.store.list_tokens()]
+    return reply(request, TokensReply(tokens=rows))
 
 
 @router.post(
     "/tokens",
-    response_model=NewTokenReply,
-    responses={**_401, **_403},
+    response_model=None,
+    responses={**answers(NewTokenReply), **_401, **_403},
     dependencies=[Depends(auth.admin)],
 )
 def create_token(request: Request, body: NewTokenRequest) -> Response:
@@ -208,7 +180,8 @@ def create_token(request: Request, body: NewTokenRequest) -> Response:
     except UsageError as exc:  # the store's argument errors: the fix is the caller's
         raise ApiError(422, str(exc)) from None
     new = request.app.state.store.create_token(body.role, body.projects, body.name)
-    return reply(request, {**_row(new.info), "token": new.value})
+    row = msgspec.structs.asdict(_row(new.info))
+    return reply(request, NewTokenReply(**row, token=new.value))
 
 
 @router.delete(

@@ -7,7 +7,7 @@
                                                  one page of one logged table
 
 Read role (``auth.read``, project-scoped through the path). Replies are
-``rankwise.read.media_model``'s structs; the bytes of an item are the blob route's
+``rankwise.wire.media``'s structs; the bytes of an item are the blob route's
 (``GET /api/v1/blobs/{project}/{digest}``, the blobs module's). Tables are paged by
 DuckDB over the Parquet blob (``rankwise.server.tables``); ``docs/http-api.md`` has the
 contract, filters included.
@@ -20,7 +20,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
-from ...read.media_model import HistogramsReply, MediaKeysReply, MediaReply, TableReply
+from ...wire.media import HistogramsReply, MediaKeysReply, MediaReply, TableReply
 from ..encoding import ApiError, reply
 from ..tables import MAX_LIMIT, MAX_OFFSET, TablePager, TableQueryError
 from .deps import answers, found

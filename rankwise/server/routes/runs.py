@@ -1,8 +1,8 @@
 """The read endpoints: projects, runs, one run, metric keys, series, history, compare.
 
 Routes are thin: they check parameters, call one ``Store`` method, and encode what it
-returns: runs are ``rankwise.read.model.RunInfo`` as the store folded them, chart columns
-``rankwise.store.types.Series`` and ``Band``. They are plain ``def`` functions, so the
+returns: runs are ``rankwise.wire.runs.RunInfo`` as the store folded them, chart columns
+``rankwise.wire.charts.Series`` and ``Band``. They are plain ``def`` functions, so the
 (blocking) store calls run in the server's thread pool and never stall the event loop.
 """
 
@@ -17,16 +17,23 @@ from starlette.responses import Response
 
 from ... import names
 from ...read.fold import unsynced
-from ...read.model import Project, ProjectsReply, RunInfo, RunsReply, spell
 from ...read.summary import complete_step as _complete
 from ...store.base import RunQuery, Store
-from ...store.types import Band, Series
 from ...stream.records import STATES
+from ...wire.charts import Band, CompareReply, CompareRun, Series, SeriesReply, XAxis
+from ...wire.runs import (
+    HistoryReply,
+    MetricsReply,
+    Project,
+    ProjectsReply,
+    RunInfo,
+    RunsReply,
+    spell,
+)
 from .. import auth
 from ..config import ServerSettings
 from ..encoding import ApiError, reply, streamed_reply, wants_msgpack
-from ..replies import CompareReply, CompareRun, HistoryReply, MetricsReply, SeriesReply
-from ..schemas import STREAMS_PATTERN, CompareRequest, RunState, XAxis
+from ..schemas import STREAMS_PATTERN, CompareRequest, RunState
 from .deps import X_BOUNDS, answers, check_range, found
 from .deps import store as _store
 

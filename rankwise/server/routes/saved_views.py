@@ -17,9 +17,8 @@ from starlette.responses import Response
 from ... import names
 from ...errors import UsageError
 from ...store.saved_views import MAX_NAME, check_view
-from ...store.types import SavedView
+from ...wire.runs import SavedView, ViewsReply
 from ..encoding import ApiError, reply
-from ..replies import ViewsReply
 from ..schemas import JsonFloat
 from .deps import answers
 from .deps import store as _store

@@ -2,8 +2,10 @@
 
 The store returns these structs, the server encodes them as they are (JSON or
 MessagePack), ``Api(server=)`` decodes them as they are, and the OpenAPI document's
-schemas are derived from them (``rankwise.server.replies.STRUCTS``). Routes and shapes:
+schemas are derived from them (``rankwise.server.openapi.STRUCTS``). Routes and shapes:
 ``docs/http-api.md``, "Media, tables and histograms".
+
+The blob routes' replies are here too: the bytes of a media item are a blob.
 
 A label is a stream label (``rank-3``, ``primary``): in a shared run every rank's items
 are its own, and a reply says whose each is.
@@ -16,18 +18,17 @@ from typing import Any
 import msgspec
 
 from ..stream import records as R
-from .media import KINDS, MediaKey
 
-__all__ = [
-    "KINDS",
-    "HistogramSeries",
-    "HistogramsReply",
-    "MediaKey",
-    "MediaKeysReply",
-    "MediaReply",
-    "MediaRow",
-    "TableReply",
-]
+KINDS = ("image", "audio", "video", "html", "text", "table", "histogram")
+
+
+class MediaKey(msgspec.Struct, kw_only=True):
+    """A key that holds rich values: its kind, the steps logged and the stream labels."""
+
+    key: str
+    kind: str  # one of KINDS; a key logged with several kinds reports the first seen
+    steps: list[int]
+    labels: list[str]
 
 
 class MediaKeysReply(msgspec.Struct, kw_only=True):
@@ -59,7 +60,7 @@ class MediaReply(msgspec.Struct, kw_only=True):
     steps: list[int]  # every step the key was logged at (whatever ``step`` asked for)
 
 
-class HistogramSeries(msgspec.Struct, kw_only=True):
+class HistogramsEntry(msgspec.Struct, kw_only=True):
     """One label's histograms of one key over steps (in step order, then seq order).
 
     ``edges[i]`` has one more value than ``counts[i]``; bins may differ between steps.
@@ -77,7 +78,7 @@ class HistogramSeries(msgspec.Struct, kw_only=True):
 
 class HistogramsReply(msgspec.Struct, kw_only=True):
     key: str
-    series: list[HistogramSeries]  # by label
+    series: list[HistogramsEntry]  # by label
 
 
 class TableReply(msgspec.Struct, kw_only=True):
@@ -101,3 +102,20 @@ class TableReply(msgspec.Struct, kw_only=True):
     nrows: int
     steps: list[int]
     labels: list[str]
+
+
+class BlobsMissing(msgspec.Struct, kw_only=True):
+    missing: list[str]  # the digests asked about that the server does not hold
+    # the largest blob a PUT may store: a client skips (declares lost) a bigger file
+    # instead of sending bytes that would be cut off with 413
+    max_blob_bytes: int
+
+
+class BlobsLost(msgspec.Struct, kw_only=True):
+    lost: list[str]  # the digests now declared lost (those the server did not hold)
+
+
+class BlobPut(msgspec.Struct, kw_only=True):
+    digest: str
+    size: int  # bytes received
+    stored: bool  # False: the server held this blob already (HTTP 200 instead of 201)

@@ -32,10 +32,11 @@ from ..hang import HangReport
 
 if TYPE_CHECKING:
     from ..artifacts.artifact import Artifact
-    from ..health import RankHealth
     from ..media.table import Table
+    from ..read.media import HistogramSeries, MediaFile
     from ..stream.history import StreamColumns
-    from .media import HistogramSeries, MediaFile, MediaKey
+    from .health import RankHealth
+    from .media import MediaKey
 
 
 @functools.cache
@@ -442,3 +443,26 @@ class RunsReply(msgspec.Struct, kw_only=True):
     # Per run id of the page, its alert events not delivered everywhere (yet): the runs
     # table marks those runs (``rankwise.store.alerts.open_alert_runs``).
     open_alerts: dict[str, int] = msgspec.field(default_factory=dict)
+
+
+class MetricsReply(msgspec.Struct, kw_only=True):
+    keys: list[str]
+
+
+class HistoryReply(msgspec.Struct, kw_only=True):
+    rows: list[dict[str, Any]]  # step, time, label, weight and the values (NaN: null)
+
+
+class SavedView(msgspec.Struct, kw_only=True):
+    """A saved view of the dashboard's runs table (``rankwise.store.saved_views``)."""
+
+    project: str
+    name: str  # unique per project
+    # The runs table's filters, e.g. {"state": ["crashed"], "tag": ["ddp"]}, kept verbatim.
+    filters: dict[str, Any] = msgspec.field(default_factory=dict)
+    columns: list[str] = msgspec.field(default_factory=list)  # summary keys shown as columns
+    updated: float = 0.0  # when it was last saved (Unix seconds)
+
+
+class ViewsReply(msgspec.Struct, kw_only=True):
+    views: list[SavedView]

@@ -1,4 +1,5 @@
-"""The artifact structs shared by the SDK, the local store, the server and the readers."""
+"""The artifact structs shared by the SDK, the local store, the server and the readers:
+what a version is, the commit and use request bodies, and the listing replies."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 import msgspec
 
-from .manifest import Manifest
+from ..artifacts.manifest import Manifest
 
 
 class Use(msgspec.Struct, kw_only=True, omit_defaults=True):
