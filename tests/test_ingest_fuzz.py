@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from rankwise.server import ServerSettings, create_app
 from rankwise.server.encoding import ApiError
-from rankwise.server.routes.ingest import decode_body
+from rankwise.server.upload import UploadRefused, decode_body
 from rankwise.store import open_store
 from rankwise.store.base import StreamKey
 from rankwise.stream.frames import MAGIC
@@ -190,7 +190,7 @@ def test_decoding_a_bomb_holds_about_the_limit_in_memory(encoding: str) -> None:
     del plain
     tracemalloc.start()
     try:
-        with pytest.raises(ApiError) as refused:
+        with pytest.raises(UploadRefused) as refused:
             decode_body(bomb, encoding, limit)
         _, peak = tracemalloc.get_traced_memory()
     finally:

@@ -12,6 +12,11 @@ Invariants:
 * One pass reads at most ``chunk`` bytes per file, so importing one huge file does not
   hold back the records of live runs; a file whose size did not change is not read,
   and a stream whose ``Finish`` record was ingested is not looked at again.
+* Records are checked as an upload of them would be (``upload.check_upload``, the same
+  function the ingest route calls), so ``rankwise ui`` and a server accept the same
+  records. A refused chunk is warned about once and its file is indexed no further; a
+  blob the run folders lack counts as lost (no uploader will ever send it), as a
+  server counts a blob its uploader declared lost.
 * Problems with one file (damage, a store error) are warned about once; they never
   stop the tailing of the others.
 * The local artifact stores (``<dir>/<project>/artifacts/``) are indexed on each
@@ -33,8 +38,8 @@ from ..stream import records as R
 from ..stream.files import iter_stream_files, read_whole_frames
 from ..stream.frames import MAGIC, scan
 from .artifact_index import LocalArtifactIndex
-from .encoding import ApiError
-from .routes.ingest import check_enums, check_records
+from .blobs import BlobStore, RunDirBlobStore
+from .upload import DEFAULT_LIMITS, Limits, UploadRefused, check_upload
 
 log = logging.getLogger("rankwise.server")
 
@@ -61,9 +66,13 @@ class DirectoryTailer:
         interval: float = 0.2,
         discover_interval: float = 0.5,
         chunk: int = 8 * 1024 * 1024,
+        limits: Limits = DEFAULT_LIMITS,
+        blobs: BlobStore | None = None,
     ) -> None:
         self.root = Path(root)
         self.store = store
+        self.limits = limits  # the server's caps (``ServerSettings``), as uploads meet them
+        self.blobs = blobs if blobs is not None else RunDirBlobStore(self.root)
         self.interval = interval
         self.discover_interval = discover_interval
         self.chunk = chunk
@@ -136,13 +145,15 @@ class DirectoryTailer:
         if tail.mark is None:
             tail.mark = self.store.acked(tail.key)
         fresh = [r for r in records if r.seq > tail.mark]
-        try:
-            check_enums(fresh)  # what an upload could not store, a file cannot either
-            check_records(fresh)
-        except ApiError as exc:
-            self._warn(tail, f"not indexed: {exc.message}")
-            tail.done = True
-            return 0
+        if fresh:
+            try:  # what an upload could not store, a file cannot either
+                _, fresh = check_upload(
+                    self.store, tail.key, fresh, self.limits, self.blobs, posted=False
+                )
+            except UploadRefused as exc:
+                self._warn(tail, f"not indexed: {exc.message}")
+                tail.done = True
+                return 0
         if fresh:
             tail.mark = self.store.ingest([(tail.key, fresh)]).get(tail.key, fresh[-1].seq)
             if any(type(r) is R.Finish for r in fresh):
