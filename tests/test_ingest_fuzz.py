@@ -22,7 +22,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.encoding import ApiError
 from rankwise.server.upload import UploadRefused, decode_body
 from rankwise.store import open_store
 from rankwise.store.base import StreamKey
