@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.upload import UploadRefused, decode_body
+from rankwise.server.bodies import decode_body
+from rankwise.server.upload import UploadRefused
 from rankwise.store import open_store
 from rankwise.store.base import StreamKey
 from rankwise.stream.frames import MAGIC

@@ -256,3 +256,19 @@ def test_a_blob_nobody_holds_is_applied_once_declared_lost(server: Server, local
     assert local.append(key, media) == 1  # the run folder lacks it: lost, not waited for
     assert local.store.acked(key) == server.store.acked(key) == 2
     assert local.store.media_keys("p", key.run_id) == server.store.media_keys("p", key.run_id)
+
+
+def test_the_server_loads_no_http_client_for_the_wire_names() -> None:
+    """The header names live in ``rankwise.stream.wire``: the app, its ingest route and
+    the indexer load neither the client's seam (``rankwise._http``) nor httpx."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, rankwise.server.app, rankwise.server.indexer; "
+        "print(sorted(m for m in ('httpx', 'rankwise._http') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

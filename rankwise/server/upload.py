@@ -18,9 +18,9 @@ indexer warns once and indexes that file no further. Invariants:
   it); each field inside its fixed set (``check_fields``); keys, console lines and JSON-
   like values inside their budgets (``check_sizes``, ``rankwise.budget``); media, tables
   and histograms inside their caps (``check_rich``); the run's distinct metric keys under
-  ``Limits.max_keys_per_run`` (``RunKeys``); then, for the records above the mark, every
-  blob they name is stored (``check_blobs``) and every table's Parquet footer holds the
-  rows its record declares (``check_tables``).
+  ``Limits.max_keys_per_run`` (``server.run_keys``); then, for the records above the mark,
+  every blob they name is stored (``check_blobs``) and every table's Parquet footer holds
+  the rows its record declares (``check_tables``).
 * Blobs first: a record naming a blob the blob store lacks is refused with 409 and
   ``missing_blobs``; the uploader PUTs them and resends. A digest declared lost
   (``BlobStore.lost``: its uploader's file is gone; locally, every blob the run folders
@@ -31,10 +31,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
-import weakref
-import zlib
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -49,6 +45,7 @@ from ..stream import records as R
 from ..stream.blobs import is_digest
 from ..stream.frames import scan
 from ..stream.wire import STREAM_KEY_HEADER
+from .run_keys import MAX_KEYS_PER_RUN, run_keys
 
 if TYPE_CHECKING:
     from .blobs import BlobStore
@@ -57,7 +54,6 @@ if TYPE_CHECKING:
 # memory and the rows one upload can add.
 MAX_KEYS_PER_RECORD = 10_000
 MAX_KEYS_PER_UPLOAD = 100_000
-MAX_KEYS_PER_RUN = 100_000
 # Console lines: the SDK writes at most 1,000 per record (``sdk.console``) and, counting
 # each line in a frame's size, about 66,000 per frame; a line costs it at least 10 bytes
 # (text and time), so a 4 MiB upload batch or the local reader's 8 MiB read holds under
@@ -150,7 +146,13 @@ def check_upload(
     check_fields(records)
     keys = check_sizes(records)
     check_rich(records, limits.max_table_cells)
-    run_keys(store).check(store, key.project, key.run_id, keys, limits.max_keys_per_run)
+    cap = limits.max_keys_per_run
+    if not run_keys(store).admit(store, key.project, key.run_id, keys, cap):
+        raise UploadRefused(
+            413,
+            f"the run would hold more than {cap} distinct metric keys: log fewer keys, or "
+            "start another run",
+        )
     mark = store.acked(key)
     if first > mark + 1:
         raise UploadRefused(
@@ -200,7 +202,7 @@ def refusal_of(key: StreamKey, exc: Exception) -> UploadRefused | None:
     return None
 
 
-# -- decoding --------------------------------------------------------------------------------
+# -- decoding (``bodies.decode_body`` undoes the Content-Encoding first) -------------------
 
 
 def too_large(size: int, limit: int) -> UploadRefused:
@@ -209,48 +211,6 @@ def too_large(size: int, limit: int) -> UploadRefused:
         f"upload is over this server's limit of {limit} bytes (compressed or decoded): send "
         "smaller batches, or start the server with a larger --max-body-mb",
     )
-
-
-def decode_body(raw: bytes, encoding: str, limit: int) -> bytes:
-    """Undo ``Content-Encoding`` without ever holding more than ``limit`` bytes."""
-    encoding = encoding.strip().lower()
-    if encoding in ("", "identity"):
-        return raw
-    try:
-        if encoding in ("gzip", "x-gzip", "deflate"):
-            wbits = zlib.MAX_WBITS | (16 if "gzip" in encoding else 0)
-            inflater = zlib.decompressobj(wbits)
-            out = inflater.decompress(raw, limit + 1)
-            if len(out) > limit or inflater.unconsumed_tail:
-                raise too_large(len(out), limit)
-            if inflater.unused_data or not inflater.eof:
-                # A second member or a truncated one: never apply part of a body.
-                raise UploadRefused(422, "body is not valid data for its Content-Encoding")
-            return out
-        if encoding == "zstd":
-            try:
-                import zstandard
-            except ImportError:
-                raise UploadRefused(
-                    415, "this server cannot read zstd (pip install zstandard); send gzip"
-                ) from None
-            reader = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
-            out = reader.read(limit + 1)
-            while len(out) <= limit:
-                more = reader.read(limit + 1 - len(out))
-                if not more:
-                    break
-                out += more
-            if len(out) > limit:
-                raise too_large(len(out), limit)
-            return out
-    except (zlib.error, ValueError):
-        raise UploadRefused(422, "body is not valid data for its Content-Encoding") from None
-    except Exception as exc:
-        if type(exc).__name__ == "ZstdError":
-            raise UploadRefused(422, "body is not valid data for its Content-Encoding") from None
-        raise
-    raise UploadRefused(415, "unknown Content-Encoding: send gzip, deflate, zstd or identity")
 
 
 def decode_records(data: bytes) -> list[R.AnyRecord]:
@@ -426,73 +386,6 @@ def check_rich(records: Sequence[R.AnyRecord], max_table_cells: int = MAX_TABLE_
                 raise UploadRefused(
                     422, f"histogram {rec.key!r}: edges must be one more than counts"
                 )
-
-
-# -- the run's metric keys (security checklist row 18) ---------------------------------------
-
-# Keys remembered over all runs (about 100 bytes each); the least recently written runs are
-# forgotten first and asked of the store again when they come back.
-_REMEMBERED = 1_000_000
-
-
-class RunKeys:
-    """The known metric keys of recently written runs of one store.
-
-    Per-record and per-upload caps (``check_sizes``) bound one request; this bounds a run
-    across requests, so a client cannot grow a run's key list (and every read that lists
-    it) without limit, 10,000 keys at a time. The store is asked only when an upload
-    brings a key this process has not yet seen for the run: the usual upload, the same
-    keys every step, costs set lookups. Several server processes each check against the
-    store, so a race between them can pass the cap by at most one upload's keys.
-    """
-
-    def __init__(self, remembered: int = _REMEMBERED) -> None:
-        self._remembered = remembered
-        self._lock = threading.Lock()
-        self._runs: OrderedDict[tuple[str, str], frozenset[str]] = OrderedDict()
-        self._size = 0
-
-    def check(
-        self, store: Store, project: str, run_id: str, keys: set[str], cap: int = MAX_KEYS_PER_RUN
-    ) -> None:
-        """Refuse (413) an upload that would take the run past ``cap``; else remember."""
-        if not keys:
-            return
-        run = (project, run_id)
-        with self._lock:
-            known = self._runs.get(run)
-            if known is not None:
-                self._runs.move_to_end(run)
-                if keys <= known:
-                    return
-        total = frozenset(store.metric_keys(project, run_id)).union(keys)
-        if len(total) > cap:
-            raise UploadRefused(
-                413,
-                f"the run would hold more than {cap} distinct metric keys: log fewer "
-                "keys, or start another run",
-            )
-        with self._lock:
-            old = self._runs.pop(run, None)
-            self._size -= len(old) if old is not None else 0
-            self._runs[run] = total
-            self._size += len(total)
-            while self._size > self._remembered and len(self._runs) > 1:
-                _, dropped = self._runs.popitem(last=False)
-                self._size -= len(dropped)
-
-
-_BY_STORE: weakref.WeakKeyDictionary[Store, RunKeys] = weakref.WeakKeyDictionary()
-_BY_STORE_LOCK = threading.Lock()
-
-
-def run_keys(store: Store) -> RunKeys:
-    """The one ``RunKeys`` of ``store`` in this process."""
-    with _BY_STORE_LOCK:
-        keys = _BY_STORE.get(store)
-        if keys is None:
-            keys = _BY_STORE[store] = RunKeys()
-        return keys
 
 
 # -- blobs -----------------------------------------------------------------------------------

@@ -22,12 +22,12 @@ from starlette.responses import Response
 from ... import names
 from ...store.base import StreamKey
 from ...stream import wire
-from ..bodies import read_body, sender
+from ..bodies import decode_body, read_body, sender
 from ..encoding import ApiError, error_reply, reply
 from ..group_commit import GroupCommit, store_unavailable
 from ..pacing import Admission, Pacer, Refusal
 from ..replies import AckReply
-from ..upload import Limits, check_body, decode_body, refusal_of
+from ..upload import Limits, check_body, refusal_of
 from .deps import Responses, answers, refusal
 from .deps import store as _store
 
