@@ -427,9 +427,7 @@ class RunDirBlobStore:
         raise ReadOnly("rankwise ui serves the run folders' blobs and stores none")
 
     def lost(self, project: str, digests: Iterable[str]) -> set[str]:
-        # A blob the run folders lack is lost for good: no uploader will send it (the
-        # SDK writes a blob before its record), so it holds no record back.
-        return {d for d in digests if not self.has(project, d)}
+        return set()  # the local index applies every record: there is no upload to wedge
 
 
 def open_blob_store(spec: str, endpoint: str | None = None) -> BlobStore:

@@ -15,8 +15,9 @@ Invariants:
 * Records are checked as an upload of them would be (``upload.check_upload``, the same
   function the ingest route calls), so ``rankwise ui`` and a server accept the same
   records. A refused chunk is warned about once and its file is indexed no further; a
-  blob the run folders lack counts as lost (no uploader will ever send it), as a
-  server counts a blob its uploader declared lost.
+  blob the run folders lack counts as lost (``_RunFolders``: the SDK writes a blob
+  before its record, so nobody will write it later), as a server counts a blob its
+  uploader declared lost.
 * Problems with one file (damage, a store error) are warned about once; they never
   stop the tailing of the others.
 * The local artifact stores (``<dir>/<project>/artifacts/``) are indexed on each
@@ -29,8 +30,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from ..budget import BudgetError
 from ..store.base import Store, StreamKey
@@ -55,6 +58,24 @@ class _Tail:
     warned: bool = False
 
 
+class _RunFolders:
+    """The run folders' blobs as ``check_upload`` asks them (``upload.Blobs``): none is
+    missing, since one the folders lack is lost for good (no uploader will send it), and
+    nothing is looked up for that; a table's own file is read where it is."""
+
+    def __init__(self, blobs: BlobStore) -> None:
+        self._blobs = blobs
+
+    def missing(self, project: str, digests: Iterable[str]) -> list[str]:
+        return []
+
+    def lost(self, project: str, digests: Iterable[str]) -> set[str]:
+        return set()
+
+    def open(self, project: str, digest: str) -> BinaryIO | None:
+        return self._blobs.open(project, digest)
+
+
 class DirectoryTailer:
     """Ingests every stream file under ``root`` into ``store`` and keeps following them."""
 
@@ -72,7 +93,7 @@ class DirectoryTailer:
         self.root = Path(root)
         self.store = store
         self.limits = limits  # the server's caps (``ServerSettings``), as uploads meet them
-        self.blobs = blobs if blobs is not None else RunDirBlobStore(self.root)
+        self.blobs = _RunFolders(blobs if blobs is not None else RunDirBlobStore(self.root))
         self.interval = interval
         self.discover_interval = discover_interval
         self.chunk = chunk

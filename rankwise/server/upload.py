@@ -23,17 +23,18 @@ indexer warns once and indexes that file no further. Invariants:
   the rows its record declares (``check_tables``).
 * Blobs first: a record naming a blob the blob store lacks is refused with 409 and
   ``missing_blobs``; the uploader PUTs them and resends. A digest declared lost
-  (``BlobStore.lost``: its uploader's file is gone; locally, every blob the run folders
-  lack) does not hold a record back.
+  (``Blobs.lost``: its uploader's file is gone) does not hold a record back. The indexer
+  waits for none: a blob the run folders lack is lost (the SDK writes a blob before its
+  record, so nobody will write it later).
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, BinaryIO, Protocol
 
 import msgspec
 
@@ -47,8 +48,16 @@ from ..stream.frames import scan
 from ..stream.wire import STREAM_KEY_HEADER
 from .run_keys import MAX_KEYS_PER_RUN, run_keys
 
-if TYPE_CHECKING:
-    from .blobs import BlobStore
+
+class Blobs(Protocol):
+    """What the checks ask of a blob store (``server.blobs.BlobStore`` has it all)."""
+
+    def missing(self, project: str, digests: Iterable[str]) -> list[str]: ...
+
+    def lost(self, project: str, digests: Iterable[str]) -> set[str]: ...
+
+    def open(self, project: str, digest: str) -> BinaryIO | None: ...
+
 
 # A log() call with more keys than this is no training loop's; these bound a request's
 # memory and the rows one upload can add.
@@ -99,7 +108,7 @@ DEFAULT_LIMITS = Limits()
 
 
 def check_body(
-    store: Store, key: StreamKey, data: bytes, limits: Limits, blobs: BlobStore | None
+    store: Store, key: StreamKey, data: bytes, limits: Limits, blobs: Blobs | None
 ) -> tuple[int, list[R.AnyRecord]]:
     """``check_upload`` of an upload's decoded body, posted as stream ``key``."""
     return check_upload(store, key, decode_records(data), limits, blobs)
@@ -110,7 +119,7 @@ def check_upload(
     key: StreamKey,
     records: list[R.AnyRecord],
     limits: Limits = DEFAULT_LIMITS,
-    blobs: BlobStore | None = None,
+    blobs: Blobs | None = None,
     *,
     posted: bool = True,
 ) -> tuple[int, list[R.AnyRecord]]:
@@ -399,7 +408,7 @@ def blob_digests(records: Sequence[R.AnyRecord]) -> list[str]:
     return list(out)
 
 
-def check_blobs(blobs: BlobStore | None, project: str, records: Sequence[R.AnyRecord]) -> None:
+def check_blobs(blobs: Blobs | None, project: str, records: Sequence[R.AnyRecord]) -> None:
     """409 with ``missing_blobs`` unless every blob ``records`` name is stored (or was
     declared lost). Nothing is applied before its blobs are there."""
     digests = blob_digests(records)
@@ -423,7 +432,7 @@ def check_blobs(blobs: BlobStore | None, project: str, records: Sequence[R.AnyRe
 
 
 def check_tables(
-    blobs: BlobStore | None, project: str, records: Sequence[R.AnyRecord], max_cells: int
+    blobs: Blobs | None, project: str, records: Sequence[R.AnyRecord], max_cells: int
 ) -> None:
     """A table's Parquet footer must hold the rows its record declares (413 past
     ``max_cells``, 422 otherwise): the size cap is on what DuckDB will page, not on
