@@ -15,7 +15,8 @@ import msgspec
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-MSGPACK = "application/msgpack"
+from ..stream.wire import MSGPACK as MSGPACK
+
 _MSGPACK_TYPES = (MSGPACK, "application/x-msgpack", "application/vnd.msgpack")
 
 _json = msgspec.json.Encoder()
