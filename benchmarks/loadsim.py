@@ -52,7 +52,7 @@ from rankwise._http import advised_interval, compress, default_encoding
 from rankwise.sdk.uploader import INGEST, retry_after
 from rankwise.stream import records as R
 from rankwise.stream.frames import MAGIC, encode_frame
-from rankwise.wire.constants import STREAM_CONTENT_TYPE, UPLOAD_INTERVAL_HEADER
+from rankwise.stream.wire import STREAM_CONTENT_TYPE, UPLOAD_INTERVAL_HEADER
 
 PROJECT = "load"
 METRICS = 50

@@ -4,8 +4,9 @@ The uploader (``rankwise.sdk.uploader``), ``rankwise sync`` and ``Api(server=...
 talk to the server through ``make_client``; tests swap the wire by passing an httpx
 transport (``httpx.MockTransport``), while the integration tests run a real uvicorn.
 
-This module imports httpx, so it is itself imported lazily: ``import rankwise`` must not
-pull in any network library.
+The wire's names (content type, headers) live in ``rankwise.stream.wire``, which the
+server imports too. This module imports httpx, so it is itself imported lazily:
+``import rankwise`` must not pull in any network library.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ import msgspec
 
 from ._version import __version__
 from .errors import RunNotFoundError, ServerError, UsageError
-from .wire.constants import MSGPACK
+from .stream.wire import MSGPACK as MSGPACK
+from .stream.wire import STREAM_CONTENT_TYPE as STREAM_CONTENT_TYPE
+from .stream.wire import UPLOAD_INTERVAL_HEADER as UPLOAD_INTERVAL_HEADER
 
 KEEPALIVE_EXPIRY = 60.0  # seconds an idle connection to the server is kept
 MAX_ADVISED_INTERVAL = 60.0  # an uploader never waits longer than this on the advice

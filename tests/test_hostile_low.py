@@ -20,7 +20,7 @@ import httpx
 import msgspec
 import pytest
 
-from rankwise.server import ServerSettings, create_app
+from rankwise.server import ServerSettings, bodies, create_app
 from rankwise.server import serve as S
 from rankwise.server.routes import ingest as ingest_route
 from rankwise.store import open_store
@@ -307,7 +307,7 @@ def test_17_gzip_bodies_are_decoded_off_the_event_loop(
     import gzip
 
     seen: list[bool] = []
-    real = ingest_route.decode_body
+    real = bodies.decode_body
 
     def spy(raw: bytes, encoding: str, limit: int) -> bytes:
         try:

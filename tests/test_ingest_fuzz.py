@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.encoding import ApiError
-from rankwise.server.routes.ingest import decode_body
+from rankwise.server.bodies import decode_body
+from rankwise.server.upload import UploadRefused
 from rankwise.store import open_store
 from rankwise.stream.frames import MAGIC
 from rankwise.stream.identity import StreamId
@@ -190,7 +190,7 @@ def test_decoding_a_bomb_holds_about_the_limit_in_memory(encoding: str) -> None:
     del plain
     tracemalloc.start()
     try:
-        with pytest.raises(ApiError) as refused:
+        with pytest.raises(UploadRefused) as refused:
             decode_body(bomb, encoding, limit)
         _, peak = tracemalloc.get_traced_memory()
     finally:

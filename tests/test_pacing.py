@@ -323,3 +323,35 @@ def test_a_stall_is_sent_at_once_past_the_pacing(data_dir: Path, tmp_path: Path)
         wait_until(landed, timeout=6, every=0.1)
         took = time.monotonic() - t0
     assert took < 5.0, took  # typically under a second; the paced sleep is >= 6.4 s
+
+
+def test_admission_is_one_object_over_the_pacer() -> None:
+    """``Admission.admit(inflight, backlog)``: None to take the upload, else the 429 to
+    answer, whose Retry-After is at least the pace it now asks of everyone; bodies still
+    arriving hold receiving slots, per sender and in all, never admission slots."""
+    from rankwise.server.pacing import ADMIT_WAIT, REFUSED_FLOOR, Admission
+
+    clock = itertools.count(0.0, 0.001)  # no window ever closes during the test
+    pacer = Pacer(max_interval=10.0, target=0.5, clock=lambda: next(clock))
+    admission = Admission(pacer, max_inflight=16, retry_after=1)
+    assert admission.admit(0, 0.0) is None
+    assert admission.admit(MIN_ADMITTED - 1, ADMIT_WAIT * pacer.target) is None
+    behind = admission.admit(1, ADMIT_WAIT * pacer.target + 0.01)  # the group commit's backlog
+    assert behind is not None and behind.status == 429
+    assert "behind (1 uploads in progress)" in behind.message
+    assert pacer.interval == REFUSED_FLOOR and behind.retry_after == REFUSED_FLOOR
+    full = admission.admit(16, 0.0)
+    assert full is not None and "--max-inflight 16" in full.message
+
+    for _ in range(16):
+        assert admission.receive("t:1") is None
+    mine = admission.receive("t:1")
+    assert mine is not None and mine.status == 429 and mine.retry_after == 1
+    assert admission.receive("t:2") is None  # another sender still gets a slot
+    for _ in range(16):
+        admission.received("t:1")
+    admission.received("t:2")
+    assert admission.receiving == {}
+
+    off = Admission(Pacer(max_interval=0.0), max_inflight=0, retry_after=1)  # no caps at all
+    assert off.admit(10_000, 1e9) is None

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rankwise.store import media as rich
+from rankwise.server import upload
 from rankwise.store import migrations as M
 from rankwise.store.sql import SQLStore
 from rankwise.stream import records as R
@@ -173,17 +173,17 @@ def test_a_version_6_database_upgrades_to_7(
 def test_what_a_server_refuses() -> None:
     key = KEYS[0]
     good = rich_stream(key, 0, 6)
-    rich.check_records(good)
+    upload.check_rich(good)
     table = next(r for r in good if isinstance(r, R.TableRec))
-    with pytest.raises(rich.RichRecordError, match="over this server's limit") as big:
-        rich.check_records([table], max_table_cells=table.nrows * table.ncols - 1)
+    with pytest.raises(upload.UploadRefused, match="over this server's limit") as big:
+        upload.check_rich([table], max_table_cells=table.nrows * table.ncols - 1)
     assert big.value.status == 413
     wide = R.TableRec(
         seq=1, time=0.0, step=0, key="t", digest=digest("t"), size=1, nrows=1,
         ncols=100_000, columns=["c"] * 100_000, types=["int"] * 100_000,
     )  # fmt: skip
-    with pytest.raises(rich.RichRecordError) as err:
-        rich.check_records([wide])
+    with pytest.raises(upload.UploadRefused) as err:
+        upload.check_rich([wide])
     assert err.value.status == 413
     media = next(r for r in good if isinstance(r, R.Media))
     for bad_item in (
@@ -192,12 +192,12 @@ def test_what_a_server_refuses() -> None:
         R.MediaItem(kind="svg", digest=digest("x"), size=1, format="svg"),
     ):
         bad = R.Media(seq=media.seq, time=0.0, step=0, key="k", items=[bad_item])
-        with pytest.raises(rich.RichRecordError) as err:
-            rich.check_records([bad])
+        with pytest.raises(upload.UploadRefused) as err:
+            upload.check_rich([bad])
         assert err.value.status == 422
     hist = R.HistogramRec(seq=1, time=0.0, step=0, key="h", counts=[1.0], edges=[0.0])
-    with pytest.raises(rich.RichRecordError, match="edges"):
-        rich.check_records([hist])
+    with pytest.raises(upload.UploadRefused, match="edges"):
+        upload.check_rich([hist])
 
 
 def test_a_key_logged_as_two_kinds_is_listed_once(store: SQLStore) -> None:

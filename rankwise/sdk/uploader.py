@@ -39,7 +39,7 @@ from ..stream import files, streamkey
 from ..stream.files import read_stream_id, read_whole_frames
 from ..stream.frames import MAGIC, iter_frames
 from ..stream.identity import StreamId
-from ..wire.constants import STREAM_CONTENT_TYPE, UPLOAD_INTERVAL_HEADER
+from ..stream.wire import STREAM_CONTENT_TYPE, UPLOAD_INTERVAL_HEADER
 
 if TYPE_CHECKING:
     import httpx

@@ -27,8 +27,10 @@ from . import auth
 from .blobs import store_blobs
 from .config import ServerSettings
 from .encoding import ApiError, error_reply
+from .group_commit import GroupCommit
 from .hardening import install_hardening
 from .openapi import document_replies
+from .pacing import Admission, Pacer
 from .routes import alerts, artifacts, blobs, health, ingest, login, media, runs, saved_views
 from .static import mount_api_docs, mount_dashboard
 
@@ -50,6 +52,11 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
     app.state.store = store
     app.state.settings = settings
     app.state.blobs = settings.blobs or store_blobs(store)
+    # Ingest: one pacer (the upload interval advised), one admission policy over it, and
+    # one group commit per app (rankwise.server.pacing, .group_commit).
+    app.state.pacer = Pacer(settings.max_upload_interval, settings.pace_target)
+    app.state.admission = Admission(app.state.pacer, settings.max_inflight, settings.retry_after)
+    app.state.group_commit = GroupCommit(store)
     auth.redact_access_log()
     app.state.verifier = auth.Verifier(
         store, settings.token_cache_ttl, settings.token_touch_interval

@@ -53,8 +53,9 @@ class GroupCommit:
         self._waiting = 0
         self._count = threading.Lock()
         self._queue: queue.SimpleQueue[_Item] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="rankwise-group-commit", daemon=True)
-        self._thread.start()
+        # Started on the first upload: an app that takes none (a read-only dashboard, a
+        # test's) holds no idle thread.
+        self._thread: threading.Thread | None = None
 
     def ingest(
         self, key: StreamId, records: Sequence[R.AnyRecord], secret: str | None = None
@@ -74,6 +75,11 @@ class GroupCommit:
         fut: Future[int] = Future()
         with self._count:
             self._waiting += 1
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="rankwise-group-commit", daemon=True
+                )
+                self._thread.start()
         self._queue.put((key, records, secret, fut))
         return fut
 

@@ -12,6 +12,12 @@ Invariants:
 * One pass reads at most ``chunk`` bytes per file, so importing one huge file does not
   hold back the records of live runs; a file whose size did not change is not read,
   and a stream whose ``Finish`` record was ingested is not looked at again.
+* Records are checked as an upload of them would be (``upload.check_upload``, the same
+  function the ingest route calls), so ``rankwise ui`` and a server accept the same
+  records. A refused chunk is warned about once and its file is indexed no further; a
+  blob the run folders lack counts as lost (``_RunFolders``: the SDK writes a blob
+  before its record, so nobody will write it later), as a server counts a blob its
+  uploader declared lost.
 * Problems with one file (damage, a store error) are warned about once; they never
   stop the tailing of the others.
 * The local artifact stores (``<dir>/<project>/artifacts/``) are indexed on each
@@ -24,8 +30,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from ..budget import BudgetError
 from ..store.base import Store
@@ -34,8 +42,8 @@ from ..stream.files import iter_stream_files, read_whole_frames
 from ..stream.frames import MAGIC, scan
 from ..stream.identity import StreamId
 from .artifact_index import LocalArtifactIndex
-from .encoding import ApiError
-from .routes.ingest import check_enums, check_records
+from .blobs import BlobStore, RunDirBlobStore
+from .upload import DEFAULT_LIMITS, Limits, UploadRefused, check_upload
 
 log = logging.getLogger("rankwise.server")
 
@@ -51,6 +59,24 @@ class _Tail:
     warned: bool = False
 
 
+class _RunFolders:
+    """The run folders' blobs as ``check_upload`` asks them (``upload.Blobs``): none is
+    missing, since one the folders lack is lost for good (no uploader will send it), and
+    nothing is looked up for that; a table's own file is read where it is."""
+
+    def __init__(self, blobs: BlobStore) -> None:
+        self._blobs = blobs
+
+    def missing(self, project: str, digests: Iterable[str]) -> list[str]:
+        return []
+
+    def lost(self, project: str, digests: Iterable[str]) -> set[str]:
+        return set()
+
+    def open(self, project: str, digest: str) -> BinaryIO | None:
+        return self._blobs.open(project, digest)
+
+
 class DirectoryTailer:
     """Ingests every stream file under ``root`` into ``store`` and keeps following them."""
 
@@ -62,9 +88,13 @@ class DirectoryTailer:
         interval: float = 0.2,
         discover_interval: float = 0.5,
         chunk: int = 8 * 1024 * 1024,
+        limits: Limits = DEFAULT_LIMITS,
+        blobs: BlobStore | None = None,
     ) -> None:
         self.root = Path(root)
         self.store = store
+        self.limits = limits  # the server's caps (``ServerSettings``), as uploads meet them
+        self.blobs = _RunFolders(blobs if blobs is not None else RunDirBlobStore(self.root))
         self.interval = interval
         self.discover_interval = discover_interval
         self.chunk = chunk
@@ -136,13 +166,15 @@ class DirectoryTailer:
         if tail.mark is None:
             tail.mark = self.store.acked(tail.key)
         fresh = [r for r in records if r.seq > tail.mark]
-        try:
-            check_enums(fresh)  # what an upload could not store, a file cannot either
-            check_records(fresh)
-        except ApiError as exc:
-            self._warn(tail, f"not indexed: {exc.message}")
-            tail.done = True
-            return 0
+        if fresh:
+            try:  # what an upload could not store, a file cannot either
+                _, fresh = check_upload(
+                    self.store, tail.key, fresh, self.limits, self.blobs, posted=False
+                )
+            except UploadRefused as exc:
+                self._warn(tail, f"not indexed: {exc.message}")
+                tail.done = True
+                return 0
         if fresh:
             tail.mark = self.store.ingest([(tail.key, fresh)]).get(tail.key, fresh[-1].seq)
             if any(type(r) is R.Finish for r in fresh):

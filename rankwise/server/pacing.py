@@ -24,15 +24,22 @@ Uploaders spread their waits (0.8-1.2 times the advice), so ranks that were refu
 paced together do not stay in step.
 
 Nothing is refused or dropped by pacing: it only spaces requests. An uploader that
-ignores it is still bounded by ``--max-inflight`` (429 with ``Retry-After``).
+ignores it is still bounded by ``Admission``: overload is answered, not queued. An upload
+is admitted only while this process expects to answer it within ``ADMIT_WAIT`` pace
+targets (by the group commit's backlog, and by Little's law over the whole process,
+``Pacer.admits``) and while fewer than ``--max-inflight`` are in progress; otherwise 429
+with ``Retry-After`` at once, rather than a wait that grows. ``create_app`` builds one
+``Pacer`` and one ``Admission`` per app; the ingest route asks it before reading a body.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 FLOOR = 1.0  # the SDK's default upload_interval: advice below it means none
 WINDOW = 1.0  # seconds of observations per adjustment
@@ -41,6 +48,11 @@ CALM_WINDOWS = 5  # calm windows in a row before the interval shrinks
 REFUSED_FLOOR = 2.0  # the interval asked for, at least, once uploads are being refused
 FIRST_CAPACITY = 64.0  # uploads/s this process is assumed to finish before it has shown more
 MIN_ADMITTED = 8  # uploads always admitted at once, whatever the estimate
+# An upload is admitted only while this process expects to answer it within this many
+# pace targets (1 s by default).
+ADMIT_WAIT = 2.0
+# Receiving slots in all per admission slot (``max_inflight``).
+RECEIVING_PER_INFLIGHT = 4
 
 
 class Pacer:
@@ -137,6 +149,83 @@ class Pacer:
             t0 = loop.time()
             await asyncio.sleep(LAG_EVERY)
             self.observe_lag(max(0.0, loop.time() - t0 - LAG_EVERY))
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An upload not admitted now: answered ``status`` (429) with ``Retry-After``."""
+
+    status: int
+    message: str
+    retry_after: int
+
+
+class Admission:
+    """Which uploads this process takes now (the event loop's thread only: no lock).
+
+    ``inflight`` counts the uploads being checked and applied; ``receiving`` the bodies
+    still arriving, by sender. A body still arriving holds no admission slot
+    (``max_inflight``): slow senders would otherwise lock every project out. It holds a
+    receiving slot instead, at most ``max_inflight`` per sender and
+    ``RECEIVING_PER_INFLIGHT`` times that in all (and the route's body deadline).
+    ``max_inflight`` 0: no cap.
+    """
+
+    def __init__(self, pacer: Pacer, max_inflight: int, retry_after: int) -> None:
+        self.pacer = pacer
+        self.max_inflight = max_inflight
+        self.retry_after = retry_after
+        self.inflight = 0
+        self.receiving: dict[str, int] = {}
+
+    def admit(self, inflight: int, backlog: float) -> Refusal | None:
+        """None to take an upload arriving with ``inflight`` others in progress and
+        ``backlog`` seconds of group-commit work queued; else the 429 to answer. A
+        refused uploader comes back no sooner than the pace asked of every uploader."""
+        pacer, cap = self.pacer, self.max_inflight
+        budget = ADMIT_WAIT * pacer.target
+        if not (
+            0 < cap <= inflight
+            or (pacer.enabled and (backlog > budget or not pacer.admits(inflight, budget)))
+        ):
+            return None
+        pacer.refused()
+        why = (
+            f"the server is handling {inflight} uploads (--max-inflight {cap})"
+            if inflight >= cap > 0
+            else f"the server is behind ({inflight} uploads in progress)"
+        )
+        wait = max(self.retry_after, math.ceil(pacer.interval))
+        return Refusal(429, f"{why}: retry after the Retry-After seconds", wait)
+
+    def receive(self, sender: str) -> Refusal | None:
+        """Take a receiving slot for ``sender``'s body (give it back with ``received``),
+        or the 429 to answer when its or everyone's slots are taken."""
+        mine, everyone = self.receiving.get(sender, 0), sum(self.receiving.values())
+        cap = self.max_inflight
+        if cap > 0 and (mine >= cap or everyone >= RECEIVING_PER_INFLIGHT * cap):
+            return Refusal(
+                429,
+                f"{mine if mine >= cap else everyone} upload bodies are still arriving: "
+                "retry after the Retry-After seconds",
+                self.retry_after,
+            )
+        self.receiving[sender] = mine + 1
+        return None
+
+    def unavailable(self) -> Refusal:
+        """The 503 to answer while the store cannot write (disk full, database down)."""
+        return Refusal(
+            503,
+            "the store cannot write now; nothing of this upload was applied: retry after "
+            "the Retry-After seconds",
+            self.retry_after,
+        )
+
+    def received(self, sender: str) -> None:
+        self.receiving[sender] -= 1
+        if not self.receiving[sender]:
+            del self.receiving[sender]
 
 
 def _p90(values: list[float]) -> float:

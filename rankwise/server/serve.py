@@ -30,6 +30,7 @@ from .blobs import BlobStore, FsspecBlobStore, LocalBlobStore, default_root, ope
 from .config import AlertSettings, ServerSettings
 from .guard import GuardedH11Protocol, install_accept_log
 from .indexer import DirectoryTailer
+from .upload import Limits
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8585
@@ -178,7 +179,8 @@ def serve_ui(
     store = open_db(index_url(root), crash_timeout)
     store.local_pids = True  # the streams are this host's own files, not uploads
     store.replace_config_destinations(alert_destinations)
-    tailer = DirectoryTailer(root, store)
+    limits = Limits(settings.max_keys_per_run, settings.max_table_cells)
+    tailer = DirectoryTailer(root, store, limits=limits, blobs=settings.blobs)
     if announce is None:
         _say_indexing(root)
     tailer.poll()  # the first pass before serving: the dashboard opens on full data

@@ -17,13 +17,12 @@ idx]), inserted ``ON CONFLICT DO NOTHING``, as a second guard).
   client. A table's own blob is ``table``/``parquet``; the images in its cells
   ``image``/``png``.
 
-``check_records`` is what a server refuses before anything is applied (the ingest
-route turns its ``RichRecordError`` into 413/422).
+What a server refuses before anything is applied (kinds, formats, caps, digests) is
+checked by ``rankwise.server.upload.check_rich``, for uploads and local files alike.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,96 +32,10 @@ import numpy as np
 from ..stream import records as R
 from .tx import Tx
 
-# Item kinds and formats a media row may hold; anything else is refused at upload.
-MEDIA_KINDS = frozenset({"image", "audio", "video", "html", "text"})
-FORMATS = frozenset({"png", "jpeg", "gif", "mp4", "wav", "html", "txt"})
-COLUMN_TYPES = frozenset({"str", "int", "float", "bool", "image", "list", "null"})
-MAX_GALLERY = 10_000  # items of one logged value
-MAX_BINS = 4096  # the SDK makes at most 512; inline rows stay small
-MAX_TABLE_COLUMNS = 10_000
-MAX_TABLE_CELLS = 100_000_000  # rows x columns of one table (ServerSettings may lower it)
-# Bytes (UTF-8) of a rich key: it is in the (run, key, step) btree indexes, whose entries
-# PostgreSQL caps at 2,704 bytes; 1,024 characters of 4-byte characters would not fit.
-MAX_KEY = 1024
-_DIGEST = re.compile(r"[0-9a-f]{64}")
 # The fields of an item stored in their own columns; the rest go into ``meta``.
 _CORE = ("kind", "digest", "size", "format", "caption")
 
 _json = msgspec.json.Encoder()
-
-
-class RichRecordError(ValueError):
-    """A rich record a server refuses: ``status`` is 413 (over a limit) or 422."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def _digest(d: object) -> None:
-    if not isinstance(d, str) or not _DIGEST.fullmatch(d):
-        raise RichRecordError(422, "a blob digest is not 64 lowercase hex characters (sha256)")
-
-
-def _key(key: str) -> None:
-    if not key or len(key) > MAX_KEY or "\x00" in key or _utf8_len(key) > MAX_KEY:
-        raise RichRecordError(
-            422, f"a media key is empty, holds NUL or is over {MAX_KEY} bytes (UTF-8)"
-        )
-
-
-def _utf8_len(key: str) -> int:
-    return len(key) if key.isascii() else len(key.encode("utf-8", "surrogatepass"))
-
-
-def check_records(records: Sequence[R.AnyRecord], max_table_cells: int = MAX_TABLE_CELLS) -> None:
-    """Raise ``RichRecordError`` for a rich record the server does not store: a table
-    over ``max_table_cells`` (rows x columns) or ``MAX_TABLE_COLUMNS`` (413), a gallery
-    or histogram past its cap (413), an unknown kind, format or column type, a malformed
-    digest, or edges that do not fit the counts (422)."""
-    for rec in records:
-        cls = type(rec)
-        if cls is R.Media:
-            assert isinstance(rec, R.Media)
-            _key(rec.key)
-            if len(rec.items) > MAX_GALLERY:
-                raise RichRecordError(
-                    413, f"media {rec.key!r} has {len(rec.items)} items, over {MAX_GALLERY}"
-                )
-            for it in rec.items:
-                _digest(it.digest)
-                if it.kind not in MEDIA_KINDS or it.format not in FORMATS:
-                    raise RichRecordError(
-                        422, f"media {rec.key!r}: unknown kind/format {it.kind!r}/{it.format!r}"
-                    )
-        elif cls is R.TableRec:
-            assert isinstance(rec, R.TableRec)
-            _key(rec.key)
-            _digest(rec.digest)
-            for d in rec.blobs:
-                _digest(d)
-            if rec.ncols > MAX_TABLE_COLUMNS or rec.nrows * rec.ncols > max_table_cells:
-                raise RichRecordError(
-                    413,
-                    f"table {rec.key!r} is {rec.nrows} rows x {rec.ncols} columns, over this "
-                    f"server's limit ({max_table_cells} cells, {MAX_TABLE_COLUMNS} columns): "
-                    "log fewer rows or columns, or split it into several keys",
-                )
-            if len(rec.columns) != rec.ncols or len(rec.types) != rec.ncols:
-                raise RichRecordError(422, f"table {rec.key!r}: columns/types do not match ncols")
-            if not set(rec.types) <= COLUMN_TYPES:
-                raise RichRecordError(422, f"table {rec.key!r}: unknown column type")
-        elif cls is R.HistogramRec:
-            assert isinstance(rec, R.HistogramRec)
-            _key(rec.key)
-            if len(rec.counts) > MAX_BINS:
-                raise RichRecordError(
-                    413, f"histogram {rec.key!r} has {len(rec.counts)} bins, over {MAX_BINS}"
-                )
-            if len(rec.edges) != len(rec.counts) + 1:
-                raise RichRecordError(
-                    422, f"histogram {rec.key!r}: edges must be one more than counts"
-                )
 
 
 def _f64(values: Sequence[float]) -> bytes:

@@ -22,7 +22,9 @@ import os
 import secrets
 from pathlib import Path
 
-HEADER = "X-Rankwise-Stream-Key"
+from .wire import STREAM_KEY_HEADER
+
+HEADER = STREAM_KEY_HEADER
 SUFFIX = ".key"
 # Printable and short: an HTTP header value, 256 bits of randomness.
 _MAX_LEN = 256

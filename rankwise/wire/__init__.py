@@ -17,7 +17,7 @@ reply schemas are derived from them (``rankwise.server.openapi``). "What does
 * ``alerts``: a run's alert events and deliveries, destinations, a test delivery.
 * ``auth``: who a request acts as and the token list.
 * ``envelopes``: the error shape and the ingest acknowledgement.
-* ``constants``: the content types and headers both ends spell the same.
+* the content types and headers both ends spell the same are in ``rankwise.stream.wire``.
 
 The stream *records* (what ranks write and upload) are ``rankwise.stream.records``.
 Nothing here is imported by ``rankwise.wire`` itself: import the module you need.

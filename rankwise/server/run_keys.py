@@ -1,11 +1,12 @@
 """The cap on one run's distinct metric keys (security checklist row 18).
 
-Per-record and per-upload caps (``ingest.check_records``) bound one request; this bounds a
+Per-record and per-upload caps (``upload.check_sizes``) bound one request; this bounds a
 run across requests, so a client cannot grow a run's key list (and every read that lists
 it) without limit, 10,000 keys at a time. The store is asked only when an upload brings a
 key this process has not yet seen for the run: the usual upload, the same keys every step,
 costs set lookups. Several server processes each check against the store, so a race
-between them can pass the cap by at most one upload's keys.
+between them can pass the cap by at most one upload's keys. ``upload.check_upload`` asks
+``admit`` and refuses (413) what it does not admit.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import weakref
 from collections import OrderedDict
 
 from ..store.base import Store
-from .encoding import ApiError
 
 MAX_KEYS_PER_RUN = 100_000
 # Keys remembered over all runs (about 100 bytes each); the least recently written runs are
@@ -32,26 +32,22 @@ class RunKeys:
         self._runs: OrderedDict[tuple[str, str], frozenset[str]] = OrderedDict()
         self._size = 0
 
-    def check(
+    def admit(
         self, store: Store, project: str, run_id: str, keys: set[str], cap: int = MAX_KEYS_PER_RUN
-    ) -> None:
-        """Refuse (413) an upload that would take the run past ``cap``; else remember."""
+    ) -> bool:
+        """False when ``keys`` would take the run past ``cap``; else remember them."""
         if not keys:
-            return
+            return True
         run = (project, run_id)
         with self._lock:
             known = self._runs.get(run)
             if known is not None:
                 self._runs.move_to_end(run)
                 if keys <= known:
-                    return
+                    return True
         total = frozenset(store.metric_keys(project, run_id)).union(keys)
         if len(total) > cap:
-            raise ApiError(
-                413,
-                f"the run would hold more than {cap} distinct metric keys: log fewer "
-                "keys, or start another run",
-            )
+            return False
         with self._lock:
             old = self._runs.pop(run, None)
             self._size -= len(old) if old is not None else 0
@@ -60,6 +56,7 @@ class RunKeys:
             while self._size > self._remembered and len(self._runs) > 1:
                 _, dropped = self._runs.popitem(last=False)
                 self._size -= len(dropped)
+        return True
 
 
 _BY_STORE: weakref.WeakKeyDictionary[Store, RunKeys] = weakref.WeakKeyDictionary()
