@@ -31,10 +31,10 @@ import pyarrow.parquet as pq
 import uvicorn
 
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.blobs import LocalBlobStore
 from rankwise.server.tables import TablePager
 from rankwise.store import open_store
 from rankwise.store.base import StreamKey
+from rankwise.store.blobs import LocalBlobStore
 from rankwise.stream import records as R
 
 

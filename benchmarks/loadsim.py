@@ -50,7 +50,8 @@ from rawhttp import Connection, HttpError
 
 from rankwise import _http
 from rankwise._http import UPLOAD_INTERVAL_HEADER, advised_interval
-from rankwise.sdk.uploader import INGEST, compress, default_encoding, retry_after
+from rankwise.sdk.retry import retry_after
+from rankwise.sdk.uploader import INGEST, compress, default_encoding
 from rankwise.stream import records as R
 from rankwise.stream.frames import MAGIC, encode_frame
 

@@ -19,7 +19,7 @@ from typing import Any
 import msgspec
 
 from ._datadir import default_dir
-from .errors import ServerError, UsageError
+from .errors import UsageError
 
 
 def add_artifact_commands(sub: Any) -> None:
@@ -128,7 +128,7 @@ def cmd_put(args: argparse.Namespace) -> int:
     from .artifacts.artifact import Artifact
     from .artifacts.local import LocalArtifacts, OutboxEntry
     from .artifacts.model import CommitRequest
-    from .artifacts.runs import close_client, remote_artifacts
+    from .artifacts.remote import RemoteArtifacts
     from .artifacts.worker import commit_local, latest_sizes, stage
 
     project = _project(args)
@@ -159,14 +159,8 @@ def cmd_put(args: argparse.Namespace) -> int:
         print(f"rankwise: {info.qualified_name} in {store.base}")
         return 0
     store.outbox_put(OutboxEntry(name=art.name, request=request))
-    try:
-        client = remote_artifacts(server, args.token, project)
-    except ImportError as exc:
-        raise ServerError(f"this rankwise has no artifact client for servers: {exc}") from exc
-    try:
+    with RemoteArtifacts(server, project, args.token) as client:
         info = client.publish(art.name, request, store.files_root)
-    finally:
-        close_client(client)
     store.outbox_done(request.client_id)
     print(f"rankwise: {info.qualified_name} on {server}")
     return 0
@@ -174,22 +168,20 @@ def cmd_put(args: argparse.Namespace) -> int:
 
 def cmd_sync_artifacts(path: Path, server: str, token: str | None) -> int:
     """The artifact part of ``rankwise sync``; returns the number of failures."""
-    from .artifacts.runs import close_client, remote_artifacts
+    from .artifacts.remote import RemoteArtifacts
     from .artifacts.sync import artifact_projects, sync_artifacts
 
     root, projects = artifact_projects(path)
     failures = 0
     for project in projects:
         try:
-            client = remote_artifacts(server, token, project)
+            client = RemoteArtifacts(server, project, token)
         except Exception as exc:
             print(f"rankwise: artifacts of {project!r} not synced: {exc}")
             failures += 1
             continue
-        try:
+        with client:
             report = sync_artifacts(root, project, client)
-        finally:
-            close_client(client)
         print(
             f"rankwise: artifacts of {project!r}: {len(report.published)} version(s), "
             f"{report.uses} use(s) synced"

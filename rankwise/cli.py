@@ -492,7 +492,7 @@ def cmd_server(args: argparse.Namespace) -> int:
 
     blobs = None
     if args.blobs:
-        from .server.blobs import open_blob_store
+        from .store.blobs import open_blob_store
 
         try:
             blobs = open_blob_store(args.blobs, args.blobs_endpoint)

@@ -25,10 +25,10 @@ from pydantic import BaseModel
 from rankwise.alert_config import make_destination
 from rankwise.artifacts.model import CommitRequest
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.blobs import LocalBlobStore
 from rankwise.server.replies import STRUCTS
 from rankwise.store import open_store
 from rankwise.store.base import StreamKey
+from rankwise.store.blobs import LocalBlobStore
 from rankwise.stream import records as R
 
 from .helpers.rich import predictions, rich_stream, table_record

@@ -25,9 +25,9 @@ from urllib.parse import quote, unquote
 import pytest
 
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.blobs import LocalBlobStore
 from rankwise.store import open_store
 from rankwise.store.base import StreamKey
+from rankwise.store.blobs import LocalBlobStore
 from rankwise.stream import records as R
 
 from .helpers.browser import STATIC, need_browser

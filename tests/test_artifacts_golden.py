@@ -21,7 +21,7 @@ import pytest
 
 from rankwise.artifacts.model import ArtifactsReply, RunArtifacts, VersionInfo, VersionsReply
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.blobs import LocalBlobStore
+from rankwise.store.blobs import LocalBlobStore
 
 from .helpers.golden_artifacts import GOLDEN, PROJECT, golden, publish_golden, without_times
 from .helpers.servers import bearer, serve_in_thread

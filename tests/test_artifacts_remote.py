@@ -28,8 +28,8 @@ from .helpers.servers import serve_in_thread
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
     from rankwise.server import ServerSettings, create_app
-    from rankwise.server.blobs import LocalBlobStore
     from rankwise.store import open_store
+    from rankwise.store.blobs import LocalBlobStore
 
     store = open_store(f"sqlite:///{tmp_path / 'server.db'}")
     store.migrate()

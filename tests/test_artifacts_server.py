@@ -32,7 +32,7 @@ from rankwise.artifacts.model import CommitRequest
 from rankwise.artifacts.remote import ArtifactNotFoundError, RemoteArtifacts
 from rankwise.errors import ServerError, UsageError
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.blobs import BlobStore, FsspecBlobStore, LocalBlobStore
+from rankwise.store.blobs import BlobStore, FsspecBlobStore, LocalBlobStore
 from rankwise.store.sql import SQLStore
 
 from .helpers.blobs import moto_s3

@@ -13,9 +13,9 @@ import pytest
 import rankwise
 from rankwise.artifacts.manifest import CHUNK_BYTES
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.blobs import RunDirBlobStore
 from rankwise.server.indexer import DirectoryTailer
 from rankwise.store import open_store
+from rankwise.store.blobs import RunDirBlobStore
 
 from .helpers.servers import call
 

@@ -18,9 +18,9 @@ import httpx
 import pytest
 
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.blobs import DigestMismatch, LocalBlobStore
 from rankwise.store import open_store
 from rankwise.store.base import StreamKey
+from rankwise.store.blobs import DigestMismatch, LocalBlobStore
 from rankwise.stream import records as R
 
 from .helpers.blobs import sha, stored_files

@@ -13,9 +13,9 @@ import pytest
 
 from rankwise.sdk.sync import sync
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.blobs import LocalBlobStore
 from rankwise.store import open_store
 from rankwise.store.base import StreamKey
+from rankwise.store.blobs import LocalBlobStore
 
 from .helpers.blobs import sha, stored_files
 from .helpers.env import need

@@ -33,7 +33,7 @@ import threading
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any
 
 import msgspec
 
@@ -49,18 +49,10 @@ from .manifest import (
     manifest_digest,
     validate_manifest,
 )
-from .model import VersionInfo
+from .model import Source, VersionInfo
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-
-
-class Source(Protocol):
-    """Where the bytes of a version read back come from (the local store, a server)."""
-
-    def read_into(self, info: VersionInfo, entry: Entry, out: IO[bytes]) -> None:
-        """Write the bytes of ``entry`` (a stored file of ``info``) to ``out``."""
-        ...
 
 
 class _File:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, Protocol
 
 import msgspec
 
-from .manifest import Manifest
+from .manifest import Entry, Manifest
 
 
 class Use(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -97,3 +98,12 @@ class VersionsReply(msgspec.Struct, kw_only=True):
     """``GET /artifacts/{project}/{name}``: its versions, newest first (no manifests)."""
 
     versions: list[VersionInfo]
+
+
+class Source(Protocol):
+    """Where the bytes of a version read back come from (the local store, a server)."""
+
+    def read_chunks(self, info: VersionInfo, entry: Entry) -> Iterator[bytes]:
+        """The bytes of ``entry`` (a stored file of ``info``), a piece at a time; the
+        caller checks them against the entry's digest (``fsutil.write_verified``)."""
+        ...

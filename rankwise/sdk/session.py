@@ -266,12 +266,19 @@ def _attach_uploader(
     if not server or run.path is None:
         return None
     from .._http import normalize_url
+    from . import orphans
     from .uploader import StreamRef, Uploader
 
     server = normalize_url(server)  # a bad URL is a usage error here, not a warning later
     ref = StreamRef(run.project, run.id, run.label, run.incarnation)
-    # A process that ends while its job goes down uploads what dead siblings left.
-    uploader = Uploader(server, run.path, ref, opts, adopt_orphans=lambda: run.state != "finished")
+    own = run.path
+
+    def adopt_orphans(deadline: float) -> None:
+        # A process that ends while its job goes down uploads what dead siblings left.
+        if run.state != "finished":
+            orphans.adopt(server, own, deadline)
+
+    uploader = Uploader(server, run.path, ref, opts, on_drained=adopt_orphans)
     writer.flush_listeners.append(uploader.wake)
     run.add_component(uploader, after_writer=True)
     uploader.start()

@@ -48,11 +48,11 @@ from ..._http import UPLOAD_INTERVAL_HEADER
 from ...budget import BudgetError
 from ...store import media as rich
 from ...store.base import Store, StreamKey
+from ...store.blobs import BlobStore, is_digest
 from ...store.ingest import StreamConflict, StreamKeyRefused
 from ...stream import records as R
 from ...stream import streamkey
 from ...stream.frames import scan
-from ..blobs import BlobStore, is_digest
 from ..config import ServerSettings
 from ..encoding import ApiError, error_reply, reply
 from ..group_commit import GroupCommit, store_unavailable
@@ -60,6 +60,7 @@ from ..keycap import MAX_KEYS_PER_RUN, run_keys
 from ..pacing import Pacer
 from ..replies import AckReply
 from .deps import Responses, answers, refusal
+from .deps import blobs as _blobs
 from .deps import store as _store
 
 ID_PATTERN = names.ID_CHARS_PATTERN  # the full rule is checked before routing
@@ -189,7 +190,7 @@ async def ingest(request: Request, key: Key) -> Response:
                 data,
                 settings.max_keys_per_run,
                 settings.max_table_cells,
-                request.app.state.blobs,
+                _blobs(request),
             )
             if fresh:  # waits for its group-commit batch without holding a thread
                 secret = request.headers.get(streamkey.HEADER)
