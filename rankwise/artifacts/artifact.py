@@ -125,6 +125,11 @@ class Artifact:
         return list(self._info.aliases) if self._info is not None else []
 
     @property
+    def tags(self) -> list[str]:
+        """The version's tags (``log_artifact(tags=)``), once stored or read back."""
+        return list(self._info.tags) if self._info is not None else []
+
+    @property
     def digest(self) -> str | None:
         """The manifest digest (what names the content), once hashed."""
         if self._info is not None:

@@ -52,11 +52,13 @@ from .manifest import (
     Manifest,
     check_alias,
     check_name,
+    check_tags,
     decode,
     encode,
     is_digest,
     is_version,
     manifest_digest,
+    merge_tags,
     validate_manifest,
 )
 from .model import ArtifactSummary, CommitRequest, Use, VersionInfo
@@ -292,6 +294,7 @@ class LocalArtifacts:
         and whether it is new (False: identical to the latest, which is returned)."""
         check_name(request.type, "artifact type")
         aliases = [check_alias(a) for a in request.aliases if a != "latest"]
+        tags = check_tags(request.tags)
         validate_manifest(request.manifest)
         for e in request.manifest.entries:
             if e.ref is None and not self.has_file(e):
@@ -307,6 +310,7 @@ class LocalArtifacts:
             file_count=len(request.manifest.entries),
             description=request.description,
             metadata=request.metadata,
+            tags=tags,
             created_at=request.created_at or time.time(),
             run_id=request.run_id,
             label=request.label,
@@ -317,6 +321,9 @@ class LocalArtifacts:
             if numbers:
                 latest = self._read_info(name, numbers[-1])
                 if latest.digest == digest:
+                    if merge_tags(latest.tags, tags) != latest.tags:  # it gains the new tags
+                        latest.tags = merge_tags(latest.tags, tags)
+                        write_atomic(folder / f"v{numbers[-1]}.json", msgspec.json.encode(latest))
                     self.move_aliases(name, numbers[-1], aliases)
                     return self.version(name, numbers[-1]), False
                 if latest.type != request.type:

@@ -27,7 +27,7 @@ from ..names import is_id
 from ..sdk.handle import RunHandle
 from .artifact import Artifact
 from .local import LocalArtifacts, parse_ref
-from .manifest import check_alias
+from .manifest import check_alias, check_tags
 from .model import Source
 from .worker import ArtifactWorker, Publisher
 
@@ -103,18 +103,6 @@ def type_name(obj: object) -> str:
     return type(obj).__name__
 
 
-def _refuse_tags(tags: Any) -> None:
-    """``log_artifact(tags=)`` is refused, never dropped: rankwise keeps no tags on an
-    artifact version (aliases and metadata do that job)."""
-    if tags is None or (isinstance(tags, list | tuple | set | frozenset) and not tags):
-        return
-    raise UsageError(
-        f"log_artifact(tags={tags!r}): rankwise keeps no tags on artifact versions; name "
-        "the version with aliases= (e.g. aliases=['best']) or put labels in the "
-        "artifact's metadata"
-    )
-
-
 def log_artifact(
     run: RunHandle,
     artifact_or_path: Any,
@@ -123,7 +111,7 @@ def log_artifact(
     aliases: Any = None,
     tags: Any = None,
 ) -> Artifact:
-    _refuse_tags(tags)
+    wanted_tags = check_tags(tags)
     art = as_artifact(artifact_or_path, name, type, run)
     wanted = _aliases(aliases)
     art.check_metadata()
@@ -132,7 +120,7 @@ def log_artifact(
     if run.state() != "running":
         _log.warn(f"log_artifact({art.name!r}) after the run ended: not logged")
         return art
-    _worker(run).submit(art, wanted)
+    _worker(run).submit(art, wanted, wanted_tags)
     return art
 
 

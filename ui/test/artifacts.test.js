@@ -106,7 +106,8 @@ describe("artifact helpers", () => {
   it("fills in the defaults a reply leaves out", () => {
     const v0 = versionView(VERSIONS.versions[1]);
     expect(VERSIONS.versions[1].aliases).toBeUndefined();
-    expect(v0).toMatchObject({ aliases: [], description: null, used_by: [], manifest: null, label: "rank-0" });
+    expect(v0).toMatchObject({ aliases: [], tags: [], description: null, used_by: [], manifest: null, label: "rank-0" });
+    expect(versionView({ ...VERSIONS.versions[1], tags: ["best"] }).tags).toEqual(["best"]);
     expect(versionView(VERSION).used_by[1]).toEqual({ run_id: "eval-2", label: null, time: 1795000400.0 });
   });
 
