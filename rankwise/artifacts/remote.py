@@ -44,6 +44,7 @@ import msgspec
 
 from .._http import (
     MAX_ADVISED_INTERVAL,
+    MSGPACK,
     UPLOAD_INTERVAL_HEADER,
     advised_interval,
     error_body,
@@ -65,12 +66,26 @@ RETRIES = 8
 BACKOFF_CAP = 10.0  # seconds between two tries at most (unless the server advised more)
 COMMIT_ROUNDS = 3  # a commit answered 409 missing: upload those and commit again
 
-_version = msgspec.json.Decoder(VersionInfo)
-_summaries = msgspec.json.Decoder(list[ArtifactSummary])
-_versions = msgspec.json.Decoder(list[VersionInfo])
-_run = msgspec.json.Decoder(RunArtifacts)
 _json = msgspec.json.Encoder()
 T = TypeVar("T")
+# Replies that carry versions are asked for as MessagePack: metadata values such as NaN
+# and ±Inf come back exact, as the local store returns them.
+_READ = {"Accept": MSGPACK}
+
+
+def _decoded(response: httpx.Response, type: type[T]) -> T:
+    """The reply's body as ``type`` (MessagePack or JSON, as the server answered)."""
+    if response.headers.get("content-type", "").startswith(MSGPACK):
+        return msgspec.msgpack.decode(response.content, type=type)
+    return msgspec.json.decode(response.content, type=type)
+
+
+class _Versions(msgspec.Struct):
+    versions: list[VersionInfo]
+
+
+class _Names(msgspec.Struct):
+    artifacts: list[ArtifactSummary]
 
 
 class _Cut(Exception):
@@ -219,14 +234,16 @@ class RemoteArtifacts:
         self._upload(self.missing(list(where)), where, progress)
         body = _json.encode(request)
         for _ in range(COMMIT_ROUNDS):
-            r = self._send("POST", path, content=body, headers={"Content-Type": "application/json"})
+            r = self._send(
+                "POST", path, content=body, headers={"Content-Type": "application/json", **_READ}
+            )
             if r.status_code == 409:
                 lacking = error_body(r).get("missing")
                 if isinstance(lacking, list) and lacking:
                     self._upload([str(d) for d in lacking], where, progress)
                     continue
             self._check(r, f"the commit of artifact {name!r}")
-            return _version.decode(r.content)
+            return _decoded(r, VersionInfo)
         raise ServerError(
             f"the server kept losing chunks of artifact {name!r} while it was committed: "
             "check its blob store, then publish again"
@@ -298,36 +315,35 @@ class RemoteArtifacts:
             "POST",
             self._path(name, "use"),
             content=body,
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", **_READ},
         )
-        return _version.decode(self._check(r, f"the use of {name}:{ref}").content)
+        return _decoded(self._check(r, f"the use of {name}:{ref}"), VersionInfo)
 
     def get(self, name: str, ref: str = "latest") -> VersionInfo:
         """One version (``latest``, ``v3``, an alias) with its manifest and lineage."""
         check_name(ref, "artifact version or alias")
-        r = self._send("GET", self._path(name, ref))
-        return _version.decode(self._check(r, f"reading {name}:{ref}").content)
+        r = self._send("GET", self._path(name, ref), headers=_READ)
+        return _decoded(self._check(r, f"reading {name}:{ref}"), VersionInfo)
 
     def versions(self, name: str) -> list[VersionInfo]:
         """Every version of ``name``, newest first (no manifests)."""
-        r = self._send("GET", self._path(name))
-        body = self._check(r, f"the versions of {name!r}").content
-        return _versions.decode(msgspec.json.encode(msgspec.json.decode(body)["versions"]))
+        r = self._send("GET", self._path(name), headers=_READ)
+        return _decoded(self._check(r, f"the versions of {name!r}"), _Versions).versions
 
     def list(self, type: str | None = None) -> list[ArtifactSummary]:
         """The project's artifact names (of ``type``); none for a project the server
         does not know."""
         params = {"type": check_name(type, "artifact type")} if type is not None else None
-        r = self._send("GET", f"/artifacts/{self.project}", params=params)
+        r = self._send("GET", f"/artifacts/{self.project}", params=params, headers=_READ)
         if r.status_code == 404:
             return []
-        body = self._check(r, "the artifact list").content
-        return _summaries.decode(msgspec.json.encode(msgspec.json.decode(body)["artifacts"]))
+        return _decoded(self._check(r, "the artifact list"), _Names).artifacts
 
     def run_artifacts(self, run_id: str) -> RunArtifacts:
         """What run ``run_id`` logged and used."""
-        r = self._send("GET", f"/runs/{self.project}/{check_id(run_id, 'run id')}/artifacts")
-        return _run.decode(self._check(r, f"the artifacts of run {run_id!r}").content)
+        path = f"/runs/{self.project}/{check_id(run_id, 'run id')}/artifacts"
+        r = self._send("GET", path, headers=_READ)
+        return _decoded(self._check(r, f"the artifacts of run {run_id!r}"), RunArtifacts)
 
     # -- file bytes -------------------------------------------------------------------------
 
