@@ -34,7 +34,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import quote
@@ -398,41 +397,40 @@ class RemoteArtifacts:
         return self._retrying(attempt, f"the download of {what}")
 
     def _file_chunks(self, url: str, what: str) -> Iterator[bytes]:
-        with self._stream(url, what) as response:
-            try:
-                yield from response.iter_bytes(PIECE)
-            except httpx.TransportError as exc:
-                raise _Cut(f"{type(exc).__name__}: {exc}") from None
+        response = self._open_file(url, what)
+        try:
+            yield from response.iter_bytes(PIECE)
+        except httpx.TransportError as exc:
+            raise _Cut(f"{type(exc).__name__}: {exc}") from None
+        finally:
+            response.close()
 
-    @contextmanager
-    def _stream(self, url: str, what: str) -> Iterator[httpx.Response]:
-        """The open reply of a file GET, its status line retried like any request."""
+    def _open_file(self, url: str, what: str) -> httpx.Response:
+        """The open (streamed) 200 reply of a file GET, its status line retried like any
+        request's; an error reply is read, closed and raised."""
 
-        def attempt() -> tuple[Any, httpx.Response]:
-            cm = self.client.stream("GET", API + url)
+        def attempt() -> httpx.Response:
             try:
-                response = cm.__enter__()
+                response = self.client.send(
+                    self.client.build_request("GET", API + url), stream=True
+                )
             except httpx.TransportError as exc:
                 raise unreachable(exc) from exc
-            if response.status_code != 200:
-                try:
-                    response.read()
-                    self._heed(response)
-                    transient(response, error_message(response))
-                    if response.status_code == 404:
-                        raise ArtifactNotFoundError(
-                            f"{what} is not on {self.server}: {error_message(response)}"
-                        )
-                    self._check(response, f"the download of {what}")
-                finally:
-                    cm.__exit__(None, None, None)
-            return cm, response
+            if response.status_code == 200:
+                return response
+            try:
+                response.read()
+            finally:
+                response.close()
+            self._heed(response)
+            message = error_message(response)
+            transient(response, message)
+            if response.status_code == 404:
+                raise ArtifactNotFoundError(f"{what} is not on {self.server}: {message}")
+            self._check(response, f"the download of {what}")
+            raise ServerError(f"the rankwise server answered {response.status_code} to {what}")
 
-        cm, response = self._retrying(attempt, f"the download of {what}")
-        try:
-            yield response
-        finally:
-            cm.__exit__(None, None, None)
+        return self._retrying(attempt, f"the download of {what}")
 
 
 class ServerSource:
