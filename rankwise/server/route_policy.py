@@ -47,17 +47,18 @@ DEFAULT = Policy()
 _READ = DEFAULT  # a read or a small JSON write: the JSON cap, the dashboard's CSP
 _BLOB = Policy(csp="blob")
 _RUN = f"{API}/projects/{{project}}/runs/{{run}}"
-_ART = f"{API}/artifacts/{{project}}/{{name}}"
+_ART = f"{API}/artifacts/{{project}}/{{artifact}}"
 
-# Every API route by its path template (``route.path``). Keep it in the order of
-# docs/http-api.md's sections.
+# Every API route by its path template (``route.path``), grouped by the module that
+# declares it.
 ROUTES: dict[str, Policy] = {
     "/api/docs": Policy(csp="docs"),
     "/api/openapi.json": _READ,
     "/api/{rest:path}": _READ,  # any other /api path: a 404 in the API's error shape
-    # login and sessions (rankwise.server.routes.login)
+    # login, sessions and tokens (rankwise.server.routes.login)
     f"{API}/session": _READ,
-    f"{API}/session/token": _READ,
+    f"{API}/tokens": _READ,
+    f"{API}/tokens/{{token_id}}": _READ,
     # upload (rankwise.server.routes.ingest)
     f"{API}/ingest": Policy(caps={"POST": "upload"}),
     f"{API}/ack": _READ,
@@ -65,17 +66,15 @@ ROUTES: dict[str, Policy] = {
     f"{API}/blobs/{{project}}/missing": _BLOB,
     f"{API}/blobs/{{project}}/lost": _BLOB,
     f"{API}/blobs/{{project}}/{{digest}}": Policy(caps={"PUT": "blob"}, csp="blob"),
-    # runs (rankwise.server.routes.runs)
+    # runs (rankwise.server.routes.runs, saved_views)
     f"{API}/projects": _READ,
     f"{API}/projects/{{project}}/runs": _READ,
     _RUN: _READ,
     f"{_RUN}/metrics": _READ,
     f"{_RUN}/series": _READ,
     f"{_RUN}/history": _READ,
-    f"{_RUN}/streams": _READ,
     f"{API}/compare": _READ,
     f"{API}/projects/{{project}}/views": _READ,
-    f"{API}/projects/{{project}}/views/{{name}}": _READ,
     # health (rankwise.server.routes.health)
     f"{_RUN}/health": _READ,
     f"{_RUN}/hang": _READ,
@@ -89,14 +88,16 @@ ROUTES: dict[str, Policy] = {
     f"{_RUN}/histograms": _READ,
     f"{_RUN}/tables": _READ,
     # alerts (rankwise.server.routes.alerts)
-    f"{API}/projects/{{project}}/alerts": _READ,
+    f"{API}/alerts/destinations": _READ,
+    f"{API}/alerts/destinations/{{dest}}": _READ,
+    f"{API}/alerts/destinations/{{dest}}/test": _READ,
+    f"{_RUN}/alerts": _READ,
     # artifacts (rankwise.server.routes.artifacts)
     f"{API}/artifacts/{{project}}": _READ,
     _ART: _READ,
     f"{_ART}/versions": Policy(caps={"POST": "upload"}),  # a manifest: the upload cap
     f"{_ART}/use": _READ,
     f"{_ART}/{{ref}}": _READ,
-    f"{_ART}/{{ref}}/aliases": _READ,
     f"{_ART}/{{ref}}/files/{{path:path}}": Policy(csp="artifact", file_param="path"),
     f"{API}/runs/{{project}}/{{run}}/artifacts": _READ,
 }
