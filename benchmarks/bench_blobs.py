@@ -22,8 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rankwise.sdk.sync import sync
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.blobs import LocalBlobStore
 from rankwise.store import open_store
+from rankwise.store.blobs import LocalBlobStore
 from tests.helpers.blobs import blob_run
 from tests.helpers.servers import serve_in_thread
 

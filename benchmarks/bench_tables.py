@@ -31,9 +31,9 @@ import pyarrow.parquet as pq
 import uvicorn
 
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.blobs import LocalBlobStore
 from rankwise.server.tables import TablePager
 from rankwise.store import open_store
+from rankwise.store.blobs import LocalBlobStore
 from rankwise.stream import records as R
 from rankwise.stream.identity import StreamId
 

@@ -49,7 +49,8 @@ from typing import Any
 from rawhttp import Connection, HttpError
 
 from rankwise._http import advised_interval, compress, default_encoding
-from rankwise.sdk.uploader import INGEST, retry_after
+from rankwise.sdk.retry import retry_after
+from rankwise.sdk.uploader import INGEST
 from rankwise.stream import records as R
 from rankwise.stream.frames import MAGIC, encode_frame
 from rankwise.stream.wire import STREAM_CONTENT_TYPE, UPLOAD_INTERVAL_HEADER

@@ -95,11 +95,10 @@ class Api:
         project, art_name, ref = parse_ref(name)
         project = default_project(project)
         if self._remote is not None:
-            from .read.artifacts import ArtifactReader
-
-            reader = ArtifactReader(self._remote.server, self._remote._token)
-            info = reader.version(project, art_name, ref)
-            art = Artifact.from_version(info, reader)
+            source = self._remote.artifact_source()
+            with source.client(project) as client:
+                info = client.get(art_name, ref)
+            art = Artifact.from_version(info, source)
         else:
             store = LocalArtifacts(self.dir, project)
             art = Artifact.from_version(store.resolve(art_name, ref), store)
@@ -114,9 +113,8 @@ class Api:
         number of versions, latest version, its size and time."""
         project = default_project(project)
         if self._remote is not None:
-            from .read.artifacts import ArtifactReader
-
-            return ArtifactReader(self._remote.server, self._remote._token).names(project, type)
+            with self._remote.artifact_source().client(project) as client:
+                return client.list(type)
         from .artifacts.local import LocalArtifacts
 
         return LocalArtifacts(self.dir, project).summaries(type)
@@ -134,9 +132,8 @@ class Api:
 
     def _versions(self, project: str, name: str) -> list[Any]:
         if self._remote is not None:
-            from .read.artifacts import ArtifactReader
-
-            return ArtifactReader(self._remote.server, self._remote._token).versions(project, name)
+            with self._remote.artifact_source().client(project) as client:
+                return client.versions(name)
         from .artifacts.local import LocalArtifacts
 
         return LocalArtifacts(self.dir, project).versions(name)

@@ -24,9 +24,9 @@ from pydantic import BaseModel
 
 from rankwise.alert_config import make_destination
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.blobs import LocalBlobStore
 from rankwise.server.openapi import STRUCTS
 from rankwise.store import open_store
+from rankwise.store.blobs import LocalBlobStore
 from rankwise.stream import records as R
 from rankwise.stream.identity import StreamId
 from rankwise.wire.artifacts import CommitRequest

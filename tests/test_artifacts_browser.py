@@ -25,8 +25,8 @@ from urllib.parse import quote, unquote
 import pytest
 
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.blobs import LocalBlobStore
 from rankwise.store import open_store
+from rankwise.store.blobs import LocalBlobStore
 from rankwise.stream import records as R
 from rankwise.stream.identity import StreamId
 

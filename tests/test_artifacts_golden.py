@@ -1,7 +1,7 @@
 """The golden artifact replies the dashboard is tested with are the server's real ones.
 
 ``tests/data/golden/artifacts/*.json`` feed ``ui/test/artifacts.test.js``. Here each file
-decodes strictly into the struct its route answers (``rankwise/artifacts/model.py``) and
+decodes strictly into the struct its route answers (``rankwise/wire/artifacts.py``) and
 encodes back to the same JSON (no field more, none missing, defaults left out as the
 server leaves them out); then the same artifacts are published to a real server (uvicorn,
 SQLite and PostgreSQL) and every route's reply equals its file, but for the times the
@@ -20,7 +20,7 @@ import msgspec
 import pytest
 
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.blobs import LocalBlobStore
+from rankwise.store.blobs import LocalBlobStore
 from rankwise.wire.artifacts import ArtifactsReply, RunArtifacts, VersionInfo, VersionsReply
 
 from .helpers.golden_artifacts import GOLDEN, PROJECT, golden, publish_golden, without_times

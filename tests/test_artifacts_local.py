@@ -477,3 +477,29 @@ def test_a_large_file_is_hashed_and_stored_with_bounded_memory(tmp_path: Path) -
     [entry] = info.manifest.entries
     assert [c.size for c in entry.chunks] == [32 * 2**20] * 5  # CHUNK_BYTES pieces
     assert store.file_path(entry.digest).stat().st_size == 160 * 2**20
+
+
+def test_tags_are_stored_with_the_version_and_read_back(tmp_path: Path, files: Path) -> None:
+    """``log_artifact(tags=)`` is kept with the version (never dropped); the same content
+    logged again gains the new tags; a bad tag is a UsageError naming the rule."""
+    run = _run(tmp_path)
+    art = rankwise.Artifact("data", "dataset")
+    art.add_file(files / "a.txt")
+    run.log_artifact(art, tags=["baseline", "fp16", "baseline"]).wait(30)
+    assert art.tags == ["baseline", "fp16"]
+    again = rankwise.Artifact("data", "dataset")
+    again.add_file(files / "a.txt")
+    run.log_artifact(again, tags="best").wait(30)
+    assert again.version == "v0" and again.tags == ["baseline", "fp16", "best"]
+    with pytest.raises(UsageError, match="artifact tag"):
+        run.log_artifact(files / "a.txt", name="x", tags=["no spaces"])
+    with pytest.raises(UsageError, match="list of strings"):
+        run.log_artifact(files / "a.txt", name="x", tags=3)
+    run.finish()
+    api = rankwise.Api(dir=tmp_path / "data")
+    assert api.artifact("p/data:v0").tags == ["baseline", "fp16", "best"]
+    assert LocalArtifacts(tmp_path / "data", "p").version("data", 0).tags == [
+        "baseline",
+        "fp16",
+        "best",
+    ]

@@ -28,8 +28,8 @@ from .helpers.servers import serve_in_thread
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[str]:
     from rankwise.server import ServerSettings, create_app
-    from rankwise.server.blobs import LocalBlobStore
     from rankwise.store import open_store
+    from rankwise.store.blobs import LocalBlobStore
 
     store = open_store(f"sqlite:///{tmp_path / 'server.db'}")
     store.migrate()
@@ -102,3 +102,26 @@ def test_sync_uploads_local_versions_and_the_cli_reads_them(
     assert main(["artifact", "put", str(src), "--name", "put", "--type", "t", *where, *staged]) == 0
     assert main(["artifact", "ls", *where]) == 0
     assert "put" in capsys.readouterr().out
+
+
+def test_remote_mode_stores_tags_and_sync_carries_them(tmp_path: Path, server: str) -> None:
+    weights = tmp_path / "model.pt"
+    weights.write_bytes(os.urandom(10_000))
+    run = _init(tmp_path, server=server)
+    art = run.log_artifact(weights, name="net", type="model", tags=["fp16"]).wait(60)
+    assert art.tags == ["fp16"]
+    again = run.log_artifact(weights, name="net", type="model", tags=["best"]).wait(60)
+    assert again.version == "v0" and again.tags == ["fp16", "best"]
+    run.finish()
+    api = rankwise.Api(server=server)
+    assert api.artifact("p/net:v0").tags == ["fp16", "best"]
+    assert [v.tags for v in api.artifact_versions("net", project="p")] == [["fp16", "best"]]
+
+    # a local-mode version keeps its tags through rankwise sync
+    run2 = rankwise.init(
+        project="q", dir=tmp_path / "local", system=False, console="off", settings={}
+    )
+    run2.log_artifact(weights, name="w", type="model", tags=["synced"]).wait(60)
+    run2.finish()
+    assert main(["sync", str(tmp_path / "local"), "--server", server]) == 0
+    assert api.artifact("q/w:v0").tags == ["synced"]

@@ -31,7 +31,7 @@ from rankwise.artifacts.manifest import CHUNK_BYTES, Entry, Manifest, hash_file
 from rankwise.artifacts.remote import RemoteArtifacts
 from rankwise.errors import ArtifactNotFoundError, ServerError, UsageError
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.blobs import BlobStore, FsspecBlobStore, LocalBlobStore
+from rankwise.store.blobs import BlobStore, FsspecBlobStore, LocalBlobStore
 from rankwise.store.sql import SQLStore
 from rankwise.wire.artifacts import CommitRequest
 

@@ -1,5 +1,5 @@
 """``rankwise ui`` over a data directory whose runs logged artifacts in local mode: the
-index holds their versions (numbers kept), aliases (moves too) and lineage, and the
+index holds their versions (numbers kept), aliases (moves too), tags and lineage, and the
 file route serves the local store's files, a multi-chunk one whole, with nothing
 written into the data directory."""
 
@@ -13,9 +13,9 @@ import pytest
 import rankwise
 from rankwise.artifacts.manifest import CHUNK_BYTES
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.blobs import RunDirBlobStore
 from rankwise.server.indexer import DirectoryTailer
 from rankwise.store import open_store
+from rankwise.store.blobs import RunDirBlobStore
 
 from .helpers.servers import call
 
@@ -41,7 +41,7 @@ def test_ui_indexes_local_artifacts(tmp_path: Path) -> None:
     art = rankwise.Artifact("cnn", "model", metadata={"acc": 0.9})
     art.add_file(src / "model.bin")
     art.add_file(src / "notes.txt", name="docs/notes.txt")
-    run.log_artifact(art, aliases=["best"]).wait(60)
+    run.log_artifact(art, aliases=["best"], tags=["fp16"]).wait(60)
     again = rankwise.Artifact("cnn", "model", metadata={"acc": 0.9})
     again.add_file(src / "model.bin")
     again.add_file(src / "notes.txt", name="docs/notes.txt")
@@ -66,6 +66,7 @@ def test_ui_indexes_local_artifacts(tmp_path: Path) -> None:
     assert [(n["name"], n["type"], n["latest"]) for n in names] == [("cnn", "model", "v0")]
     one = call(app, "GET", "/api/v1/artifacts/p/cnn/best").json()
     assert one["version"] == "v0" and sorted(one["aliases"]) == ["best", "latest"]
+    assert one["tags"] == ["fp16"]
     assert one["metadata"] == {"acc": 0.9} and one["run_id"] == "train"
     assert [u["run_id"] for u in one["used_by"]] == ["eval"]
     runs = call(app, "GET", "/api/v1/runs/p/eval/artifacts").json()
@@ -80,10 +81,21 @@ def test_ui_indexes_local_artifacts(tmp_path: Path) -> None:
 
     # Identical content logged again with a new alias: no version, the alias moves.
     run = rankwise.init(project="p", id="train2", dir=data, system=False, console="off")
-    run.log_artifact(again, aliases=["prod"]).wait(60)
+    run.log_artifact(again, aliases=["prod"], tags=["rerun"]).wait(60)
     run.finish()
     tailer.poll()
     moved = call(app, "GET", "/api/v1/artifacts/p/cnn/prod").json()
     assert moved["version"] == "v0"
+    assert moved["tags"] == ["fp16", "rerun"]  # the local store's new tag, indexed too
+    # ... and a new tag alone (no alias moves) reaches the index as well
+    run = rankwise.init(project="p", id="train3", dir=data, system=False, console="off")
+    third = rankwise.Artifact("cnn", "model", metadata={"acc": 0.9})
+    third.add_file(src / "model.bin")
+    third.add_file(src / "notes.txt", name="docs/notes.txt")
+    run.log_artifact(third, tags=["third"]).wait(60)
+    run.finish()
+    tailer.poll()
+    tagged = call(app, "GET", "/api/v1/artifacts/p/cnn/latest").json()
+    assert tagged["tags"] == ["fp16", "rerun", "third"]
     assert len(call(app, "GET", "/api/v1/artifacts/p/cnn").json()["versions"]) == 1
     store.close()

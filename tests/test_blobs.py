@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.blobs import DigestMismatch, LocalBlobStore
 from rankwise.store import open_store
+from rankwise.store.blobs import DigestMismatch, LocalBlobStore
 from rankwise.stream import records as R
 from rankwise.stream.identity import StreamId
 

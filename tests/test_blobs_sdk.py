@@ -13,8 +13,8 @@ import pytest
 
 from rankwise.sdk.sync import sync
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.blobs import LocalBlobStore
 from rankwise.store import open_store
+from rankwise.store.blobs import LocalBlobStore
 from rankwise.stream.identity import StreamId
 
 from .helpers.blobs import sha, stored_files

@@ -22,9 +22,9 @@ import pytest
 from rankwise.sdk.sync import sync
 from rankwise.sdk.uploader import Uploader, stream_ref
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.blobs import LocalBlobStore
 from rankwise.settings import Settings
 from rankwise.store import open_store
+from rankwise.store.blobs import LocalBlobStore
 from rankwise.stream.identity import StreamId
 
 from .helpers.blobs import BlobRun, blob_run, moto_s3, sha, stored_files
@@ -208,7 +208,7 @@ def test_s3_blob_store_against_motos_server(
             again = sync(tmp_path / "data", srv.url, progress=False, token=srv.token)
             assert again.blob_bytes == 0
             # Tables on S3 are fetched once into a local content-addressed cache (DuckDB).
-            from rankwise.server.blobs import FsspecBlobStore, fetch_local
+            from rankwise.store.blobs import FsspecBlobStore, fetch_local
 
             remote = FsspecBlobStore("s3://rankwise-test/team/blobs", endpoint)
             digest, data = next(iter(run.blobs.items()))

@@ -546,3 +546,74 @@ def test_the_local_reader_skips_a_stream_an_upload_could_not_store(
         assert any("not indexed" in r.getMessage() for r in caplog.records)
     finally:
         store.close()
+
+
+# -- the per-route policy table (rankwise.server.route_policy) ------------------------
+
+
+def _served_api_routes(routes: Any) -> dict[str, set[str]]:
+    """Every route under /api/ with its methods, through FastAPI's included routers."""
+    out: dict[str, set[str]] = {}
+    for route in routes:
+        if hasattr(route, "effective_route_contexts"):
+            inner = list(route.effective_route_contexts())
+        else:
+            inner = [route]
+        for r in inner:
+            path = getattr(r, "path", "")
+            if path.startswith("/api/"):
+                out.setdefault(path, set()).update(getattr(r, "methods", None) or ())
+    return out
+
+
+def test_the_route_policy_table_covers_every_api_route_and_no_other(tmp_path: Path) -> None:
+    from rankwise.server.route_policy import ROUTES
+
+    store = open_store(tmp_path / "db.sqlite")
+    try:
+        app = create_app(store, ServerSettings(static_dir=tmp_path / "no-static"))
+        served = _served_api_routes(app.routes)
+    finally:
+        store.close()
+    assert len(served) >= 30  # the walk found the API
+    assert set(served) - set(ROUTES) == set(), "API routes with no entry in ROUTES"
+    assert set(ROUTES) - set(served) == set(), "ROUTES names routes the app lacks"
+    for template, policy in ROUTES.items():
+        assert set(policy.caps) <= served[template], f"{template}: a cap for a method it lacks"
+        if policy.file_param is not None:
+            assert f"{{{policy.file_param}:path}}" in template
+
+
+def test_each_request_gets_its_routes_policy() -> None:
+    from rankwise.server.route_policy import RoutePolicies
+
+    p = RoutePolicies()
+    digest = "a" * 64
+    assert p.match("/api/v1/ingest").cap("POST") == "upload"
+    assert p.match("/api/v1/artifacts/p/n/versions").cap("POST") == "upload"
+    assert p.match("/api/v1/artifacts/p/n/v3").cap("POST") == "json"
+    assert p.match(f"/api/v1/blobs/p/{digest}").cap("PUT") == "blob"
+    assert p.match("/api/v1/blobs/p/missing").cap("POST") == "json"
+    assert p.match("/api/v1/blobs/p/missing").policy.csp == "blob"
+    files = p.match("/api/v1/artifacts/p/n/v0/files/dir/a.txt")
+    assert (files.policy.csp, files.file_from) == ("artifact", 8)
+    # "files" as an alias is a version read, not a file path
+    assert p.match("/api/v1/artifacts/p/n/files").policy.csp == "app"
+    assert p.match("/api/docs").policy.csp == "docs"
+    assert p.match("/api/v1/nothing/here").cap("POST") == "json"
+    assert p.match("/assets/app.js").policy.csp == "app"
+
+
+def test_blob_and_artifact_file_replies_carry_their_csp(server: Server) -> None:
+    from rankwise.server.hardening import ARTIFACT_CSP, BLOB_CSP
+
+    r = server.client.get(f"/api/v1/blobs/p/{'b' * 64}")
+    assert r.headers["content-security-policy"] == BLOB_CSP
+    assert r.headers["x-frame-options"] == "SAMEORIGIN"
+    r = server.client.get("/api/v1/artifacts/p/n/v0/files/a.txt")
+    assert r.headers["content-security-policy"] == ARTIFACT_CSP
+    assert r.headers["x-frame-options"] == "DENY"
+    r = server.client.get("/api/v1/artifacts/p/n/v0/files/..%2F..%2Fetc")
+    assert r.status_code == 400
+    r = server.client.get("/api/v1/projects")
+    assert r.headers["content-security-policy"] == CSP

@@ -17,9 +17,9 @@ import pytest
 
 import rankwise
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.blobs import LocalBlobStore, RunDirBlobStore
 from rankwise.server.indexer import DirectoryTailer
 from rankwise.store import open_store
+from rankwise.store.blobs import LocalBlobStore, RunDirBlobStore
 
 from .helpers.env import need
 from .helpers.servers import serve_in_thread

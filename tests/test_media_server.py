@@ -21,8 +21,8 @@ import httpx
 import pytest
 
 from rankwise.server import ServerSettings, create_app
-from rankwise.server.blobs import LocalBlobStore
 from rankwise.store import open_store
+from rankwise.store.blobs import LocalBlobStore
 from rankwise.stream import records as R
 from rankwise.stream.identity import StreamId
 
@@ -245,7 +245,7 @@ def test_a_table_on_s3_is_paged_from_a_local_cache(
     server's content-addressed cache (verified by digest) and paged from there."""
     import pyarrow.parquet as pq
 
-    from rankwise.server.blobs import FsspecBlobStore
+    from rankwise.store.blobs import FsspecBlobStore
 
     from .helpers.blobs import moto_s3
 

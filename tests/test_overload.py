@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import rankwise
-from rankwise.sdk.uploader import backoff_delay, retry_after
+from rankwise.sdk.retry import backoff_delay, retry_after
 from rankwise.server.group_commit import GroupCommit
 from rankwise.store.sqlite import SQLiteStore
 from rankwise.stream.identity import StreamId

@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from rankwise.sdk.uploader import GiveUp, Retry, StreamUpload
+from rankwise.sdk.retry import GiveUp, Retry
+from rankwise.sdk.uploader import StreamUpload
 from rankwise.server import ServerSettings, create_app
 from rankwise.store import open_store
 from rankwise.stream import records as R

@@ -15,7 +15,8 @@ import httpx
 import pytest
 
 import rankwise
-from rankwise.sdk.uploader import GiveUp, StreamUpload, Uploader, backoff_delay
+from rankwise.sdk.retry import GiveUp, backoff_delay
+from rankwise.sdk.uploader import StreamUpload, Uploader
 from rankwise.settings import Settings
 from rankwise.stream import records as R
 from rankwise.stream.frames import MAGIC, scan
@@ -144,7 +145,7 @@ def test_415_falls_back_to_gzip(tmp_path: Path) -> None:
         else None
     )
     up = upload(path, server, encoding="zstd")
-    from rankwise.sdk.uploader import Retry
+    from rankwise.sdk.retry import Retry
 
     with pytest.raises(Retry):
         up.pump()

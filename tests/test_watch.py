@@ -319,4 +319,4 @@ def test_a_model_dropped_without_unwatch_is_not_kept_alive(run: Any) -> None:
     gc.collect()
     assert gone() is None and weights() is None
     run.watch(model())  # forgets the dead entry
-    assert len(W._watchers[run]._models) == 1
+    assert len(run.handle(any_rank=True).slots[W.WATCHER]._models) == 1

@@ -33,7 +33,7 @@ import threading
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any
 
 import msgspec
 
@@ -50,17 +50,10 @@ from .manifest import (
     manifest_digest,
     validate_manifest,
 )
+from .source import Source
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
-
-
-class Source(Protocol):
-    """Where the bytes of a version read back come from (the local store, a server)."""
-
-    def read_into(self, info: VersionInfo, entry: Entry, out: IO[bytes]) -> None:
-        """Write the bytes of ``entry`` (a stored file of ``info``) to ``out``."""
-        ...
 
 
 class _File:
@@ -131,6 +124,11 @@ class Artifact:
     @property
     def aliases(self) -> list[str]:
         return list(self._info.aliases) if self._info is not None else []
+
+    @property
+    def tags(self) -> list[str]:
+        """The version's tags (``log_artifact(tags=)``), once stored or read back."""
+        return list(self._info.tags) if self._info is not None else []
 
     @property
     def digest(self) -> str | None:

@@ -9,17 +9,14 @@ import hashlib
 import os
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
 
 from ..errors import ArtifactError, UsageError
 from ..names import check_file_name
 from ..wire.artifacts import VersionInfo
 from .manifest import READ_BYTES, Entry
-
-if TYPE_CHECKING:
-    from .artifact import Source
+from .source import Source
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -64,6 +61,52 @@ def create_exclusive(path: Path, data: bytes) -> bool:
             os.unlink(tmp)
 
 
+def write_verified(
+    target: Path,
+    chunks: Iterable[bytes],
+    digest: str,
+    size: int | None = None,
+    *,
+    mismatch: Callable[[str, int], Exception],
+) -> int:
+    """Write ``chunks`` at ``target`` only if they hash to ``digest`` (and come to
+    ``size`` bytes, when given): into a temporary file beside it, hashed on the way,
+    fsynced, then renamed into place. Otherwise ``mismatch(got_digest, got_size)`` is
+    raised and ``target`` is left as it was. Returns the bytes written."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name[:16]}.", suffix=".part", dir=target.parent)
+    h = hashlib.sha256()
+    got = 0
+    try:
+        try:
+            with os.fdopen(fd, "wb") as out:
+                for piece in chunks:
+                    h.update(piece)
+                    got += len(piece)
+                    out.write(piece)
+                out.flush()
+                os.fsync(out.fileno())  # never a digest's name on bytes a crash lost
+        finally:
+            close = getattr(chunks, "close", None)  # a generator holding a file or reply
+            if callable(close):
+                close()
+        if h.hexdigest() != digest or (size is not None and got != size):
+            raise mismatch(h.hexdigest(), got)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    return got
+
+
+def read_file_chunks(path: str | os.PathLike[str]) -> Iterator[bytes]:
+    """The bytes of ``path``, ``READ_BYTES`` at a time."""
+    with open(path, "rb") as f:
+        while buf := f.read(READ_BYTES):
+            yield buf
+
+
 def fetch(source: Source, info: VersionInfo, entry: Entry, target: Path) -> None:
     """Write ``entry`` at ``target`` through a temporary file checked against its digest."""
     if (
@@ -73,36 +116,16 @@ def fetch(source: Source, info: VersionInfo, entry: Entry, target: Path) -> None
         and sha_of(str(target)) == entry.digest
     ):
         return  # already there, verified
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".rankwise-", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as out:
-            hasher = HashingWriter(out)
-            source.read_into(info, entry, hasher)  # type: ignore[arg-type]
-        if hasher.hash.hexdigest() != entry.digest or hasher.size != entry.size:
-            raise ArtifactError(
-                f"file {entry.path!r} of artifact {info.qualified_name} does not match its "
-                "digest (damaged or tampered in the store): not written"
-            )
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
+    def damaged(_digest: str, _size: int) -> Exception:
+        return ArtifactError(
+            f"file {entry.path!r} of artifact {info.qualified_name} does not match its "
+            "digest (damaged or tampered in the store): not written"
+        )
 
-class HashingWriter:
-    """A binary file that hashes what goes through it."""
-
-    def __init__(self, out: IO[bytes]) -> None:
-        self.out = out
-        self.hash = hashlib.sha256()
-        self.size = 0
-
-    def write(self, data: bytes) -> int:
-        self.hash.update(data)
-        self.size += len(data)
-        return self.out.write(data)
+    write_verified(
+        target, source.read_chunks(info, entry), entry.digest, entry.size, mismatch=damaged
+    )
 
 
 def size_of(path: str) -> int:

@@ -32,7 +32,6 @@ Invariants, safe between processes on a shared filesystem (no lock is ever taken
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import tempfile
 import time
@@ -45,7 +44,7 @@ import msgspec
 
 from ..errors import ArtifactNotFoundError, UsageError
 from ..wire.artifacts import ArtifactSummary, CommitRequest, Use, VersionInfo
-from .fsutil import create_exclusive, write_atomic
+from .fsutil import create_exclusive, read_file_chunks, write_atomic, write_verified
 from .manifest import (
     CHUNK_BYTES,
     READ_BYTES,
@@ -54,11 +53,13 @@ from .manifest import (
     Manifest,
     check_alias,
     check_name,
+    check_tags,
     decode,
     encode,
     is_digest,
     is_version,
     manifest_digest,
+    merge_tags,
     validate_manifest,
 )
 
@@ -133,30 +134,20 @@ class LocalArtifacts:
         that content (it changed after it was hashed)."""
         if self.has_file(entry):
             return 0
-        target = self.file_path(entry.digest)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{entry.digest[:16]}.", dir=target.parent)
-        h = hashlib.sha256()
-        size = 0
-        try:
-            with open(source, "rb") as src, os.fdopen(fd, "wb") as out:
-                while buf := src.read(READ_BYTES):
-                    h.update(buf)
-                    size += len(buf)
-                    out.write(buf)
-                out.flush()
-                os.fsync(out.fileno())
-            if h.hexdigest() != entry.digest or size != entry.size:
-                raise UsageError(
-                    f"file {entry.path!r} ({source}) changed while it was being logged: keep "
-                    "it unchanged until artifact.wait() returns"
-                )
-            os.replace(tmp, target)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-        return size
+
+        def changed(_digest: str, _size: int) -> Exception:
+            return UsageError(
+                f"file {entry.path!r} ({source}) changed while it was being logged: keep "
+                "it unchanged until artifact.wait() returns"
+            )
+
+        return write_verified(
+            self.file_path(entry.digest),
+            read_file_chunks(source),
+            entry.digest,
+            entry.size,
+            mismatch=changed,
+        )
 
     def stage_file(self, source: str | os.PathLike[str]) -> tuple[Entry, int]:
         """Hash ``source`` and copy it into ``files/`` in one pass (bounded memory);
@@ -196,16 +187,17 @@ class LocalArtifacts:
     def open_file(self, digest: str) -> IO[bytes]:
         return open(self.file_path(digest), "rb")
 
-    def read_into(self, info: VersionInfo, entry: Entry, out: IO[bytes]) -> None:
+    def read_chunks(self, info: VersionInfo, entry: Entry) -> Iterator[bytes]:
         """``Artifact.download``'s source: the stored file's bytes (checked by the caller)."""
         try:
-            with self.open_file(entry.digest) as f:
-                while buf := f.read(READ_BYTES):
-                    out.write(buf)
+            f = self.open_file(entry.digest)
         except FileNotFoundError:
             raise UsageError(
                 f"file {entry.path!r} of {info.qualified_name} is missing from {self.files_root}"
             ) from None
+        with f:
+            while buf := f.read(READ_BYTES):
+                yield buf
 
     def put_manifest(self, manifest: Manifest) -> str:
         digest = manifest_digest(manifest)
@@ -302,6 +294,7 @@ class LocalArtifacts:
         and whether it is new (False: identical to the latest, which is returned)."""
         check_name(request.type, "artifact type")
         aliases = [check_alias(a) for a in request.aliases if a != "latest"]
+        tags = check_tags(request.tags)
         validate_manifest(request.manifest)
         for e in request.manifest.entries:
             if e.ref is None and not self.has_file(e):
@@ -317,6 +310,7 @@ class LocalArtifacts:
             file_count=len(request.manifest.entries),
             description=request.description,
             metadata=request.metadata,
+            tags=tags,
             created_at=request.created_at or time.time(),
             run_id=request.run_id,
             label=request.label,
@@ -327,6 +321,9 @@ class LocalArtifacts:
             if numbers:
                 latest = self._read_info(name, numbers[-1])
                 if latest.digest == digest:
+                    if merge_tags(latest.tags, tags) != latest.tags:  # it gains the new tags
+                        latest.tags = merge_tags(latest.tags, tags)
+                        write_atomic(folder / f"v{numbers[-1]}.json", msgspec.json.encode(latest))
                     self.move_aliases(name, numbers[-1], aliases)
                     return self.version(name, numbers[-1]), False
                 if latest.type != request.type:

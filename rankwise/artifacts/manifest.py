@@ -176,6 +176,37 @@ def check_name(value: object, what: str = "artifact name") -> str:
     return check_id(value, what)
 
 
+MAX_TAGS = 32  # per version
+
+
+def check_tags(tags: object) -> list[str]:
+    """``log_artifact(tags=)``: a string or a list of strings, each following the id rule
+    (letters, digits, '.', '_', '-'); in order, without repeats. ``UsageError`` else."""
+    if tags is None:
+        return []
+    if isinstance(tags, str):
+        tags = [tags]
+    if not isinstance(tags, list | tuple | set | frozenset):
+        raise UsageError(
+            f"artifact tags {tags!r}: give a string or a list of strings, e.g. tags=['best']"
+        )
+    out: list[str] = []
+    for tag in tags:
+        if not isinstance(tag, str):
+            raise UsageError(f"artifact tag {tag!r} is not a string")
+        check_id(tag, "artifact tag")
+        if tag not in out:
+            out.append(tag)
+    if len(out) > MAX_TAGS:
+        raise UsageError(f"at most {MAX_TAGS} tags per artifact version, not {len(out)}")
+    return out
+
+
+def merge_tags(old: list[str], new: list[str]) -> list[str]:
+    """``old`` and then those of ``new`` it lacks (what a version logged again keeps)."""
+    return [*old, *(t for t in new if t not in old)]
+
+
 def check_alias(value: object) -> str:
     """An alias: the id rule, and not a version (``v3`` names a version, not an alias)."""
     alias = check_id(value, "artifact alias")

@@ -1,4 +1,9 @@
-"""``RemoteArtifacts``: the client of a rankwise server's artifact endpoints.
+"""``RemoteArtifacts``: THE client of a rankwise server's artifact routes (publish and read).
+
+Everything that talks to a server about artifacts goes through it: the run's artifact
+worker and ``rankwise sync`` publish with it, ``run.use_artifact`` records lineage with
+it, ``Api(server=).artifact()``/``artifacts()`` and a run's ``logged_artifacts()`` read
+with it, and ``Artifact.download()`` streams files through it (``ServerSource``).
 
 Publishing a version (``publish``) is resumable by construction: files are kept in the
 blob store as *chunks* named by their sha256, so
@@ -12,55 +17,78 @@ blob store as *chunks* named by their sha256, so
    again.
 
 A crash anywhere costs at most the chunks in flight: publishing again re-asks what is
-missing. Connection errors, 5xx and 429 are retried with exponential backoff and jitter;
-the commit is idempotent on ``client_id``, so a commit retried after a lost reply returns
-the version the first attempt made.
+missing. Failures are classified as the stream uploader's are (``rankwise.sdk.retry``):
+connection errors, 408/425, 429 and 5xx are retried with capped exponential backoff and
+jitter, and a server's ``Retry-After`` is the floor of the wait; a reply carrying the
+pacing header (``X-Rankwise-Upload-Interval``, ``rankwise.server.pacing``) spaces the
+client's next requests by that interval. The commit is idempotent on ``client_id``, so a
+commit retried after a lost reply returns the version the first attempt made.
 
 This module imports httpx (through ``rankwise._http``): import it lazily.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import random
-import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
 import msgspec
 
-from .._http import error_body, error_message, make_client
+from .._http import (
+    MAX_ADVISED_INTERVAL,
+    MSGPACK,
+    UPLOAD_INTERVAL_HEADER,
+    advised_interval,
+    error_body,
+    error_message,
+    make_client,
+    normalize_url,
+)
 from ..errors import ArtifactNotFoundError, ServerError, UsageError
 from ..names import check_file_name, check_id
+from ..sdk.retry import Retry, backoff_delay, transient, unreachable
 from ..wire.artifacts import ArtifactSummary, CommitRequest, RunArtifacts, UseRequest, VersionInfo
+from .fsutil import write_verified
 from .manifest import Entry, check_name
 
 API = "/api/v1"
 PIECE = 1024 * 1024  # bytes read and sent at a time
 ASK_AT_ONCE = 1000  # digests per missing request (the server takes up to 10,000)
 RETRIES = 8
+BACKOFF_CAP = 10.0  # seconds between two tries at most (unless the server advised more)
 COMMIT_ROUNDS = 3  # a commit answered 409 missing: upload those and commit again
 
-_version = msgspec.json.Decoder(VersionInfo)
-_summaries = msgspec.json.Decoder(list[ArtifactSummary])
-_versions = msgspec.json.Decoder(list[VersionInfo])
-_run = msgspec.json.Decoder(RunArtifacts)
 _json = msgspec.json.Encoder()
+T = TypeVar("T")
+# Replies that carry versions are asked for as MessagePack: metadata values such as NaN
+# and ±Inf come back exact, as the local store returns them.
+_READ = {"Accept": MSGPACK}
 
 
-class _Retry(Exception):
-    """A reply worth retrying (5xx, 429)."""
+def _decoded(response: httpx.Response, type: type[T]) -> T:
+    """The reply's body as ``type`` (MessagePack or JSON, as the server answered)."""
+    if response.headers.get("content-type", "").startswith(MSGPACK):
+        return msgspec.msgpack.decode(response.content, type=type)
+    return msgspec.json.decode(response.content, type=type)
 
-    def __init__(self, response: httpx.Response) -> None:
-        super().__init__(f"{response.status_code}: {error_message(response)}")
-        self.response = response
+
+class _Versions(msgspec.Struct):
+    versions: list[VersionInfo]
+
+
+class _Names(msgspec.Struct):
+    artifacts: list[ArtifactSummary]
+
+
+class _Cut(Exception):
+    """A download broke off mid-file (a transport error after the reply began)."""
 
 
 class RemoteArtifacts:
@@ -84,6 +112,7 @@ class RemoteArtifacts:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.project = check_id(project, "project")
+        self.server = normalize_url(server)
         self.client = make_client(server, token=token, timeout=timeout, transport=transport)
         self.parallel = max(1, parallel)
         self.retries = max(1, retries)
@@ -92,6 +121,7 @@ class RemoteArtifacts:
         self.sent_chunks = 0
         self.max_blob_bytes: int | None = None
         self._lock = threading.Lock()
+        self._paced_until = 0.0  # monotonic: no request before (the server's pacing)
 
     def close(self) -> None:
         self.client.close()
@@ -108,29 +138,52 @@ class RemoteArtifacts:
     # -- HTTP with retries ------------------------------------------------------------
 
     def _send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
-        """One request, retried on connection errors, 5xx and 429 (``kwargs`` may hold
-        ``body``: a callable making a fresh request body per attempt)."""
+        """One request, retried while the failure is transient (``rankwise.sdk.retry``);
+        ``kwargs`` may hold ``body``: a callable making a fresh request body per try."""
         make_body: Callable[[], Any] | None = kwargs.pop("body", None)
-        last: BaseException | None = None
-        for attempt in range(self.retries):
-            if attempt:
-                wait = min(10.0, self.backoff * 2 ** (attempt - 1))
-                time.sleep(wait * random.uniform(0.5, 1.0))
+
+        def attempt() -> httpx.Response:
+            if make_body is not None:
+                kwargs["content"] = make_body()
             try:
-                if make_body is not None:
-                    kwargs["content"] = make_body()
                 response = self.client.request(method, API + path, **kwargs)
             except httpx.TransportError as exc:
-                last = exc
-                continue
-            if response.status_code >= 500 or response.status_code == 429:
-                last = _Retry(response)
-                continue
+                raise unreachable(exc) from exc
+            self._heed(response)
+            transient(response, error_message(response))
             return response
+
+        return self._retrying(attempt, f"{method} {path}")
+
+    def _retrying(self, attempt: Callable[[], T], what: str) -> T:
+        """``attempt()`` until it does not raise ``Retry``, at most ``retries`` times,
+        waiting ``backoff_delay`` (the server's ``Retry-After`` its floor) in between."""
+        last: Retry | None = None
+        for failures in range(self.retries):
+            if last is not None:
+                cap = BACKOFF_CAP if last.after is None else MAX_ADVISED_INTERVAL
+                time.sleep(backoff_delay(failures, cap, base=self.backoff, advised=last.after))
+            self._pace()
+            try:
+                return attempt()
+            except Retry as exc:
+                last = exc
         raise ServerError(
-            f"the rankwise server at {self.client.base_url} did not take {method} {path} "
+            f"the rankwise server at {self.server} did not take {what} "
             f"after {self.retries} attempts: {last}"
         )
+
+    def _heed(self, response: httpx.Response) -> None:
+        """Keep the pacing a reply asked for: no request before its interval has passed."""
+        interval = advised_interval(response.headers.get(UPLOAD_INTERVAL_HEADER))
+        if interval > 0:
+            with self._lock:
+                self._paced_until = max(self._paced_until, time.monotonic() + interval)
+
+    def _pace(self) -> None:
+        wait = self._paced_until - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
 
     def _check(self, response: httpx.Response, what: str) -> httpx.Response:
         status = response.status_code
@@ -180,14 +233,16 @@ class RemoteArtifacts:
         self._upload(self.missing(list(where)), where, progress)
         body = _json.encode(request)
         for _ in range(COMMIT_ROUNDS):
-            r = self._send("POST", path, content=body, headers={"Content-Type": "application/json"})
+            r = self._send(
+                "POST", path, content=body, headers={"Content-Type": "application/json", **_READ}
+            )
             if r.status_code == 409:
                 lacking = error_body(r).get("missing")
                 if isinstance(lacking, list) and lacking:
                     self._upload([str(d) for d in lacking], where, progress)
                     continue
             self._check(r, f"the commit of artifact {name!r}")
-            return _version.decode(r.content)
+            return _decoded(r, VersionInfo)
         raise ServerError(
             f"the server kept losing chunks of artifact {name!r} while it was committed: "
             "check its blob store, then publish again"
@@ -259,26 +314,46 @@ class RemoteArtifacts:
             "POST",
             self._path(name, "use"),
             content=body,
-            headers={"Content-Type": "application/json"},
+            headers={"Content-Type": "application/json", **_READ},
         )
-        return _version.decode(self._check(r, f"the use of {name}:{ref}").content)
+        return _decoded(self._check(r, f"the use of {name}:{ref}"), VersionInfo)
 
     def get(self, name: str, ref: str = "latest") -> VersionInfo:
         """One version (``latest``, ``v3``, an alias) with its manifest and lineage."""
         check_name(ref, "artifact version or alias")
-        r = self._send("GET", self._path(name, ref))
-        return _version.decode(self._check(r, f"reading {name}:{ref}").content)
+        r = self._send("GET", self._path(name, ref), headers=_READ)
+        return _decoded(self._check(r, f"reading {name}:{ref}"), VersionInfo)
 
     def versions(self, name: str) -> list[VersionInfo]:
         """Every version of ``name``, newest first (no manifests)."""
-        r = self._send("GET", self._path(name))
-        body = self._check(r, f"the versions of {name!r}").content
-        return _versions.decode(msgspec.json.encode(msgspec.json.decode(body)["versions"]))
+        r = self._send("GET", self._path(name), headers=_READ)
+        return _decoded(self._check(r, f"the versions of {name!r}"), _Versions).versions
+
+    def list(self, type: str | None = None) -> list[ArtifactSummary]:
+        """The project's artifact names (of ``type``); none for a project the server
+        does not know."""
+        params = {"type": check_name(type, "artifact type")} if type is not None else None
+        r = self._send("GET", f"/artifacts/{self.project}", params=params, headers=_READ)
+        if r.status_code == 404:
+            return []
+        return _decoded(self._check(r, "the artifact list"), _Names).artifacts
 
     def run_artifacts(self, run_id: str) -> RunArtifacts:
         """What run ``run_id`` logged and used."""
-        r = self._send("GET", f"/runs/{self.project}/{check_id(run_id, 'run id')}/artifacts")
-        return _run.decode(self._check(r, f"the artifacts of run {run_id!r}").content)
+        path = f"/runs/{self.project}/{check_id(run_id, 'run id')}/artifacts"
+        r = self._send("GET", path, headers=_READ)
+        return _decoded(self._check(r, f"the artifacts of run {run_id!r}"), RunArtifacts)
+
+    # -- file bytes -------------------------------------------------------------------------
+
+    def read_chunks(self, info: VersionInfo, entry: Entry) -> Iterator[bytes]:
+        """The bytes of file ``entry`` of ``info`` as the server streams them (``Source``
+        for ``Artifact.download``, which checks them against the entry's digest)."""
+        url = _file_url(info.project, info.name, info.version, entry.path)
+        try:
+            yield from self._file_chunks(url, f"file {entry.path!r} of {info.qualified_name}")
+        except _Cut as exc:
+            raise ServerError(f"cannot download from {self.server}: {exc}") from None
 
     def download_file(
         self,
@@ -290,7 +365,8 @@ class RemoteArtifacts:
     ) -> Path:
         """Stream file ``path`` of ``name:version`` to ``dest``: written to a temporary
         file beside it, checked against the manifest's sha256 (``digest``, else read from
-        the server), then renamed into place. A mismatch leaves ``dest`` untouched."""
+        the server), then renamed into place (``fsutil.write_verified``). A mismatch
+        leaves ``dest`` untouched; a download cut off midway starts again."""
         check_file_name(path, "artifact file name")
         check_name(version, "artifact version or alias")
         if digest is None:
@@ -302,55 +378,90 @@ class RemoteArtifacts:
         target = Path(dest)
         if target.is_symlink():
             raise UsageError(f"{target} is a symlink: download elsewhere")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        url = API + self._path(name, version, "files", quote(path, safe="/"))
-        last: BaseException | None = None
-        for attempt in range(self.retries):
-            if attempt:
-                time.sleep(min(10.0, self.backoff * 2 ** (attempt - 1)) * random.uniform(0.5, 1))
-            tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.part"
+        check_name(name, "artifact name")
+        url = _file_url(self.project, name, version, path)
+        what = f"file {path!r} of {name}:{version}"
+
+        def arrived(got: str, _size: int) -> Exception:
+            return ServerError(
+                f"{what} arrived with sha256 {got}, not {digest}: nothing was written to {target}"
+            )
+
+        def attempt() -> Path:
             try:
-                got = self._stream_to(url, tmp)
-            except (httpx.TransportError, _Retry) as exc:
-                tmp.unlink(missing_ok=True)
-                last = exc
-                continue
-            except BaseException:
-                tmp.unlink(missing_ok=True)
-                raise
-            if got != digest:
-                tmp.unlink(missing_ok=True)
-                raise ServerError(
-                    f"file {path!r} of {name}:{version} arrived with sha256 {got}, not "
-                    f"{digest}: nothing was written to {target}"
-                )
-            os.replace(tmp, target)
+                write_verified(target, self._file_chunks(url, what), str(digest), mismatch=arrived)
+            except _Cut as exc:
+                raise Retry(str(exc)) from None
             return target
-        raise ServerError(f"could not download {path!r} of {name}:{version}: {last}")
 
-    def _stream_to(self, url: str, tmp: Path) -> str:
-        h = hashlib.sha256()
-        with self.client.stream("GET", url) as r:
-            if r.status_code >= 500 or r.status_code == 429:
-                r.read()
-                raise _Retry(r)
-            if r.status_code >= 400:
-                r.read()
-                self._check(r, "a file download")
-            with open(tmp, "xb") as out:
-                for piece in r.iter_bytes(PIECE):
-                    h.update(piece)
-                    out.write(piece)
-                out.flush()
-                os.fsync(out.fileno())
-        return h.hexdigest()
+        return self._retrying(attempt, f"the download of {what}")
 
-    def list(self, type: str | None = None) -> list[ArtifactSummary]:
-        """The project's artifact names (of ``type``)."""
-        params = {"type": check_name(type, "artifact type")} if type is not None else None
-        r = self._send("GET", f"/artifacts/{self.project}", params=params)
-        body = self._check(r, "the artifact list").content
-        return _summaries.decode(msgspec.json.encode(msgspec.json.decode(body)["artifacts"]))
+    def _file_chunks(self, url: str, what: str) -> Iterator[bytes]:
+        response = self._open_file(url, what)
+        try:
+            yield from response.iter_bytes(PIECE)
+        except httpx.TransportError as exc:
+            raise _Cut(f"{type(exc).__name__}: {exc}") from None
+        finally:
+            response.close()
+
+    def _open_file(self, url: str, what: str) -> httpx.Response:
+        """The open (streamed) 200 reply of a file GET, its status line retried like any
+        request's; an error reply is read, closed and raised."""
+
+        def attempt() -> httpx.Response:
+            try:
+                response = self.client.send(
+                    self.client.build_request("GET", API + url), stream=True
+                )
+            except httpx.TransportError as exc:
+                raise unreachable(exc) from exc
+            if response.status_code == 200:
+                return response
+            try:
+                response.read()
+            finally:
+                response.close()
+            self._heed(response)
+            message = error_message(response)
+            transient(response, message)
+            if response.status_code == 404:
+                raise ArtifactNotFoundError(f"{what} is not on {self.server}: {message}")
+            self._check(response, f"the download of {what}")
+            raise ServerError(f"the rankwise server answered {response.status_code} to {what}")
+
+        return self._retrying(attempt, f"the download of {what}")
+
+
+class ServerSource:
+    """The bytes of versions on a server (``Source`` for ``Artifact.download``): each
+    read opens a ``RemoteArtifacts`` of the version's project and closes it after, so an
+    ``Artifact`` read from a server holds no connection."""
+
+    def __init__(
+        self, server: str, token: str | None, transport: httpx.BaseTransport | None = None
+    ) -> None:
+        self.server = normalize_url(server)
+        self._token = token
+        self._transport = transport
+
+    def __repr__(self) -> str:  # never the token
+        return f"ServerSource({self.server!r})"
+
+    def client(self, project: str) -> RemoteArtifacts:
+        return RemoteArtifacts(self.server, project, self._token, transport=self._transport)
+
+    def read_chunks(self, info: VersionInfo, entry: Entry) -> Iterator[bytes]:
+        with self.client(info.project) as c:
+            yield from c.read_chunks(info, entry)
+
+
+def _file_url(project: str, name: str, version: str, path: str) -> str:
+    q = quote
+    return (
+        f"/artifacts/{q(project, safe='')}/{q(name, safe='')}/{q(version, safe='')}"
+        f"/files/{q(path, safe='/')}"
+    )
 
 
 def _entry(info: VersionInfo, path: str) -> Entry:

@@ -59,6 +59,7 @@ def version_request(store: LocalArtifacts, name: str, info: VersionInfo) -> Comm
         description=info.description,
         metadata=info.metadata,
         aliases=[a for a in info.aliases if a != "latest"],
+        tags=info.tags,
         run_id=info.run_id,
         label=info.label,
         version=info.version,

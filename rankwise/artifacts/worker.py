@@ -118,11 +118,12 @@ def commit_local(
 
 
 class _Job:
-    __slots__ = ("aliases", "artifact", "client_id", "created_at", "files", "stats")
+    __slots__ = ("aliases", "artifact", "client_id", "created_at", "files", "stats", "tags")
 
-    def __init__(self, artifact: Artifact, aliases: list[str]) -> None:
+    def __init__(self, artifact: Artifact, aliases: list[str], tags: list[str]) -> None:
         self.artifact = artifact
         self.aliases = aliases
+        self.tags = tags
         self.client_id = uuid.uuid4().hex
         self.created_at = time.time()
         self.files = artifact.pending()
@@ -176,10 +177,10 @@ class ArtifactWorker:
         self._warned = False
         self._stopped = False
 
-    def submit(self, artifact: Artifact, aliases: list[str]) -> None:
+    def submit(self, artifact: Artifact, aliases: list[str], tags: list[str] | None = None) -> None:
         """Queue ``artifact`` (training thread: no I/O beyond a few ``stat`` calls)."""
         artifact._mark_logged()
-        job = _Job(artifact, aliases)
+        job = _Job(artifact, aliases, tags or [])
         if self._stopped:
             self._leave([job], "the run had ended")
             return
@@ -216,6 +217,7 @@ class ArtifactWorker:
             description=art.description,
             metadata=art.metadata,
             aliases=job.aliases,
+            tags=job.tags,
             run_id=self.run_id,
             label=self.label,
             created_at=job.created_at,

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-from ..errors import ServerError, UsageError
+from ..errors import UsageError
 from ..settings import default_dir, default_project, default_server
 from ._format import size, table, when
 
@@ -106,7 +106,7 @@ def cmd_get(args: argparse.Namespace) -> int:
 def cmd_put(args: argparse.Namespace) -> int:
     from ..artifacts.artifact import Artifact
     from ..artifacts.local import LocalArtifacts, OutboxEntry
-    from ..artifacts.runs import close_client, remote_artifacts
+    from ..artifacts.remote import RemoteArtifacts
     from ..artifacts.worker import commit_local, latest_sizes, stage
     from ..wire.artifacts import CommitRequest
 
@@ -138,14 +138,8 @@ def cmd_put(args: argparse.Namespace) -> int:
         print(f"rankwise: {info.qualified_name} in {store.base}")
         return 0
     store.outbox_put(OutboxEntry(name=art.name, request=request))
-    try:
-        client = remote_artifacts(server, args.token, project)
-    except ImportError as exc:
-        raise ServerError(f"this rankwise has no artifact client for servers: {exc}") from exc
-    try:
+    with RemoteArtifacts(server, project, args.token) as client:
         info = client.publish(art.name, request, store.files_root)
-    finally:
-        close_client(client)
     store.outbox_done(request.client_id)
     print(f"rankwise: {info.qualified_name} on {server}")
     return 0
@@ -153,22 +147,20 @@ def cmd_put(args: argparse.Namespace) -> int:
 
 def cmd_sync_artifacts(path: Path, server: str, token: str | None) -> int:
     """The artifact part of ``rankwise sync``; returns the number of failures."""
-    from ..artifacts.runs import close_client, remote_artifacts
+    from ..artifacts.remote import RemoteArtifacts
     from ..artifacts.sync import artifact_projects, sync_artifacts
 
     root, projects = artifact_projects(path)
     failures = 0
     for project in projects:
         try:
-            client = remote_artifacts(server, token, project)
+            client = RemoteArtifacts(server, project, token)
         except Exception as exc:
             print(f"rankwise: artifacts of {project!r} not synced: {exc}")
             failures += 1
             continue
-        try:
+        with client:
             report = sync_artifacts(root, project, client)
-        finally:
-            close_client(client)
         print(
             f"rankwise: artifacts of {project!r}: {len(report.published)} version(s), "
             f"{report.uses} use(s) synced"

@@ -164,7 +164,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         raise UsageError("--max-table-cells must be at least 1")
     blobs = None
     if args.blobs:
-        from ..server.blobs import open_blob_store
+        from ..store.blobs import open_blob_store
 
         try:
             blobs = open_blob_store(args.blobs, args.blobs_endpoint)

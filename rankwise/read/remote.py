@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import httpx
 
     from ..artifacts.artifact import Artifact
+    from ..artifacts.remote import ServerSource
     from ..media.table import Table
     from ..stream.history import StreamColumns
     from ..wire.artifacts import VersionInfo
@@ -178,21 +179,21 @@ class RemoteRun:
         """``GET /api/v1/runs/{project}/{run}/artifacts``; each version's manifest asked
         for on its own (the run's reply lists versions without them)."""
         from ..artifacts.artifact import Artifact
-        from .artifacts import ArtifactReader
 
-        reader = ArtifactReader(self._reader.server, self._reader._token, self._reader._transport)
-        got = reader.run_artifacts(run.project, run.id)
+        source = self._reader.artifact_source()
+        with source.client(run.project) as client:
+            got = client.run_artifacts(run.id)
 
-        def full(infos: list[VersionInfo]) -> list[Artifact]:
-            return [
-                Artifact.from_version(
-                    i if i.manifest is not None else reader.version(i.project, i.name, i.version),
-                    reader,
-                )
-                for i in infos
-            ]
+            def full(infos: list[VersionInfo]) -> list[Artifact]:
+                out = []
+                for i in infos:
+                    if i.manifest is None:
+                        with source.client(i.project) as other:
+                            i = other.get(i.name, i.version)
+                    out.append(Artifact.from_version(i, source))
+                return out
 
-        return full(got.logged), full(got.used)
+            return full(got.logged), full(got.used)
 
 
 class RemoteReader:
@@ -214,6 +215,13 @@ class RemoteReader:
     def get(self, path: str, params: Any = None) -> Any:
         with _http.make_client(self.server, transport=self._transport, token=self._token) as client:
             return _http.get_msgpack(client, path, params)
+
+    def artifact_source(self) -> ServerSource:
+        """This server's artifacts: ``.client(project)`` reads them (``RemoteArtifacts``,
+        the one artifact client), and it is the ``Source`` their downloads stream from."""
+        from ..artifacts.remote import ServerSource
+
+        return ServerSource(self.server, self._token, self._transport)
 
     def blob(self, project: str, digest: str) -> bytes:
         """A blob's bytes (``GET /api/v1/blobs/{project}/{digest}``), checked against

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _log
 from ..stream import records as R
 from ..stream.blobs import blob_path
+from .retry import GiveUp, Refused, refusal, transient, unreachable
 
 if TYPE_CHECKING:
     import httpx
@@ -128,28 +129,24 @@ class BlobSender:
         lost_on: tuple[int, ...] = (),
     ) -> Any:
         """One request; the JSON reply (an int status for PUT). Failures map to the
-        uploader's ``Retry`` / ``Refused`` / ``GiveUp`` like an ingest request's."""
+        ``rankwise.sdk.retry`` vocabulary (``Retry`` / ``Refused`` / ``GiveUp``) like an
+        ingest request's."""
         import httpx
 
         from .. import _http
-        from .uploader import GiveUp, Refused, Retry, refusal, retry_after
 
         url = f"{BLOBS}/{self.project}/{tail}"
         try:
             response = self.client.request(method, url, json=json, content=content, headers=headers)
         except httpx.TransportError as exc:
-            raise Retry(f"{type(exc).__name__}: {exc}") from exc
+            raise unreachable(exc) from exc
         status = response.status_code
         if status in (200, 201):
             return status if method == "PUT" else _http.decode(response)
         message = _http.error_message(response)
         if status in lost_on:
             return status
-        if status in (429, 503):
-            after = retry_after(response.headers.get("retry-after"))
-            raise Retry(f"server answered {status}: {message}", after)
-        if status in (408, 425) or status >= 500:
-            raise Retry(f"server answered {status}: {message}")
+        transient(response, message)
         if status in (401, 403):
             raise Refused(refusal(str(self.client.base_url), self.project, status, message))
         hint = " (a server older than this SDK keeps no blobs: upgrade it)" if status == 404 else ""

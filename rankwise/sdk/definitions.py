@@ -12,7 +12,6 @@ same.
 from __future__ import annotations
 
 import time
-import weakref
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -23,11 +22,12 @@ from ..metric_defs import DEFAULT_REDUCE, GOALS, check_name, check_reduce
 from ..stream import records as R
 
 if TYPE_CHECKING:
-    from .run import Run
+    from .handle import RunHandle
     from .writer import StreamWriter
 
-# Each run's definitions so far, by name (what a later call with None keeps).
-_held: weakref.WeakKeyDictionary[Run, dict[str, R.DefineMetric]] = weakref.WeakKeyDictionary()
+# The handle's slot holding the run's definitions so far, by name (what a later call
+# with None keeps).
+HELD = "metric_defs"
 
 
 def _text(what: str, value: Any) -> str | None:
@@ -37,7 +37,7 @@ def _text(what: str, value: Any) -> str | None:
 
 
 def define_metric(
-    run: Run,
+    run: RunHandle,
     writer: StreamWriter | None,
     closed: bool,
     name: str,
@@ -62,10 +62,10 @@ def define_metric(
     if hidden is not None and not isinstance(hidden, bool):
         raise UsageError(f"define_metric(hidden={hidden!r}): give True or False")
     if writer is None:
-        if closed and run:
-            _log.warn(f"define_metric({name!r}) after run {run.id!r} ended: not recorded")
+        if closed and run.recording():
+            _log.warn(f"define_metric({name!r}) after run {run.run_id!r} ended: not recorded")
         return  # a rank that does not record: checked, nothing to keep
-    held = _held.setdefault(run, {})
+    held: dict[str, R.DefineMetric] = run.slots.setdefault(HELD, {})
     old = held.get(name) or R.DefineMetric(0, 0.0, name, DEFAULT_REDUCE)
     new = R.DefineMetric(
         0,
@@ -79,8 +79,8 @@ def define_metric(
     )
     held[name] = new
     if closed:
-        if run:
-            _log.warn(f"define_metric({name!r}) after run {run.id!r} ended: not recorded")
+        if run.recording():
+            _log.warn(f"define_metric({name!r}) after run {run.run_id!r} ended: not recorded")
         return
 
     def build(seq: int, t: float) -> R.Record:

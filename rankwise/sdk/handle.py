@@ -8,6 +8,13 @@ reaching into ``Run`` or its writer: a component puts records on the writer's qu
 whether the writer is behind (``behind()``), and registers itself to be stopped when the
 run ends (``add_component``).
 
+Calls that act on a run from its user's thread (``run.log_artifact``/``use_artifact``,
+``run.watch``, ``run.define_metric``) take a handle too: ``Run.handle(any_rank=True)``
+is also given on a rank that records nothing (``recording()`` False, ``path`` None, its
+``put_control`` drops records), so such a call can still resolve an artifact. What a
+helper keeps across calls (the artifact worker, the model watcher, the metric
+definitions so far) lives in ``slots``, one dict per run shared by all its handles.
+
 A component is anything with ``stop(deadline)``, ``deadline`` a ``time.monotonic()``
 value it must return by.
 """
@@ -15,9 +22,9 @@ value it must return by.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from ..settings import Settings
 from ..stream import records as R
@@ -34,7 +41,7 @@ class Component(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class RunHandle:
     """A component's view of one recording run (see the module docstring).
 
@@ -48,7 +55,7 @@ class RunHandle:
     world_size: int
     local_rank: int
     dir: Path  # <root>/<project>/<run id>
-    path: Path  # this process's stream file
+    path: Path | None  # this process's stream file (None: handle(any_rank=True) only)
     settings: Settings
     # Queue a record the writer builds (``build(seq, time)``) in order with log() calls.
     put_control: Callable[[BuildRecord], None]
@@ -63,6 +70,17 @@ class RunHandle:
     # Ask this process's uploader to send what is new now, past any pacing the server
     # asked for (a stall record: the job's story is in it). A no-op in local mode.
     urgent: Callable[[], None] = lambda: None
+    # Remote mode: the server's URL (artifacts go there); None in local mode.
+    server: str | None = None
+    is_primary: bool = True
+    # The run's state now ("running", "finished", ...).
+    state: Callable[[], str] = lambda: "running"
+    # Does this process record into the run now? (False on a rank that records nothing,
+    # and in a forked child.)
+    recording: Callable[[], bool] = lambda: True
+    # Per-run state helpers keep across calls, by name ("artifacts": the artifact
+    # worker, "watch": the model watcher, "metric_defs": the definitions so far).
+    slots: dict[str, Any] = field(default_factory=dict)
 
     def add_component(self, component: Component, after_writer: bool = False) -> None:
         """Stop ``component`` when the run ends: before the finish record is written

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 from .. import _log
 from ..stream.files import SUFFIX, read_stream_start
 from ..stream.fold import process_alive
-from .uploader import BATCH_BYTES, GiveUp, Retry, StreamUpload, stream_ref
+from .retry import GiveUp, Retry
+from .uploader import BATCH_BYTES, StreamUpload, stream_ref
 
 if TYPE_CHECKING:
     import httpx

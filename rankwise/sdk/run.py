@@ -96,7 +96,9 @@ class Run:
         self.url: str | None = None
         # Remote mode: the server's URL (set by init()); artifacts go there.
         self.server: str | None = None
-        self._artifacts: Any = None  # the artifact worker, made by the first log_artifact
+        # What helpers keep across calls on this run (RunHandle.slots): the artifact
+        # worker, the model watcher, the metric definitions so far.
+        self._slots: dict[str, Any] = {}
         # Helpers that live as long as the stream (uploader, samplers, console capture):
         # each has stop(deadline) and is stopped by end(), before or after the writer.
         self._components: list[tuple[Component, bool]] = []
@@ -384,7 +386,7 @@ class Run:
         kept with the run (the latest definition wins). See ``rankwise.metric_defs``."""
         from .definitions import define_metric
 
-        define_metric(self, self._writer, self._closed, name, reduce=reduce,
+        define_metric(self._any_handle(), self._writer, self._closed, name, reduce=reduce,
                       step_metric=step_metric, summary=summary, goal=goal,
                       hidden=hidden)  # fmt: skip
 
@@ -445,13 +447,13 @@ class Run:
         the same model updates it instead of adding hooks. See ``rankwise.sdk.watch``."""
         from .watch import watch
 
-        watch(self, models, log=log, log_freq=log_freq, ranks=ranks)
+        watch(self._any_handle(), models, log=log, log_freq=log_freq, ranks=ranks)
 
     def unwatch(self, models: Any = None) -> None:
         """Remove ``watch``'s hooks from ``models`` (a module or a list), or from all."""
         from .watch import unwatch
 
-        unwatch(self, models)
+        unwatch(self._any_handle(), models)
 
     # -- artifacts: see rankwise.artifacts ----------------------------------------------
     def log_artifact(
@@ -466,9 +468,11 @@ class Run:
         returns at once (the files are hashed and stored in the background: the
         artifact's ``wait()`` blocks until then). On a rank that does not record: a no-op
         returning the artifact."""
-        from ..artifacts.runs import log_artifact
+        from ..artifacts.run_calls import log_artifact
 
-        return log_artifact(self, artifact_or_path, name=name, type=type, aliases=aliases)
+        return log_artifact(
+            self._any_handle(), artifact_or_path, name=name, type=type, aliases=aliases, tags=tags
+        )
 
     def use_artifact(
         self,
@@ -479,21 +483,23 @@ class Run:
     ) -> Any:
         """The artifact ``name``, ``name:latest``, ``name:v3``, ``name:alias`` or
         ``project/name:alias``, recorded as used by this run; ``download()`` its files."""
-        from ..artifacts.runs import use_artifact
+        from ..artifacts.run_calls import use_artifact
 
-        return use_artifact(self, artifact_or_name, type=type, aliases=aliases, use_as=use_as)
+        return use_artifact(
+            self._any_handle(), artifact_or_name, type=type, aliases=aliases, use_as=use_as
+        )
 
     def log_model(self, path: Any, name: str | None = None, aliases: Any = None) -> Any:
         """Log a model file or directory as an artifact of type ``model``."""
-        from ..artifacts.runs import log_model
+        from ..artifacts.run_calls import log_model
 
-        return log_model(self, path, name=name, aliases=aliases)
+        return log_model(self._any_handle(), path, name=name, aliases=aliases)
 
     def use_model(self, name: str) -> str:
         """Download model artifact ``name`` (recorded as used); returns its local path."""
-        from ..artifacts.runs import use_model
+        from ..artifacts.run_calls import use_model
 
-        return use_model(self, name)
+        return use_model(self._any_handle(), name)
 
     # -- ending -------------------------------------------------------------------
     def finish(self, exit_code: int = 0) -> None:
@@ -562,12 +568,13 @@ class Run:
         """Seconds ``finish()`` waits for the writer at most (``settings.finish_timeout``)."""
         return float(self._settings.finish_timeout)
 
-    def handle(self) -> RunHandle | None:
+    def handle(self, any_rank: bool = False) -> RunHandle | None:
         """The view of this run that helpers recording beside training attach through
-        (see ``rankwise.sdk.handle``); None when this process does not record."""
+        (see ``rankwise.sdk.handle``); None when this process does not record, unless
+        ``any_rank``: then a view on every rank (``recording()`` tells them apart)."""
         writer = self._writer
         if writer is None or self.path is None:
-            return None
+            return self._any_handle() if any_rank else None
         max_units = self._max_units
         return RunHandle(
             project=self.project,
@@ -585,7 +592,39 @@ class Run:
             behind=lambda: self.queued_units() > max_units,
             _add_component=self.add_component,
             urgent=self._urgent,
+            **self._handle_common(),
         )
+
+    def _any_handle(self) -> RunHandle:
+        handle = self.handle()
+        if handle is not None:
+            return handle
+        return RunHandle(  # a rank that records nothing: records put here are dropped
+            project=self.project,
+            run_id=self.id,
+            label=self.label,
+            rank=self.rank,
+            world_size=self.world_size,
+            local_rank=self.local_rank,
+            dir=self.dir,
+            path=None,
+            settings=self._settings,
+            put_control=lambda build: None,
+            step=lambda: self._step,
+            metrics_records=lambda: 0,
+            behind=lambda: False,
+            _add_component=self.add_component,
+            **self._handle_common(),
+        )
+
+    def _handle_common(self) -> dict[str, Any]:
+        return {
+            "server": self.server,
+            "is_primary": self.is_primary,
+            "state": lambda: self._state,
+            "recording": lambda: bool(self),
+            "slots": self._slots,
+        }
 
     def _urgent(self) -> None:
         for component, _ in list(self._components):

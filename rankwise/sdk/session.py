@@ -300,12 +300,19 @@ def _attach_uploader(
         return None
     from .._http import normalize_url
     from ..stream.identity import StreamId
+    from . import orphans
     from .uploader import Uploader
 
     server = normalize_url(server)  # a bad URL is a usage error here, not a warning later
     ref = StreamId(run.project, run.id, run.label, run.incarnation)
-    # A process that ends while its job goes down uploads what dead siblings left.
-    uploader = Uploader(server, run.path, ref, opts, adopt_orphans=lambda: run.state != "finished")
+    own = run.path
+
+    def adopt_orphans(deadline: float) -> None:
+        # A process that ends while its job goes down uploads what dead siblings left.
+        if run.state != "finished":
+            orphans.adopt(server, own, deadline)
+
+    uploader = Uploader(server, run.path, ref, opts, on_drained=adopt_orphans)
     writer.flush_listeners.append(uploader.wake)
     run.add_component(uploader, after_writer=True)
     uploader.start()

@@ -24,7 +24,8 @@ from ..settings import Settings
 from ..stream import records as R
 from ..stream.files import SUFFIX, read_last_frame, read_stream_start, stream_files_under
 from ..stream.fold import process_alive
-from .uploader import GiveUp, Retry, StreamUpload, backoff_delay, stream_ref
+from .retry import GiveUp, Retry, backoff_delay
+from .uploader import StreamUpload, stream_ref
 
 if TYPE_CHECKING:
     import httpx

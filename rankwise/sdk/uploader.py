@@ -40,6 +40,7 @@ from ..stream.files import read_stream_id, read_whole_frames
 from ..stream.frames import MAGIC, iter_frames
 from ..stream.identity import StreamId
 from ..stream.wire import STREAM_CONTENT_TYPE, UPLOAD_INTERVAL_HEADER
+from .retry import GiveUp, Refused, Retry, backoff_delay, refusal, transient, unreachable
 
 if TYPE_CHECKING:
     import httpx
@@ -51,66 +52,6 @@ BATCH_BYTES = 4 * 1024 * 1024  # raw frame bytes per request (compressed on the 
 # one last try instead of the full upload_timeout: an outage that lasted the whole run is
 # not going to end in the next 30 s, and every rank would wait for it at exit.
 NEVER_REACHED_GRACE = 2.0
-
-
-class Retry(Exception):
-    """Transient: the server is unreachable, slow, or busy. Try again later.
-
-    ``after``: the seconds the server advised (``Retry-After`` of a 429 or 503), if any.
-    """
-
-    def __init__(self, message: str, after: float | None = None) -> None:
-        super().__init__(message)
-        self.after = after
-
-
-class GiveUp(Exception):
-    """Sending these bytes again cannot succeed; the stream stays local for ``rankwise sync``."""
-
-
-class Refused(GiveUp):
-    """The server refused the credentials (401) or their scope (403)."""
-
-
-def refusal(server: str, project: str, status: int, message: str) -> str:
-    """What a 401/403 means to a rank, short and naming the one fix: an ingest token.
-    (The server's own 401 text is for people with a browser: it suggests a read token.)"""
-    why = "no valid token" if status == 401 else message
-    return (
-        f"the server at {server} refused the upload ({why}): set RANKWISE_TOKEN to an ingest "
-        f"token (rankwise token create --db URL --role ingest --project {project})"
-    )
-
-
-def backoff_delay(
-    failures: int, cap: float, base: float = 0.25, advised: float | None = None
-) -> float:
-    """Capped exponential backoff with jitter: spreads the retries of many ranks apart.
-
-    A server's advice (``Retry-After``) is a floor: the wait is 1 to 1.5 times it, so
-    ranks told the same time do not all come back at once; never more than ``cap``."""
-    if advised is not None:
-        return min(cap, advised * random.uniform(1.0, 1.5))
-    exp = min(cap, base * 2.0 ** min(failures - 1, 30))
-    return exp * random.uniform(0.5, 1.0)
-
-
-def retry_after(value: str | None) -> float | None:
-    """Seconds from a ``Retry-After`` header (delta-seconds or an HTTP date); None if
-    absent or unreadable."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        from email.utils import parsedate_to_datetime
-
-        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
 
 
 def stream_ref(path: Path) -> StreamId:
@@ -231,7 +172,7 @@ class StreamUpload:
                 method, path, params=self.ref.params(), content=content, headers=headers
             )
         except httpx.TransportError as exc:
-            raise Retry(f"{type(exc).__name__}: {exc}") from exc
+            raise unreachable(exc) from exc
         status = response.status_code
         if method == "POST":  # only an accepted upload paces the next one
             advice = response.headers.get(UPLOAD_INTERVAL_HEADER)
@@ -249,11 +190,7 @@ class StreamUpload:
         if status == 415 and self.encoding != "identity":
             self.encoding = "gzip" if self.encoding == "zstd" else "identity"
             raise Retry(f"server cannot read this encoding: {message}")
-        if status in (429, 503):
-            after = retry_after(response.headers.get("retry-after"))
-            raise Retry(f"server answered {status}: {message}", after)
-        if status in (408, 425) or status >= 500:
-            raise Retry(f"server answered {status}: {message}")
+        transient(response, message)
         if status == 403 and _http.error_body(response).get("stream_key"):
             # Not the token: this stream's secret is missing or another (its sidecar).
             raise GiveUp(f"the server at {self.client.base_url} refused {self.ref}: {message}")
@@ -298,15 +235,16 @@ class Uploader:
         settings: Settings,
         *,
         transport: httpx.BaseTransport | None = None,
-        adopt_orphans: Callable[[], bool] | None = None,
+        on_drained: Callable[[float], object] | None = None,
     ) -> None:
         self.server = server
         self.path = path
         self.ref = ref
         self._settings = settings
         self._transport = transport
-        # At stop: upload what dead siblings left behind? (rankwise.sdk.orphans)
-        self._adopt_orphans = adopt_orphans
+        # At stop, once drained: called with the deadline (the session uploads what dead
+        # siblings left behind there: rankwise.sdk.orphans).
+        self._on_drained = on_drained
         self._upload: StreamUpload | None = None
         self._wake = threading.Event()  # new frames in the file
         self._interrupt = threading.Event()  # cut a backoff or spacing sleep short
@@ -371,10 +309,8 @@ class Uploader:
             if not never:
                 self._done.wait(max(0.0, limit - time.monotonic()))
         if self._drained.is_set():
-            if self._adopt_orphans is not None and self._adopt_orphans():
-                from .orphans import adopt
-
-                adopt(self.server, self.path, limit, transport=self._transport)
+            if self._on_drained is not None:
+                self._on_drained(limit)
             return
         self._quit.set()
         if self._refused:

@@ -68,16 +68,15 @@ if TYPE_CHECKING:
     import torch
 
     from .handle import RunHandle
-    from .run import Run
 
 LOG_CHOICES = ("gradients", "parameters", "all", None)
 RANKS_CHOICES = ("primary", "all")
 
-_watchers: weakref.WeakKeyDictionary[Run, Watcher] = weakref.WeakKeyDictionary()
+WATCHER = "watch"  # the handle's slot holding the run's Watcher
 
 
 def watch(
-    run: Run,
+    run: RunHandle,
     models: Any,
     log: str | None = "gradients",
     log_freq: int = 100,
@@ -94,25 +93,22 @@ def watch(
         raise UsageError(f"run.watch(log_freq={log_freq!r}): give a whole number of passes >= 1")
     if ranks not in RANKS_CHOICES:
         raise UsageError(f"run.watch(ranks={ranks!r}): use 'primary' or 'all'")
-    if not run or (ranks == "primary" and not run.is_primary):
+    if not run.recording() or (ranks == "primary" and not run.is_primary):
         return
-    if run.state != "running":
-        _log.warn(f"run.watch(): run {run.id!r} is {run.state}; nothing watched")
+    if run.state() != "running":
+        _log.warn(f"run.watch(): run {run.run_id!r} is {run.state()}; nothing watched")
         return
-    watcher = _watchers.get(run)
+    watcher: Watcher | None = run.slots.get(WATCHER)
     if watcher is None:
-        handle = run.handle()
-        if handle is None:
-            return
-        watcher = _watchers[run] = Watcher(run, handle)
-        handle.add_component(watcher)
+        watcher = run.slots[WATCHER] = Watcher(run)
+        run.add_component(watcher)
     for module in modules:
         watcher.watch(module, log, log_freq)
 
 
-def unwatch(run: Run, models: Any = None) -> None:
+def unwatch(run: RunHandle, models: Any = None) -> None:
     """``run.unwatch``: remove the hooks of ``models`` (a module or a list), or of all."""
-    watcher = _watchers.get(run)
+    watcher: Watcher | None = run.slots.get(WATCHER)
     if models is None:
         if watcher is not None:
             watcher.unwatch_all()
@@ -147,8 +143,7 @@ def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
 class Watcher:
     """The run's watched models (a ``Component``: the run's end removes their hooks)."""
 
-    def __init__(self, run: Run, handle: RunHandle) -> None:
-        self._run = weakref.ref(run)
+    def __init__(self, handle: RunHandle) -> None:
         self.handle = handle
         self._models: dict[int, Watched] = {}
         self._count = 0  # models watched so far: W&B's graph_<n> prefix
@@ -189,13 +184,11 @@ class Watcher:
 
     def stop(self, deadline: float) -> None:
         self.unwatch_all()
-        run = self._run()
-        if run is not None:
-            _watchers.pop(run, None)
+        if self.handle.slots.get(WATCHER) is self:
+            del self.handle.slots[WATCHER]
 
     def recording(self) -> bool:
-        run = self._run()
-        return run is not None and bool(run)  # False in a forked child
+        return self.handle.recording()  # False in a forked child
 
     def failed(self, exc: BaseException) -> None:
         self.warn_once(

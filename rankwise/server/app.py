@@ -23,8 +23,8 @@ from starlette.responses import Response
 from .._version import __version__
 from ..names import is_id
 from ..store.base import Store
+from ..store.blobs import store_blobs
 from . import auth
-from .blobs import store_blobs
 from .config import ServerSettings
 from .encoding import ApiError, error_reply
 from .group_commit import GroupCommit

@@ -29,6 +29,7 @@ class LocalArtifactIndex:
         self.store = store
         self._versions: set[tuple[str, str, int]] = set()
         self._aliases: dict[tuple[str, str], dict[str, str]] = {}
+        self._tags: dict[tuple[str, str], list[str]] = {}  # the latest version's, indexed
         self._uses: set[tuple[str, str, str, str, str]] = set()
         self._warned: set[str] = set()
 
@@ -57,6 +58,7 @@ class LocalArtifactIndex:
         if aliases != self._aliases.get((project, name)):
             self._move_aliases(local, project, name, aliases)
             self._aliases[(project, name)] = aliases
+        self._add_tags(local, project, name, aliases.get("latest"))
         for version, use in local.all_uses(name):
             key = (project, name, version, use.run_id, use.label or "")
             if key not in self._uses:
@@ -84,6 +86,22 @@ class LocalArtifactIndex:
         request.aliases = moved
         request.version = None
         self.store.commit_artifact(project, name, request)
+
+    def _add_tags(self, local: LocalArtifacts, project: str, name: str, latest: str | None) -> None:
+        """Tags the local store added to its latest version (identical content logged
+        again with new tags): committing the latest again adds them here too."""
+        if latest is None:
+            return
+        info = local.version(name, int(latest[1:]))
+        known = self._tags.setdefault((project, name), info.tags)  # first seen: committed
+        if info.tags == known:
+            return
+        request = version_request(local, name, info)
+        request.client_id = client_id_of(project, name + "\ntags\n" + ",".join(info.tags), info)
+        request.aliases = []
+        request.version = None
+        self.store.commit_artifact(project, name, request)
+        self._tags[(project, name)] = info.tags
 
     def _warn(self, what: str, why: str) -> None:
         if what not in self._warned:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .blobs import BlobStore
+    from ..store.blobs import BlobStore
 
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
@@ -95,7 +95,7 @@ class ServerSettings:
     # naming one is 403): a leaked training token must not repoint what deploys.
     protected_aliases: tuple[str, ...] = ("production",)
 
-    # -- blobs (rankwise.server.blobs) --
+    # -- blobs (rankwise.store.blobs) --
     # Where blobs are kept. None: ``blobs/`` beside a SQLite store's file; for any other
     # store no blob routes (503) and uploads naming blobs wait (409). `rankwise server`
     # always passes one (``--blobs``, ``blobs.default_root``).

@@ -12,13 +12,15 @@ routes or the static files do can skip it. Per request, in this order:
 3. **Body caps**: ``Content-Length`` over the cap is refused (413) before a byte is read;
    a chunked body is counted as it streams and cut off at the cap (413). Ingest bodies
    have ``max_body_bytes``, a blob's PUT ``max_blob_bytes``; every other route
-   ``max_json_bytes``.
+   ``max_json_bytes``. Which route gets which cap (and which CSP, below) is ONE table,
+   ``rankwise.server.route_policy.ROUTES``, keyed by the routes' path templates and
+   matched against the app's own routes; a test checks it against ``app.routes``.
 4. **Errors**: an exception no route handled becomes a 500 whose body is fixed text and
    a request id; the traceback goes to the server's log under that id, never to the client.
 5. **Headers** on every response: the dashboard's CSP (no inline script, no framing),
    ``nosniff``, ``Referrer-Policy: no-referrer``, ``Cross-Origin-Opener-Policy``, and
    ``X-Request-Id``. No CORS headers are ever sent: a foreign origin gets no access.
-   Under ``/api/v1/blobs/`` (uploaded files) the CSP is ``BLOB_CSP`` instead (``sandbox;
+   On the blob routes (uploaded files) the CSP is ``BLOB_CSP`` instead (``sandbox;
    default-src 'none'``) and framing is allowed to the dashboard's own origin only.
    An artifact file (``/api/v1/artifacts/{project}/{name}/{ref}/files/{path}``) is served
    with ``ARTIFACT_CSP`` (``sandbox; default-src 'none'``) and no framing at all; its
@@ -46,6 +48,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .. import names
 from .config import LOOPBACK_HOSTS, ServerSettings
 from .encoding import error_body
+from .route_policy import Matched, RoutePolicies
 
 log = logging.getLogger("rankwise.server")
 
@@ -69,19 +72,16 @@ SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
     (b"cross-origin-opener-policy", b"same-origin"),
     (b"x-frame-options", b"DENY"),
 ]
-INGEST_PATH = "/api/v1/ingest"
-# Uploaded files are served from here: never as active content in the dashboard's origin.
+# Uploaded files (route_policy csp "blob"): never active content in the dashboard's origin.
 # ``sandbox`` gives a document no script, no forms, no same-origin access even when opened
 # directly; ``frame-ancestors 'self'`` (with X-Frame-Options SAMEORIGIN) lets only the
 # dashboard frame one (an HTML panel in a sandboxed iframe).
-BLOBS_PREFIX = "/api/v1/blobs/"
 BLOB_CSP = "sandbox; default-src 'none'; frame-ancestors 'self'"
 BLOB_TOO_LARGE = (
     "blob over this server's limit: log a smaller file, or start the server with a larger "
     "--max-blob-mb"
 )
-# Artifact files: /api/v1/artifacts/{project}/{name}/{ref}/files/{path...}
-ARTIFACTS_PREFIX = "/api/v1/artifacts/"
+# Artifact files (route_policy csp "artifact"): sandboxed and never framed.
 ARTIFACT_CSP = "sandbox; default-src 'none'"
 BAD_FILE_PATH = "the artifact file path is not a valid file name: " + names.FILE_RULE
 # Query parameters that carry names, and the rule each follows.
@@ -252,9 +252,8 @@ class HardeningMiddleware:
     ) -> None:
         self.app = app
         self.hosts = HostAllowList(allowed_hosts)
-        self.max_body_bytes = max_body_bytes
-        self.max_json_bytes = max_json_bytes
-        self.max_blob_bytes = max_blob_bytes
+        self.caps = {"upload": max_body_bytes, "json": max_json_bytes, "blob": max_blob_bytes}
+        self.policies = RoutePolicies()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -264,14 +263,12 @@ class HardeningMiddleware:
         scope.setdefault("state", {})["request_id"] = request_id
         extra = [*SECURITY_HEADERS, (b"x-request-id", request_id.encode())]
         path = scope.get("path", "")
-        if path == DOCS_PATH:
-            extra[0] = (b"content-security-policy", DOCS_CSP.encode())
-        blob = path.startswith(BLOBS_PREFIX)
-        if blob:
-            extra[0] = (b"content-security-policy", BLOB_CSP.encode())
+        route = self.policies.match(path)
+        csp = route.policy.csp
+        if csp != "app":
+            extra[0] = (b"content-security-policy", _CSPS[csp])
+        if csp == "blob":
             extra[4] = (b"x-frame-options", b"SAMEORIGIN")
-        elif _artifact_file(path):
-            extra[0] = (b"content-security-policy", ARTIFACT_CSP.encode())
         started = False
 
         async def send_hardened(message: Message) -> None:
@@ -293,15 +290,13 @@ class HardeningMiddleware:
         if not self.hosts.allows(headers.get("host")):
             await refuse(400, BAD_HOST)
             return
-        problem = _bad_name(scope)
+        problem = _bad_name(scope, route)
         if problem is not None:
             await refuse(400, problem)
             return
-        limit, too_large = self.max_json_bytes, TOO_LARGE
-        if path == INGEST_PATH or _artifact_commit(path, scope.get("method")):
-            limit = self.max_body_bytes
-        elif blob and scope.get("method") == "PUT":
-            limit, too_large = self.max_blob_bytes, BLOB_TOO_LARGE
+        cap = route.cap(str(scope.get("method", "")))
+        limit = self.caps[cap]
+        too_large = BLOB_TOO_LARGE if cap == "blob" else TOO_LARGE
         declared = headers.get("content-length")
         if declared is not None and not declared.isdigit():
             await refuse(400, BAD_LENGTH)
@@ -332,6 +327,12 @@ class HardeningMiddleware:
 
 
 _OURS = frozenset(k for k, _ in SECURITY_HEADERS) | {b"x-request-id"}
+_CSPS = {
+    "app": CSP.encode(),
+    "blob": BLOB_CSP.encode(),
+    "artifact": ARTIFACT_CSP.encode(),
+    "docs": DOCS_CSP.encode(),
+}
 
 
 def _headers(scope: Scope) -> dict[str, str]:
@@ -345,25 +346,26 @@ def _headers(scope: Scope) -> dict[str, str]:
     return out
 
 
-def _bad_name(scope: Scope) -> str | None:
-    """The refusal for a bad name in an ``/api`` path or query, else None."""
+def _bad_name(scope: Scope, route: Matched) -> str | None:
+    """The refusal for a bad name in an ``/api`` path or query, else None. The segments
+    from a route's file parameter on (``route.file_from``) are one file name."""
     path: str = scope.get("path", "")
     if not path.startswith("/api/"):
         return None
     raw = scope.get("raw_path") or path.encode()
-    parts = raw.decode("latin-1").split("/")[2:]
-    if _artifact_file(path):  # v1/artifacts/p/n/ref/files/<file path>
-        if len(parts) < 7 or parts[5] != "files":
+    segments = raw.decode("latin-1").split("/")
+    if route.file_from is not None:  # e.g. v1/artifacts/p/n/ref/files/<file path>
+        if len(segments) <= route.file_from:
             return BAD_PATH
-        rest = "/".join(parts[6:])
+        rest = "/".join(segments[route.file_from :])
         try:
             decoded = unquote(rest, errors="strict")
         except UnicodeDecodeError:
             return BAD_FILE_PATH
         if not names.is_file_name(decoded):
             return BAD_FILE_PATH
-        parts = parts[:5]
-    for part in parts:
+        segments = segments[: route.file_from]
+    for part in segments[2:]:
         try:
             decoded = names.decode_stable(part)
         except (ValueError, UnicodeDecodeError):
@@ -383,21 +385,6 @@ def _bad_name(scope: Scope) -> str | None:
         if param in _KEY_PARAMS and not names.is_key(value):
             return bad_param(param)
     return None
-
-
-def _artifact_file(path: str) -> bool:
-    parts = path.split("/")  # "", api, v1, artifacts, p, n, ref, files, ...
-    return path.startswith(ARTIFACTS_PREFIX) and len(parts) > 8 and parts[7] == "files"
-
-
-def _artifact_commit(path: str, method: object) -> bool:
-    parts = path.split("/")
-    return (
-        method == "POST"
-        and path.startswith(ARTIFACTS_PREFIX)
-        and len(parts) == 7
-        and parts[6] == "versions"
-    )
 
 
 async def _send_error(send: Send, status: int, message: str, request_id: str) -> None:

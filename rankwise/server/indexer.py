@@ -37,12 +37,12 @@ from typing import BinaryIO
 
 from ..budget import BudgetError
 from ..store.base import Store
+from ..store.blobs import BlobStore, RunDirBlobStore
 from ..stream import records as R
 from ..stream.files import iter_stream_files, read_whole_frames
 from ..stream.frames import MAGIC, scan
 from ..stream.identity import StreamId
 from .artifact_index import LocalArtifactIndex
-from .blobs import BlobStore, RunDirBlobStore
 from .upload import DEFAULT_LIMITS, Limits, UploadRefused, check_upload
 
 log = logging.getLogger("rankwise.server")

@@ -24,9 +24,9 @@ import uvicorn
 from ..alerting import Destination
 from ..errors import RankwiseError, UsageError
 from ..store.base import Store
+from ..store.blobs import BlobStore, FsspecBlobStore, LocalBlobStore, default_root, open_blob_store
 from .alert_watch import start_alerts
 from .app import create_app
-from .blobs import BlobStore, FsspecBlobStore, LocalBlobStore, default_root, open_blob_store
 from .config import AlertSettings, ServerSettings
 from .guard import GuardedH11Protocol, install_accept_log
 from .indexer import DirectoryTailer
@@ -119,22 +119,26 @@ def _url_host(host: str) -> str:
 KEEP_ALIVE = 75
 
 
+def _uvicorn_options(host: str, port: int, log_level: str) -> dict[str, Any]:
+    """The uvicorn options every server here runs with (one process or several).
+
+    h11 (with a header deadline and a connection cap: ``guard``) and no websockets:
+    nothing here needs them, and their optional C or websocket libraries would only add
+    import-time surprises."""
+    return {
+        "host": host,
+        "port": port,
+        "log_level": log_level,
+        "access_log": log_level == "debug",
+        "http": GuardedH11Protocol,
+        "ws": "none",
+        "lifespan": "off",
+        "timeout_keep_alive": KEEP_ALIVE,
+    }
+
+
 def uvicorn_config(app: Any, host: str, port: int, log_level: str, **kw: Any) -> uvicorn.Config:
-    # h11 (with a header deadline and a connection cap: ``guard``) and no websockets:
-    # nothing here needs them, and their optional C or websocket libraries would only
-    # add import-time surprises.
-    return uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        log_level=log_level,
-        access_log=log_level == "debug",
-        http=GuardedH11Protocol,
-        ws="none",
-        lifespan="off",
-        timeout_keep_alive=KEEP_ALIVE,
-        **kw,
-    )
+    return uvicorn.Config(app, **_uvicorn_options(host, port, log_level), **kw)
 
 
 def serve_ui(
@@ -172,7 +176,7 @@ def serve_ui(
         root.mkdir(parents=True, exist_ok=True)  # runs may start writing there later
     except OSError as exc:
         raise UsageError(f"cannot create the data directory {root}: {exc.strerror}") from None
-    from .blobs import RunDirBlobStore
+    from ..store.blobs import RunDirBlobStore
 
     # Blobs are served from the run folders that wrote them: nothing is copied.
     settings = dataclasses.replace(settings, tails_dir=root, blobs=RunDirBlobStore(root))
@@ -287,14 +291,7 @@ def serve_db(
         "rankwise.server.serve:worker_app",
         factory=True,
         workers=workers,
-        host=host,
-        port=port,
-        log_level=log_level,
-        access_log=log_level == "debug",
-        http=GuardedH11Protocol,
-        ws="none",
-        lifespan="off",
-        timeout_keep_alive=KEEP_ALIVE,
+        **_uvicorn_options(host, port, log_level),
     )
 
 

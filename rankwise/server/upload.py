@@ -51,7 +51,7 @@ from .run_keys import MAX_KEYS_PER_RUN, run_keys
 
 
 class Blobs(Protocol):
-    """What the checks ask of a blob store (``server.blobs.BlobStore`` has it all)."""
+    """What the checks ask of a blob store (``store.blobs.BlobStore`` has it all)."""
 
     def missing(self, project: str, digests: Iterable[str]) -> list[str]: ...
 

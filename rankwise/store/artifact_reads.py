@@ -20,9 +20,11 @@ LATEST = "latest"
 
 _meta = msgspec.json.Decoder(dict[str, Any])
 _chunks = msgspec.json.Decoder(list[Chunk])
+_tags = msgspec.json.Decoder(list[str])
 
 VERSION_COLUMNS = (
-    "id, version, type, digest, size, file_count, description, metadata, created_at, run_id, label"
+    "id, version, type, digest, size, file_count, description, metadata, created_at, run_id, "
+    "label, tags"
 )
 
 
@@ -51,7 +53,7 @@ def aliases_of(tx: Tx, project: str, name: str) -> dict[int, list[str]]:
 
 
 def info_of(project: str, name: str, row: tuple[Any, ...], aliases: list[str]) -> VersionInfo:
-    _, number, kind, digest, size, count, desc, meta, created, run_id, label = row
+    _, number, kind, digest, size, count, desc, meta, created, run_id, label, tags = row
     return VersionInfo(
         project=project,
         name=name,
@@ -61,6 +63,7 @@ def info_of(project: str, name: str, row: tuple[Any, ...], aliases: list[str]) -
         size=int(size),
         file_count=int(count),
         aliases=aliases,
+        tags=_tags.decode(tags),
         description=desc,
         metadata=_meta.decode(meta),
         created_at=float(created),

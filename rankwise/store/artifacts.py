@@ -29,8 +29,10 @@ import msgspec
 from ..artifacts.manifest import (
     check_alias,
     check_name,
+    check_tags,
     is_version,
     manifest_digest,
+    merge_tags,
     validate_manifest,
 )
 from ..budget import check_json_value
@@ -44,6 +46,7 @@ MAX_ALIASES = 64
 MAX_FILES = 100_000
 
 _json = msgspec.json.Encoder()
+_tag_list = msgspec.json.Decoder(list[str])
 
 
 class ArtifactConflict(ValueError):
@@ -63,6 +66,7 @@ def check_commit(name: str, req: CommitRequest) -> str:
     for alias in req.aliases:
         if alias != LATEST:
             check_alias(alias)
+    req.tags = check_tags(req.tags)
     if req.run_id is not None:
         check_id(req.run_id, "run id")
     if req.label is not None:
@@ -120,6 +124,7 @@ def commit(
         )
         if cur is not None and cur[0] == digest:
             number = latest  # same content as the latest: no new version
+            _add_tags(tx, project, name, number, req.tags)
     created = number < 0
     if created:
         number = latest + 1
@@ -154,14 +159,31 @@ def commit(
     return found, created
 
 
+def _add_tags(tx: Tx, project: str, name: str, number: int, tags: list[str]) -> None:
+    """A version logged again with the same content gains the tags it lacks."""
+    if not tags:
+        return
+    row = tx.one(
+        "SELECT tags FROM artifact_versions WHERE project = ? AND name = ? AND version = ?",
+        (project, name, number),
+    )
+    old = _tag_list.decode(row[0]) if row is not None else []
+    merged = merge_tags(old, tags)
+    if merged != old:
+        tx.run(
+            "UPDATE artifact_versions SET tags = ? WHERE project = ? AND name = ? AND version = ?",
+            (_json.encode(merged).decode(), project, name, number),
+        )
+
+
 def _insert(
     tx: Tx, project: str, name: str, number: int, req: CommitRequest, digest: str, now: float
 ) -> None:
     m = req.manifest
     row = tx.one(
         "INSERT INTO artifact_versions (project, name, version, type, digest, size, "
-        "file_count, description, metadata, created_at, run_id, label, client_id) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
+        "file_count, description, metadata, created_at, run_id, label, client_id, tags) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
         (
             project,
             name,
@@ -176,6 +198,7 @@ def _insert(
             req.run_id,
             req.label,
             req.client_id,
+            _json.encode(req.tags).decode(),
         ),
     )
     assert row is not None

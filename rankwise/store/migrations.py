@@ -694,6 +694,9 @@ def _v11_first_nonfinite(tx: Tx) -> None:
         tx.run("UPDATE streams SET fold = ? WHERE id = ?", (encode_fold(fold), sid))
 
 
+# Artifact version tags (``log_artifact(tags=)``): a JSON list of names per version.
+_V12 = "ALTER TABLE artifact_versions ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';"
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, streams, columnar chunks, aggregates", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "index chunks by time", _V2, _V2),
@@ -706,6 +709,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "index chunks by series and id (the open tail)", _V9, _V9),
     Migration(10, "alerts: destinations, events, outbox", _V10_SQLITE, _V10_POSTGRES),
     Migration(11, "each stream's first non-finite value per metric", "", "", _v11_first_nonfinite),
+    Migration(12, "artifact version tags", _V12, _V12),
 )
 
 LATEST = MIGRATIONS[-1].version

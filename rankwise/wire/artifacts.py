@@ -29,6 +29,9 @@ class VersionInfo(msgspec.Struct, kw_only=True, omit_defaults=True):
     size: int = 0
     file_count: int = 0
     aliases: list[str] = msgspec.field(default_factory=list)
+    # Labels given with ``log_artifact(tags=)``; a version logged again with the same
+    # content gains the new ones (unlike aliases, a tag may be on many versions).
+    tags: list[str] = msgspec.field(default_factory=list)
     description: str | None = None
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
     created_at: float = 0.0
@@ -56,6 +59,7 @@ class CommitRequest(msgspec.Struct, kw_only=True, omit_defaults=True):
     description: str | None = None
     metadata: dict[str, Any] = msgspec.field(default_factory=dict)
     aliases: list[str] = msgspec.field(default_factory=list)
+    tags: list[str] = msgspec.field(default_factory=list)
     run_id: str | None = None
     label: str | None = None
     version: str | None = None

@@ -136,7 +136,7 @@ export const runPath = (project, run, tail = "") => `/projects/${p(project)}/run
  *   chunks?: [string, number][], ref?: string}} ManifestEntry
  * @typedef {{run_id: string, label?: string|null, time?: number}} ArtifactUse
  * @typedef {{project: string, name: string, version: string, type: string,
- *   digest: string, size?: number, file_count?: number, aliases?: string[],
+ *   digest: string, size?: number, file_count?: number, aliases?: string[], tags?: string[],
  *   description?: string|null, metadata?: Object<string, unknown>, created_at?: number,
  *   run_id?: string|null, label?: string|null, manifest?: {entries: ManifestEntry[]}|null,
  *   used_by?: ArtifactUse[]}} VersionInfo

@@ -14,7 +14,7 @@ import { act } from "preact/test-utils";
 import { api, artifactFileUrl } from "../src/api.js";
 import { byline, fmtBytes, groupByType, manifestRows, metadataText, shortDigest, versionView } from "../src/lib/artifacts.js";
 import { href, parseHash } from "../src/router.js";
-import { VersionDetails } from "../src/components/ArtifactParts.jsx";
+import { Aliases, VersionDetails } from "../src/components/ArtifactParts.jsx";
 import { ArtifactsTab } from "../src/pages/run/ArtifactsTab.jsx";
 import { ArtifactsPage } from "../src/pages/Artifacts.jsx";
 
@@ -106,7 +106,8 @@ describe("artifact helpers", () => {
   it("fills in the defaults a reply leaves out", () => {
     const v0 = versionView(VERSIONS.versions[1]);
     expect(VERSIONS.versions[1].aliases).toBeUndefined();
-    expect(v0).toMatchObject({ aliases: [], description: null, used_by: [], manifest: null, label: "rank-0" });
+    expect(v0).toMatchObject({ aliases: [], tags: [], description: null, used_by: [], manifest: null, label: "rank-0" });
+    expect(versionView({ ...VERSIONS.versions[1], tags: ["best"] }).tags).toEqual(["best"]);
     expect(versionView(VERSION).used_by[1]).toEqual({ run_id: "eval-2", label: null, time: 1795000400.0 });
   });
 
@@ -131,6 +132,17 @@ describe("artifact helpers", () => {
     expect(byline("train-1", "rank-0")).toBe("train-1 (rank-0)");
     expect(metadataText({})).toBe("");
     expect(JSON.parse(metadataText(VERSION.metadata))).toEqual(VERSION.metadata);
+  });
+});
+
+describe("Aliases", () => {
+  it("shows a version's tags after its aliases, as text", () => {
+    act(() => render(h(Aliases, { aliases: ["best", "latest"], tags: ["fp16", "<b>x</b>"] }), root));
+    expect([...root.querySelectorAll(".alias")].map((e) => e.textContent)).toEqual(["latest", "best"]);
+    expect([...root.querySelectorAll(".artifact-tag")].map((e) => e.textContent)).toEqual(["#fp16", "#<b>x</b>"]);
+    expect(root.querySelectorAll("b").length).toBe(0);
+    act(() => render(h(Aliases, { aliases: [], tags: ["only"] }), root));
+    expect(root.querySelector(".artifact-tag").textContent).toBe("#only");
   });
 });
 

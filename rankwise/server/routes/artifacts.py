@@ -36,6 +36,7 @@ from ...errors import UsageError
 from ...names import FILE_MAX, ID_MAX, ID_PATTERN, ID_RULE, check_id, is_file_name, is_id
 from ...store.artifact_reads import LATEST
 from ...store.artifacts import ArtifactConflict, check_commit
+from ...store.blobs import BlobStore, iter_chunks
 from ...wire.artifacts import (
     ArtifactsReply,
     CommitRequest,
@@ -44,10 +45,9 @@ from ...wire.artifacts import (
     VersionInfo,
     VersionsReply,
 )
-from ..blobs import BlobStore, iter_chunks
 from ..encoding import ApiError, reply
-from .blobs import OCTET, blob_store
-from .deps import answers, ref, store
+from .blobs import OCTET
+from .deps import answers, blob_store, ref, store
 
 ingest_router = APIRouter(tags=["artifacts"])
 read_router = APIRouter(tags=["artifacts"])

@@ -3,7 +3,7 @@
 * ``POST /blobs/{project}/missing`` (ingest): which of these digests the server lacks.
 * ``POST /blobs/{project}/lost`` (ingest): the uploader declares blobs it no longer has
   (their files were deleted), so the records naming them can be applied (see
-  ``rankwise.server.blobs``); they are then served as 404.
+  ``rankwise.store.blobs``); they are then served as 404.
 * ``PUT /blobs/{project}/{digest}`` (ingest): the raw bytes, streamed to a spool file while
   hashed and counted; a digest that is not 64 lower-case hex digits is 422, bytes that
   hash to another digest 400, a body over ``max_blob_bytes`` 413. 201 when stored, 200
@@ -31,19 +31,18 @@ from fastapi import APIRouter, Path, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response, StreamingResponse
 
-from ...wire.media import BlobPut, BlobsLost, BlobsMissing
-from ..blobs import (
+from ...store.blobs import (
     CHUNK,
-    BlobStore,
     BlobWriter,
     DigestMismatch,
     ReadOnly,
     is_digest,
     iter_chunks,
 )
+from ...wire.media import BlobPut, BlobsLost, BlobsMissing
 from ..config import ServerSettings
 from ..encoding import ApiError, reply
-from .deps import answers
+from .deps import answers, blob_store
 
 router = APIRouter(tags=["blobs"])
 read_router = APIRouter(tags=["blobs"])
@@ -74,15 +73,6 @@ Digest = Annotated[
 
 class Digests(msgspec.Struct):
     digests: list[str]
-
-
-def blob_store(request: Request) -> BlobStore:
-    store: BlobStore | None = getattr(request.app.state, "blobs", None)
-    if store is None:
-        raise ApiError(
-            503, "this server keeps no blobs: start it with --blobs PATH or --blobs s3://..."
-        )
-    return store
 
 
 def _digest(digest: str) -> str:

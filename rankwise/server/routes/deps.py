@@ -1,5 +1,5 @@
-"""What the routes share: the store, the 404 of an unknown run, the from <= to check, and
-how a route names its reply and error schemas in the OpenAPI document.
+"""What the routes share: the store, the blob store, the 404 of an unknown run, the
+from <= to check, and how a route names its reply and error schemas in the OpenAPI document.
 
 Replies are msgspec structs (``rankwise.wire``) encoded as they are; FastAPI documents
 pydantic models only, so a route names its reply with ``answers(Struct, 404, ...)`` — a
@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 
 from ...store.base import Store
+from ...store.blobs import BlobStore
 from ..encoding import ApiError
 
 T = TypeVar("T")
@@ -28,6 +29,23 @@ ERRORS = {
 
 def store(request: Request) -> Store:
     return request.app.state.store  # type: ignore[no-any-return]
+
+
+def blobs(request: Request) -> BlobStore | None:
+    """The server's blob store (``create_app``'s ``blobs``: ``ServerSettings.blobs``, or
+    ``blobs/`` beside a SQLite file); None when it keeps none."""
+    return getattr(request.app.state, "blobs", None)
+
+
+def blob_store(request: Request) -> BlobStore:
+    """The server's blob store, for a route that cannot answer without one: 503 naming
+    the fix when the server keeps none."""
+    found = blobs(request)
+    if found is None:
+        raise ApiError(
+            503, "this server keeps no blobs: start it with --blobs PATH or --blobs s3://..."
+        )
+    return found
 
 
 def ref(name: str) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from ..group_commit import GroupCommit, store_unavailable
 from ..pacing import Admission, Pacer, Refusal
 from ..upload import Limits, check_body, refusal_of
 from .deps import Responses, answers, refusal
+from .deps import blobs as _blobs
 from .deps import store as _store
 
 ID_PATTERN = names.ID_CHARS_PATTERN  # the full rule is checked before routing
@@ -109,7 +110,7 @@ async def ingest(request: Request, key: Key) -> Response:
             encoding = request.headers.get("content-encoding", "")
             data = await run_in_threadpool(decode_body, raw, encoding, limit) if encoding else raw
             acked, fresh = await run_in_threadpool(
-                check_body, _store(request), key, data, limits, state.blobs
+                check_body, _store(request), key, data, limits, _blobs(request)
             )
             if fresh:  # waits for its group-commit batch without holding a thread
                 secret = request.headers.get(wire.STREAM_KEY_HEADER)

@@ -15,7 +15,7 @@ contract, filters included.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
@@ -23,7 +23,7 @@ from starlette.responses import Response
 from ...wire.media import HistogramsReply, MediaKeysReply, MediaReply, TableReply
 from ..encoding import ApiError, reply
 from ..tables import MAX_LIMIT, MAX_OFFSET, TablePager, TableQueryError
-from .deps import answers, found
+from .deps import answers, blob_store, found
 from .deps import store as _store
 
 router = APIRouter(tags=["media"])
@@ -31,16 +31,6 @@ RUN = "/projects/{project}/runs/{run}"
 KEY = Query(min_length=1, max_length=1024, description="a key from /media/keys")
 LABEL = Query(description="a stream label (rank-3)")
 INT64 = 2**63 - 1  # steps and offsets the stores and DuckDB hold
-
-
-def blob_store(request: Request) -> Any:
-    """The server's blob store (``create_app``'s ``blobs``, or ``ServerSettings.blobs``)."""
-    blobs = getattr(request.app.state, "blobs", None)
-    if blobs is None:
-        blobs = getattr(request.app.state.settings, "blobs", None)
-    if blobs is None:
-        raise ApiError(503, "this server has no blob store: start it with --blobs PATH")
-    return blobs
 
 
 def _pager(request: Request) -> TablePager:

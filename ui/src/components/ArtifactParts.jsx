@@ -37,13 +37,17 @@ export function Digest({ value }) {
   );
 }
 
-export function Aliases({ aliases }) {
+/** A version's aliases (`latest` first), then its tags (log_artifact(tags=)). */
+export function Aliases({ aliases, tags = [] }) {
   const list = orderedAliases(aliases);
-  if (!list.length) return <span class="muted">–</span>;
+  if (!list.length && !tags.length) return <span class="muted">–</span>;
   return (
     <span class="aliases">
       {list.map((a) => (
         <span key={a} class={a === "latest" ? "tag alias latest" : "tag alias"}>{a}</span>
+      ))}
+      {tags.map((t) => (
+        <span key={`tag:${t}`} class="tag artifact-tag" title="tag">#{t}</span>
       ))}
     </span>
   );

@@ -24,6 +24,7 @@ export function versionView(v) {
     manifest: null,
     ...v,
     aliases: v.aliases ?? [],
+    tags: v.tags ?? [],
     metadata: v.metadata ?? {},
     used_by: (v.used_by ?? []).map((u) => ({ label: null, time: 0, ...u })),
   };

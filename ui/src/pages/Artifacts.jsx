@@ -153,7 +153,7 @@ function Versions({ project, type, name, version }) {
                     {v.version}
                   </a>
                 </td>
-                <td><Aliases aliases={v.aliases} /></td>
+                <td><Aliases aliases={v.aliases} tags={v.tags} /></td>
                 <td class="num" title={`${v.size.toLocaleString("en-US")} bytes`}>{fmtBytes(v.size)}</td>
                 <td class="num">{v.file_count}</td>
                 <td>{fmtTime(v.created_at || null)}</td>

@@ -83,7 +83,7 @@ function ArtifactRow({ project, v, kind, open }) {
         </td>
         <td>{v.type}</td>
         <td class="artifact-version">{v.version}</td>
-        <td><Aliases aliases={v.aliases} /></td>
+        <td><Aliases aliases={v.aliases} tags={v.tags} /></td>
         <td class="num" title={`${v.size.toLocaleString("en-US")} bytes`}>{fmtBytes(v.size)}</td>
         <td class="num">{v.file_count}</td>
         <td>{fmtTime(v.created_at || null)}</td>
