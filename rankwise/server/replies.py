@@ -29,6 +29,7 @@ from ..health import HealthReply
 from ..read.media_model import HistogramsReply, MediaKeysReply, MediaReply, TableReply
 from ..read.model import ProjectsReply, RunInfo, RunsReply
 from ..store.types import Band, ConsolePage, SavedView, Series, StallEvent, SystemSeries
+from ..wire.reports import STRUCTS as REPORT_STRUCTS
 from .schemas import XAxis
 
 
@@ -168,4 +169,5 @@ STRUCTS: tuple[type, ...] = (
     RunArtifacts,
     CommitRequest,
     UseRequest,
+    *REPORT_STRUCTS,
 )

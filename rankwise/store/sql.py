@@ -34,6 +34,7 @@ from .base import RunQuery, StreamKey, XAxis
 from .health_reads import HealthReads
 from .ingest import Presented, apply_stream, decode_fold, metric_names
 from .media_reads import MediaReads
+from .reports import Reports
 from .saved_views import SavedViews
 from .tokens import TokenStore
 from .tx import Tx, marks
@@ -51,7 +52,7 @@ def _check_axis(x: str, max_points: int) -> None:
         raise UsageError(f"max_points={max_points} must be at least 1")
 
 
-class SQLStore(SavedViews, HealthReads, MediaReads, TokenStore, ArtifactStore, AlertStore):
+class SQLStore(SavedViews, Reports, HealthReads, MediaReads, TokenStore, ArtifactStore, AlertStore):
     """Everything of ``Store`` but how transactions run (see the module docstring)."""
 
     dialect: str = ""
