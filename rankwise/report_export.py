@@ -263,7 +263,9 @@ def export_from_server(
 def export_from_dir(root: Path, project: str, name: str, version: int | None) -> str:
     """The export page of a report kept in a data directory (what ``rankwise ui``
     saved), its panels read from the directory's runs as ``rankwise ui`` serves them."""
-    from starlette.testclient import TestClient
+    import asyncio
+
+    import httpx
 
     from .errors import ReportNotFoundError
     from .server import ServerSettings, create_app
@@ -292,11 +294,33 @@ def export_from_dir(root: Path, project: str, name: str, version: int | None) ->
             auth=False, tails_dir=root, blobs=RunDirBlobStore(root), static_dir=root / ".none"
         )
         app = create_app(store, settings)
-        with TestClient(app, base_url="http://127.0.0.1") as client:
-            replies, blobs = collect(found, *_client_fetchers(client))
+        # The app answered in-process, one request at a time, on a loop of this thread.
+        loop = asyncio.new_event_loop()
+        client = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1"
+        )
+        try:
+            replies, blobs = collect(found, *_client_fetchers(_SyncOver(client, loop)))
+        finally:
+            loop.run_until_complete(client.aclose())
+            loop.close()
         return render(found, replies, blobs)
     finally:
         store.close()
+
+
+class _SyncOver:
+    """``request``/``get`` of an ``httpx.AsyncClient``, run to completion on ``loop``."""
+
+    def __init__(self, client: Any, loop: Any) -> None:
+        self.client = client
+        self.loop = loop
+
+    def request(self, *args: Any, **kw: Any) -> Any:
+        return self.loop.run_until_complete(self.client.request(*args, **kw))
+
+    def get(self, *args: Any, **kw: Any) -> Any:
+        return self.loop.run_until_complete(self.client.get(*args, **kw))
 
 
 # -- PDF ---------------------------------------------------------------------------------
