@@ -191,14 +191,20 @@ function ChartCard({ block, metric, reply }) {
 function MediaPanel({ block, reply }) {
   const items = itemsAt(reply, block.step);
   if (!items.length) return <p class="muted">No {block.key} logged{block.step !== null && block.step !== undefined ? ` at step ${block.step}` : ""}.</p>;
+  const labels = [...new Set(items.map((it) => it.label))];
   return (
     <div class="report-media" data-step={items[0].step}>
       <h4>{block.key} <span class="muted small">· {runRef(block.run)} · step {items[0].step}</span></h4>
-      <div class="media-grid">
-        {items.map((it) => (
-          <MediaItemView key={`${it.label}/${it.index}`} project={block.run.project} item={it} />
-        ))}
-      </div>
+      {labels.map((label) => (
+        <div key={label} class="report-media-rank" data-label={label}>
+          {labels.length > 1 ? <p class="muted small">{label}</p> : null}
+          <div class="media-grid">
+            {items.filter((it) => it.label === label).map((it) => (
+              <MediaItemView key={`${it.label}/${it.index}`} project={block.run.project} item={it} />
+            ))}
+          </div>
+        </div>
+      ))}
     </div>
   );
 }

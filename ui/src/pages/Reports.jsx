@@ -39,10 +39,20 @@ export function ReportsPage({ project, params, who }) {
           class="new-report"
           onSubmit={(e) => {
             e.preventDefault();
-            if (name.trim()) navigate(href.report(project, name.trim(), { edit: 1 }));
+            const n = name.trim();
+            if (!n) return;
+            const taken = list.data?.reports.some((r) => r.name === n);
+            navigate(href.report(project, n, taken ? { edit: 1 } : { edit: 1, new: 1 }));
           }}
         >
-          <input value={name} placeholder="New report name" aria-label="New report name" maxLength={100} onInput={(e) => setName(e.currentTarget.value)} />
+          <input
+            value={name}
+            placeholder="new-report-name"
+            aria-label="New report name"
+            title="letters, digits, '.', '_' and '-'"
+            maxLength={100}
+            onInput={(e) => setName(e.currentTarget.value)}
+          />
           <button type="submit" class="btn primary" disabled={!name.trim()}>New report</button>
         </form>
       ) : null}
@@ -93,16 +103,14 @@ function AddToReport({ project, block, list, editor }) {
     const name = target.trim();
     if (!name) return;
     try {
-      let base = null;
+      let base = 0; // a new report: refused (409) if someone made one of that name since
       let title = name;
       let blocks = [];
-      try {
+      if (list.some((r) => r.name === name)) {
         const cur = await api.report(project, name);
         base = cur.version;
         title = cur.title;
         blocks = cur.blocks;
-      } catch (err) {
-        if (err.status !== 404) throw err;
       }
       await api.saveReport(project, name, { title, blocks: [...blocks, block], base });
       navigate(href.report(project, name));
@@ -128,16 +136,10 @@ function AddToReport({ project, block, list, editor }) {
 export function ReportPage({ project, name, params, who }) {
   const version = params.get("version") ? Number(params.get("version")) : undefined;
   const editor = canEdit(who, project);
+  const fresh = editor && params.get("new") && version === undefined; // not saved yet
   const loaded = useLoad(
-    async (signal) => {
-      try {
-        return await api.report(project, name, version, { signal });
-      } catch (err) {
-        if (err.status === 404 && editor && version === undefined) return null; // a new one
-        throw err;
-      }
-    },
-    [project, name, version, editor],
+    async (signal) => (fresh ? null : api.report(project, name, version, { signal })),
+    [project, name, version, fresh],
   );
   const [record] = useState(() => new Map());
   const [exporting, setExporting] = useState(null);
@@ -292,7 +294,8 @@ function ReportEditor({ project, name, initial, onSaved }) {
     setSaving(true);
     setError(null);
     try {
-      await api.saveReport(project, name, { title, blocks, base: initial.latest || null });
+      // base: the version edited (0: none yet), so a save over another's is refused (409)
+      await api.saveReport(project, name, { title, blocks, base: initial.latest ?? 0 });
       onSaved();
     } catch (err) {
       setError(err);
