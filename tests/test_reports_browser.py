@@ -184,6 +184,7 @@ def _offline(route: Any, asked: list[str]) -> None:
 def _shot(page: Any, name: str) -> None:
     if os.environ.get("RANKWISE_UPDATE_DOCS") == "1":
         DOCS.mkdir(parents=True, exist_ok=True)
+        page.evaluate("window.scrollTo(0, 0)")
         page.screenshot(path=str(DOCS / name), full_page=True)
 
 
