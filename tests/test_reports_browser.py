@@ -28,8 +28,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
+from rankwise.artifacts.model import CommitRequest
 from rankwise.cli import main
 from rankwise.server import ServerSettings, create_app
 from rankwise.server.blobs import RunDirBlobStore
@@ -55,6 +57,14 @@ TEXT = (
     "See [a bad link](javascript:window.__xss=23) and [the docs](https://example.com/docs)."
 )
 CAPTION = 'Samples <svg onload="window.__xss=24">'
+RUN_A = {"project": PROJECT, "run": RUNS[0]}
+OTHER_PANELS = [
+    {"id": "h", "type": "histogram", "run": RUN_A, "key": "grad/fc0", "step": 10},
+    {"id": "s", "type": "health", "run": RUN_A},
+    {"id": "f", "type": "failure", "run": RUN_A},
+    {"id": "l", "type": "lineage", "artifact": "digits"},
+    {"id": "r", "type": "chart", "runs": [RUN_A], "metrics": ["loss"], "mode": "ranks"},
+]
 WATCH = """
 window.__violations = [];
 document.addEventListener('securitypolicyviolation',
@@ -96,6 +106,13 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
     DirectoryTailer(root, store).poll()  # as `rankwise ui` indexes a directory
     app = create_app(store, ServerSettings(static_dir=STATIC, blobs=RunDirBlobStore(root)))
     reader = store.create_token("read", [PROJECT], "reader").value
+    # An artifact version logged by one run and used by the other, for a lineage panel,
+    # and a report of the other panel kinds, saved as the API would.
+    manifest = {"entries": [{"path": "train.csv", "ref": "s3://bucket/train.csv"}]}
+    req = {"type": "dataset", "manifest": manifest, "client_id": "c" * 32, "run_id": RUNS[0]}
+    store.commit_artifact(PROJECT, "digits", msgspec.convert(req, CommitRequest))
+    store.use_artifact(PROJECT, "digits", "latest", RUNS[1], "rank-0")
+    store.save_report(PROJECT, "panels", "Every panel", OTHER_PANELS)
     with serve_in_thread(app) as url:
         yield url.replace("127.0.0.1", "localhost"), admin_token(app), reader, tmp
     store.close()
@@ -271,3 +288,47 @@ def test_make_share_and_export_a_report(browser: Any, served: tuple[str, str, st
         if path == from_cli:
             _shot(page, "report-export.png")
         ctx.close()
+
+
+def test_the_other_panels_draw_for_a_reader(
+    browser: Any, served: tuple[str, str, str, Path]
+) -> None:
+    """A histogram, a health strip, a hang-or-failure summary, an artifact's lineage and
+    a chart of every rank, opened by a reader and in the exported file."""
+    from playwright.sync_api import expect
+
+    url, _admin, reader, tmp = served
+    ctx, page, errors = _page(browser, url, reader)
+    page.goto(f"{url}/#/p/{PROJECT}/reports/panels")
+    expect(page.locator("[data-block]")).to_have_count(5)
+    hist = page.locator("[data-block='histogram'] [data-step]")
+    expect(hist).to_have_attribute("data-step", "10")
+    assert hist.locator("rect").count() > 0
+    expect(page.locator("[data-block='health'] [data-health-strip]")).to_be_visible()
+    expect(page.locator("[data-block='failure']")).to_contain_text("No hang or failure")
+    lineage = page.locator("[data-block='lineage']")
+    expect(lineage.locator(".lineage-logged")).to_contain_text(RUNS[0])
+    expect(lineage.locator(".lineage-used")).to_contain_text(RUNS[1])
+    chart = page.locator("[data-report-chart]")
+    expect(chart).to_have_attribute("data-lines", "2")  # rank 0 and rank 1
+    live = _drawn(page)
+    assert [ln["label"] for ln in json.loads(live[0])] == ["rank-0", "rank-1"]
+    _safe(page, errors, "the panels report")
+    ctx.close()
+
+    out = tmp / "panels.html"
+    argv = ["report", "export", f"{PROJECT}/panels", "--server", url, "--token", reader]
+    assert main([*argv, "--out", str(out)]) == 0
+    ctx, page, errors = _page(browser, url, None, offline=True)
+    asked: list[str] = []
+    ctx.route("**/*", lambda route: _offline(route, asked))
+    page.goto(out.as_uri())
+    expect(page.locator("[data-block='histogram'] [data-step]")).to_have_attribute(
+        "data-step", "10"
+    )
+    expect(page.locator("[data-block='lineage'] .lineage-used")).to_contain_text(RUNS[1])
+    expect(page.locator("[data-block='health'] [data-health-strip]")).to_be_visible()
+    assert _drawn(page) == live
+    assert asked == []
+    _safe(page, errors, "panels.html")
+    ctx.close()

@@ -180,7 +180,7 @@ export function ReportPage({ project, name, params, who }) {
           </p>
         </div>
         <div class="head-actions">
-          <Versions project={project} name={name} current={report.version} />
+          <Versions key={report.latest} project={project} name={name} current={report.version} />
           <button type="button" class="btn" onClick={doExport} data-export title="One HTML file with the data inline: opens offline">
             Export HTML
           </button>
@@ -196,8 +196,8 @@ export function ReportPage({ project, name, params, who }) {
 }
 
 function Versions({ project, name, current }) {
-  // read again after each save (the page is keyed by the report, not by its version)
-  const list = useLoad((signal) => api.reportVersions(project, name, { signal }, current), [project, name, current]);
+  // keyed by the latest version: read again after each save
+  const list = useLoad((signal) => api.reportVersions(project, name, { signal }), [project, name]);
   const versions = list.data?.versions ?? [];
   if (versions.length < 2) return null;
   return (
