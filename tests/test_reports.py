@@ -252,3 +252,25 @@ def test_api_reads_reports_from_a_data_directory(tmp_path: Path) -> None:
         1,
         BLOCKS,
     )
+
+
+def test_rankwise_ui_keeps_reports_in_the_data_directory(tmp_path: Path) -> None:
+    """The local dashboard saves a report (no login) and it is in the data directory:
+    ``Api(dir=...)`` reads it with the server stopped, and a restarted ``rankwise ui``
+    still serves it."""
+    import httpx
+
+    from .helpers.servers import ServerProcess
+
+    root = tmp_path / "runs"
+    body = {"title": "Local", "blocks": [TEXT, CHART], "base": 0}
+    headers = {"X-Rankwise-CSRF": "1"}  # as the dashboard sends it
+    with ServerProcess.ui(root, tmp_path / "ui.log") as ui:
+        r = httpx.post(ui.url + URL + "/local", json=body, headers=headers)
+        assert r.status_code == 200, r.text
+        again = httpx.post(ui.url + URL + "/local", json=body, headers=headers)
+        assert again.status_code == 409  # base 0: someone made it since
+    report = rankwise.Api(dir=root).report("p/local")
+    assert (report.title, report.version, report.blocks) == ("Local", 1, [TEXT, CHART])
+    with ServerProcess.ui(root, tmp_path / "ui2.log") as ui:
+        assert ui.get(URL + "/local").json()["blocks"] == [TEXT, CHART]

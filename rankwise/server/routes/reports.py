@@ -115,7 +115,9 @@ class ReportBody(BaseModel):
         description='text and panels in page order, e.g. {"type": "text", "text": "# Results"}',
     )
     base: int | None = Field(
-        None, description="the version this edit started from (null: a new report, or no check)"
+        None,
+        description="the version this edit started from: 0 for a new report (409 if one "
+        "exists), null for no check",
     )
 
 
