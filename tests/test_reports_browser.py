@@ -96,7 +96,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str,
     need_browser()
     tmp = tmp_path_factory.mktemp("reports")
     root = tmp / "data"
-    cmd = [*torchrun(), "--standalone", "--nproc-per-node=2", str(SCRIPT),
+    cmd = [*torchrun(), "--standalone", "--nproc-per-node=2", str(SCRIPT), "--vary-runs",
            "--run-ids", ",".join(RUNS), "--project", PROJECT, "--rows", "12"]  # fmt: skip
     env = clean_env(RANKWISE_DIR=str(root), RANKWISE_FLUSH_INTERVAL="0.05")
     out = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True, timeout=300)
@@ -177,6 +177,7 @@ def _check_report(page: Any) -> list[str]:
     lines = json.loads(series[0])
     assert [ln["label"] for ln in lines] == list(RUNS)
     assert all(sum(y is not None for y in ln["y"]) == 21 for ln in lines)  # steps 0..20
+    assert lines[0]["y"] != lines[1]["y"]  # two runs, two curves
     assert chart.locator("canvas").first.evaluate(PAINTED) > 500
     images = page.locator("[data-block='media'] img")
     page.wait_for_function(DECODED, arg=images.element_handles())
@@ -248,6 +249,7 @@ def test_make_share_and_export_a_report(browser: Any, served: tuple[str, str, st
     page.goto(report_url)
     expect(page.locator("[data-report='weekly'][data-version='2']")).to_be_visible()
     live = _check_report(page)
+    live_pixels = page.locator("[data-report-chart] canvas").first.evaluate("c => c.toDataURL()")
     assert page.locator("[data-edit]").count() == 0, "a reader sees no edit controls"
     _safe(page, errors, "the reader's report")
     _shot(page, "report.png")
@@ -283,6 +285,8 @@ def test_make_share_and_export_a_report(browser: Any, served: tuple[str, str, st
         assert page.locator("html[data-exported]").count() == 1
         offline = _check_report(page)
         assert offline == live, f"{path.name}: the charts drawn differ from the dashboard's"
+        pixels = page.locator("[data-report-chart] canvas").first.evaluate("c => c.toDataURL()")
+        assert pixels == live_pixels, f"{path.name}: the chart's pixels differ"
         assert asked == [], f"{path.name} asked the network for {asked}"
         _safe(page, errors, path.name)
         if path == from_cli:
