@@ -140,8 +140,13 @@ def request_url(req: dict[str, Any]) -> str:
 def _digests(block: dict[str, Any], reply: Any) -> list[str]:
     """The blobs a media or table panel shows (``lib/reports.js`` ``mediaDigests``,
     ``Reports.jsx`` ``tableDigests``)."""
-    if block["type"] == "media":
-        return [it["digest"] for it in reply.get("items", []) if it.get("kind") != "html"]
+    if block["type"] == "media":  # the items at the step the panel shows (lib/reports.js)
+        items = reply.get("items", [])
+        if not items:
+            return []
+        step = block.get("step")
+        want = max(it["step"] for it in items) if step is None else step
+        return [it["digest"] for it in items if it["step"] == want and it.get("kind") != "html"]
     if block["type"] == "table":
         out = []
         for j, kind in enumerate(reply.get("types", [])):

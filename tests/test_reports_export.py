@@ -49,6 +49,10 @@ def _runs(root: Path) -> None:
         run = rankwise.init(project="p", id=run_id, dir=root, settings=settings)
         for step in range(20):
             run.log({"loss": 1.0 / (step + 1) + i}, step=step)
+            if run_id == "a" and step == 10:  # an earlier image: not shown, not inlined
+                green = np.zeros((8, 12, 3), dtype=np.uint8)
+                green[..., 1] = 200
+                run.log({"samples": [rankwise.Image(green, caption="green")]}, step=step)
         if run_id == "a":
             img = np.zeros((8, 12, 3), dtype=np.uint8)
             img[..., 0] = 200
@@ -112,8 +116,10 @@ def test_export_a_data_directorys_report(
     assert chart["runs"][0]["band"]["mean"][:3] == pytest.approx([1.0, 0.5, 1 / 3])
     assert chart["runs"][1]["band"]["mean"][0] == pytest.approx(2.0)
     media = data["replies"][X.request_key(X.block_requests(BLOCKS[2], "p")[0])]
-    digests = [it["digest"] for it in media["items"]]
-    assert len(digests) == 1 and data["blobs"][digests[0]].startswith("data:image/png;base64,")
+    assert [it["step"] for it in media["items"]] == [10, 20]
+    shown = [it["digest"] for it in media["items"] if it["step"] == 20]
+    assert list(data["blobs"]) == shown  # only what the panel shows (the latest step)
+    assert data["blobs"][shown[0]].startswith("data:image/png;base64,")
     table = data["replies"][X.request_key(X.block_requests(BLOCKS[3], "p")[0])]
     assert table["rows"] == [[1, "<b>cat</b>"], [2, "dog"]]
     # One file: its script and stylesheet inline, nothing it would fetch.

@@ -1,7 +1,8 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import {
-  blockProblem, blockRequests, canonical, insertBlock, itemsAt, moveBlock, newBlock, removeBlock, requestKey,
+  blockProblem, blockRequests, canonical, insertBlock, itemsAt, mediaDigests, moveBlock, newBlock, removeBlock,
+  requestKey,
 } from "../src/lib/reports.js";
 
 // The requests each block makes, pinned for the dashboard and the Python exporter alike
@@ -47,5 +48,8 @@ describe("block edits", () => {
     expect(itemsAt(reply, null).map((i) => i.step)).toEqual([4, 4]);
     expect(itemsAt(reply, 1)).toHaveLength(1);
     expect(itemsAt({ items: [] }, null)).toEqual([]);
+    const kinds = { items: [{ step: 2, kind: "image", digest: "a" }, { step: 2, kind: "html", digest: "b" }, { step: 1, kind: "image", digest: "c" }] };
+    expect(mediaDigests(kinds, null)).toEqual(["a"]); // an export inlines what is shown
+    expect(mediaDigests(kinds, 1)).toEqual(["c"]);
   });
 });

@@ -146,15 +146,15 @@ export function requestKey(req) {
   return canonical({ method: req.method, path: req.path, params: req.params ?? {}, body: req.body ?? null });
 }
 
-/** The digests a media reply's items show (images, clips, text), for an export to inline. */
-export function mediaDigests(reply) {
-  return (reply?.items ?? []).filter((it) => it.kind !== "html").map((it) => it.digest);
-}
-
 /** The items of the step a media panel shows: the block's step, else the latest. */
 export function itemsAt(reply, step) {
   const items = reply?.items ?? [];
   if (!items.length) return [];
   const want = step ?? Math.max(...items.map((it) => it.step));
   return items.filter((it) => it.step === want);
+}
+
+/** The digests a media panel shows (images, clips, text at its step), for an export to inline. */
+export function mediaDigests(reply, step) {
+  return itemsAt(reply, step).filter((it) => it.kind !== "html").map((it) => it.digest);
 }

@@ -371,7 +371,7 @@ async function exportInBrowser(report, record) {
       const data = await api.block(req, { record });
       replies[requestKey(req)] = data;
       const project = block.run?.project ?? report.project;
-      const digests = block.type === "media" ? mediaDigests(data) : block.type === "table" ? tableDigests(data) : [];
+      const digests = block.type === "media" ? mediaDigests(data, block.step) : block.type === "table" ? tableDigests(data) : [];
       for (const d of digests) if (!blobs[d]) blobs[d] = await dataUri(blobUrl(project, d));
     }
   }
