@@ -66,12 +66,12 @@ function CardFrame({ cardRef, metric, readout, children, status, tools = null, r
       <div class="chart-head">
         <h4 title={metric}>{metric}</h4>
         {tools}
-        {report}
         <div class="readout">{readout}</div>
       </div>
       <div class="chart-body" style={{ height: `${HEIGHT}px` }}>
         {children}
         {status ? <div class="chart-status">{status}</div> : null}
+        {report}
       </div>
     </div>
   );
