@@ -5,7 +5,7 @@
 // Markdown) reaches the page as text nodes and Preact elements only: no HTML is built.
 
 import { useMemo, useState } from "preact/hooks";
-import { api } from "../api.js";
+import { api, blobUrl } from "../api.js";
 import { useLoad } from "../hooks.js";
 import { markdown } from "../lib/markdown.js";
 import { blockProblem, blockRequests, canonical, itemsAt, KIND_NAMES } from "../lib/reports.js";
@@ -20,7 +20,6 @@ import { HangBanner } from "./HangBanner.jsx";
 import { HealthStrip } from "./HealthStrip.jsx";
 import { MediaItemView } from "./MediaPanels.jsx";
 import { Lineage } from "./ArtifactParts.jsx";
-import { blobUrl } from "../api.js";
 
 const HEIGHT = 220;
 const LIVE = 15000; // a report's panels are read again this often (ms) in the dashboard
