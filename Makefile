@@ -8,7 +8,8 @@ DATA   ?= $(CURDIR)/data/demo
 PORT   ?= 8585
 # The dashboard, built from ui/ into the package (not committed; `rankwise ui` serves it).
 UI_BUILT := rankwise/server/static/index.html
-UI_SRC   := $(shell find ui/src ui/api-docs -type f 2>/dev/null) ui/index.html ui/vite.config.js ui/package.json
+UI_SRC   := $(shell find ui/src ui/api-docs -type f 2>/dev/null) ui/index.html ui/report.html \
+            ui/vite.config.js ui/vite.export.config.js ui/package.json
 
 .PHONY: setup test demo lint typecheck bench clean
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .artifacts.artifact import Artifact
     from .read.remote import RemoteReader
     from .wire.artifacts import ArtifactSummary
+    from .wire.reports import Report, ReportSummary
 
 __all__ = ["Api", "RunInfo", "StreamInfo"]
 
@@ -137,3 +138,26 @@ class Api:
         from .artifacts.local import LocalArtifacts
 
         return LocalArtifacts(self.dir, project).versions(name)
+
+    # -- reports (rankwise.wire.reports) ---------------------------------------------------
+    def reports(self, project: str | None = None) -> list[ReportSummary]:
+        """The reports of ``project`` (default ``RANKWISE_PROJECT`` or ``default``), by
+        name: each one's title, latest version, when it was saved and its block count."""
+        from .read import reports as rr
+
+        project = project or os.environ.get("RANKWISE_PROJECT") or "default"
+        if self._remote is not None:
+            return rr.remote_reports(self._remote, project)
+        return rr.local_reports(self.dir, project)
+
+    def report(self, name: str, project: str | None = None, version: int | None = None) -> Report:
+        """One report (``"project/name"`` also works): its title and blocks, the latest
+        version unless ``version`` names an older one. Raises ``ReportNotFoundError``."""
+        from .read import reports as rr
+
+        if project is None and "/" in name:
+            project, name = name.split("/", 1)
+        project = project or os.environ.get("RANKWISE_PROJECT") or "default"
+        if self._remote is not None:
+            return rr.remote_report(self._remote, project, name, version)
+        return rr.local_report(self.dir, project, name, version)

@@ -114,3 +114,10 @@ class ArtifactError(RankwiseError):
 class DeliveryError(RankwiseError):
     """An alert was not delivered: the receiver is unreachable, refused, or its address
     is not allowed (SSRF); the message names the host, never a secret."""
+
+
+class ReportNotFoundError(UsageError, KeyError):
+    """No report of that name in the project, or no such version of it."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""

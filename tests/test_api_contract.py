@@ -89,6 +89,28 @@ CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
         {"name": "crashed", "filters": {"state": ["crashed"]}, "columns": ["loss"]},
     ),
     ("GET", "/api/v1/projects/{project}/views", "/api/v1/projects/p/views", {}, None),
+    (
+        "POST",
+        "/api/v1/projects/{project}/reports/{report}",
+        "/api/v1/projects/p/reports/weekly",
+        {},
+        {"title": "Weekly", "blocks": [{"id": "t", "type": "text", "text": "# Loss"}]},
+    ),
+    ("GET", "/api/v1/projects/{project}/reports", "/api/v1/projects/p/reports", {}, None),
+    (
+        "GET",
+        "/api/v1/projects/{project}/reports/{report}",
+        "/api/v1/projects/p/reports/weekly",
+        {"version": 1},
+        None,
+    ),
+    (
+        "GET",
+        "/api/v1/projects/{project}/reports/{report}/versions",
+        "/api/v1/projects/p/reports/weekly/versions",
+        {},
+        None,
+    ),
     ("GET", "/api/v1/projects/{project}/runs/{run}/media/keys", RUN + "/media/keys", {}, None),
     (
         "GET",
@@ -161,6 +183,7 @@ CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
 # Routes whose success reply has no JSON body (204), or whose body is not JSON.
 NO_JSON = {
     ("DELETE", "/api/v1/projects/{project}/views"),
+    ("DELETE", "/api/v1/projects/{project}/reports/{report}"),
     ("DELETE", "/api/v1/tokens/{token_id}"),
     ("DELETE", "/api/v1/alerts/destinations/{dest}"),
     ("DELETE", "/api/v1/session"),

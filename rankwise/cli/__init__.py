@@ -17,6 +17,7 @@ from ..errors import RankwiseError
 from .alerts import add_alert_commands
 from .artifacts import add_artifact_commands
 from .imports import add_import_commands
+from .reports import add_report_commands
 from .runs import add_run_commands
 from .serve import add_serve_commands
 from .sync import add_sync_command
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_token_commands(sub)
     add_artifact_commands(sub)
     add_alert_commands(sub)
+    add_report_commands(sub)
     add_import_commands(sub)
     add_sync_command(sub)
     return parser

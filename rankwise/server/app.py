@@ -32,6 +32,7 @@ from .hardening import install_hardening
 from .openapi import document_replies
 from .pacing import Admission, Pacer
 from .routes import alerts, artifacts, blobs, health, ingest, login, media, runs, saved_views
+from .routes import reports as report_routes
 from .static import mount_api_docs, mount_dashboard
 
 API = "/api/v1"
@@ -72,6 +73,7 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
     app.include_router(blobs.read_router, prefix=API, dependencies=[Depends(auth.read)])
     app.include_router(runs.router, prefix=API, dependencies=[Depends(auth.read)])
     app.include_router(saved_views.router, prefix=API, dependencies=[Depends(auth.read)])
+    app.include_router(report_routes.router, prefix=API, dependencies=[Depends(auth.read)])
     app.include_router(health.router, prefix=API, dependencies=[Depends(auth.read)])
     app.include_router(media.router, prefix=API, dependencies=[Depends(auth.read)])
     app.include_router(artifacts.ingest_router, prefix=API, dependencies=[Depends(auth.ingest)])

@@ -45,6 +45,7 @@ from ..wire.media import (
     MediaReply,
     TableReply,
 )
+from ..wire.reports import STRUCTS as REPORT_STRUCTS
 from ..wire.runs import (
     HistoryReply,
     MetricsReply,
@@ -96,6 +97,7 @@ STRUCTS: tuple[type, ...] = (
     WhoAmI,
     TokensReply,
     NewTokenReply,
+    *REPORT_STRUCTS,
 )
 
 REF = "#/components/schemas/{name}"

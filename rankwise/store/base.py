@@ -24,6 +24,7 @@ from ..wire.charts import Band, Series, XAxis
 from ..wire.health import ConsolePage, StallEvent, SystemSeries
 from ..wire.media import HistogramsEntry, MediaKey, MediaReply
 from ..wire.runs import CrossRankValue, RunInfo, SavedView
+from .reports import ReportStore
 from .types import ConsoleQuery, TableRow
 
 if TYPE_CHECKING:
@@ -325,6 +326,7 @@ class Store(
     ArtifactStore,
     TokenStore,
     AlertStore,
+    ReportStore,
     Protocol,
 ):
     """Everything the ingester writes and the server reads: the protocols above, plus the

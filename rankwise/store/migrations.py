@@ -4,7 +4,7 @@ Each migration is applied in its own transaction together with the row that reco
 so a crash mid-upgrade leaves the schema at the last whole version. Migrations are only
 ever appended: a released one is never edited (the database may already hold it).
 
-Tables (version 11)::
+Tables (version 12)::
 
     runs      one row per (project, run_id); the integer ``id`` keys the rest
     streams   one row per stream: the mark (``acked_seq``), the folded state (``fold``,
@@ -54,6 +54,8 @@ Tables (version 11)::
               time, details (JSON) (see ``rankwise.store.alerts``)
     alert_outbox  one delivery per (event, destination): pending | delivered | failed,
               attempts, next_at (due time, or the claim's lease), last error, delivered
+    reports   one row per (project, name, version) of a report: title, blocks (JSON),
+              created, author; the newest version is the report (``rankwise.store.reports``)
 """
 
 from __future__ import annotations
@@ -697,6 +699,23 @@ def _v11_first_nonfinite(tx: Tx) -> None:
 # Artifact version tags (``log_artifact(tags=)``): a JSON list of names per version.
 _V12 = "ALTER TABLE artifact_versions ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';"
 
+# Reports (``rankwise.store.reports``): each save is a version, kept whole.
+_V13 = """
+CREATE TABLE reports (
+    project TEXT NOT NULL,
+    name TEXT NOT NULL,
+    version BIGINT NOT NULL,
+    title TEXT NOT NULL,
+    data TEXT NOT NULL,
+    created {real} NOT NULL,
+    author TEXT NOT NULL,
+    PRIMARY KEY (project, name, version)
+);
+"""
+_V13_SQLITE = _V13.format(real="REAL")
+_V13_POSTGRES = _V13.format(real="DOUBLE PRECISION")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, streams, columnar chunks, aggregates", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "index chunks by time", _V2, _V2),
@@ -710,6 +729,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "alerts: destinations, events, outbox", _V10_SQLITE, _V10_POSTGRES),
     Migration(11, "each stream's first non-finite value per metric", "", "", _v11_first_nonfinite),
     Migration(12, "artifact version tags", _V12, _V12),
+    Migration(
+        13, "reports: versions of titled pages of text and panels", _V13_SQLITE, _V13_POSTGRES
+    ),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -36,6 +36,7 @@ from .base import RunQuery
 from .health_reads import HealthReads
 from .ingest import Presented, apply_stream, decode_fold, metric_names
 from .media_reads import MediaReads
+from .reports import Reports
 from .saved_views import SavedViews
 from .sqlbase import SQLBase
 from .tokens import Tokens
@@ -51,7 +52,9 @@ def _check_axis(x: str, max_points: int) -> None:
         raise UsageError(f"max_points={max_points} must be at least 1")
 
 
-class SQLStore(SavedViews, HealthReads, MediaReads, Tokens, ArtifactWrites, Alerts, SQLBase):
+class SQLStore(
+    SavedViews, Reports, HealthReads, MediaReads, Tokens, ArtifactWrites, Alerts, SQLBase
+):
     """Everything of ``Store`` but how transactions run (see the module docstring)."""
 
     dialect: str = ""

@@ -47,6 +47,9 @@ def main() -> None:
     p.add_argument("--run-ids", required=True, help="comma-separated: one run each, in turn")
     p.add_argument("--project", default="media")
     p.add_argument("--rows", type=int, default=120)
+    p.add_argument(
+        "--vary-runs", action="store_true", help="each run its own data: their losses differ"
+    )
     a = p.parse_args()
 
     dist.init_process_group("gloo")
@@ -61,7 +64,7 @@ def one_run(a: argparse.Namespace, run_id: str, rank: int, shade: int) -> None:
     model = DDP(nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2)))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     run = rankwise.init(project=a.project, id=run_id, run_mode="shared", config={"rows": a.rows})
-    torch.manual_seed(rank)
+    torch.manual_seed(rank + (1000 * shade if a.vary_runs else 0))
     for step in range(STEPS[-1] + 1):
         x = torch.randn(32, 8)
         loss = F.cross_entropy(model(x), (x[:, 0] > 0).long())

@@ -8,8 +8,29 @@ export class ApiError extends Error {
   }
 }
 
+import { requestKey } from "./lib/reports.js";
+
 const BASE = "api/v1";
 const SAFE = new Set(["GET", "HEAD"]);
+
+// An exported report (`rankwise report export`, docs/reports.md) is one HTML file opened
+// from disk: its panels' replies and blobs are inline, in a JSON script element, and
+// read from there instead of the network. The dashboard itself has no such element.
+let exported = null;
+/** The inline data of an exported report (null in the dashboard). */
+export function exportData() {
+  if (exported === null && typeof document?.getElementById === "function") {
+    const el = document.getElementById("rankwise-export");
+    exported = el ? JSON.parse(el.textContent) : false;
+  }
+  return exported || null;
+}
+
+function dataUriText(uri) {
+  const b64 = String(uri).split(",", 2)[1] ?? "";
+  const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+  return new TextDecoder().decode(bytes);
+}
 
 // Double-submit CSRF: the server set rk_csrf (readable, unlike the session cookie) at
 // login; every mutation echoes it in a header a cross-site form cannot send.
@@ -153,6 +174,8 @@ export const runPath = (project, run, tail = "") => `/projects/${p(project)}/run
  * `inline` asks for an html panel to be shown (in a sandboxed frame) rather than saved.
  */
 export function blobUrl(project, digest, { inline = false } = {}) {
+  const ex = exportData();
+  if (ex) return ex.blobs?.[digest] ?? "";
   return `${BASE}/blobs/${p(project)}/${p(digest)}${inline ? "?inline=1" : ""}`;
 }
 
@@ -240,6 +263,11 @@ export const api = {
     request("GET", runPath(project, run, "/histograms"), { ...opts, params }),
   /** A text panel's words (a blob of format txt), as text: shown with Preact, never as HTML. */
   blobText: async (project, digest, opts) => {
+    const ex = exportData();
+    if (ex) {
+      if (!ex.blobs?.[digest]) throw new ApiError(404, "this text panel is not in the export");
+      return dataUriText(ex.blobs[digest]);
+    }
     const res = await fetch(blobUrl(project, digest), { signal: opts?.signal, credentials: "same-origin" });
     if (!res.ok) throw new ApiError(res.status, `this text panel could not be read (HTTP ${res.status})`);
     return res.text();
@@ -262,6 +290,34 @@ export const api = {
   addDestination: (body) => request("POST", "/alerts/destinations", { body }),
   removeDestination: (id) => request("DELETE", `/alerts/destinations/${p(id)}`),
   testDestination: (id) => request("POST", `/alerts/destinations/${p(id)}/test`),
+  /** @type {(project: string, opts?: Opts) => Promise<{reports: object[]}>} */
+  reports: (project, opts) => request("GET", `/projects/${p(project)}/reports`, opts),
+  /** One report: the latest version, or `version`. */
+  report: (project, name, version, opts) =>
+    request("GET", `/projects/${p(project)}/reports/${p(name)}`, { ...opts, params: { version } }),
+  reportVersions: (project, name, opts) =>
+    request("GET", `/projects/${p(project)}/reports/${p(name)}/versions`, opts),
+  /** Save a new version; `base` is the version the edit started from (409 if not the latest). */
+  saveReport: (project, name, body) =>
+    request("POST", `/projects/${p(project)}/reports/${p(name)}`, { body }),
+  deleteReport: (project, name) => request("DELETE", `/projects/${p(project)}/reports/${p(name)}`),
+  /**
+   * One request of a report panel (lib/reports.js blockRequests): from the network, or
+   * in an exported report from its inline replies. `record` (a Map) keeps each reply
+   * under its request key, for the dashboard's export button.
+   */
+  block: async (req, { signal, record } = {}) => {
+    const key = requestKey(req);
+    const ex = exportData();
+    if (ex) {
+      if (!(key in (ex.replies ?? {}))) throw new ApiError(404, "this panel's data is not in the export");
+      return ex.replies[key];
+    }
+    const path = `/${req.path.map(p).join("/")}`;
+    const data = await request(req.method, path, { signal, params: req.params, body: req.body ?? undefined });
+    record?.set(key, data);
+    return data;
+  },
   whoami: (opts) => request("GET", "/session", opts),
   login: (token) => request("POST", "/session", { body: { token } }),
   logout: () => request("DELETE", "/session"),

@@ -11,6 +11,7 @@ import { RunPage } from "./pages/Run.jsx";
 import { ComparePage, GroupPage } from "./pages/Overlay.jsx";
 import { ArtifactsPage } from "./pages/Artifacts.jsx";
 import { AlertsPage } from "./pages/Alerts.jsx";
+import { ReportPage, ReportsPage } from "./pages/Reports.jsx";
 import "./styles.css";
 
 function App() {
@@ -19,7 +20,7 @@ function App() {
   useShortcuts();
   useEffect(() => {
     const where = route.run ?? route.group ?? route.project;
-    const what = route.page === "artifacts" ? " artifacts" : "";
+    const what = route.page === "artifacts" ? " artifacts" : route.page === "reports" ? " reports" : route.report ? ` · ${route.report}` : "";
     document.title = where ? `${where}${what} · rankwise` : route.page === "compare" ? "Compare · rankwise" : "rankwise";
   }, [route]);
   let page;
@@ -37,6 +38,12 @@ function App() {
       break;
     case "artifacts":
       page = <ArtifactsPage key={route.project} project={route.project} params={route.params} />;
+      break;
+    case "reports":
+      page = <ReportsPage key={route.project} project={route.project} params={route.params} who={who} />;
+      break;
+    case "report":
+      page = <ReportPage key={`${route.project}/${route.report}`} project={route.project} name={route.report} params={route.params} who={who} />;
       break;
     case "compare":
       page = <ComparePage params={route.params} />;

@@ -5,6 +5,8 @@
 //   #/p/{project}/r/{run}?tab=..       one run
 //   #/p/{project}/g/{group}            the runs of a group, overlaid
 //   #/p/{project}/artifacts?type=..&name=..&version=..   the project's artifacts
+//   #/p/{project}/reports?add=chart&runs=..&metric=..   the project's reports (add a chart)
+//   #/p/{project}/reports/{name}?version=N&edit=1        one report
 //   #/compare?runs=p/r,p/r2            chosen runs, overlaid
 //   #/alerts                           alert destinations (admin)
 //
@@ -24,6 +26,8 @@ export function parseHash(hash) {
     if (parts[2] === "r" && parts[3]) return { page: "run", project, run: parts[3], params };
     if (parts[2] === "g" && parts[3]) return { page: "group", project, group: parts[3], params };
     if (parts[2] === "artifacts") return { page: "artifacts", project, params };
+    if (parts[2] === "reports" && parts[3]) return { page: "report", project, report: parts[3], params };
+    if (parts[2] === "reports") return { page: "reports", project, params };
     return { page: "runs", project, params };
   }
   if (parts[0] === "compare") return { page: "compare", params };
@@ -57,6 +61,8 @@ export const href = {
   run: (project, run, params) => withQuery(`#/p/${seg(project)}/r/${seg(run)}`, params),
   group: (project, group) => `#/p/${seg(project)}/g/${seg(group)}`,
   artifacts: (project, params) => withQuery(`#/p/${seg(project)}/artifacts`, params),
+  reports: (project, params) => withQuery(`#/p/${seg(project)}/reports`, params),
+  report: (project, name, params) => withQuery(`#/p/${seg(project)}/reports/${seg(name)}`, params),
   compare: (refs) => withQuery("#/compare", { runs: refs }),
   alerts: () => "#/alerts",
 };

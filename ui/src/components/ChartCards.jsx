@@ -11,6 +11,7 @@ import {
 } from "../lib/series.js";
 import { fmtTime, fmtValue, runTitle } from "../lib/format.js";
 import { charts, priorityOf } from "../lib/queue.js";
+import { href } from "../router.js";
 import { Chart } from "./Chart.jsx";
 
 const HEIGHT = 190;
@@ -51,7 +52,15 @@ function useCard(metric, tracker) {
   return [ref, seen, visible];
 }
 
-function CardFrame({ cardRef, metric, readout, children, status, tools = null }) {
+/** "Add to report": the project's reports page, asked to add this chart (lib/reports.js). */
+function AddToReport({ project, runs, metric, settings, ranks }) {
+  const to = href.reports(project, {
+    add: "chart", runs: runs.join(","), metric, x: settings.x === "time" ? "time" : "", mode: ranks ? "ranks" : "",
+  });
+  return <a class="chart-add-report" href={to} title="Add this chart to a report" aria-label="Add to report" data-add-to-report>＋ report</a>;
+}
+
+function CardFrame({ cardRef, metric, readout, children, status, tools = null, report = null }) {
   return (
     <div class="chart-card" ref={cardRef} data-metric={metric}>
       <div class="chart-head">
@@ -62,6 +71,7 @@ function CardFrame({ cardRef, metric, readout, children, status, tools = null })
       <div class="chart-body" style={{ height: `${HEIGHT}px` }}>
         {children}
         {status ? <div class="chart-status">{status}</div> : null}
+        {report}
       </div>
     </div>
   );
@@ -308,6 +318,7 @@ export function RunChartCard(props) {
       metric={metric}
       status={status}
       tools={multi && model?.line ? <LineSelect model={model} onChange={setLine} /> : null}
+      report={<AddToReport project={project} runs={[`${project}/${runId}`]} metric={metric} settings={settings} ranks={showRanks} />}
       readout={
         <RunReadout
           hover={hover}
@@ -497,7 +508,13 @@ export function OverlayChartCard(props) {
   }
 
   return (
-    <CardFrame cardRef={ref} metric={metric} status={status} readout={readout}>
+    <CardFrame
+      cardRef={ref}
+      metric={metric}
+      status={status}
+      readout={readout}
+      report={runs.length ? <AddToReport project={runs[0].project} runs={refs} metric={metric} settings={settings} ranks={false} /> : null}
+    >
       {model && !empty ? (
         <Chart
           {...chartProps({

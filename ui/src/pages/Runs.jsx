@@ -51,6 +51,9 @@ export function RunsPage({ project, params }) {
             <a class="btn" href={href.artifacts(project)} title="The versioned files and models of this project">
               Artifacts
             </a>
+            <a class="btn" href={href.reports(project)} title="Pages of text and live charts, shared by URL" data-reports-link>
+              Reports
+            </a>
             <SaveView project={project} f={f} onSaved={(name) => { views.reload(); set({ view: name }, { keepView: true }); }} />
             <a
               class={`btn primary${selected.size >= 2 ? "" : " disabled"}`}
