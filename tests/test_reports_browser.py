@@ -90,12 +90,12 @@ PAINTED = """c => {
 }"""
 
 
-@pytest.fixture(scope="module")
 def _dismiss(dialog: Any, errors: list[str]) -> None:
     errors.append(f"dialog {dialog.message}")
     dialog.dismiss()
 
 
+@pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str, Path]]:
     """(url, admin token, read token, tmp): the job's runs, indexed and served with auth."""
     need_browser()

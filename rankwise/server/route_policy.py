@@ -75,6 +75,10 @@ ROUTES: dict[str, Policy] = {
     f"{_RUN}/history": _READ,
     f"{API}/compare": _READ,
     f"{API}/projects/{{project}}/views": _READ,
+    # reports (rankwise.server.routes.reports)
+    f"{API}/projects/{{project}}/reports": _READ,
+    f"{API}/projects/{{project}}/reports/{{report}}": _READ,
+    f"{API}/projects/{{project}}/reports/{{report}}/versions": _READ,
     # health (rankwise.server.routes.health)
     f"{_RUN}/health": _READ,
     f"{_RUN}/hang": _READ,
