@@ -379,6 +379,9 @@ def _server_commands(sub: Any) -> None:
     from .alert_cli import add_alert_commands
 
     add_alert_commands(sub)
+    from .edit_cli import add_parser as add_edit_command
+
+    add_edit_command(sub)
     p = sub.add_parser("import", help="import runs written by other tools")
     isub = p.add_subparsers(dest="import_command", required=True)
     p = isub.add_parser("tensorboard", help="TensorBoard event files into a run (safe to repeat)")

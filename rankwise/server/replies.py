@@ -29,6 +29,7 @@ from ..health import HealthReply
 from ..read.media_model import HistogramsReply, MediaKeysReply, MediaReply, TableReply
 from ..read.model import ProjectsReply, RunInfo, RunsReply
 from ..store.types import Band, ConsolePage, SavedView, Series, StallEvent, SystemSeries
+from ..wire.manage import STRUCTS as MANAGE_STRUCTS
 from .schemas import XAxis
 
 
@@ -133,6 +134,7 @@ class DeliveryTest(msgspec.Struct, kw_only=True):
 
 
 STRUCTS: tuple[type, ...] = (
+    *MANAGE_STRUCTS,
     ErrorReply,
     AlertsReply,
     DestinationsReply,

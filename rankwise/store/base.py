@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from ..read.media_model import HistogramSeries, MediaKey, MediaReply
 from ..read.model import CrossRankValue, RunInfo
 from ..stream import records as R
+from .run_edits import RunEditStore
+from .run_filters import RunFilterStore
 from .types import (
     Band,
     ConsolePage,
@@ -67,7 +69,7 @@ class RunQuery:
     offset: int = 0
 
 
-class Store(Protocol):
+class Store(RunEditStore, RunFilterStore, Protocol):
     def migrate(self) -> None:
         """Create or upgrade the schema (numbered migrations; safe to call every start)."""
 

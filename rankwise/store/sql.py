@@ -34,6 +34,8 @@ from .base import RunQuery, StreamKey, XAxis
 from .health_reads import HealthReads
 from .ingest import Presented, apply_stream, decode_fold, metric_names
 from .media_reads import MediaReads
+from .run_edits import RunEdits, apply_edits, edits_of_project, edits_of_run
+from .run_filters import RunFilters
 from .saved_views import SavedViews
 from .tokens import TokenStore
 from .tx import Tx, marks
@@ -51,7 +53,16 @@ def _check_axis(x: str, max_points: int) -> None:
         raise UsageError(f"max_points={max_points} must be at least 1")
 
 
-class SQLStore(SavedViews, HealthReads, MediaReads, TokenStore, ArtifactStore, AlertStore):
+class SQLStore(
+    SavedViews,
+    HealthReads,
+    MediaReads,
+    TokenStore,
+    ArtifactStore,
+    AlertStore,
+    RunEdits,
+    RunFilters,
+):
     """Everything of ``Store`` but how transactions run (see the module docstring)."""
 
     dialect: str = ""
@@ -291,9 +302,13 @@ class SQLStore(SavedViews, HealthReads, MediaReads, TokenStore, ArtifactStore, A
             for row in tx.all(sql, params):
                 grouped.setdefault((row[0], row[1]), []).append(runs.stream_facts(row[2:]))
             now = time.time()
+            edits = edits_of_project(tx, query.project)
             light = [
-                runs.run_info(
-                    p, r, s, self.crash_timeout, now, full=False, local_pids=self.local_pids
+                apply_edits(
+                    runs.run_info(
+                        p, r, s, self.crash_timeout, now, full=False, local_pids=self.local_pids
+                    ),
+                    edits.get((p, r), []),
                 )
                 for (p, r), s in grouped.items()
             ]
@@ -314,9 +329,10 @@ class SQLStore(SavedViews, HealthReads, MediaReads, TokenStore, ArtifactStore, A
         if not rows:
             return None
         streams = [runs.stream_facts(r[1:], decode_fold(r[0])) for r in rows]
-        return runs.run_info(
+        info = runs.run_info(
             project, run_id, streams, self.crash_timeout, now, local_pids=self.local_pids
         )
+        return apply_edits(info, edits_of_run(tx, project, run_id))
 
     def _streams(self, tx: Tx, project: str, run_id: str) -> list[tuple[int, int, str, int]]:
         """(stream id, run id, label, incarnation) of a run's non-empty streams."""

@@ -1,0 +1,267 @@
+"""Store methods for run filters (``rankwise.filters``): ``find_runs`` in SQL.
+
+Runs are folded from their streams at read time, so the values filters read (effective
+name and tags after edits, config, summary, the cross-rank summary) are kept in
+``run_index`` (migration 12), one row per run, as JSON columns (SQLite's JSON1, JSONB on
+PostgreSQL). A row carries a stamp of its streams (the sum of their marks and their
+number): ``find_runs`` first refreshes the project's rows whose stamp moved or that an
+edit removed, then asks SQL for the runs that match, with every value a bound parameter.
+
+``state`` is settled at read time (a silent run becomes crashed after the crash
+timeout), so it is checked on the folded runs after SQL narrowed them; so is the order
+by ``state`` or ``updated_at``. Everything else is answered by the index.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any, Protocol
+
+from .. import filters as F
+from .._summary import complete_step
+from ..read.model import RunInfo
+from .run_edits import apply_edits, edits_of_project
+from .tx import Tx, marks
+
+# ``query`` and ``runs`` import ``base``, which composes this module's Protocol: they
+# are imported where used.
+
+REFRESH_BATCH = 200  # runs refolded per write transaction
+
+
+class RunFilterStore(Protocol):
+    """The part of ``Store`` that finds runs by a filter."""
+
+    def find_runs(
+        self,
+        project: str,
+        filters: dict[str, Any] | None = None,
+        order: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> tuple[list[RunInfo], int]:
+        """One page of the project's runs that ``filters`` (W&B's MongoDB-style,
+        ``rankwise.filters``) picks, ordered by ``order``, and the count of all of them.
+        A bad filter raises ``UsageError`` naming the operator or field."""
+
+
+@lru_cache(maxsize=256)
+def _compiled(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern)
+
+
+def sqlite_regexp(pattern: Any, value: Any) -> bool | None:
+    """SQLite's ``rw_regexp(pattern, value)``: Python's ``re.search``, as the local reader."""
+    if not isinstance(pattern, str) or not isinstance(value, str):
+        return None
+    return _compiled(pattern).search(value) is not None
+
+
+def _finite(value: Any) -> Any:
+    """``value`` as JSON holds it: a non-finite float is null (missing, for filters)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(_finite(value), allow_nan=False, default=str)
+
+
+def _loads(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+class RunFilters:
+    """Store methods for run filters; mixed into ``SQLStore``."""
+
+    _read: Callable[..., Any]
+    _write: Callable[..., Any]
+    dialect: str
+    crash_timeout: float
+    local_pids: bool
+    _run: Callable[..., RunInfo | None]
+
+    # -- the index ---------------------------------------------------------------------
+
+    def refresh_run_index(self, project: str) -> int:
+        """Refold the project's runs whose ``run_index`` row is missing or stale;
+        returns how many were."""
+
+        def stale(tx: Tx) -> list[tuple[int, str, str]]:
+            rows = tx.all(
+                "SELECT r.id, r.run_id, SUM(s.acked_seq), COUNT(*), MAX(ri.stamp) FROM runs r "
+                "JOIN streams s ON s.run = r.id LEFT JOIN run_index ri ON ri.run = r.id "
+                "WHERE r.project = ? AND s.acked_seq >= 0 GROUP BY r.id, r.run_id",
+                (project,),
+            )
+            out = []
+            for pk, rid, acked, n, stamp in rows:
+                want = f"{int(acked)}:{int(n)}"
+                if stamp != want:
+                    out.append((int(pk), str(rid), want))
+            return out
+
+        todo: list[tuple[int, str, str]] = self._read(stale)
+        for a in range(0, len(todo), REFRESH_BATCH):
+            part = todo[a : a + REFRESH_BATCH]
+            self._write(lambda tx, part=part: self._index_rows(tx, project, part))
+        return len(todo)
+
+    def _index_rows(self, tx: Tx, project: str, part: list[tuple[int, str, str]]) -> None:
+        from . import query
+
+        now = time.time()
+        j = "CAST(? AS JSONB)" if self.dialect == "postgres" else "?"
+        sql = (
+            "INSERT INTO run_index (run, project, run_id, stamp, name, grp, job_type, tags, "
+            f"created, config, summary, cross_rank) VALUES (?, ?, ?, ?, ?, ?, ?, {j}, ?, {j}, "
+            f"{j}, {j}) ON CONFLICT (run) DO UPDATE SET stamp = excluded.stamp, "
+            "name = excluded.name, grp = excluded.grp, job_type = excluded.job_type, "
+            "tags = excluded.tags, created = excluded.created, config = excluded.config, "
+            "summary = excluded.summary, cross_rank = excluded.cross_rank"
+        )
+        rows = []
+        for pk, rid, stamp in part:
+            info = self._run(tx, project, rid, now)
+            if info is None:
+                continue
+            found = query.last_complete_of(tx, pk, complete_step(info.streams))
+            cross: dict[str, Any] = {}
+            if found:
+                names = tx.all(
+                    f"SELECT id, name FROM metrics WHERE id IN ({marks(len(found))})",
+                    list(found),
+                )
+                for mid, name in names:
+                    v = found[int(mid)]
+                    cross[name] = {s: getattr(v, s, None) for s in F.CROSS_STATS}
+            rows.append(
+                (
+                    pk,
+                    project,
+                    rid,
+                    stamp,
+                    info.name,
+                    info.group,
+                    info.job_type,
+                    _dumps(list(info.tags)),
+                    info.created,
+                    _dumps(info.config),
+                    _dumps(info.summary),
+                    _dumps(cross),
+                )
+            )
+        if rows:
+            tx.many(sql, rows)
+
+    # -- finding -------------------------------------------------------------------------
+
+    def find_runs(
+        self,
+        project: str,
+        filters: dict[str, Any] | None = None,
+        order: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> tuple[list[RunInfo], int]:
+        node = F.parse(filters)
+        how = F.parse_order(order)
+        if limit < 0 or offset < 0:
+            from ..errors import UsageError
+
+            raise UsageError("limit and offset must be zero or more")
+        self.refresh_run_index(project)
+        kinds = F.fields_of(node)
+        by_state = "state" in kinds
+        by_light = how.is_updated or (how.field is not None and how.field.kind == "state")
+        dialect: F.Dialect = "postgres" if self.dialect == "postgres" else "sqlite"
+
+        def read(tx: Tx) -> tuple[list[RunInfo], int]:
+            now = time.time()
+            cond = F.to_sql(node, dialect)
+            cols = ["ri.run_id"]
+            params: list[Any] = []
+            if how.field is not None and how.field.kind != "state":
+                expr = F.order_sql(how.field, dialect)
+                cols.append(expr.text)
+                params += expr.params
+            else:
+                cols.append("NULL")
+            if by_state:
+                cols += ["ri.tags", "ri.grp", "ri.job_type", "ri.name", "ri.created"]
+                cols += ["ri.config", "ri.summary", "ri.cross_rank"]
+            sql = f"SELECT {', '.join(cols)} FROM run_index ri WHERE ri.project = ? AND {cond.text}"
+            rows = tx.all(sql, [*params, project, *cond.params])
+            light: dict[str, RunInfo] = {}
+            if by_state or by_light:
+                light = self._light_runs(tx, project, now)
+            kept: list[tuple[Any, str]] = []
+            for row in sorted(rows, key=lambda r: str(r[0])):
+                rid = str(row[0])
+                if by_state:
+                    run = light.get(rid)
+                    if run is None:
+                        continue
+                    doc = {
+                        "state": run.state,
+                        "tags": _loads(row[2]),
+                        "group": row[3],
+                        "job_type": row[4],
+                        "display_name": row[5],
+                        "created_at": row[6],
+                        "config": _loads(row[7]),
+                        "summary": _loads(row[8]),
+                        "cross": _loads(row[9]),
+                    }
+                    if not F.matches(node, doc):
+                        continue
+                kept.append((self._sort_value(how, row[1], light.get(rid)), rid))
+            ordered = F.sort_key_groups(kept, how.desc)
+            page = ordered[offset : offset + limit]
+            out = [self._run(tx, project, rid, now) for rid in page]
+            return [r for r in out if r is not None], len(ordered)
+
+        return self._read(read)  # type: ignore[no-any-return]
+
+    def _sort_value(self, how: F.Order, raw: Any, run: RunInfo | None) -> Any:
+        if how.is_updated:
+            return run.updated if run is not None else None
+        assert how.field is not None
+        if how.field.kind == "state":
+            return run.state if run is not None else None
+        if how.field.kind in ("config", "summary", "cross") and self.dialect == "sqlite":
+            return _loads(raw) if isinstance(raw, str) else raw
+        return raw
+
+    def _light_runs(self, tx: Tx, project: str, now: float) -> dict[str, RunInfo]:
+        """Every run of the project folded light (state, times; no config), edited."""
+        from . import runs
+
+        rows = tx.all(
+            f"SELECT r.run_id, {runs.STREAM_COLS} FROM streams s JOIN runs r ON r.id = s.run "
+            "WHERE s.acked_seq >= 0 AND r.project = ?",
+            (project,),
+        )
+        grouped: dict[str, list[Any]] = {}
+        for row in rows:
+            grouped.setdefault(row[0], []).append(runs.stream_facts(row[1:]))
+        edits = edits_of_project(tx, project)
+        return {
+            rid: apply_edits(
+                runs.run_info(
+                    project, rid, s, self.crash_timeout, now, full=False, local_pids=self.local_pids
+                ),
+                edits.get((project, rid), []),
+            )
+            for rid, s in grouped.items()
+        }
