@@ -27,8 +27,9 @@ Semantics (the same in Python and SQL):
   does, ``$regex`` when any tag matches, ``$exists: true`` when there is any tag;
 * lists and objects (a config value ``[1, 2]``) match only ``$exists``, ``$ne``, ``$nin``;
 * ``state`` is settled at read time (a silent run becomes crashed), so the SQL stores
-  narrow by the rest and check ``state`` on the folded runs. There is no ``$not``, so
-  leaving ``state`` out of the SQL only ever widens the candidates.
+  answer it from the state the index row was made with when that is final, and keep a
+  run that was running for a check on the folded run. There is no ``$not``, so keeping
+  those candidates only ever widens what SQL returns; the check narrows it.
 """
 
 from __future__ import annotations
@@ -646,10 +647,28 @@ def _eq_sql(field: Field, d: Dialect, arg: Any) -> SQL:
     return SQL(f"COALESCE({got.text} = ?, FALSE)", [*got.params, value])
 
 
+def _state_sql(c: Cond, d: Dialect) -> SQL:
+    if c.op in ("$eq", "$ne"):
+        text = "COALESCE(ri.state = ?, FALSE)"
+        return SQL(text if c.op == "$eq" else f"NOT {text}", [c.arg])
+    if c.op in ("$in", "$nin"):
+        if not c.arg:
+            return SQL("1 = 0" if c.op == "$in" else "1 = 1", [])
+        text = f"ri.state IN ({', '.join('?' * len(c.arg))})"
+        return SQL(text if c.op == "$in" else f"NOT ({text})", list(c.arg))
+    if c.op == "$exists":
+        return SQL("1 = 1" if c.arg else "1 = 0", [])
+    return SQL(f"COALESCE({_regex(d, 'ri.state')}, FALSE)", _regex_params(d, c.arg))
+
+
 def _cond_sql(c: Cond, d: Dialect) -> SQL:
     f = c.field
     if f.kind == "state":
-        return SQL("1 = 1", [])  # settled at read time: checked on the folded runs
+        # ri.state is the state when the index row was made: final unless "running" (a
+        # running run may be crashed by now), so a running row is kept for the caller
+        # to check on the folded run (``matches``).
+        inner = _state_sql(c, d)
+        return SQL(f"(ri.state = 'running' OR {inner.text})", inner.params)
     if f.kind == "tags":
         return _tags_sql(c, d)
     if c.op == "$eq":

@@ -89,6 +89,28 @@ CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
         {"name": "crashed", "filters": {"state": ["crashed"]}, "columns": ["loss"]},
     ),
     ("GET", "/api/v1/projects/{project}/views", "/api/v1/projects/p/views", {}, None),
+    (
+        "POST",
+        "/api/v1/projects/{project}/runs/search",
+        "/api/v1/projects/p/runs/search",
+        {},
+        {"filters": {"config.lr": {"$gt": 0.01}}, "order": "+summary.loss"},
+    ),
+    (
+        "POST",
+        "/api/v1/projects/{project}/runs/{run}/edits",
+        RUN + "/edits",
+        {},
+        {"tags": ["x"], "notes": "**bold**", "name": "renamed"},
+    ),
+    ("GET", "/api/v1/projects/{project}/runs/{run}/edits", RUN + "/edits", {}, None),
+    (
+        "POST",
+        "/api/v1/projects/{project}/runs/tags",
+        "/api/v1/projects/p/runs/tags",
+        {},
+        {"runs": ["r"], "add": ["bulk"]},
+    ),
     ("GET", "/api/v1/projects/{project}/runs/{run}/media/keys", RUN + "/media/keys", {}, None),
     (
         "GET",

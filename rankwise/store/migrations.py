@@ -718,6 +718,9 @@ CREATE TABLE run_index (
     job_type TEXT,
     tags TEXT NOT NULL,
     created REAL,
+    updated REAL,
+    state TEXT NOT NULL,
+    steps BIGINT NOT NULL,
     config TEXT NOT NULL,
     summary TEXT NOT NULL,
     cross_rank TEXT NOT NULL
@@ -747,6 +750,9 @@ CREATE TABLE run_index (
     job_type TEXT,
     tags JSONB NOT NULL,
     created DOUBLE PRECISION,
+    updated DOUBLE PRECISION,
+    state TEXT NOT NULL,
+    steps BIGINT NOT NULL,
     config JSONB NOT NULL,
     summary JSONB NOT NULL,
     cross_rank JSONB NOT NULL

@@ -124,10 +124,12 @@ class RunFilters:
         j = "CAST(? AS JSONB)" if self.dialect == "postgres" else "?"
         sql = (
             "INSERT INTO run_index (run, project, run_id, stamp, name, grp, job_type, tags, "
-            f"created, config, summary, cross_rank) VALUES (?, ?, ?, ?, ?, ?, ?, {j}, ?, {j}, "
-            f"{j}, {j}) ON CONFLICT (run) DO UPDATE SET stamp = excluded.stamp, "
+            "created, updated, state, steps, config, summary, cross_rank) VALUES "
+            f"(?, ?, ?, ?, ?, ?, ?, {j}, ?, ?, ?, ?, {j}, {j}, {j}) "
+            "ON CONFLICT (run) DO UPDATE SET stamp = excluded.stamp, "
             "name = excluded.name, grp = excluded.grp, job_type = excluded.job_type, "
-            "tags = excluded.tags, created = excluded.created, config = excluded.config, "
+            "tags = excluded.tags, created = excluded.created, updated = excluded.updated, "
+            "state = excluded.state, steps = excluded.steps, config = excluded.config, "
             "summary = excluded.summary, cross_rank = excluded.cross_rank"
         )
         rows = []
@@ -156,6 +158,9 @@ class RunFilters:
                     info.job_type,
                     _dumps(list(info.tags)),
                     info.created,
+                    info.updated,
+                    info.state,
+                    int(info.steps),
                     _dumps(info.config),
                     _dumps(info.summary),
                     _dumps(cross),
@@ -180,81 +185,131 @@ class RunFilters:
             from ..errors import UsageError
 
             raise UsageError("limit and offset must be zero or more")
+        dialect: F.Dialect = "postgres" if self.dialect == "postgres" else "sqlite"
+        if how.is_updated:
+            expr: F.SQL | None = F.SQL("ri.updated", [])
+        elif how.field is not None and how.field.kind != "state":
+            expr = F.order_sql(how.field, dialect)
+        else:
+            expr = None
+        json_order = how.field is not None and how.field.kind in ("config", "summary", "cross")
+        return self._find(project, node, expr, json_order, how.desc, None, limit, offset)
+
+    def list_runs_indexed(self, query: Any) -> tuple[list[RunInfo], int]:
+        """``list_runs`` of one project (``RunQuery``) over the index: the runs table's
+        page costs the page, not a fold of every run of the project."""
+        from .runs import check_sort
+
+        name, desc = check_sort(query.sort)
+        if query.limit < 0 or query.offset < 0:
+            from ..errors import UsageError
+
+            raise UsageError("limit and offset must be zero or more")
+        parts: list[dict[str, Any]] = []
+        if query.group is not None:
+            parts.append({"group": query.group})
+        if query.job_type is not None:
+            parts.append({"job_type": query.job_type})
+        if query.states:
+            parts.append({"state": {"$in": sorted(set(query.states))}})
+        parts += [{"tags": t} for t in sorted(set(query.tags))]
+        node = F.parse({"$and": parts} if parts else None)
+        column = {"created": "ri.created", "updated": "ri.updated", "name": "ri.name",
+                  "steps": "ri.steps"}.get(name)  # fmt: skip
+        expr = F.SQL(column, []) if column else None
+        needle = query.search.lower() if query.search else None
+        return self._find(query.project, node, expr, False, desc, needle, query.limit, query.offset)
+
+    def _find(
+        self,
+        project: str,
+        node: F.Node | None,
+        expr: F.SQL | None,
+        json_order: bool,
+        desc: bool,
+        needle: str | None,
+        limit: int,
+        offset: int,
+    ) -> tuple[list[RunInfo], int]:
+        """The runs ``node`` picks, sorted by ``expr`` (None: by state), with ``needle``
+        a substring of the name or id (case-insensitive), and their count."""
         self.refresh_run_index(project)
-        kinds = F.fields_of(node)
-        by_state = "state" in kinds
-        by_light = how.is_updated or (how.field is not None and how.field.kind == "state")
+        by_state = "state" in F.fields_of(node)
         dialect: F.Dialect = "postgres" if self.dialect == "postgres" else "sqlite"
 
         def read(tx: Tx) -> tuple[list[RunInfo], int]:
             now = time.time()
             cond = F.to_sql(node, dialect)
-            cols = ["ri.run_id"]
+            cols = ["ri.run_id", "ri.state"]
             params: list[Any] = []
-            if how.field is not None and how.field.kind != "state":
-                expr = F.order_sql(how.field, dialect)
+            if expr is not None:
                 cols.append(expr.text)
                 params += expr.params
             else:
                 cols.append("NULL")
+            cols.append("ri.name")
             if by_state:
                 cols += ["ri.tags", "ri.grp", "ri.job_type", "ri.name", "ri.created"]
                 cols += ["ri.config", "ri.summary", "ri.cross_rank"]
+            state_at = 3 if by_state else 0
             sql = f"SELECT {', '.join(cols)} FROM run_index ri WHERE ri.project = ? AND {cond.text}"
             rows = tx.all(sql, [*params, project, *cond.params])
-            light: dict[str, RunInfo] = {}
-            if by_state or by_light:
-                light = self._light_runs(tx, project, now)
+            # A run indexed as running may have crashed since: fold those (only) now.
+            running = [str(r[0]) for r in rows if r[1] == "running"]
+            live = self._light_runs(tx, project, now, running) if running else {}
             kept: list[tuple[Any, str]] = []
             for row in sorted(rows, key=lambda r: str(r[0])):
-                rid = str(row[0])
-                if by_state:
-                    run = light.get(rid)
+                rid, state = str(row[0]), row[1]
+                if needle and needle not in (row[3] or "").lower() and needle not in rid.lower():
+                    continue
+                if state == "running":
+                    run = live.get(rid)
                     if run is None:
                         continue
-                    doc = {
-                        "state": run.state,
-                        "tags": _loads(row[2]),
-                        "group": row[3],
-                        "job_type": row[4],
-                        "display_name": row[5],
-                        "created_at": row[6],
-                        "config": _loads(row[7]),
-                        "summary": _loads(row[8]),
-                        "cross": _loads(row[9]),
-                    }
-                    if not F.matches(node, doc):
-                        continue
-                kept.append((self._sort_value(how, row[1], light.get(rid)), rid))
-            ordered = F.sort_key_groups(kept, how.desc)
+                    state = run.state
+                    if by_state:
+                        b = state_at + 1
+                        doc = {
+                            "state": state,
+                            "tags": _loads(row[b]),
+                            "group": row[b + 1],
+                            "job_type": row[b + 2],
+                            "display_name": row[b + 3],
+                            "created_at": row[b + 4],
+                            "config": _loads(row[b + 5]),
+                            "summary": _loads(row[b + 6]),
+                            "cross": _loads(row[b + 7]),
+                        }
+                        if not F.matches(node, doc):
+                            continue
+                value = row[2] if expr is not None else state
+                if json_order and isinstance(value, str) and self.dialect == "sqlite":
+                    value = _loads(value)  # order_sql's JSON text of a string
+                kept.append((value, rid))
+            ordered = F.sort_key_groups(kept, desc)
             page = ordered[offset : offset + limit]
             out = [self._run(tx, project, rid, now) for rid in page]
             return [r for r in out if r is not None], len(ordered)
 
         return self._read(read)  # type: ignore[no-any-return]
 
-    def _sort_value(self, how: F.Order, raw: Any, run: RunInfo | None) -> Any:
-        if how.is_updated:
-            return run.updated if run is not None else None
-        assert how.field is not None
-        if how.field.kind == "state":
-            return run.state if run is not None else None
-        if how.field.kind in ("config", "summary", "cross") and self.dialect == "sqlite":
-            return _loads(raw) if isinstance(raw, str) else raw
-        return raw
-
-    def _light_runs(self, tx: Tx, project: str, now: float) -> dict[str, RunInfo]:
-        """Every run of the project folded light (state, times; no config), edited."""
+    def _light_runs(
+        self, tx: Tx, project: str, now: float, run_ids: list[str]
+    ) -> dict[str, RunInfo]:
+        """These runs of the project folded light (state, times; no config), edited."""
         from . import runs
 
-        rows = tx.all(
-            f"SELECT r.run_id, {runs.STREAM_COLS} FROM streams s JOIN runs r ON r.id = s.run "
-            "WHERE s.acked_seq >= 0 AND r.project = ?",
-            (project,),
-        )
         grouped: dict[str, list[Any]] = {}
-        for row in rows:
-            grouped.setdefault(row[0], []).append(runs.stream_facts(row[1:]))
+        for a in range(0, len(run_ids), 500):
+            part = run_ids[a : a + 500]
+            rows = tx.all(
+                f"SELECT r.run_id, {runs.STREAM_COLS} FROM streams s "
+                "JOIN runs r ON r.id = s.run WHERE s.acked_seq >= 0 AND r.project = ? "
+                f"AND r.run_id IN ({marks(len(part))})",
+                (project, *part),
+            )
+            for row in rows:
+                grouped.setdefault(row[0], []).append(runs.stream_facts(row[1:]))
         edits = edits_of_project(tx, project)
         return {
             rid: apply_edits(

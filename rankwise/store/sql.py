@@ -288,6 +288,8 @@ class SQLStore(
 
     def list_runs(self, query: RunQuery) -> tuple[list[RunInfo], int]:
         runs.check_sort(query.sort)
+        if query.project is not None:  # one project: over its run index (run_filters)
+            return self.list_runs_indexed(query)
 
         def read(tx: Tx) -> tuple[list[RunInfo], int]:
             sql = (
