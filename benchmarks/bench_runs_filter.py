@@ -62,7 +62,7 @@ def fill(store: Any, runs: int, steps: int) -> None:
                 config=cfg,
                 host="bench",
                 pid=0,
-            )  # fmt: skip
+            )
         ]
         for s in range(steps):
             loss = 1.0 / (1 + s + i % 13)
