@@ -115,8 +115,18 @@ class Api:
         return self._mine(self._local.run(id, project))
 
     def _mine(self, run: RunInfo) -> RunInfo:
+        from .manage import snapshot
+
         run._api = self  # type: ignore[attr-defined]  # for run.update()
+        run._kept = snapshot(run)  # type: ignore[attr-defined]  # what update() compares to
         return run
+
+    def _ref(self, id: str, project: str | None) -> tuple[str, str]:
+        if project is None and "/" in id:
+            project, id = id.split("/", 1)
+        if project is None:
+            raise UsageError(f"pass project= (or 'project/{id}') to edit a run on a server")
+        return project, id
 
     # -- editing (rankwise.manage) -------------------------------------------------------
     def edit_run(
@@ -140,16 +150,17 @@ class Api:
         from . import manage
         from .edits import changes
 
-        run = self.run(id, project)
         body = manage.body_of(name=name, tags=tags, add_tags=add_tags,
                               remove_tags=remove_tags, notes=notes, group=group,
                               job_type=job_type, clear=clear)  # fmt: skip
-        fields = changes(run.tags, **body)  # checked here, before a request is sent
-        if self._remote is not None:
+        if self._remote is not None:  # a writer token may not read: no read first
+            changes((), **body)  # checked here, before a request is sent
+            proj, rid = self._ref(id, project)
             remote = self._remote
-            manage.edit_remote(remote.server, remote._token, run.project, run.id, body, source)
-        else:
-            manage.edit_local(self.dir, run, fields, source)
+            got = manage.edit_remote(remote.server, remote._token, proj, rid, body, source)
+            return self._mine(remote._attach(got))
+        run = self.run(id, project)
+        manage.edit_local(self.dir, run, changes(run.tags, **body), source)
         return self.run(run.id, run.project)
 
     def run_edits(self, id: str, project: str | None = None) -> list[Any]:
@@ -158,10 +169,10 @@ class Api:
         from . import edits as E
         from . import manage
 
-        run = self.run(id, project)
         if self._remote is not None:
-            return manage.history_remote(self._remote.server, self._remote._token,
-                                         run.project, run.id)  # fmt: skip
+            proj, rid = self._ref(id, project)
+            return manage.history_remote(self._remote.server, self._remote._token, proj, rid)
+        run = self.run(id, project)
         from .stream.files import iter_stream_files
         from .stream.frames import scan
 

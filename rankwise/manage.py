@@ -105,27 +105,26 @@ def body_of(
     return body
 
 
+def snapshot(run: RunInfo) -> dict[str, Any]:
+    """The editable fields of ``run`` as read (what ``update`` compares to)."""
+    return {f: list(getattr(run, f)) if f == "tags" else getattr(run, f) for f in E.FIELDS}
+
+
 def update(run: RunInfo) -> RunInfo:
     """``RunInfo.update()``: keep what was changed on ``run`` (name, tags, notes,
-    group, job_type) against the run as its reader now has it; the run as kept."""
+    group, job_type) since it was read; the run as kept."""
     api = getattr(run, "_api", None)
-    if api is None:
+    kept = getattr(run, "_kept", None)
+    if api is None or kept is None:
         raise UsageError("this run was not read through rankwise.Api: nothing to update")
-    kept = api.run(run.id, run.project)
-    fields = changed(run, kept)
+    fields = changed(snapshot(run), kept)
     if not fields:
-        return kept  # type: ignore[no-any-return]
+        return run
     return api.edit_run(run.id, project=run.project, **fields)  # type: ignore[no-any-return]
 
 
-def changed(edited: RunInfo, kept: RunInfo) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for field in E.FIELDS:
-        new, old = getattr(edited, field), getattr(kept, field)
-        if field == "tags":
-            new, old = list(new), list(old)
-        if new != old:
-            out[field] = new
+def changed(edited: dict[str, Any], kept: dict[str, Any]) -> dict[str, Any]:
+    out = {f: edited[f] for f in E.FIELDS if edited[f] != kept[f]}
     clear = [f for f in ("notes", "group", "job_type") if f in out and out[f] is None]
     for f in clear:
         del out[f]

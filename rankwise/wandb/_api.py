@@ -97,6 +97,7 @@ class ApiRun:
             job_type=self.job_type,
         )
         edited._api = getattr(self._info, "_api", None)
+        edited._kept = getattr(self._info, "_kept", None)
         self._info = edited.update()
 
     @property
