@@ -1,7 +1,8 @@
 """A 2-rank torchrun job (gloo on CPU) that edits its run while it runs.
 
-Every rank logs ``loss`` into one run (``run_mode="shared"``: a stream per rank); at step 2 rank 0 sets ``run.name`` and
-``run.tags``, rank 1 sets ``run.notes`` (W&B's live edits), and rank 0 later adds a tag.
+Every rank logs ``loss`` into one run (``run_mode="shared"``: a stream per rank); at
+step 2 rank 0 sets ``run.name`` and ``run.tags``, rank 1 sets ``run.notes`` (W&B's live
+edits), and rank 0 later adds a tag.
 Then both finish. The data directory comes from ``RANKWISE_DIR``.
 """
 
