@@ -21,6 +21,7 @@ export function filtersFromParams(params) {
     by: params.get("by") ?? "",
     cols: list("cols"),
     view: params.get("view") ?? "",
+    filter: params.get("filter") ?? "",
   };
 }
 
@@ -29,6 +30,7 @@ export function paramsFromFilters(f) {
   return {
     state: f.state, group: f.group, job_type: f.job_type, tag: f.tag, q: f.q,
     sort: f.sort === "-created" ? "" : f.sort, by: f.by, cols: f.cols, view: f.view,
+    filter: f.filter,
   };
 }
 
@@ -36,7 +38,10 @@ export function paramsFromFilters(f) {
 export function viewFromFilters(name, f) {
   return {
     name,
-    filters: { state: f.state, group: f.group, job_type: f.job_type, tag: f.tag, q: f.q, sort: f.sort, by: f.by },
+    filters: {
+      state: f.state, group: f.group, job_type: f.job_type, tag: f.tag, q: f.q, sort: f.sort, by: f.by,
+      ...(f.filter ? { filter: f.filter } : {}),
+    },
     columns: f.cols,
   };
 }
@@ -55,12 +60,13 @@ export function filtersFromView(view) {
     by: v.by ? String(v.by) : "",
     cols: arr(view.columns),
     view: view.name,
+    filter: typeof v.filter === "string" ? v.filter : "",
   };
 }
 
 /** Do the filters hide any run? (Sorting, grouping and columns do not.) */
 export function isFiltered(f) {
-  return Boolean(f.state.length || f.group || f.job_type || f.tag.length || f.q);
+  return Boolean(f.state.length || f.group || f.job_type || f.tag.length || f.q || f.filter);
 }
 
 /** Is the sort one the server does (over all runs) or one done here (over the page)? */
@@ -138,4 +144,82 @@ export function facets(runs) {
   }
   const sorted = (s) => [...s].sort();
   return { groups: sorted(groups), jobTypes: sorted(jobTypes), tags: sorted(tags) };
+}
+
+/** The filter builder's filter (W&B's MongoDB-style JSON in the URL), or null. */
+export function parseFilter(text) {
+  if (!text) return null;
+  try {
+    const v = JSON.parse(text);
+    return v && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length ? v : null;
+  } catch {
+    return null;
+  }
+}
+
+const escapeRegex = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
+/** The server search's body for filters: the builder's filter and the chips, all must hold. */
+export function searchBody(f, limit = 500) {
+  const parts = [];
+  const built = parseFilter(f.filter);
+  if (built) parts.push(built);
+  if (f.state.length) parts.push({ state: { $in: f.state } });
+  if (f.group) parts.push({ group: f.group });
+  if (f.job_type) parts.push({ job_type: f.job_type });
+  for (const t of f.tag) parts.push({ tags: t });
+  if (f.q) parts.push({ display_name: { $regex: `(?i)${escapeRegex(f.q)}` } });
+  const s = parseSort(f.sort);
+  const order = { created: "created_at", updated: "updated_at", name: "display_name", state: "state" }[s.key];
+  return {
+    filters: parts.length === 1 ? parts[0] : parts.length ? { $and: parts } : {},
+    order: order ? `${s.desc ? "-" : "+"}${order}` : "-created_at",
+    limit,
+  };
+}
+
+export const FILTER_OPS = ["$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$regex", "$exists"];
+
+/** One builder row {field, op, value} as a condition; the value is read as JSON when it
+ * parses (numbers, true, null, lists), else as a string. */
+export function conditionOf(row) {
+  let value = row.value;
+  if (row.op === "$exists") value = row.value !== "false";
+  else if (row.op !== "$regex") {
+    try {
+      value = JSON.parse(row.value);
+    } catch {
+      value = row.value;
+    }
+    if ((row.op === "$in" || row.op === "$nin") && !Array.isArray(value)) {
+      value = String(row.value).split(",").map((x) => x.trim()).filter(Boolean)
+        .map((x) => { try { return JSON.parse(x); } catch { return x; } });
+    }
+  }
+  return { [row.field.trim()]: { [row.op]: value } };
+}
+
+/** Builder rows as one filter ($and of the rows). */
+export function filterOfRows(rows) {
+  const conds = rows.filter((r) => r.field.trim()).map(conditionOf);
+  if (!conds.length) return "";
+  return JSON.stringify(conds.length === 1 ? conds[0] : { $and: conds });
+}
+
+/** And back, for the rows a filter in the URL opens with (one level of $and). */
+export function rowsOfFilter(text) {
+  const v = parseFilter(text);
+  if (!v) return [];
+  const conds = Array.isArray(v.$and) && Object.keys(v).length === 1 ? v.$and : [v];
+  const rows = [];
+  for (const c of conds) {
+    for (const [field, spec] of Object.entries(c ?? {})) {
+      if (field.startsWith("$")) return [];
+      const ops = spec && typeof spec === "object" && !Array.isArray(spec) ? Object.entries(spec) : [["$eq", spec]];
+      for (const [op, val] of ops) {
+        rows.push({ field, op, value: typeof val === "string" && op === "$regex" ? val : JSON.stringify(val) });
+      }
+    }
+  }
+  return rows;
 }

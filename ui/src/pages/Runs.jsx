@@ -12,8 +12,9 @@ import { divergenceNote } from "../lib/diagnosis.js";
 import { Empty, ErrorBox, Spinner, StateBadge, Tag } from "../components/common.jsx";
 import {
   STATES, apiParams, clientSort, facets, filtersFromParams, filtersFromView, groupRuns,
-  isFiltered, paramsFromFilters, parseSort, viewFromFilters,
+  isFiltered, paramsFromFilters, parseFilter, parseSort, searchBody, viewFromFilters,
 } from "../lib/runsModel.js";
+import { BulkTags, FilterBuilder, InlineName } from "../components/RunEdit.jsx";
 
 const POLL_MS = 2000;
 
@@ -24,8 +25,14 @@ export function RunsPage({ project, params }) {
     if (!keepView) next.view = "";
     navigate(href.runs(project, paramsFromFilters(next)), { replace: true });
   };
-  const key = JSON.stringify(apiParams(f));
-  const runs = useLoad((signal) => api.runs(project, JSON.parse(key), { signal }), [project, key], POLL_MS);
+  // A filter from the builder goes to the server's search (W&B's MongoDB-style filters).
+  const searching = parseFilter(f.filter) !== null;
+  const key = JSON.stringify(searching ? searchBody(f) : apiParams(f));
+  const runs = useLoad(
+    (signal) => (searching ? api.searchRuns(project, JSON.parse(key), { signal }) : api.runs(project, JSON.parse(key), { signal })),
+    [project, key, searching],
+    POLL_MS,
+  );
   // Filter choices come from the project's runs regardless of the current filters.
   const all = useLoad((signal) => api.runs(project, { limit: 1000 }, { signal }), [project], 10000);
   const views = useLoad((signal) => api.views(project, { signal }), [project]);
@@ -63,6 +70,7 @@ export function RunsPage({ project, params }) {
           </div>
         </header>
         <Filters f={f} set={set} choices={choices} summaryKeys={summaryKeys} />
+        <BulkTags project={project} selected={selected} onDone={() => { runs.reload(); all.reload(); }} />
         <ErrorBox error={runs.error} onRetry={runs.reload} />
         {runs.data === undefined && !runs.error ? <Spinner /> : null}
         {runs.data ? (
@@ -76,11 +84,12 @@ export function RunsPage({ project, params }) {
               set={set}
               selected={selected}
               setSelected={setSelected}
+              reload={runs.reload}
             />
           ) : (
             <NoRuns
               filtered={isFiltered(f)}
-              onClear={() => set({ state: [], group: "", job_type: "", tag: [], q: "" })}
+              onClear={() => set({ state: [], group: "", job_type: "", tag: [], q: "", filter: "" })}
             />
           )
         ) : null}
@@ -245,6 +254,7 @@ function Filters({ f, set, choices, summaryKeys }) {
           )) : <p class="muted small">No run has tags.</p>}
         </div>
       </details>
+      <FilterBuilder value={f.filter} onApply={(filter) => set({ filter })} fields={summaryKeys.map((k) => `summary.${k}`)} />
       <ColumnPicker keys={summaryKeys} chosen={f.cols} onChange={(cols) => set({ cols }, { keepView: true })} />
       <label class="check" title="Group the rows by run group">
         <input type="checkbox" checked={f.by === "group"} onChange={(e) => set({ by: e.currentTarget.checked ? "group" : "" }, { keepView: true })} />
@@ -311,7 +321,7 @@ const BASE_COLUMNS = [
   { key: "duration", label: "Duration", sort: "duration", num: true },
 ];
 
-function RunsTable({ project, runs, total, f, set, selected, setSelected, openAlerts }) {
+function RunsTable({ project, runs, total, f, set, selected, setSelected, openAlerts, reload }) {
   const anyRunning = runs.some((r) => r.state === "running");
   const now = useNow(1000, anyRunning);
   // The clock re-sorts only while a run is running (its duration grows); else it is still.
@@ -349,7 +359,13 @@ function RunsTable({ project, runs, total, f, set, selected, setSelected, openAl
       <td class="sel">
         <input type="checkbox" aria-label={`Select ${r.name}`} checked={selected.has(ref(r))} onChange={() => toggle(r)} />
       </td>
-      {columns.map((c) => <td key={c.key} class={c.num ? "num" : ""}>{cell(project, r, c, now, openAlerts)}</td>)}
+      {columns.map((c) => (
+        <td key={c.key} class={c.num ? "num" : ""}>
+          {c.key === "name" ? (
+            <InlineName project={project} run={r} onSaved={reload}>{cell(project, r, c, now, openAlerts)}</InlineName>
+          ) : cell(project, r, c, now, openAlerts)}
+        </td>
+      ))}
     </tr>
   );
   const grouped = f.by === "group" ? groupRuns(rows) : null;
