@@ -107,3 +107,55 @@ def test_edit_bulk_tags_and_filter_builder(tmp_path: Path) -> None:
         ("tags", ["t0"], "ui"),
         ("tags", ["t0", "sweep"], "ui"),
     ]
+
+
+def test_grouping_and_parallel_coordinates(tmp_path: Path) -> None:
+    """Rows grouped by a config key with a summary metric's mean/min/max per group; the
+    parallel-coordinates panel draws a line per run and brushing an axis filters."""
+    from playwright.sync_api import expect
+
+    root = tmp_path / "data"
+    specs = [("a1", 0.1, "adam", 1.0), ("a2", 0.01, "adam", 3.0), ("s1", 0.001, "sgd", 2.0),
+             ("s2", 0.0001, "sgd", 4.0)]  # fmt: skip
+    ids = {}
+    for name, lr, opt, loss in specs:
+        run = rankwise.init(project="p", name=name, config={"lr": lr, "opt": opt, "depth": len(name)},
+                            dir=root, settings=FAST, system=False)  # fmt: skip
+        run.log({"loss": loss}, step=0)
+        ids[name] = run.id
+        run.finish()
+    with ServerProcess.ui(root, tmp_path / "ui.log") as srv, launch_browser() as browser:
+        p = Page(browser)
+        page = p.page
+        page.goto(f"{srv.url}/#/p/p")
+        expect(page.locator("table.runs tbody tr")).to_have_count(4)
+        page.get_by_label("Group by").select_option("config.opt")
+        page.get_by_label("Aggregate metric").select_option("loss")
+        groups = page.locator("tr.group-row")
+        expect(groups).to_have_count(2)
+        adam = page.locator("tr.group-row", has_text="config.opt = adam")
+        expect(adam.locator("[data-group-agg]")).to_have_text("loss: mean 2 · min 1 · max 3")
+        sgd = page.locator("tr.group-row", has_text="config.opt = sgd")
+        expect(sgd.locator("[data-group-agg]")).to_have_text("loss: mean 3 · min 2 · max 4")
+        assert "by=config.opt" in page.url and "agg=loss" in page.url
+
+        page.get_by_label("Parallel coordinates").check()
+        panel = page.locator("[data-parcoords]")
+        expect(panel.locator("polyline")).to_have_count(4)
+        expect(panel.locator("[data-axis='summary.loss']")).to_have_count(1)
+        # brush the loss axis over its top half (loss 2.5 .. 4): s2 and a2 stay
+        brush = panel.locator("[data-brush='summary.loss']")
+        box = brush.bounding_box()
+        assert box is not None
+        x = box["x"] + box["width"] / 2
+        page.mouse.move(x, box["y"] + 1)
+        page.mouse.down()
+        page.mouse.move(x, box["y"] + box["height"] * 0.5, steps=5)
+        page.mouse.up()
+        expect(page.locator("table.runs tbody tr:not(.group-row)")).to_have_count(2)
+        for name in ("a2", "s2"):
+            expect(page.locator(f"tr[data-run='{ids[name]}']")).to_have_count(1)
+        assert "filter=" in page.url
+        expect(page.locator("[data-filter-builder] summary")).to_have_text("Filter (on)")
+        p.check()
+        p.close()

@@ -19,6 +19,8 @@ export function filtersFromParams(params) {
     q: params.get("q") ?? "",
     sort: params.get("sort") ?? "-created",
     by: params.get("by") ?? "",
+    agg: params.get("agg") ?? "",
+    pc: list("pc"),
     cols: list("cols"),
     view: params.get("view") ?? "",
     filter: params.get("filter") ?? "",
@@ -30,7 +32,7 @@ export function paramsFromFilters(f) {
   return {
     state: f.state, group: f.group, job_type: f.job_type, tag: f.tag, q: f.q,
     sort: f.sort === "-created" ? "" : f.sort, by: f.by, cols: f.cols, view: f.view,
-    filter: f.filter,
+    filter: f.filter, agg: f.agg, pc: f.pc,
   };
 }
 
@@ -41,6 +43,8 @@ export function viewFromFilters(name, f) {
     filters: {
       state: f.state, group: f.group, job_type: f.job_type, tag: f.tag, q: f.q, sort: f.sort, by: f.by,
       ...(f.filter ? { filter: f.filter } : {}),
+      ...(f.agg ? { agg: f.agg } : {}),
+      ...(f.pc?.length ? { pc: f.pc } : {}),
     },
     columns: f.cols,
   };
@@ -61,6 +65,8 @@ export function filtersFromView(view) {
     cols: arr(view.columns),
     view: view.name,
     filter: typeof v.filter === "string" ? v.filter : "",
+    agg: v.agg ? String(v.agg) : "",
+    pc: arr(v.pc),
   };
 }
 
@@ -117,11 +123,54 @@ export function clientSort(runs, sort, now = Date.now() / 1000) {
   return rows.map((r) => r[2]);
 }
 
-/** Rows grouped by run group, groups in first-seen order, ungrouped runs last. */
-export function groupRuns(runs) {
+/** A run's value of a config key ("lr", "opt.name"), or undefined. */
+export function configValue(run, key) {
+  const c = run.config ?? {};
+  if (key in c) return c[key];
+  let cur = c;
+  for (const part of key.split(".")) {
+    if (cur === null || typeof cur !== "object" || !(part in cur)) return undefined;
+    cur = cur[part];
+  }
+  return cur;
+}
+
+/** What rows are grouped by: "group", "job_type" or "config.KEY". */
+export function groupKeyOf(run, by) {
+  if (by === "job_type") return run.job_type ?? "";
+  if (by.startsWith("config.")) {
+    const v = configValue(run, by.slice("config.".length));
+    return v === undefined || v === null ? "" : typeof v === "string" ? v : JSON.stringify(v);
+  }
+  return run.group ?? "";
+}
+
+/** Config keys with a scalar value in some run (grouping and parallel-coordinates axes). */
+export function configKeys(runs, numericOnly = false) {
+  const keys = new Set();
+  for (const r of runs) {
+    for (const [k, v] of Object.entries(r.config ?? {})) {
+      if (k.startsWith("_")) continue;
+      if (typeof v === "number" || (!numericOnly && (typeof v === "string" || typeof v === "boolean"))) keys.add(k);
+    }
+  }
+  return [...keys].sort();
+}
+
+/** Mean, min and max of a summary key over runs (its finite numbers only). */
+export function aggregate(runs, key) {
+  const xs = runs.map((r) => r.summary?.[key]).filter((v) => typeof v === "number" && Number.isFinite(v));
+  if (!xs.length) return null;
+  const sum = xs.reduce((a, b) => a + b, 0);
+  return { n: xs.length, mean: sum / xs.length, min: Math.min(...xs), max: Math.max(...xs) };
+}
+
+/** Rows grouped by ``by`` (run group by default), groups in first-seen order, runs
+ * without a value last. */
+export function groupRuns(runs, by = "group") {
   const map = new Map();
   for (const r of runs) {
-    const g = r.group ?? "";
+    const g = groupKeyOf(r, by);
     if (!map.has(g)) map.set(g, []);
     map.get(g).push(r);
   }
@@ -222,4 +271,16 @@ export function rowsOfFilter(text) {
     }
   }
   return rows;
+}
+
+/** The builder's filter with ``field`` kept within [lo, hi] (a brushed axis); null
+ * bounds remove the field's range. */
+export function withRange(filterText, field, lo, hi) {
+  const rows = rowsOfFilter(filterText).filter(
+    (r) => !(r.field === field && (r.op === "$gte" || r.op === "$lte")),
+  );
+  if (lo !== null && hi !== null) {
+    rows.push({ field, op: "$gte", value: JSON.stringify(lo) }, { field, op: "$lte", value: JSON.stringify(hi) });
+  }
+  return filterOfRows(rows);
 }
