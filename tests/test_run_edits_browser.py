@@ -119,8 +119,9 @@ def test_grouping_and_parallel_coordinates(tmp_path: Path) -> None:
              ("s2", 0.0001, "sgd", 4.0)]  # fmt: skip
     ids = {}
     for name, lr, opt, loss in specs:
-        run = rankwise.init(project="p", name=name, config={"lr": lr, "opt": opt, "depth": len(name)},
-                            dir=root, settings=FAST, system=False)  # fmt: skip
+        cfg = {"lr": lr, "opt": opt, "depth": len(name)}
+        run = rankwise.init(project="p", name=name, config=cfg, dir=root, settings=FAST,
+                            system=False)  # fmt: skip
         run.log({"loss": loss}, step=0)
         ids[name] = run.id
         run.finish()
