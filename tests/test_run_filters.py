@@ -342,3 +342,26 @@ def test_api_server_filters_match_local(
             assert got == sorted(want), filters
             assert got == [r.name for r in local.runs("p", filters=filters, order="+display_name")]
     store.close()
+
+
+def test_wandb_api_spelling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``rankwise.wandb.Api().runs(path, filters=, order=)`` and ``ApiRun.update()``."""
+    import rankwise.wandb as wandb
+
+    root = tmp_path / "data"
+    _write_runs(root)
+    monkeypatch.setenv("RANKWISE_DIR", str(root))
+    monkeypatch.delenv("WANDB_DIR", raising=False)
+    monkeypatch.delenv("RANKWISE_SERVER", raising=False)
+    api = wandb.Api()
+    got = api.runs("ent/p", filters={"config.opt": "adam"}, order="+display_name")
+    assert [r.name for r in got] == ["alpha", "delta", "gamma"]
+    run = got[0]
+    run.name = "alpha-w"
+    run.tags.append("from-wandb")
+    run.notes = "w notes"
+    run.update()
+    again = wandb.Api().run(f"ent/p/{run.id}")
+    assert (again.name, again.tags, again.notes) == ("alpha-w", ["a", "b", "from-wandb"], "w notes")
+    with pytest.raises(UsageError, match=r"\$bogus"):
+        api.runs("p", filters={"config.lr": {"$bogus": 1}})
