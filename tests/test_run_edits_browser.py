@@ -1,8 +1,9 @@
 """Editing and finding runs in the dashboard, in headless Chromium, over ``rankwise ui``.
 
-The run page's Edit form (name, tags, notes shown as text, never HTML), inline rename in
-the runs table, bulk tags on a selection, and the filter builder (W&B's MongoDB-style
-filter in the URL, evaluated by the server). Every edit lands beside the run's streams.
+The run page's Edit form (name, tags, notes as Markdown built as elements, never HTML),
+inline rename in the runs table, bulk tags on a selection, and the filter builder (W&B's
+MongoDB-style filter in the URL, evaluated by the server). Every edit lands beside the
+run's streams.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from .helpers.servers import ServerProcess
 pytestmark = pytest.mark.browser
 
 FAST = {"flush_interval": 0.02, "heartbeat_interval": 0.2, "finish_timeout": 10.0}
-XSS = '<img src=x onerror="window.__xss=1"> **bold**'
+XSS = '<img src=x onerror="window.__xss=1"> **bold** [x](javascript:window.__xss=2)'
 
 
 def _runs(root: Path) -> dict[str, str]:
@@ -49,7 +50,9 @@ def test_edit_bulk_tags_and_filter_builder(tmp_path: Path) -> None:
         page.get_by_label("Notes").fill(XSS)
         page.get_by_role("button", name="Save").click()
         expect(page.locator("h1")).to_have_text("alpha-renamed")
-        expect(page.locator("[data-notes]")).to_have_text(XSS)  # as text
+        # Markdown rendered as elements, the HTML in it as text: no img, no script ran
+        expect(page.locator("[data-notes] strong")).to_have_text("bold")
+        expect(page.locator("[data-notes]")).to_contain_text('<img src=x onerror="window.__xss=1">')
         expect(page.locator("[data-notes] img")).to_have_count(0)
         got = rankwise.Api(dir=root).run(ids["alpha"], "p")
         assert (got.name, got.tags, got.notes) == ("alpha-renamed", ["t0", "best"], XSS)

@@ -26,6 +26,7 @@ import { HistogramsTab } from "./run/HistogramsTab.jsx";
 import { ArtifactsTab } from "./run/ArtifactsTab.jsx";
 import { splitKeys } from "../lib/media.js";
 import { EditRun } from "../components/RunEdit.jsx";
+import { markdown } from "../lib/markdown.js";
 
 /** How often a running run's rich-data keys are asked for again (ms): they change slowly. */
 const MEDIA_KEYS_MS = 5000;
@@ -159,7 +160,7 @@ function RunHeader({ run, onEdited }) {
           <div><dt>Tags</dt><dd class="tags">{run.tags.map((t) => <Tag key={t}>{t}</Tag>)}</dd></div>
         ) : null}
       </dl>
-      {run.notes ? <p class="notes" data-notes>{run.notes}</p> : null}
+      {run.notes ? <div class="notes" data-notes>{markdown(run.notes)}</div> : null}
       <FailureBanner run={run} />
       <RunAlerts run={run} />
     </header>
