@@ -25,6 +25,7 @@ from rankwise.server.indexer import DirectoryTailer
 from rankwise.store.sql import SQLStore
 from tests.helpers.servers import admin_token, bearer, call
 from tests.helpers.stores import open_sql_store
+from tests.helpers.streams import records
 
 FAST = {"flush_interval": 0.02, "heartbeat_interval": 0.2, "finish_timeout": 10.0}
 
@@ -365,3 +366,36 @@ def test_wandb_api_spelling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert (again.name, again.tags, again.notes) == ("alpha-w", ["a", "b", "from-wandb"], "w notes")
     with pytest.raises(UsageError, match=r"\$bogus"):
         api.runs("p", filters={"config.lr": {"$bogus": 1}})
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_running_run_that_went_silent_filters_as_crashed(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """The index keeps a run's state from when it was indexed; a running one is folded
+    again at read time, so once silent past the crash timeout it filters as crashed."""
+    import msgspec
+
+    from rankwise.store.base import RunQuery, StreamKey
+    from rankwise.stream import records as R
+    from tests.helpers.streams import start
+
+    store = open_sql_store(kind, tmp_path, request, crash_timeout=1.0)
+    store.migrate()
+    now = time.time()
+    first = start("p", "live", heartbeat_interval=0.2)
+    recs: list[R.AnyRecord] = [msgspec.structs.replace(first, time=now)]
+    recs.append(R.Metrics(1, now, 0, {"loss": 1.0}))
+    store.ingest([(StreamKey("p", "live", "rank-0", 0), recs)])
+    store.ingest([(StreamKey("p", "done", "rank-0", 0), records(run="done"))])
+    assert [r.id for r in store.find_runs("p", {"state": "running"})[0]] == ["live"]
+    assert store.find_runs("p", {"state": "crashed"})[1] == 0
+    time.sleep(1.6)
+    assert [r.id for r in store.find_runs("p", {"state": "crashed"})[0]] == ["live"]
+    assert store.find_runs("p", {"state": {"$in": ["running"]}})[1] == 0
+    assert [r.id for r in store.find_runs("p", {"state": {"$ne": "finished"}})[0]] == ["live"]
+    rows, _ = store.list_runs(RunQuery(project="p", states=["crashed"]))
+    assert [r.id for r in rows] == ["live"]
+    rows, _ = store.list_runs(RunQuery(project="p", sort="state"))
+    assert [r.state for r in rows] == ["crashed", "finished"]
+    store.close()

@@ -248,15 +248,12 @@ class RunFilters:
             else:
                 cols.append("NULL")
             cols.append("ri.name")
-            if by_state:
-                cols += ["ri.tags", "ri.grp", "ri.job_type", "ri.name", "ri.created"]
-                cols += ["ri.config", "ri.summary", "ri.cross_rank"]
-            state_at = 3 if by_state else 0
             sql = f"SELECT {', '.join(cols)} FROM run_index ri WHERE ri.project = ? AND {cond.text}"
             rows = tx.all(sql, [*params, project, *cond.params])
             # A run indexed as running may have crashed since: fold those (only) now.
             running = [str(r[0]) for r in rows if r[1] == "running"]
             live = self._light_runs(tx, project, now, running) if running else {}
+            docs = self._docs(tx, project, running) if running and by_state else {}
             kept: list[tuple[Any, str]] = []
             for row in sorted(rows, key=lambda r: str(r[0])):
                 rid, state = str(row[0]), row[1]
@@ -267,21 +264,8 @@ class RunFilters:
                     if run is None:
                         continue
                     state = run.state
-                    if by_state:
-                        b = state_at + 1
-                        doc = {
-                            "state": state,
-                            "tags": _loads(row[b]),
-                            "group": row[b + 1],
-                            "job_type": row[b + 2],
-                            "display_name": row[b + 3],
-                            "created_at": row[b + 4],
-                            "config": _loads(row[b + 5]),
-                            "summary": _loads(row[b + 6]),
-                            "cross": _loads(row[b + 7]),
-                        }
-                        if not F.matches(node, doc):
-                            continue
+                    if by_state and not F.matches(node, {**docs[rid], "state": state}):
+                        continue
                 value = row[2] if expr is not None else state
                 if json_order and isinstance(value, str) and self.dialect == "sqlite":
                     value = _loads(value)  # order_sql's JSON text of a string
@@ -292,6 +276,31 @@ class RunFilters:
             return [r for r in out if r is not None], len(ordered)
 
         return self._read(read)  # type: ignore[no-any-return]
+
+    def _docs(self, tx: Tx, project: str, run_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """The filter documents (``rankwise.filters.doc_of``, less the state) of these
+        runs, from their index rows."""
+        out: dict[str, dict[str, Any]] = {}
+        for a in range(0, len(run_ids), 500):
+            part = run_ids[a : a + 500]
+            rows = tx.all(
+                "SELECT ri.run_id, ri.tags, ri.grp, ri.job_type, ri.name, ri.created, "
+                "ri.config, ri.summary, ri.cross_rank FROM run_index ri "
+                f"WHERE ri.project = ? AND ri.run_id IN ({marks(len(part))})",
+                (project, *part),
+            )
+            for rid, tags, grp, job, name, created, config, summary, cross in rows:
+                out[str(rid)] = {
+                    "tags": _loads(tags),
+                    "group": grp,
+                    "job_type": job,
+                    "display_name": name,
+                    "created_at": created,
+                    "config": _loads(config),
+                    "summary": _loads(summary),
+                    "cross": _loads(cross),
+                }
+        return out
 
     def _light_runs(
         self, tx: Tx, project: str, now: float, run_ids: list[str]
