@@ -52,8 +52,17 @@ def record_live_edits(tx: Tx, run: int, records: Iterable[R.AnyRecord]) -> None:
         tx.run("DELETE FROM run_index WHERE run = ?", (run,))
 
 
+def edits_ready(tx: Tx) -> bool:
+    """Whether the database has the ``run_edits`` table (migration 12): a store read
+    before ``migrate()`` (a test of an older schema) has no edits to apply."""
+    row = tx.one("SELECT MAX(version) FROM schema_version")
+    return row is not None and row[0] is not None and int(row[0]) >= 12
+
+
 def edits_of_project(tx: Tx, project: str | None) -> dict[tuple[str, str], list[Edit]]:
     """Every edit of the project's runs (all projects: None), by (project, run id)."""
+    if not edits_ready(tx):
+        return {}
     sql = (
         "SELECT r.project, r.run_id, e.at, e.field, e.value, e.source, e.who "
         "FROM run_edits e JOIN runs r ON r.id = e.run"
@@ -69,6 +78,8 @@ def edits_of_project(tx: Tx, project: str | None) -> dict[tuple[str, str], list[
 
 
 def edits_of_run(tx: Tx, project: str, run_id: str) -> list[Edit]:
+    if not edits_ready(tx):
+        return []
     rows = tx.all(
         "SELECT e.at, e.field, e.value, e.source, e.who FROM run_edits e "
         "JOIN runs r ON r.id = e.run WHERE r.project = ? AND r.run_id = ? "

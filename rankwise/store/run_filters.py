@@ -205,15 +205,17 @@ class RunFilters:
             from ..errors import UsageError
 
             raise UsageError("limit and offset must be zero or more")
-        parts: list[dict[str, Any]] = []
+        # Conditions made here, not parsed: a RunQuery's values are not a user's filter,
+        # so the filter bounds (string lengths, number of clauses) do not apply.
+        parts: list[F.Node] = []
         if query.group is not None:
-            parts.append({"group": query.group})
+            parts.append(F.Cond(F.Field("group"), "$eq", query.group))
         if query.job_type is not None:
-            parts.append({"job_type": query.job_type})
+            parts.append(F.Cond(F.Field("job_type"), "$eq", query.job_type))
         if query.states:
-            parts.append({"state": {"$in": sorted(set(query.states))}})
-        parts += [{"tags": t} for t in sorted(set(query.tags))]
-        node = F.parse({"$and": parts} if parts else None)
+            parts.append(F.Cond(F.Field("state"), "$in", tuple(sorted(set(query.states)))))
+        parts += [F.Cond(F.Field("tags"), "$eq", t) for t in sorted(set(query.tags))]
+        node: F.Node | None = F.Logic("$and", tuple(parts)) if parts else None
         column = {"created": "ri.created", "updated": "ri.updated", "name": "ri.name",
                   "steps": "ri.steps"}.get(name)  # fmt: skip
         expr = F.SQL(column, []) if column else None

@@ -34,7 +34,7 @@ from .base import RunQuery, StreamKey, XAxis
 from .health_reads import HealthReads
 from .ingest import Presented, apply_stream, decode_fold, metric_names
 from .media_reads import MediaReads
-from .run_edits import RunEdits, apply_edits, edits_of_project, edits_of_run
+from .run_edits import RunEdits, apply_edits, edits_of_project, edits_of_run, edits_ready
 from .run_filters import RunFilters
 from .saved_views import SavedViews
 from .tokens import TokenStore
@@ -288,8 +288,8 @@ class SQLStore(
 
     def list_runs(self, query: RunQuery) -> tuple[list[RunInfo], int]:
         runs.check_sort(query.sort)
-        if query.project is not None:  # one project: over its run index (run_filters)
-            return self.list_runs_indexed(query)
+        if query.project is not None and self._read(edits_ready):
+            return self.list_runs_indexed(query)  # one project: its run index (run_filters)
 
         def read(tx: Tx) -> tuple[list[RunInfo], int]:
             sql = (
