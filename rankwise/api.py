@@ -66,24 +66,122 @@ class Api:
         job_type: str | None = None,
         state: str | Sequence[str] | None = None,
         tags: str | Sequence[str] | None = None,
+        filters: dict[str, Any] | None = None,
+        order: str | None = None,
     ) -> list[RunInfo]:
-        """Runs, newest first, filtered by every argument given (tags: all must match)."""
+        """Runs, newest first, filtered by every argument given (tags: all must match).
+
+        ``filters`` takes W&B's MongoDB-style filters (``{"config.lr": {"$gt": 0.01}}``,
+        ``$and``/``$or``; ``rankwise.filters``, docs/filters.md) and ``order`` W&B's
+        order (``"-created_at"``, ``"+summary_metrics.loss"``); a server evaluates them in
+        SQL. A bad filter raises ``UsageError`` naming the operator or field."""
         states = {state} if isinstance(state, str) else set(state or ())
         for s in sorted(states):  # the server's rule and message, so both readers agree
             if s not in R.STATES:
                 raise UsageError(f"state={s!r} is not one of {', '.join(R.STATES)}")
         want_tags = {tags} if isinstance(tags, str) else set(tags or ())
+        if filters is not None or order is not None:
+            from .filters import parse, parse_order
+
+            parse(filters)  # a bad filter fails here, before a request is sent
+            parse_order(order)
+            parts: list[dict[str, Any]] = [filters] if filters else []
+            for key, value in (("group", group), ("job_type", job_type)):
+                if value is not None:
+                    parts.append({key: value})
+            if states:
+                parts.append({"state": {"$in": sorted(states)}})
+            parts += [{"tags": t} for t in sorted(want_tags)]
+            combined = parts[0] if len(parts) == 1 else ({"$and": parts} if parts else None)
+            projects = [project] if project else self.projects()
+            found: list[RunInfo] = []
+            for proj in projects:
+                if self._remote is not None:
+                    found += self._remote.find(proj, combined, order)
+                else:
+                    found += self._local.find(proj, combined, order)
+            return [self._mine(r) for r in found]
         if self._remote is not None:
-            return self._remote.runs(project, group, job_type, states, want_tags)
-        return self._local.runs(project, group, job_type, states, want_tags)
+            got = self._remote.runs(project, group, job_type, states, want_tags)
+        else:
+            got = self._local.runs(project, group, job_type, states, want_tags)
+        return [self._mine(r) for r in got]
 
     def run(self, id: str, project: str | None = None) -> RunInfo:
         """One run by id; ``"project/id"`` also works."""
         if project is None and "/" in id:
             project, id = id.split("/", 1)
         if self._remote is not None:
-            return self._remote.run(id, project)
-        return self._local.run(id, project)
+            return self._mine(self._remote.run(id, project))
+        return self._mine(self._local.run(id, project))
+
+    def _mine(self, run: RunInfo) -> RunInfo:
+        from .manage import snapshot
+
+        run._api = self  # type: ignore[attr-defined]  # for run.update()
+        run._kept = snapshot(run)  # type: ignore[attr-defined]  # what update() compares to
+        return run
+
+    def _ref(self, id: str, project: str | None) -> tuple[str, str]:
+        if project is None and "/" in id:
+            project, id = id.split("/", 1)
+        if project is None:
+            raise UsageError(f"pass project= (or 'project/{id}') to edit a run on a server")
+        return project, id
+
+    # -- editing (rankwise.manage) -------------------------------------------------------
+    def edit_run(
+        self,
+        id: str,
+        project: str | None = None,
+        *,
+        name: str | None = None,
+        tags: Sequence[str] | None = None,
+        add_tags: Sequence[str] = (),
+        remove_tags: Sequence[str] = (),
+        notes: str | None = None,
+        group: str | None = None,
+        job_type: str | None = None,
+        clear: Sequence[str] = (),
+        source: str = "api",
+    ) -> RunInfo:
+        """Change a run's name, tags (the whole list, or tags to add and remove), notes,
+        group or job type (``clear``: fields set to none); kept with the time, merged
+        by time with the live run's own edits. Returns the run as edited."""
+        from . import manage
+        from .edits import changes
+
+        body = manage.body_of(name=name, tags=tags, add_tags=add_tags,
+                              remove_tags=remove_tags, notes=notes, group=group,
+                              job_type=job_type, clear=clear)  # fmt: skip
+        if self._remote is not None:  # a writer token may not read: no read first
+            changes((), **body)  # checked here, before a request is sent
+            proj, rid = self._ref(id, project)
+            remote = self._remote
+            got = manage.edit_remote(remote.server, remote._token, proj, rid, body, source)
+            return self._mine(remote._attach(got))
+        run = self.run(id, project)
+        manage.edit_local(self.dir, run, changes(run.tags, **body), source)
+        return self.run(run.id, run.project)
+
+    def run_edits(self, id: str, project: str | None = None) -> list[Any]:
+        """The run's edit history (``rankwise.edits.Edit``: field, value, at, source,
+        who), oldest first."""
+        from . import edits as E
+        from . import manage
+
+        if self._remote is not None:
+            proj, rid = self._ref(id, project)
+            return manage.history_remote(self._remote.server, self._remote._token, proj, rid)
+        run = self.run(id, project)
+        from .stream.files import iter_stream_files
+        from .stream.frames import scan
+
+        live: list[Any] = []
+        for f in iter_stream_files(self.dir, run.project):
+            if f.id.run_id == run.id:
+                live += E.live_edits(scan(f.path.read_bytes()).records)
+        return E.ordered(live + E.read_file(self.dir / run.project / run.id))
 
     # -- artifacts (rankwise.artifacts) --------------------------------------------------
     def artifact(self, name: str, type: str | None = None) -> Artifact:

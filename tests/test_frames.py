@@ -146,6 +146,13 @@ record_strategies = [
         level=st.sampled_from(["INFO", "WARN", "ERROR"]),
         wait_duration=finite,
     ),
+    st.builds(
+        R.RunEdit,
+        seq=seqs,
+        time=times,
+        field=st.sampled_from(["name", "tags", "notes"]),
+        value=st.one_of(st.none(), st.text(max_size=20), st.lists(st.text(max_size=8))),
+    ),
 ]
 any_record = st.one_of(*record_strategies)
 

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from ..errors import RankwiseError
 from .alerts import add_alert_commands
 from .artifacts import add_artifact_commands
+from .edit import add_edit_command
 from .imports import add_import_commands
 from .reports import add_report_commands
 from .runs import add_run_commands
@@ -35,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_artifact_commands(sub)
     add_alert_commands(sub)
     add_report_commands(sub)
+    add_edit_command(sub)
     add_import_commands(sub)
     add_sync_command(sub)
     return parser

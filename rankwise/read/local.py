@@ -13,7 +13,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import filters as F
 from .._datadir import DEFAULT
+from ..edits import apply as apply_edits
+from ..edits import live_edits
+from ..edits import read_file as read_edits
 from ..errors import RunNotFoundError, UsageError
 from ..names import check_id
 from ..stream import records as R
@@ -272,7 +276,30 @@ class LocalReader:
         )
         folds = {(f.label, f.incarnation): fold for f, fold, _ in loaded}
         columns = {f.path: cols for f, _, cols in loaded if cols is not None}
+        # Edits: the live run's RunEdit records and the edits file beside the streams.
+        edits = [e for _, fold, _ in loaded for e in live_edits(fold.edits)] + read_edits(path)
+        if edits:
+            run = apply_edits(run, edits)
         return run.attach(LocalRun(folds, columns, self.dir))
+
+    def find(
+        self, project: str, filters: dict[str, Any] | None, order: str | None
+    ) -> list[RunInfo]:
+        """The project's runs ``filters`` picks (``rankwise.filters``), in ``order``."""
+        node = F.parse(filters)
+        how = F.parse_order(order)
+        need_cross = "cross" in F.fields_of(node) or (
+            how.field is not None and how.field.kind == "cross"
+        )
+        kept = []
+        for proj, path in self._run_dirs(project):
+            run = self.load(proj, path)
+            doc = F.doc_of(run, cross=need_cross)
+            if F.matches(node, doc):
+                value = run.updated if how.field is None else F.value_of(doc, how.field)
+                kept.append((value, run))
+        kept.sort(key=lambda p: p[1].id)
+        return F.sort_key_groups(kept, how.desc)
 
     def runs(
         self,

@@ -295,6 +295,29 @@ class RemoteReader:
         out.sort(key=lambda r: r.created or 0.0, reverse=True)
         return out
 
+    def find(
+        self, project: str, filters: dict[str, Any] | None, order: str | None
+    ) -> list[RunInfo]:
+        """The project's runs ``filters`` picks, in ``order``: the server's runs search
+        (``POST /api/v1/projects/{project}/runs/search``), every page."""
+        body: dict[str, Any] = {"filters": filters or {}, "limit": _PAGE, "with_streams": True}
+        if order:
+            body["order"] = order
+        out: list[RunInfo] = []
+        with _http.make_client(self.server, transport=self._transport, token=self._token) as client:
+            while True:
+                body["offset"] = len(out)
+                try:
+                    page = _http.post_msgpack(
+                        client, f"/api/v1/projects/{_q(project)}/runs/search", body
+                    )
+                except RunNotFoundError:
+                    return []  # a project with no runs yet
+                got = msgspec.convert(page, RunsReply)
+                out += [self._attach(r) for r in got.runs]
+                if not got.runs or len(out) >= got.total:
+                    return out
+
     def run(self, run_id: str, project: str | None) -> RunInfo:
         projects = [project] if project else self.projects()
         found = []

@@ -48,6 +48,15 @@ def _not_hooked(run: Run) -> AbstractContextManager[None]:
     return contextlib.nullcontext()
 
 
+def _set(field: str) -> Callable[[Run, Any], None]:
+    def setter(run: Run, value: Any) -> None:
+        from .live_edits import set_field
+
+        set_field(run, field, value)
+
+    return setter
+
+
 class Run:
     """One process's handle on a run. See ``rankwise.init``."""
 
@@ -117,12 +126,13 @@ class Run:
 
     # -- identity -----------------------------------------------------------------
     id = property(lambda self: self._start.run_id, doc="The run id (after the run mode).")
-    name = property(lambda self: self._start.name or self._start.run_id)
+    # name, tags and notes may be set on the live run (rankwise.sdk.live_edits)
+    name = property(lambda self: self._start.name or self._start.run_id, _set("name"))
     project = property(lambda self: self._start.project)
     group = property(lambda self: self._start.group)
     job_type = property(lambda self: self._start.job_type)
-    tags = property(lambda self: tuple(self._start.tags))
-    notes = property(lambda self: self._start.notes)
+    tags = property(lambda self: tuple(self._start.tags), _set("tags"))
+    notes = property(lambda self: self._start.notes, _set("notes"))
     label = property(lambda self: self._start.label, doc="This process's stream label.")
     incarnation = property(lambda self: self._start.incarnation)
     rank = property(lambda self: self._start.rank)

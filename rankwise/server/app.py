@@ -31,7 +31,18 @@ from .group_commit import GroupCommit
 from .hardening import install_hardening
 from .openapi import document_replies
 from .pacing import Admission, Pacer
-from .routes import alerts, artifacts, blobs, health, ingest, login, media, runs, saved_views
+from .routes import (
+    alerts,
+    artifacts,
+    blobs,
+    health,
+    ingest,
+    login,
+    manage,
+    media,
+    runs,
+    saved_views,
+)
 from .routes import reports as report_routes
 from .static import mount_api_docs, mount_dashboard
 
@@ -71,6 +82,8 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
     app.include_router(ingest.router, prefix=API, dependencies=[Depends(auth.ingest)])
     app.include_router(blobs.router, prefix=API, dependencies=[Depends(auth.ingest)])
     app.include_router(blobs.read_router, prefix=API, dependencies=[Depends(auth.read)])
+    app.include_router(manage.read_router, prefix=API, dependencies=[Depends(auth.read)])
+    app.include_router(manage.write_router, prefix=API, dependencies=[Depends(auth.write)])
     app.include_router(runs.router, prefix=API, dependencies=[Depends(auth.read)])
     app.include_router(saved_views.router, prefix=API, dependencies=[Depends(auth.read)])
     app.include_router(report_routes.router, prefix=API, dependencies=[Depends(auth.read)])

@@ -345,6 +345,19 @@ def read(request: Request, who: Who) -> Principal:
     return who
 
 
+@_policy("write")
+def write(request: Request, who: Who) -> Principal:
+    """Editing runs (name, tags, notes, group, job type): a writer of the project, an
+    ingest token of it (what writes its runs) or an admin token."""
+    if who.role not in ("ingest", "admin"):
+        raise _forbidden(
+            f"this {who.role} token cannot edit runs: use the project's ingest (writer) "
+            "token or an admin token"
+        )
+    _check_project(who, request.path_params.get("project"))
+    return who
+
+
 @_policy("read_or_ingest")
 def read_or_ingest(request: Request, who: Who) -> Principal:
     """Artifact file downloads: any token of the project, read or ingest (a training

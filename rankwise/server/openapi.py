@@ -36,6 +36,7 @@ from ..wire.health import (
     SystemReply,
     SystemSeriesReply,
 )
+from ..wire.manage import STRUCTS as MANAGE_STRUCTS
 from ..wire.media import (
     BlobPut,
     BlobsLost,
@@ -98,6 +99,7 @@ STRUCTS: tuple[type, ...] = (
     TokensReply,
     NewTokenReply,
     *REPORT_STRUCTS,
+    *MANAGE_STRUCTS,
 )
 
 REF = "#/components/schemas/{name}"

@@ -75,6 +75,10 @@ ROUTES: dict[str, Policy] = {
     f"{_RUN}/history": _READ,
     f"{API}/compare": _READ,
     f"{API}/projects/{{project}}/views": _READ,
+    # run edits and search (rankwise.server.routes.manage)
+    f"{_RUN}/edits": _READ,
+    f"{API}/projects/{{project}}/runs/tags": _READ,
+    f"{API}/projects/{{project}}/runs/search": _READ,
     # reports (rankwise.server.routes.reports)
     f"{API}/projects/{{project}}/reports": _READ,
     f"{API}/projects/{{project}}/reports/{{report}}": _READ,

@@ -189,6 +189,11 @@ def serve_ui(
         _say_indexing(root)
     tailer.poll()  # the first pass before serving: the dashboard opens on full data
     tailer.start()
+    from .edit_files import EditFiles
+
+    edit_files = EditFiles(root, store)  # edits.jsonl beside the runs (rankwise.edits)
+    edit_files.poll()
+    edit_files.start()
     alerts = start_alerts(store, settings.alerts, crash_timeout)
     noted: list[Path | None] = []
 
@@ -208,6 +213,7 @@ def serve_ui(
         if alerts is not None:
             alerts.stop()
         tailer.stop()
+        edit_files.stop()
         store.close()
         for path in noted:
             if path is not None:

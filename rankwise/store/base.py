@@ -25,6 +25,8 @@ from ..wire.health import ConsolePage, StallEvent, SystemSeries
 from ..wire.media import HistogramsEntry, MediaKey, MediaReply
 from ..wire.runs import CrossRankValue, RunInfo, SavedView
 from .reports import ReportStore
+from .run_edits import RunEditStore
+from .run_filters import RunFilterStore
 from .types import ConsoleQuery, TableRow
 
 if TYPE_CHECKING:
@@ -327,6 +329,8 @@ class Store(
     TokenStore,
     AlertStore,
     ReportStore,
+    RunEditStore,
+    RunFilterStore,
     Protocol,
 ):
     """Everything the ingester writes and the server reads: the protocols above, plus the

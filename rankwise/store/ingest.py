@@ -328,7 +328,12 @@ def _apply_one(
     top = fold.last_step
     console = fold.console_bytes
     fold.apply(fresh)
-    if not kinds_of(fresh).isdisjoint(_CONFIG_KINDS):
+    kinds = kinds_of(fresh)
+    if R.RunEdit in kinds:  # run.name = ... of the live run: the run's edit history
+        from .run_edits import record_live_edits
+
+        record_live_edits(tx, run, fresh)
+    if not kinds.isdisjoint(_CONFIG_KINDS):
         # What every read of the run decodes: the whole stream's config and summary
         # within one record's budget, however many updates built them (413).
         check_json_value(fold.config, "this stream's config (all its updates together)")

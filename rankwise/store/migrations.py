@@ -716,6 +716,74 @@ _V13_SQLITE = _V13.format(real="REAL")
 _V13_POSTGRES = _V13.format(real="DOUBLE PRECISION")
 
 
+# Run edits (``rankwise.store.run_edits``): every change of a run's name, tags, notes,
+# group or job type, kept (the history); and ``run_index``, one row per run of what run
+# filters read (``rankwise.store.run_filters``), refreshed from the streams when stale.
+_V14_SQLITE = """
+CREATE TABLE run_edits (
+    id INTEGER PRIMARY KEY,
+    run INTEGER NOT NULL REFERENCES runs (id),
+    at REAL NOT NULL,
+    field TEXT NOT NULL,
+    value TEXT NOT NULL,
+    source TEXT NOT NULL,
+    who TEXT,
+    UNIQUE (run, at, field, source)
+);
+CREATE TABLE run_index (
+    run INTEGER PRIMARY KEY REFERENCES runs (id),
+    project TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    stamp TEXT NOT NULL,
+    name TEXT,
+    grp TEXT,
+    job_type TEXT,
+    tags TEXT NOT NULL,
+    created REAL,
+    updated REAL,
+    state TEXT NOT NULL,
+    steps BIGINT NOT NULL,
+    config TEXT NOT NULL,
+    summary TEXT NOT NULL,
+    cross_rank TEXT NOT NULL
+);
+CREATE INDEX run_index_created ON run_index (project, created);
+CREATE INDEX run_index_group ON run_index (project, grp);
+CREATE INDEX run_index_job_type ON run_index (project, job_type);
+"""
+_V14_POSTGRES = """
+CREATE TABLE run_edits (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    run BIGINT NOT NULL REFERENCES runs (id),
+    at DOUBLE PRECISION NOT NULL,
+    field TEXT NOT NULL,
+    value TEXT NOT NULL,
+    source TEXT NOT NULL,
+    who TEXT,
+    UNIQUE (run, at, field, source)
+);
+CREATE TABLE run_index (
+    run BIGINT PRIMARY KEY REFERENCES runs (id),
+    project TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    stamp TEXT NOT NULL,
+    name TEXT,
+    grp TEXT,
+    job_type TEXT,
+    tags JSONB NOT NULL,
+    created DOUBLE PRECISION,
+    updated DOUBLE PRECISION,
+    state TEXT NOT NULL,
+    steps BIGINT NOT NULL,
+    config JSONB NOT NULL,
+    summary JSONB NOT NULL,
+    cross_rank JSONB NOT NULL
+);
+CREATE INDEX run_index_created ON run_index (project, created);
+CREATE INDEX run_index_group ON run_index (project, grp);
+CREATE INDEX run_index_job_type ON run_index (project, job_type);
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, streams, columnar chunks, aggregates", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "index chunks by time", _V2, _V2),
@@ -732,6 +800,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(
         13, "reports: versions of titled pages of text and panels", _V13_SQLITE, _V13_POSTGRES
     ),
+    Migration(14, "run edits and the run filter index", _V14_SQLITE, _V14_POSTGRES),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -37,6 +37,8 @@ from .health_reads import HealthReads
 from .ingest import Presented, apply_stream, decode_fold, metric_names
 from .media_reads import MediaReads
 from .reports import Reports
+from .run_edits import RunEdits, apply_edits, edits_of_project, edits_of_run, edits_ready
+from .run_filters import RunFilters
 from .saved_views import SavedViews
 from .sqlbase import SQLBase
 from .tokens import Tokens
@@ -53,7 +55,16 @@ def _check_axis(x: str, max_points: int) -> None:
 
 
 class SQLStore(
-    SavedViews, Reports, HealthReads, MediaReads, Tokens, ArtifactWrites, Alerts, SQLBase
+    SavedViews,
+    Reports,
+    HealthReads,
+    MediaReads,
+    Tokens,
+    ArtifactWrites,
+    Alerts,
+    RunEdits,
+    RunFilters,
+    SQLBase,
 ):
     """Everything of ``Store`` but how transactions run (see the module docstring)."""
 
@@ -272,6 +283,8 @@ class SQLStore(
 
     def list_runs(self, query: RunQuery) -> tuple[list[RunInfo], int]:
         runs.check_sort(query.sort)
+        if query.project is not None and self._read(edits_ready):
+            return self.list_runs_indexed(query)  # one project: its run index (run_filters)
 
         def read(tx: Tx) -> tuple[list[RunInfo], int]:
             sql = (
@@ -286,9 +299,13 @@ class SQLStore(
             for row in tx.all(sql, params):
                 grouped.setdefault((row[0], row[1]), []).append(runs.stream_facts(row[2:]))
             now = time.time()
+            edits = edits_of_project(tx, query.project)
             light = [
-                runs.run_info(
-                    p, r, s, self.crash_timeout, now, full=False, local_pids=self.local_pids
+                apply_edits(
+                    runs.run_info(
+                        p, r, s, self.crash_timeout, now, full=False, local_pids=self.local_pids
+                    ),
+                    edits.get((p, r), []),
                 )
                 for (p, r), s in grouped.items()
             ]
@@ -309,9 +326,10 @@ class SQLStore(
         if not rows:
             return None
         streams = [runs.stream_facts(r[1:], decode_fold(r[0])) for r in rows]
-        return runs.run_info(
+        info = runs.run_info(
             project, run_id, streams, self.crash_timeout, now, local_pids=self.local_pids
         )
+        return apply_edits(info, edits_of_run(tx, project, run_id))
 
     def _streams(self, tx: Tx, project: str, run_id: str) -> list[tuple[int, int, str, int]]:
         """(stream id, run id, label, incarnation) of a run's non-empty streams."""

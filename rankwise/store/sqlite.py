@@ -86,6 +86,10 @@ def _plain_insert(sql: str) -> str | None:
 def _connect(path: str) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=60)
     conn.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
+    from .run_filters import sqlite_regexp
+
+    # $regex of run filters (rankwise.filters): Python's re, the local reader's too
+    conn.create_function("rw_regexp", 2, sqlite_regexp, deterministic=True)
     return conn
 
 

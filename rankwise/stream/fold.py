@@ -92,6 +92,8 @@ class StreamFold:
     key_digest: str | None = None
     # Per metric, the first non-finite value the stream logged (module docstring).
     first_nonfinite: dict[str, FirstNonFinite] = field(default_factory=dict)
+    # ``run.name = ...`` and friends on the live run, in stream order (rankwise.edits).
+    edits: list[R.RunEdit] = field(default_factory=list)
 
     def note_nonfinite(self, key: str, step: int, time: float, value: float) -> None:
         """Keep ``value`` as ``key``'s first non-finite one unless one came before."""
@@ -183,6 +185,8 @@ class StreamFold:
                 ) + len(rec.lines)
             elif isinstance(rec, R.DefineMetric):
                 self.metric_defs[rec.name] = rec
+            elif isinstance(rec, R.RunEdit):
+                self.edits.append(rec)
             elif isinstance(rec, R.Stall):
                 if rec.cleared:
                     self.stall = None

@@ -25,6 +25,12 @@ thread's) and ``flight`` (the process's last flight-recorder entries, ``Collecti
 from which readers tell which collective a hung job waits in (``rankwise.hang``). An
 older ``Stall`` reads with neither: its hang report is told from ``where`` alone.
 
+Schema 5 added ``RunEdit`` (tag 16): ``run.name = ...``, ``run.tags = ...``,
+``run.notes = ...`` on the live run, merged by time with the edits made after the fact
+(``rankwise.edits``). From schema 5 on, a frame holding a record of a tag this reader
+does not know decodes without it (``decode_payload``), so a later record type is
+skipped by readers of this generation rather than read as damage.
+
 Values that travel in ``Metrics.values`` have already been coerced to ``float`` / ``int``
 / ``bool`` by the writer thread (see ``rankwise.sdk.values``); NaN and ±Inf are kept.
 """
@@ -35,7 +41,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # What a store can hold, checked by the decoder (in C, at no cost): integers within 64
 # bits (msgpack goes up to 2**64 - 1) and finite times. A frame holding anything else
@@ -310,6 +316,15 @@ class Alert(Record, tag=15):
     wait_duration: float = 0.0
 
 
+class RunEdit(Record, tag=16):
+    """A change of the run's ``field`` (name, tags or notes) made by the live run:
+    ``value`` is the new whole value (tags: the list). The run's value is the latest of
+    these and the edits kept outside the stream, by time (``rankwise.edits``)."""
+
+    field: str
+    value: Json = None
+
+
 AnyRecord = (
     StreamStart
     | Metrics
@@ -326,6 +341,7 @@ AnyRecord = (
     | HistogramRec
     | DefineMetric
     | Alert
+    | RunEdit
 )
 
 RECORD_TYPES: tuple[type[Record], ...] = (
@@ -344,6 +360,7 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     HistogramRec,
     DefineMetric,
     Alert,
+    RunEdit,
 )
 
 # The payload of one frame: [schema version, [record, record, ...]].
@@ -358,10 +375,41 @@ def encode_payload(records: list[AnyRecord]) -> bytes:
     return _encoder.encode((SCHEMA_VERSION, records))
 
 
+_raw_decoder = msgspec.msgpack.Decoder(tuple[int, list[msgspec.Raw]])
+_one_decoder = msgspec.msgpack.Decoder(AnyRecord)
+_known_tags = frozenset(t.__struct_config__.tag for t in RECORD_TYPES)
+
+
 def decode_payload(data: bytes | memoryview) -> list[AnyRecord]:
-    """Decode one frame payload; raises ``msgspec.DecodeError`` on bad input."""
-    _version, records = _decoder.decode(data)
-    return records  # type: ignore[no-any-return]
+    """Decode one frame payload; raises ``msgspec.DecodeError`` on bad input.
+
+    A record of a tag this module does not know (a later schema's) is skipped, the rest
+    of the frame kept; anything else that does not decode is an error."""
+    try:
+        _version, records = _decoder.decode(data)
+        return records  # type: ignore[no-any-return]
+    except msgspec.DecodeError:
+        _version, raws = _raw_decoder.decode(data)  # not a payload at all: raises
+        out: list[AnyRecord] = []
+        for raw in raws:
+            try:
+                out.append(_one_decoder.decode(raw))
+            except msgspec.DecodeError:
+                tag = _tag_of(raw)
+                if tag is None or tag in _known_tags:
+                    raise
+        return out
+
+
+def _tag_of(raw: msgspec.Raw) -> int | None:
+    """The tag of an encoded record (an array whose first item is an int), else None."""
+    try:
+        head = msgspec.msgpack.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    if isinstance(head, list) and head and type(head[0]) is int:
+        return head[0]
+    return None
 
 
 _raw_decoder = msgspec.msgpack.Decoder(tuple[int, list[msgspec.Raw]])

@@ -47,9 +47,18 @@ class Api:
             raise CommError(f"Could not find run {path}") from exc
         return ApiRun(info, self._dir)
 
-    def runs(self, path: str | None = None, filters: dict[str, Any] | None = None) -> list[ApiRun]:
+    def runs(
+        self,
+        path: str | None = None,
+        filters: dict[str, Any] | None = None,
+        order: str = "-created_at",
+        per_page: int = 50,
+    ) -> list[ApiRun]:
+        """The project's runs W&B's MongoDB-style ``filters`` pick, in ``order``
+        (``rankwise.filters``: ``{"config.lr": {"$gt": 0.01}}``, ``"+summary_metrics.loss"``)."""
         project = path.split("/")[-1] if path else None
-        return [ApiRun(info, self._dir) for info in self._api.runs(project)]
+        found = self._api.runs(project, filters=filters or {}, order=order)
+        return [ApiRun(info, self._dir) for info in found]
 
     def artifact(self, name: str, type: str | None = None) -> Any:
         method = getattr(self._api, "artifact", None)
@@ -74,6 +83,27 @@ class ApiRun:
         self.config = {k: v for k, v in info.config.items() if not k.startswith("_")}
         self.summary = dict(info.summary)
         self.path = [info.project, info.id]
+
+    def update(self) -> None:
+        """Keep changes to ``name``, ``tags``, ``notes``, ``group`` and ``job_type``
+        (W&B's ``Run.update()``; ``rankwise.manage``)."""
+        import msgspec
+
+        edited = msgspec.structs.replace(
+            self._info,
+            name=self.name,
+            tags=list(self.tags),
+            notes=self.notes,
+            group=self.group,
+            job_type=self.job_type,
+        )
+        edited._api = getattr(self._info, "_api", None)
+        edited._kept = getattr(self._info, "_kept", None)
+        self._info = edited.update()
+
+    @property
+    def display_name(self) -> str:
+        return str(self.name)
 
     @property
     def rankwise_run(self) -> Any:

@@ -90,6 +90,7 @@ class Run(RunExtras):
     def name(self, value: str) -> None:
         self._name = value
         self._meta("name", value)
+        self._live_edit("name", value)
 
     @property
     def project(self) -> str:
@@ -119,6 +120,7 @@ class Run(RunExtras):
     def tags(self, value: Sequence[str]) -> None:
         self._tags = tuple(value)
         self._meta("tags", list(self._tags))
+        self._live_edit("tags", list(self._tags))
 
     @property
     def notes(self) -> str | None:
@@ -128,6 +130,7 @@ class Run(RunExtras):
     def notes(self, value: str) -> None:
         self._notes = value
         self._meta("notes", value)
+        self._live_edit("notes", value)
 
     @property
     def url(self) -> str | None:
@@ -300,6 +303,15 @@ class Run(RunExtras):
         if self._inner is not None:
             self._ensure()
             self._inner.summary.update(items)
+
+    def _live_edit(self, field: str, value: Any) -> None:
+        """The rankwise run's own edit record (``rankwise.sdk.live_edits``), so the
+        dashboard and ``Api`` show the new value; never raises."""
+        if type(self._inner).__name__ == "Run" and hasattr(type(self._inner), field):
+            try:
+                setattr(self._inner, field, value)
+            except Exception:  # tracking never stops training
+                pass
 
     def _meta(self, key: str, value: Any) -> None:
         """W&B keeps run metadata in config ``_wandb``; so does this (hidden from keys)."""

@@ -277,6 +277,15 @@ class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
             raise UsageError("this RunInfo was not read by rankwise.Api: it has no source")
         return source
 
+    def update(self) -> RunInfo:
+        """Keep the changes made to ``name``, ``tags``, ``notes``, ``group`` and
+        ``job_type`` of this run (W&B's ``Run.update()``); returns the run as kept.
+        A data directory keeps them beside the run's streams, a server in its store
+        (a writer token). See ``rankwise.manage``."""
+        from ..manage import update
+
+        return update(self)
+
     def attach(self, source: RunSource) -> RunInfo:
         """Remember the reader that made this run (never encoded); returns the run."""
         self._from = source

@@ -318,6 +318,16 @@ export const api = {
     record?.set(key, data);
     return data;
   },
+
+  /** Change a run's name, tags, notes, group or job type (a writer: admin or `rankwise ui`). */
+  editRun: (project, run, body) => request("POST", runPath(project, run, "/edits"), { body }),
+  /** The run's edits, oldest first. */
+  runEdits: (project, run, opts) => request("GET", runPath(project, run, "/edits"), opts),
+  /** Add and remove tags on several runs: {runs, add, remove}. */
+  bulkTags: (project, body) => request("POST", `/projects/${p(project)}/runs/tags`, { body }),
+  /** W&B's MongoDB-style filters, evaluated by the server: {filters, order, limit, offset}. */
+  searchRuns: (project, body, opts) =>
+    request("POST", `/projects/${p(project)}/runs/search`, { ...opts, body }),
   whoami: (opts) => request("GET", "/session", opts),
   login: (token) => request("POST", "/session", { body: { token } }),
   logout: () => request("DELETE", "/session"),

@@ -19,8 +19,11 @@ export function filtersFromParams(params) {
     q: params.get("q") ?? "",
     sort: params.get("sort") ?? "-created",
     by: params.get("by") ?? "",
+    agg: params.get("agg") ?? "",
+    pc: list("pc"),
     cols: list("cols"),
     view: params.get("view") ?? "",
+    filter: params.get("filter") ?? "",
   };
 }
 
@@ -29,6 +32,7 @@ export function paramsFromFilters(f) {
   return {
     state: f.state, group: f.group, job_type: f.job_type, tag: f.tag, q: f.q,
     sort: f.sort === "-created" ? "" : f.sort, by: f.by, cols: f.cols, view: f.view,
+    filter: f.filter, agg: f.agg, pc: f.pc,
   };
 }
 
@@ -36,7 +40,12 @@ export function paramsFromFilters(f) {
 export function viewFromFilters(name, f) {
   return {
     name,
-    filters: { state: f.state, group: f.group, job_type: f.job_type, tag: f.tag, q: f.q, sort: f.sort, by: f.by },
+    filters: {
+      state: f.state, group: f.group, job_type: f.job_type, tag: f.tag, q: f.q, sort: f.sort, by: f.by,
+      ...(f.filter ? { filter: f.filter } : {}),
+      ...(f.agg ? { agg: f.agg } : {}),
+      ...(f.pc?.length ? { pc: f.pc } : {}),
+    },
     columns: f.cols,
   };
 }
@@ -55,12 +64,15 @@ export function filtersFromView(view) {
     by: v.by ? String(v.by) : "",
     cols: arr(view.columns),
     view: view.name,
+    filter: typeof v.filter === "string" ? v.filter : "",
+    agg: v.agg ? String(v.agg) : "",
+    pc: arr(v.pc),
   };
 }
 
 /** Do the filters hide any run? (Sorting, grouping and columns do not.) */
 export function isFiltered(f) {
-  return Boolean(f.state.length || f.group || f.job_type || f.tag.length || f.q);
+  return Boolean(f.state.length || f.group || f.job_type || f.tag.length || f.q || f.filter);
 }
 
 /** Is the sort one the server does (over all runs) or one done here (over the page)? */
@@ -111,11 +123,54 @@ export function clientSort(runs, sort, now = Date.now() / 1000) {
   return rows.map((r) => r[2]);
 }
 
-/** Rows grouped by run group, groups in first-seen order, ungrouped runs last. */
-export function groupRuns(runs) {
+/** A run's value of a config key ("lr", "opt.name"), or undefined. */
+export function configValue(run, key) {
+  const c = run.config ?? {};
+  if (key in c) return c[key];
+  let cur = c;
+  for (const part of key.split(".")) {
+    if (cur === null || typeof cur !== "object" || !(part in cur)) return undefined;
+    cur = cur[part];
+  }
+  return cur;
+}
+
+/** What rows are grouped by: "group", "job_type" or "config.KEY". */
+export function groupKeyOf(run, by) {
+  if (by === "job_type") return run.job_type ?? "";
+  if (by.startsWith("config.")) {
+    const v = configValue(run, by.slice("config.".length));
+    return v === undefined || v === null ? "" : typeof v === "string" ? v : JSON.stringify(v);
+  }
+  return run.group ?? "";
+}
+
+/** Config keys with a scalar value in some run (grouping and parallel-coordinates axes). */
+export function configKeys(runs, numericOnly = false) {
+  const keys = new Set();
+  for (const r of runs) {
+    for (const [k, v] of Object.entries(r.config ?? {})) {
+      if (k.startsWith("_")) continue;
+      if (typeof v === "number" || (!numericOnly && (typeof v === "string" || typeof v === "boolean"))) keys.add(k);
+    }
+  }
+  return [...keys].sort();
+}
+
+/** Mean, min and max of a summary key over runs (its finite numbers only). */
+export function aggregate(runs, key) {
+  const xs = runs.map((r) => r.summary?.[key]).filter((v) => typeof v === "number" && Number.isFinite(v));
+  if (!xs.length) return null;
+  const sum = xs.reduce((a, b) => a + b, 0);
+  return { n: xs.length, mean: sum / xs.length, min: Math.min(...xs), max: Math.max(...xs) };
+}
+
+/** Rows grouped by ``by`` (run group by default), groups in first-seen order, runs
+ * without a value last. */
+export function groupRuns(runs, by = "group") {
   const map = new Map();
   for (const r of runs) {
-    const g = r.group ?? "";
+    const g = groupKeyOf(r, by);
     if (!map.has(g)) map.set(g, []);
     map.get(g).push(r);
   }
@@ -138,4 +193,94 @@ export function facets(runs) {
   }
   const sorted = (s) => [...s].sort();
   return { groups: sorted(groups), jobTypes: sorted(jobTypes), tags: sorted(tags) };
+}
+
+/** The filter builder's filter (W&B's MongoDB-style JSON in the URL), or null. */
+export function parseFilter(text) {
+  if (!text) return null;
+  try {
+    const v = JSON.parse(text);
+    return v && typeof v === "object" && !Array.isArray(v) && Object.keys(v).length ? v : null;
+  } catch {
+    return null;
+  }
+}
+
+const escapeRegex = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+
+/** The server search's body for filters: the builder's filter and the chips, all must hold. */
+export function searchBody(f, limit = 500) {
+  const parts = [];
+  const built = parseFilter(f.filter);
+  if (built) parts.push(built);
+  if (f.state.length) parts.push({ state: { $in: f.state } });
+  if (f.group) parts.push({ group: f.group });
+  if (f.job_type) parts.push({ job_type: f.job_type });
+  for (const t of f.tag) parts.push({ tags: t });
+  if (f.q) parts.push({ display_name: { $regex: `(?i)${escapeRegex(f.q)}` } });
+  const s = parseSort(f.sort);
+  const order = { created: "created_at", updated: "updated_at", name: "display_name", state: "state" }[s.key];
+  return {
+    filters: parts.length === 1 ? parts[0] : parts.length ? { $and: parts } : {},
+    order: order ? `${s.desc ? "-" : "+"}${order}` : "-created_at",
+    limit,
+  };
+}
+
+export const FILTER_OPS = ["$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$regex", "$exists"];
+
+/** One builder row {field, op, value} as a condition; the value is read as JSON when it
+ * parses (numbers, true, null, lists), else as a string. */
+export function conditionOf(row) {
+  let value = row.value;
+  if (row.op === "$exists") value = row.value !== "false";
+  else if (row.op !== "$regex") {
+    try {
+      value = JSON.parse(row.value);
+    } catch {
+      value = row.value;
+    }
+    if ((row.op === "$in" || row.op === "$nin") && !Array.isArray(value)) {
+      value = String(row.value).split(",").map((x) => x.trim()).filter(Boolean)
+        .map((x) => { try { return JSON.parse(x); } catch { return x; } });
+    }
+  }
+  return { [row.field.trim()]: { [row.op]: value } };
+}
+
+/** Builder rows as one filter ($and of the rows). */
+export function filterOfRows(rows) {
+  const conds = rows.filter((r) => r.field.trim()).map(conditionOf);
+  if (!conds.length) return "";
+  return JSON.stringify(conds.length === 1 ? conds[0] : { $and: conds });
+}
+
+/** And back, for the rows a filter in the URL opens with (one level of $and). */
+export function rowsOfFilter(text) {
+  const v = parseFilter(text);
+  if (!v) return [];
+  const conds = Array.isArray(v.$and) && Object.keys(v).length === 1 ? v.$and : [v];
+  const rows = [];
+  for (const c of conds) {
+    for (const [field, spec] of Object.entries(c ?? {})) {
+      if (field.startsWith("$")) return [];
+      const ops = spec && typeof spec === "object" && !Array.isArray(spec) ? Object.entries(spec) : [["$eq", spec]];
+      for (const [op, val] of ops) {
+        rows.push({ field, op, value: typeof val === "string" && op === "$regex" ? val : JSON.stringify(val) });
+      }
+    }
+  }
+  return rows;
+}
+
+/** The builder's filter with ``field`` kept within [lo, hi] (a brushed axis); null
+ * bounds remove the field's range. */
+export function withRange(filterText, field, lo, hi) {
+  const rows = rowsOfFilter(filterText).filter(
+    (r) => !(r.field === field && (r.op === "$gte" || r.op === "$lte")),
+  );
+  if (lo !== null && hi !== null) {
+    rows.push({ field, op: "$gte", value: JSON.stringify(lo) }, { field, op: "$lte", value: JSON.stringify(hi) });
+  }
+  return filterOfRows(rows);
 }

@@ -25,6 +25,8 @@ import { TablesTab } from "./run/TablesTab.jsx";
 import { HistogramsTab } from "./run/HistogramsTab.jsx";
 import { ArtifactsTab } from "./run/ArtifactsTab.jsx";
 import { splitKeys } from "../lib/media.js";
+import { EditRun } from "../components/RunEdit.jsx";
+import { markdown } from "../lib/markdown.js";
 
 /** How often a running run's rich-data keys are asked for again (ms): they change slowly. */
 const MEDIA_KEYS_MS = 5000;
@@ -86,7 +88,7 @@ export function RunPage({ project, runId, params }) {
   if (!data) return <main class="main"><Spinner /></main>;
   return (
     <main class="main run-page">
-      <RunHeader run={data} />
+      <RunHeader run={data} onEdited={run.reload} />
       <HangBanner run={data} />
       <DivergenceBanner run={data} />
       <RunHealth run={data} tab={tab} />
@@ -122,7 +124,7 @@ export function RunPage({ project, runId, params }) {
   );
 }
 
-function RunHeader({ run }) {
+function RunHeader({ run, onEdited }) {
   const now = useNow(1000, run.state === "running");
   return (
     <header class="run-head">
@@ -141,6 +143,7 @@ function RunHeader({ run }) {
         <h1>{run.name || run.id}</h1>
         <StateBadge state={run.state} crashed={run.crashed} />
         {divergenceNote(run) ? <span class="nonfinite-note" data-nonfinite-note>{divergenceNote(run)}</span> : null}
+        <EditRun run={run} onSaved={onEdited} />
       </div>
       <dl class="facts">
         <div><dt>Ranks × nodes</dt><dd data-ranks>{fmtRanks(run)}</dd></div>
@@ -157,7 +160,7 @@ function RunHeader({ run }) {
           <div><dt>Tags</dt><dd class="tags">{run.tags.map((t) => <Tag key={t}>{t}</Tag>)}</dd></div>
         ) : null}
       </dl>
-      {run.notes ? <p class="notes">{run.notes}</p> : null}
+      {run.notes ? <div class="notes" data-notes>{markdown(run.notes)}</div> : null}
       <FailureBanner run={run} />
       <RunAlerts run={run} />
     </header>

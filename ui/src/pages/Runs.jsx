@@ -12,8 +12,11 @@ import { divergenceNote } from "../lib/diagnosis.js";
 import { Empty, ErrorBox, Spinner, StateBadge, Tag } from "../components/common.jsx";
 import {
   STATES, apiParams, clientSort, facets, filtersFromParams, filtersFromView, groupRuns,
-  isFiltered, paramsFromFilters, parseSort, viewFromFilters,
+  aggregate, configKeys, isFiltered, paramsFromFilters, parseFilter, parseSort, searchBody,
+  viewFromFilters, withRange,
 } from "../lib/runsModel.js";
+import { ParallelCoords } from "../components/ParallelCoords.jsx";
+import { BulkTags, FilterBuilder, InlineName } from "../components/RunEdit.jsx";
 
 const POLL_MS = 2000;
 
@@ -24,8 +27,14 @@ export function RunsPage({ project, params }) {
     if (!keepView) next.view = "";
     navigate(href.runs(project, paramsFromFilters(next)), { replace: true });
   };
-  const key = JSON.stringify(apiParams(f));
-  const runs = useLoad((signal) => api.runs(project, JSON.parse(key), { signal }), [project, key], POLL_MS);
+  // A filter from the builder goes to the server's search (W&B's MongoDB-style filters).
+  const searching = parseFilter(f.filter) !== null;
+  const key = JSON.stringify(searching ? searchBody(f) : apiParams(f));
+  const runs = useLoad(
+    (signal) => (searching ? api.searchRuns(project, JSON.parse(key), { signal }) : api.runs(project, JSON.parse(key), { signal })),
+    [project, key, searching],
+    POLL_MS,
+  );
   // Filter choices come from the project's runs regardless of the current filters.
   const all = useLoad((signal) => api.runs(project, { limit: 1000 }, { signal }), [project], 10000);
   const views = useLoad((signal) => api.views(project, { signal }), [project]);
@@ -34,6 +43,8 @@ export function RunsPage({ project, params }) {
 
   const choices = useMemo(() => facets(all.data?.runs ?? []), [all.data]);
   const summaryKeys = useMemo(() => numericSummaryKeys(all.data?.runs ?? []), [all.data]);
+  const cfgKeys = useMemo(() => configKeys(all.data?.runs ?? []), [all.data]);
+  const numericCfg = useMemo(() => configKeys(all.data?.runs ?? [], true), [all.data]);
 
   return (
     <div class="with-sidebar">
@@ -66,6 +77,16 @@ export function RunsPage({ project, params }) {
           </div>
         </header>
         <Filters f={f} set={set} choices={choices} summaryKeys={summaryKeys} />
+        <GroupControls f={f} set={set} cfgKeys={cfgKeys} numericCfg={numericCfg} summaryKeys={summaryKeys} />
+        {f.pc.length && runs.data ? (
+          <ParallelCoords
+            runs={runs.data.runs}
+            axes={f.pc.filter((k) => k !== "~")}
+            metric={f.agg}
+            onBrush={(field, lo, hi) => set({ filter: withRange(f.filter, field, lo, hi) }, { keepView: true })}
+          />
+        ) : null}
+        <BulkTags project={project} selected={selected} onDone={() => { runs.reload(); all.reload(); }} />
         <ErrorBox error={runs.error} onRetry={runs.reload} />
         {runs.data === undefined && !runs.error ? <Spinner /> : null}
         {runs.data ? (
@@ -79,11 +100,12 @@ export function RunsPage({ project, params }) {
               set={set}
               selected={selected}
               setSelected={setSelected}
+              reload={runs.reload}
             />
           ) : (
             <NoRuns
               filtered={isFiltered(f)}
-              onClear={() => set({ state: [], group: "", job_type: "", tag: [], q: "" })}
+              onClear={() => set({ state: [], group: "", job_type: "", tag: [], q: "", filter: "" })}
             />
           )
         ) : null}
@@ -248,12 +270,71 @@ function Filters({ f, set, choices, summaryKeys }) {
           )) : <p class="muted small">No run has tags.</p>}
         </div>
       </details>
+      <FilterBuilder value={f.filter} onApply={(filter) => set({ filter })} fields={summaryKeys.map((k) => `summary.${k}`)} />
       <ColumnPicker keys={summaryKeys} chosen={f.cols} onChange={(cols) => set({ cols }, { keepView: true })} />
       <label class="check" title="Group the rows by run group">
         <input type="checkbox" checked={f.by === "group"} onChange={(e) => set({ by: e.currentTarget.checked ? "group" : "" }, { keepView: true })} />
         Group rows
       </label>
     </div>
+  );
+}
+
+/** Group rows by group, job type or a config key, with a summary metric's mean/min/max
+ * per group; and the parallel-coordinates panel's axes (config keys) against it. */
+function GroupControls({ f, set, cfgKeys, numericCfg, summaryKeys }) {
+  const togglePc = (k) => {
+    const now = f.pc.filter((x) => x !== "~");
+    const next = now.includes(k) ? now.filter((x) => x !== k) : [...now, k];
+    set({ pc: next.length ? next : f.pc.length ? ["~"] : [] }, { keepView: true });
+  };
+  return (
+    <div class="toolbar group-controls">
+      <label class="select">
+        <span>Group by</span>
+        <select aria-label="Group by" value={f.by} onChange={(e) => set({ by: e.currentTarget.value }, { keepView: true })}>
+          <option value="">nothing</option>
+          <option value="group">run group</option>
+          <option value="job_type">job type</option>
+          {cfgKeys.map((k) => <option key={k} value={`config.${k}`}>{`config.${k}`}</option>)}
+        </select>
+      </label>
+      <label class="select">
+        <span>Metric</span>
+        <select aria-label="Aggregate metric" value={f.agg} onChange={(e) => set({ agg: e.currentTarget.value }, { keepView: true })}>
+          <option value="">none</option>
+          {summaryKeys.map((k) => <option key={k} value={k}>{k}</option>)}
+        </select>
+      </label>
+      <label class="check" title="Parallel coordinates of config keys against the metric">
+        <input type="checkbox" aria-label="Parallel coordinates" checked={f.pc.length > 0}
+          onChange={(e) => set({ pc: e.currentTarget.checked ? (numericCfg.slice(0, 4).length ? numericCfg.slice(0, 4) : ["~"]) : [] }, { keepView: true })} />
+        Parallel coordinates
+      </label>
+      {f.pc.length ? (
+        <details class="dropdown" data-pc-axes>
+          <summary class="btn">Axes ({f.pc.filter((x) => x !== "~").length})</summary>
+          <div class="menu">
+            {numericCfg.map((k) => (
+              <label class="check" key={k}>
+                <input type="checkbox" checked={f.pc.includes(k)} onChange={() => togglePc(k)} />
+                {`config.${k}`}
+              </label>
+            ))}
+          </div>
+        </details>
+      ) : null}
+    </div>
+  );
+}
+
+function GroupAggregate({ runs, metric }) {
+  const a = metric ? aggregate(runs, metric) : null;
+  if (!a) return null;
+  return (
+    <span class="group-agg" data-group-agg>
+      {metric}: mean {fmtValue(a.mean)} · min {fmtValue(a.min)} · max {fmtValue(a.max)}
+    </span>
   );
 }
 
@@ -314,7 +395,7 @@ const BASE_COLUMNS = [
   { key: "duration", label: "Duration", sort: "duration", num: true },
 ];
 
-function RunsTable({ project, runs, total, f, set, selected, setSelected, openAlerts }) {
+function RunsTable({ project, runs, total, f, set, selected, setSelected, openAlerts, reload }) {
   const anyRunning = runs.some((r) => r.state === "running");
   const now = useNow(1000, anyRunning);
   // The clock re-sorts only while a run is running (its duration grows); else it is still.
@@ -352,10 +433,16 @@ function RunsTable({ project, runs, total, f, set, selected, setSelected, openAl
       <td class="sel">
         <input type="checkbox" aria-label={`Select ${r.name}`} checked={selected.has(ref(r))} onChange={() => toggle(r)} />
       </td>
-      {columns.map((c) => <td key={c.key} class={c.num ? "num" : ""}>{cell(project, r, c, now, openAlerts)}</td>)}
+      {columns.map((c) => (
+        <td key={c.key} class={c.num ? "num" : ""}>
+          {c.key === "name" ? (
+            <InlineName project={project} run={r} onSaved={reload}>{cell(project, r, c, now, openAlerts)}</InlineName>
+          ) : cell(project, r, c, now, openAlerts)}
+        </td>
+      ))}
     </tr>
   );
-  const grouped = f.by === "group" ? groupRuns(rows) : null;
+  const grouped = f.by ? groupRuns(rows, f.by) : null;
   return (
     <div class="table-wrap">
       <table class="runs">
@@ -364,9 +451,12 @@ function RunsTable({ project, runs, total, f, set, selected, setSelected, openAl
           <tbody key={g.group || "(none)"} class="group-block">
             <tr class="group-row" data-group={g.group}>
               <th colSpan={columns.length + 1} scope="colgroup">
-                {g.group ? <a href={href.group(project, g.group)}>{g.group}</a> : <span class="muted">no group</span>}
+                {g.group && f.by === "group" ? <a href={href.group(project, g.group)}>{g.group}</a>
+                  : g.group ? <span>{f.by === "job_type" ? "" : `${f.by} = `}{g.group}</span>
+                  : <span class="muted">{f.by === "group" ? "no group" : `no ${f.by}`}</span>}
                 <span class="count">{g.runs.length}</span>
                 <GroupStates runs={g.runs} />
+                <GroupAggregate runs={g.runs} metric={f.agg} />
               </th>
             </tr>
             {g.runs.map(row)}
