@@ -110,6 +110,9 @@ CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
         "/api/v1/projects/p/reports/weekly/versions",
         {},
         None,
+    ),
+    (
+        "POST",
         "/api/v1/projects/{project}/runs/search",
         "/api/v1/projects/p/runs/search",
         {},

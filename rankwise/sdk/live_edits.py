@@ -8,7 +8,7 @@ recording: a bad value is warned about once per field and skipped.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
@@ -17,29 +17,23 @@ from ..edits import check_value
 from ..errors import UsageError
 from ..stream import records as R
 
-if TYPE_CHECKING:
-    from .run import Run
-
 LIVE_FIELDS = ("name", "tags", "notes")  # what W&B lets a live run change
 
 
-def set_field(run: Run, field: str, value: Any) -> None:
-    """Record ``field = value`` on ``run`` (see the module docstring)."""
+def checked(field: str, value: Any) -> tuple[bool, Any]:
+    """``(True, the value as recorded)``, or ``(False, None)`` after a warning for a value
+    that cannot be recorded (never raises: a tracking call)."""
     if field == "tags" and isinstance(value, tuple):
         value = list(value)
     try:
-        clean = check_value(field, value)
+        return True, check_value(field, value)
     except UsageError as exc:
         _log.warn(f"run.{field} = {value!r:.60} was not recorded: {exc}")
-        return
-    start = run._start
+        return False, None
+
+
+def edited_start(start: R.StreamStart, field: str, clean: Any) -> R.StreamStart:
+    """The run's own view of its start record with ``field`` changed."""
     if field == "tags":
-        run._start = msgspec.structs.replace(start, tags=list(clean))
-    else:
-        run._start = msgspec.structs.replace(start, **{field: clean})
-    writer = run._writer
-    if writer is None or run._closed:
-        if run._recording:
-            _log.warn(f"run.{field} was set after run {run.id!r} ended: not recorded")
-        return
-    writer.put_control(lambda seq, t: R.RunEdit(seq, t, field, clean))
+        return msgspec.structs.replace(start, tags=list(clean))
+    return msgspec.structs.replace(start, **{field: clean})

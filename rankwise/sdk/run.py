@@ -50,9 +50,18 @@ def _not_hooked(run: Run) -> AbstractContextManager[None]:
 
 def _set(field: str) -> Callable[[Run, Any], None]:
     def setter(run: Run, value: Any) -> None:
-        from .live_edits import set_field
+        from .live_edits import checked, edited_start
 
-        set_field(run, field, value)
+        ok, clean = checked(field, value)
+        if not ok:
+            return
+        run._start = edited_start(run._start, field, clean)
+        writer = run._writer
+        if writer is None or run._closed:
+            if run._recording:
+                _log.warn(f"run.{field} was set after run {run.id!r} ended: not recorded")
+            return
+        writer.put_control(lambda seq, t: R.RunEdit(seq, t, field, clean))
 
     return setter
 
