@@ -130,6 +130,13 @@ class Api:
         return project, id
 
     # -- editing (rankwise.manage) -------------------------------------------------------
+    def update_run(self, run: RunInfo) -> RunInfo:
+        """Keep what was changed on ``run`` (name, tags, notes, group, job type) since it
+        was read (``RunInfo.update()``, W&B's ``Run.update()``); the run as kept."""
+        from . import manage
+
+        return manage.update(run)
+
     def edit_run(
         self,
         id: str,

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..edits import Edit
 from ..stream import records as R
 from ..stream.identity import StreamId
 from ..wire.charts import Band, Series, XAxis
@@ -25,8 +26,6 @@ from ..wire.health import ConsolePage, StallEvent, SystemSeries
 from ..wire.media import HistogramsEntry, MediaKey, MediaReply
 from ..wire.runs import CrossRankValue, RunInfo, SavedView
 from .reports import ReportStore
-from .run_edits import RunEditStore
-from .run_filters import RunFilterStore
 from .types import ConsoleQuery, TableRow
 
 if TYPE_CHECKING:
@@ -317,6 +316,33 @@ class AlertStore(Protocol):
     def settle_delivery(
         self, outbox: int, *, delivered: bool, error: str = "", retry_at: float | None = None
     ) -> None: ...
+
+
+class RunEditStore(Protocol):
+    """The part of ``Store`` that edits runs."""
+
+    def edit_run(self, project: str, run_id: str, edits: Sequence[Edit]) -> bool:
+        """Keep ``edits`` of the run (an edit equal to one kept is kept once); False
+        when there is no such run."""
+
+    def run_edits(self, project: str, run_id: str) -> list[Edit] | None:
+        """The run's edits, oldest first (None: no such run)."""
+
+
+class RunFilterStore(Protocol):
+    """The part of ``Store`` that finds runs by a filter."""
+
+    def find_runs(
+        self,
+        project: str,
+        filters: dict[str, Any] | None = None,
+        order: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> tuple[list[RunInfo], int]:
+        """One page of the project's runs that ``filters`` (W&B's MongoDB-style,
+        ``rankwise.filters``) picks, ordered by ``order``, and the count of all of them.
+        A bad filter raises ``UsageError`` naming the operator or field."""
 
 
 class Store(

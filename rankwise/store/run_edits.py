@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from ..edits import Edit, apply, live_edits
 from ..stream import records as R
@@ -24,17 +24,6 @@ _INSERT = (
     "INSERT INTO run_edits (run, at, field, value, source, who) VALUES (?, ?, ?, ?, ?, ?) "
     "ON CONFLICT (run, at, field, source) DO NOTHING"
 )
-
-
-class RunEditStore(Protocol):
-    """The part of ``Store`` that edits runs."""
-
-    def edit_run(self, project: str, run_id: str, edits: Sequence[Edit]) -> bool:
-        """Keep ``edits`` of the run (an edit equal to one kept is kept once); False
-        when there is no such run."""
-
-    def run_edits(self, project: str, run_id: str) -> list[Edit] | None:
-        """The run's edits, oldest first (None: no such run)."""
 
 
 def _row(edit: Edit, run: int) -> tuple[Any, ...]:

@@ -20,7 +20,7 @@ import re
 import time
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any
 
 from .. import filters as F
 from ..read.summary import complete_step
@@ -33,22 +33,6 @@ from .tx import Tx, marks
 # are imported where used.
 
 REFRESH_BATCH = 200  # runs refolded per write transaction
-
-
-class RunFilterStore(Protocol):
-    """The part of ``Store`` that finds runs by a filter."""
-
-    def find_runs(
-        self,
-        project: str,
-        filters: dict[str, Any] | None = None,
-        order: str | None = None,
-        limit: int = 100,
-        offset: int = 0,
-    ) -> tuple[list[RunInfo], int]:
-        """One page of the project's runs that ``filters`` (W&B's MongoDB-style,
-        ``rankwise.filters``) picks, ordered by ``order``, and the count of all of them.
-        A bad filter raises ``UsageError`` naming the operator or field."""
 
 
 @lru_cache(maxsize=256)

@@ -282,9 +282,10 @@ class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
         ``job_type`` of this run (W&B's ``Run.update()``); returns the run as kept.
         A data directory keeps them beside the run's streams, a server in its store
         (a writer token). See ``rankwise.manage``."""
-        from ..manage import update
-
-        return update(self)
+        api = getattr(self, "_api", None)  # set by rankwise.Api when it reads the run
+        if api is None:
+            raise UsageError("this run was not read through rankwise.Api: nothing to update")
+        return api.update_run(self)  # type: ignore[no-any-return]
 
     def attach(self, source: RunSource) -> RunInfo:
         """Remember the reader that made this run (never encoded); returns the run."""
