@@ -146,6 +146,15 @@ record_strategies = [
         level=st.sampled_from(["INFO", "WARN", "ERROR"]),
         wait_duration=finite,
     ),
+    st.builds(
+        R.Provenance,
+        seq=seqs,
+        time=times,
+        scope=st.sampled_from(["run", "node"]),
+        info=st.dictionaries(names, st.one_of(st.text(max_size=12), st.booleans())),
+        diff_digest=st.one_of(st.none(), st.text("0123456789abcdef", min_size=64, max_size=64)),
+        diff_size=st.integers(0, 2**20),
+    ),
 ]
 any_record = st.one_of(*record_strategies)
 

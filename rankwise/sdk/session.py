@@ -26,7 +26,7 @@ from ..stream import streamkey
 from ..stream.files import check_case_aliases, create_stream_file, list_streams, streams_dir
 from ..stream.fold import pid_namespace
 from ..stream.frames import scan
-from . import announce, flight, hooks
+from . import announce, flight, hooks, provenance
 from .dist import agree_base_id, check_id, detect
 from .mappings import as_config_dict
 from .modes import place
@@ -205,7 +205,7 @@ def init(
     start.data_dir = str(root)
     start.python = platform.python_version()
     start.platform = platform.platform()
-    start.argv = [str(a) for a in sys.argv]
+    start.argv = provenance.mask_argv([str(a) for a in sys.argv])
     start.key_digest = _stream_key(path)
     writer = StreamWriter(fd, start, opts.flush_interval, opts.heartbeat_interval, opts.fsync)
     run = Run(
@@ -234,6 +234,7 @@ def init(
     writer.start()
     hooks.register(run)
     _attach_health(run, opts)
+    provenance.attach(run)
     if tensorboard:
         from . import tensorboard as tb
 

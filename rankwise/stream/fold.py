@@ -92,6 +92,9 @@ class StreamFold:
     key_digest: str | None = None
     # Per metric, the first non-finite value the stream logged (module docstring).
     first_nonfinite: dict[str, FirstNonFinite] = field(default_factory=dict)
+    # What ran (``Provenance`` records) by scope, the latest of each: ``run`` on the
+    # primary, ``node`` on each node's local rank 0.
+    provenance: dict[str, R.Provenance] = field(default_factory=dict)
 
     def note_nonfinite(self, key: str, step: int, time: float, value: float) -> None:
         """Keep ``value`` as ``key``'s first non-finite one unless one came before."""
@@ -183,6 +186,8 @@ class StreamFold:
                 ) + len(rec.lines)
             elif isinstance(rec, R.DefineMetric):
                 self.metric_defs[rec.name] = rec
+            elif isinstance(rec, R.Provenance):
+                self.provenance[rec.scope] = rec
             elif isinstance(rec, R.Stall):
                 if rec.cleared:
                     self.stall = None

@@ -25,6 +25,12 @@ thread's) and ``flight`` (the process's last flight-recorder entries, ``Collecti
 from which readers tell which collective a hung job waits in (``rankwise.hang``). An
 older ``Stall`` reads with neither: its hang report is told from ``where`` alone.
 
+Schema 5 added ``Provenance`` (tag 16): what ran, recorded off the training thread after
+``init()`` (``rankwise.sdk.provenance``): the primary's git state, program and packages
+(``scope="run"``, the diff of tracked files a blob) and each node's host, versions and
+GPUs (``scope="node"``). From schema 5 on, a reader skips a record whose tag it does not
+know (a newer writer's) instead of calling the frame damaged.
+
 Values that travel in ``Metrics.values`` have already been coerced to ``float`` / ``int``
 / ``bool`` by the writer thread (see ``rankwise.sdk.values``); NaN and ±Inf are kept.
 """
@@ -35,7 +41,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # What a store can hold, checked by the decoder (in C, at no cost): integers within 64
 # bits (msgpack goes up to 2**64 - 1) and finite times. A frame holding anything else
@@ -310,6 +316,21 @@ class Alert(Record, tag=15):
     wait_duration: float = 0.0
 
 
+class Provenance(Record, tag=16):
+    """What ran (``rankwise.sdk.provenance``). ``scope`` is ``run`` (the primary's: git,
+    program, packages) or ``node`` (each node's local rank 0: host, OS, versions, GPUs);
+    ``info`` holds the captured fields (``rankwise.wire.code`` spells them). The diff of
+    tracked files, when captured, is the blob ``diff_digest`` (``diff_size`` bytes)."""
+
+    scope: str
+    info: dict[str, Json] = {}
+    diff_digest: str | None = None
+    diff_size: Int = 0
+
+    def blob_digests(self) -> list[str]:
+        return [self.diff_digest] if self.diff_digest else []
+
+
 AnyRecord = (
     StreamStart
     | Metrics
@@ -326,6 +347,7 @@ AnyRecord = (
     | HistogramRec
     | DefineMetric
     | Alert
+    | Provenance
 )
 
 RECORD_TYPES: tuple[type[Record], ...] = (
@@ -344,6 +366,7 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     HistogramRec,
     DefineMetric,
     Alert,
+    Provenance,
 )
 
 # The payload of one frame: [schema version, [record, record, ...]].
@@ -351,6 +374,11 @@ Payload = tuple[int, list[AnyRecord]]
 
 _encoder = msgspec.msgpack.Encoder()
 _decoder = msgspec.msgpack.Decoder(Payload)
+_raw_payload = msgspec.msgpack.Decoder(tuple[int, list[msgspec.Raw]])
+_one_record = msgspec.msgpack.Decoder(AnyRecord)
+_fields = msgspec.msgpack.Decoder(list[msgspec.Raw])
+_int = msgspec.msgpack.Decoder(int)
+_KNOWN_TAGS = frozenset(int(t.__struct_config__.tag) for t in RECORD_TYPES)  # type: ignore[arg-type]
 
 
 def encode_payload(records: list[AnyRecord]) -> bytes:
@@ -360,8 +388,28 @@ def encode_payload(records: list[AnyRecord]) -> bytes:
 
 def decode_payload(data: bytes | memoryview) -> list[AnyRecord]:
     """Decode one frame payload; raises ``msgspec.DecodeError`` on bad input."""
-    _version, records = _decoder.decode(data)
+    try:
+        _version, records = _decoder.decode(data)
+    except msgspec.ValidationError:
+        return _known_records(data)
     return records  # type: ignore[no-any-return]
+
+
+def _known_records(data: bytes | memoryview) -> list[AnyRecord]:
+    """A frame holding a record of a tag this module does not know (a newer writer's):
+    the records it knows, the others skipped. Raises as ``decode_payload`` when a known
+    record is bad."""
+    _version, raws = _raw_payload.decode(data)
+    out: list[AnyRecord] = []
+    for raw in raws:
+        try:
+            tag: int | None = _int.decode(_fields.decode(raw)[0])
+        except (msgspec.DecodeError, IndexError):
+            tag = None
+        if isinstance(tag, int) and tag not in _KNOWN_TAGS:
+            continue
+        out.append(_one_record.decode(raw))
+    return out
 
 
 STATES = ("running", "finished", "failed", "killed", "crashed")
