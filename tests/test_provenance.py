@@ -240,3 +240,68 @@ def test_a_reader_skips_a_record_of_a_tag_it_does_not_know() -> None:
     bad = enc.encode((R.SCHEMA_VERSION, [[2, 0, 0.0, "not a step", {}]]))
     with pytest.raises(msgspec.ValidationError):
         R.decode_payload(bad)
+
+
+def _sources(root: Path) -> None:
+    (root / "pkg").mkdir(parents=True)
+    (root / "train.py").write_text("import pkg.model\n")
+    (root / "pkg" / "model.py").write_text("LAYERS = 12\n")
+    (root / "notes.txt").write_text("not python\n")
+    (root / ".venv" / "lib").mkdir(parents=True)
+    (root / ".venv" / "lib" / "site.py").write_text("# an environment's file\n")
+
+
+def test_log_code_saves_a_code_artifact_and_restore_reads_it_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rankwise import wandb
+
+    for name in list(os.environ):
+        if name.startswith(("WANDB_", "RANKWISE_")) and not name.startswith("RANKWISE_TEST_"):
+            monkeypatch.delenv(name)
+    data = tmp_path / "data"
+    monkeypatch.setenv("RANKWISE_DIR", str(data))
+    monkeypatch.setenv("RANKWISE_SILENT", "1")
+    src = tmp_path / "src"
+    _sources(src)
+    monkeypatch.chdir(src)
+
+    # rankwise's own: run.log_code (W&B's defaults: *.py, environments left out)
+    run = rankwise.init(project="lc", system=False, console="off", stall_timeout=0)
+    art = run.log_code()
+    art.wait(60)
+    assert art.type == "code" and art.name == f"source-lc-{run.id}"
+    assert sorted(e.path for e in art.files()) == ["pkg/model.py", "train.py"]
+    only_model = run.log_code(
+        ".", name="model-only", include_fn=lambda p, r: p.endswith("model.py")
+    )
+    assert [e.path for e in only_model.wait(60).files()] == ["pkg/model.py"]
+    run.finish()
+    got = rankwise.Api(dir=data).run(run.id, project="lc")
+    assert {a.type for a in got.logged_artifacts()} == {"code"}
+
+    # rankwise.wandb: log_code, save, then restore from another process's point of view
+    wrun = wandb.init(project="lc")
+    assert wandb.log_code(".") is not None
+    wandb.save(str(src / "notes.txt"), base_path=str(src), policy="now")
+    wid = wrun.id
+    wandb.finish()
+    out = tmp_path / "out"
+    f = wandb.restore("pkg/model.py", run_path=f"me/lc/{wid}", root=str(out))
+    assert f is not None
+    with f:
+        assert f.read() == "LAYERS = 12\n"
+    assert (out / "pkg" / "model.py").read_text() == "LAYERS = 12\n"
+    g = wandb.restore("notes.txt", run_path=f"lc/{wid}", root=str(out))  # a save()d file
+    assert g is not None
+    with g:
+        assert g.read() == "not python\n"
+    assert wandb.restore("missing.py", run_path=f"lc/{wid}", root=str(out)) is None
+    # An existing file is kept unless replace=True.
+    (out / "pkg" / "model.py").write_text("changed\n")
+    with wandb.restore("pkg/model.py", run_path=f"lc/{wid}", root=str(out)) as h:
+        assert h.read() == "changed\n"
+    with wandb.restore("pkg/model.py", run_path=f"lc/{wid}", root=str(out), replace=True) as h:
+        assert h.read() == "LAYERS = 12\n"
+    wandb._reset_globals()
+    wandb._ever_initialized[0] = False
