@@ -121,8 +121,8 @@ export function OverviewTab({ run }) {
               </thead>
               <tbody>
                 {nodes.map((n) => (
-                  <tr key={`${n.node}-${n.host}`} data-node={n.node}>
-                    <td>{n.node}</td><td>{n.host}</td><td>{n.os ?? "–"}</td><td>{n.python ?? "–"}</td><td>{n.torch ?? "–"}</td>
+                  <tr key={`${n.node ?? 0}-${n.host}`} data-node={n.node ?? 0}>
+                    <td>{n.node ?? 0}</td><td>{n.host ?? "–"}</td><td>{n.os ?? "–"}</td><td>{n.python ?? "–"}</td><td>{n.torch ?? "–"}</td>
                     <td>{n.cuda ?? "–"}</td><td>{n.nccl ?? "–"}</td><td>{n.driver ?? "–"}</td><td>{(n.gpus ?? []).join(", ") || "–"}</td>
                   </tr>
                 ))}
