@@ -7,9 +7,11 @@ off; a hung ``git`` does not delay ``init()``; secrets are never recorded."""
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +21,6 @@ import pytest
 
 import rankwise
 from rankwise.sdk import provenance as P
-from rankwise.sdk.sync import sync
 from rankwise.stream import records as R
 
 from .helpers.runs import FAST_ENV
@@ -91,6 +92,14 @@ def _check(run: rankwise.RunInfo, commit: str) -> None:
     assert node.host and node.python and node.torch
     meta = run.metadata
     assert meta["code"]["git"]["commit"] == commit
+    # run.log_code()'s artifact: a file of it restored (rankwise.wandb.restore's path)
+    from rankwise.sdk import code
+
+    with tempfile.TemporaryDirectory() as out:
+        f = code.restore(run, "model.py", out)
+        assert f is not None
+        with f:
+            assert f.read() == "LR = 0.3  # tuned\n"
     text = msgspec.json.encode(meta).decode()
     for secret in (SECRET_TOKEN, SECRET_ARG, SECRET_ENV):
         assert secret not in text
@@ -120,10 +129,14 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 def test_servers_show_what_ran(job: tuple[Path, str], db_url: str, tmp_path: Path,
                                monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     data, commit = job
+    data = Path(shutil.copytree(data, tmp_path / "data"))  # each server syncs it afresh
     with ServerProcess.db(db_url, tmp_path / "server.log") as srv:
         monkeypatch.setenv("RANKWISE_TOKEN", srv.token or "")
-        report = sync(data, srv.url, progress=False)
-        assert report is not None
+        out = subprocess.run(  # rankwise sync: the streams, the diff blob and the artifacts
+            [sys.executable, "-m", "rankwise.cli", "sync", str(data), "--no-progress"],
+            env=srv.env(), capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stdout + out.stderr
         run = rankwise.Api(server=srv.url).run("pv", project="prov")
         _check(run, commit)
         reply = srv.get("/api/v1/projects/prov/runs/pv").json()

@@ -21,5 +21,7 @@ for step in range(a.steps):
     t = torch.tensor([float(step)])
     dist.all_reduce(t)
     run.log({"loss": 1.0 / (step + 1), "sum": t.item()}, step=step)
+if run.rank == 0:
+    run.log_code(".").wait(60)  # the repository's *.py files, as a code artifact
 run.finish()
 dist.destroy_process_group()
