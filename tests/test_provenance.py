@@ -318,3 +318,22 @@ def test_log_code_saves_a_code_artifact_and_restore_reads_it_back(
         assert h.read() == "LAYERS = 12\n"
     wandb._reset_globals()
     wandb._ever_initialized[0] = False
+
+
+def test_a_live_upload_carries_the_diff_blob(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = tmp_path / "repo"
+    commit = make_repo(repo)
+    with ServerProcess.db(f"sqlite:///{tmp_path / 'db.sqlite'}", tmp_path / "server.log") as srv:
+        monkeypatch.setenv("RANKWISE_TOKEN", srv.token or "")
+        monkeypatch.chdir(repo)
+        run = rankwise.init(project="live", dir=tmp_path / "data", server=srv.url, system=False,
+                            console="off", stall_timeout=0,
+                            settings={"upload_interval": 0.05, "flush_interval": 0.02})  # fmt: skip
+        run.log({"x": 1})
+        run.finish()
+        got = rankwise.Api(server=srv.url).run(run.id, project="live")
+        assert got.git is not None and got.git.commit == commit and got.git.dirty is True
+        diff = got.diff()
+        assert diff is not None and "+LR = 0.3  # tuned" in diff
