@@ -337,3 +337,16 @@ def test_a_live_upload_carries_the_diff_blob(
         assert got.git is not None and got.git.commit == commit and got.git.dirty is True
         diff = got.diff()
         assert diff is not None and "+LR = 0.3  # tuned" in diff
+
+
+def test_rankwise_show_names_the_commit(job: tuple[Path, str]) -> None:
+    data, commit = job
+    out = subprocess.run(
+        [sys.executable, "-m", "rankwise.cli", "show", "pv", "--project", "prov",
+         "--dir", str(data)],
+        env=subprocess_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.startswith("git "))
+    assert commit[:12] in line and "main" in line and "(dirty)" in line
+    assert "https://git.example.com/team/repo.git" in line and SECRET_TOKEN not in out.stdout
