@@ -71,6 +71,14 @@ class Settings:
     upload_interval: float = 1.0
     # Cap of the exponential backoff between retries while the server is unreachable (s).
     upload_backoff_max: float = 30.0
+    # What ran, recorded at init off the training thread (rankwise.sdk.provenance): the
+    # git commit, branch, remote and dirty flag; the diff of tracked files (a blob); the
+    # installed packages. Each can be turned off (RANKWISE_GIT=0 ...). The capture gives
+    # up on what it has not got after provenance_timeout seconds.
+    git: bool = True
+    save_code: bool = True
+    packages: bool = True
+    provenance_timeout: float = 15.0
     # Remote mode: the ingest token sent as ``Authorization: Bearer`` (env RANKWISE_TOKEN).
     # Kept out of repr() and never written to a stream file or a message.
     token: str | None = field(default=None, repr=False)
@@ -112,6 +120,7 @@ class Settings:
             "upload_timeout",
             "upload_interval",
             "upload_backoff_max",
+            "provenance_timeout",
         ):
             if not float(getattr(self, name)) > 0:
                 raise UsageError(f"setting {name} must be a positive number of seconds")

@@ -153,6 +153,15 @@ record_strategies = [
         field=st.sampled_from(["name", "tags", "notes"]),
         value=st.one_of(st.none(), st.text(max_size=20), st.lists(st.text(max_size=8))),
     ),
+    st.builds(
+        R.Provenance,
+        seq=seqs,
+        time=times,
+        scope=st.sampled_from(["run", "node"]),
+        info=st.dictionaries(names, st.one_of(st.text(max_size=12), st.booleans())),
+        diff_digest=st.one_of(st.none(), st.text("0123456789abcdef", min_size=64, max_size=64)),
+        diff_size=st.integers(0, 2**20),
+    ),
 ]
 any_record = st.one_of(*record_strategies)
 

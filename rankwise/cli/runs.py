@@ -231,6 +231,11 @@ def cmd_show(args: argparse.Namespace) -> int:
             f"python   {env.get('python') or '-'} on {env.get('platform') or '-'}   "
             f"launcher {env.get('launcher') or '-'}   rankwise {env.get('rankwise_version') or '-'}"
         )
+    git = run.git
+    if git is not None and git.commit:
+        state = "dirty" if git.dirty else "clean"
+        print(f"git      {git.commit[:12]} on {git.branch or 'a detached HEAD'} ({state})"
+              f"{'   ' + git.remote if git.remote else ''}")  # fmt: skip
     print("\nconfig")
     for k, v in sorted(run.config.items()):
         if k == "_wandb":  # rankwise.wandb's run metadata, hidden as wandb.config hides it

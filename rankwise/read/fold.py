@@ -28,6 +28,7 @@ from ..hang import HangReport, RankPosition, hang_report
 from ..stream import records as R
 from ..stream.fold import FirstNonFinite, StreamFold, StreamState, run_state, stream_state
 from ..wire.runs import MetricDefinition, RunInfo, StreamInfo, Unsynced
+from .code import code_of, nodes_of
 from .summary import environment
 
 
@@ -53,6 +54,8 @@ class StreamFacts:
     stall: R.Stall | None = None  # the open stall, with stacks and flight-recorder entries
     # Per metric, the stream's first non-finite value (StreamFold.first_nonfinite).
     first_nonfinite: dict[str, FirstNonFinite] = field(default_factory=dict)
+    # What ran, by scope (StreamFold.provenance).
+    provenance: dict[str, R.Provenance] = field(default_factory=dict)
 
     @classmethod
     def of(cls, label: str, incarnation: int, fold: StreamFold, **where: Any) -> StreamFacts:
@@ -73,6 +76,7 @@ class StreamFacts:
             metric_defs=fold.metric_defs,
             stall=fold.stall,
             first_nonfinite=fold.first_nonfinite,
+            provenance=fold.provenance,
             **where,
         )
 
@@ -202,6 +206,8 @@ def fold_run(
         unsynced_detail=None,  # the server's to say (``unsynced``)
         streams=streams,
         rank_summaries=ranks,
+        code=code_of(ordered),
+        nodes=nodes_of(facts),
         defined_metrics=_defined_metrics(ordered),
     )
 

@@ -195,6 +195,11 @@ class LocalRun:
 
         return local_histograms(self._streams(run), key)
 
+    def blob(self, run: RunInfo, digest: str) -> bytes:
+        from ..stream.blobs import read_blob
+
+        return read_blob(self._root / run.project / run.id, digest)
+
     def artifacts(self, run: RunInfo) -> tuple[list[Artifact], list[Artifact]]:
         """From the local artifact store of the run's data directory."""
         from ..artifacts.artifact import Artifact

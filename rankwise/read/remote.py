@@ -175,6 +175,9 @@ class RemoteRun:
         data = msgspec.convert(self._reader.get(self._path(run, "/health"), params), HealthReply)
         return data.ranks
 
+    def blob(self, run: RunInfo, digest: str) -> bytes:
+        return self._reader.blob(run.project, digest)
+
     def artifacts(self, run: RunInfo) -> tuple[list[Artifact], list[Artifact]]:
         """``GET /api/v1/runs/{project}/{run}/artifacts``; each version's manifest asked
         for on its own (the run's reply lists versions without them)."""

@@ -493,6 +493,20 @@ class Run:
             self._any_handle(), artifact_or_path, name=name, type=type, aliases=aliases, tags=tags
         )
 
+    def log_code(
+        self,
+        root: str | os.PathLike[str] | None = ".",
+        name: str | None = None,
+        include_fn: Callable[..., bool] | None = None,
+        exclude_fn: Callable[..., bool] | None = None,
+    ) -> Any:
+        """Save the source files under ``root`` (``*.py`` by default) as an artifact of
+        type ``code`` (``rankwise.sdk.code``); returns it (None when nothing matched)."""
+        from . import code
+
+        return code.log_code(self, root, name, include_fn or code.include_py,
+                             exclude_fn or code.exclude_default)  # fmt: skip
+
     def use_artifact(
         self,
         artifact_or_name: Any,

@@ -26,7 +26,7 @@ from ..stream import streamkey
 from ..stream.files import check_case_aliases, create_stream_file, list_streams, streams_dir
 from ..stream.fold import pid_namespace
 from ..stream.frames import scan
-from . import announce, flight, hooks
+from . import announce, flight, hooks, provenance
 from .dist import Identity, agree_base_id, check_id, detect
 from .mappings import as_config_dict
 from .modes import Placement, place
@@ -190,6 +190,7 @@ def init(
     writer.start()
     hooks.register(run)
     _attach_health(run, opts)
+    provenance.attach(run)
     if tensorboard:
         from . import tensorboard as tb
 
@@ -261,7 +262,7 @@ def _stamp(start: R.StreamStart, incarnation: int, root: Path, path: Path) -> No
     start.data_dir = str(root)
     start.python = platform.python_version()
     start.platform = platform.platform()
-    start.argv = [str(a) for a in sys.argv]
+    start.argv = provenance.mask_argv([str(a) for a in sys.argv])
     start.key_digest = _stream_key(path)
 
 

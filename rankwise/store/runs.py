@@ -57,6 +57,7 @@ def stream_facts(cols: Sequence[Any], fold: StreamFold | None = None) -> StreamF
         metric_defs=dict(fold.metric_defs) if fold else {},
         stall=fold.stall if fold else None,
         first_nonfinite=dict(fold.first_nonfinite) if fold else {},
+        provenance=dict(fold.provenance) if fold else {},
     )
 
 

@@ -95,6 +95,10 @@ class StreamFold:
     # ``run.name = ...`` and friends on the live run, in stream order (rankwise.edits).
     edits: list[R.RunEdit] = field(default_factory=list)
 
+    # What ran (``Provenance`` records) by scope, the latest of each: ``run`` on the
+    # primary, ``node`` on each node's local rank 0.
+    provenance: dict[str, R.Provenance] = field(default_factory=dict)
+
     def note_nonfinite(self, key: str, step: int, time: float, value: float) -> None:
         """Keep ``value`` as ``key``'s first non-finite one unless one came before."""
         held = self.first_nonfinite.get(key)
@@ -187,6 +191,9 @@ class StreamFold:
                 self.metric_defs[rec.name] = rec
             elif isinstance(rec, R.RunEdit):
                 self.edits.append(rec)
+
+            elif isinstance(rec, R.Provenance):
+                self.provenance[rec.scope] = rec
             elif isinstance(rec, R.Stall):
                 if rec.cleared:
                     self.stall = None

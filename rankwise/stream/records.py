@@ -31,6 +31,11 @@ Schema 5 added ``RunEdit`` (tag 16): ``run.name = ...``, ``run.tags = ...``,
 does not know decodes without it (``decode_payload``), so a later record type is
 skipped by readers of this generation rather than read as damage.
 
+Schema 6 added ``Provenance`` (tag 17): what ran, recorded off the training thread after
+``init()`` (``rankwise.sdk.provenance``): the primary's git state, program and packages
+(``scope="run"``, the diff of tracked files a blob) and each node's host, versions and
+GPUs (``scope="node"``).
+
 Values that travel in ``Metrics.values`` have already been coerced to ``float`` / ``int``
 / ``bool`` by the writer thread (see ``rankwise.sdk.values``); NaN and ±Inf are kept.
 """
@@ -41,7 +46,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # What a store can hold, checked by the decoder (in C, at no cost): integers within 64
 # bits (msgpack goes up to 2**64 - 1) and finite times. A frame holding anything else
@@ -325,6 +330,21 @@ class RunEdit(Record, tag=16):
     value: Json = None
 
 
+class Provenance(Record, tag=17):
+    """What ran (``rankwise.sdk.provenance``). ``scope`` is ``run`` (the primary's: git,
+    program, packages) or ``node`` (each node's local rank 0: host, OS, versions, GPUs);
+    ``info`` holds the captured fields (``rankwise.wire.code`` spells them). The diff of
+    tracked files, when captured, is the blob ``diff_digest`` (``diff_size`` bytes)."""
+
+    scope: str
+    info: dict[str, Json] = {}
+    diff_digest: str | None = None
+    diff_size: Int = 0
+
+    def blob_digests(self) -> list[str]:
+        return [self.diff_digest] if self.diff_digest else []
+
+
 AnyRecord = (
     StreamStart
     | Metrics
@@ -342,6 +362,7 @@ AnyRecord = (
     | DefineMetric
     | Alert
     | RunEdit
+    | Provenance
 )
 
 RECORD_TYPES: tuple[type[Record], ...] = (
@@ -361,6 +382,7 @@ RECORD_TYPES: tuple[type[Record], ...] = (
     DefineMetric,
     Alert,
     RunEdit,
+    Provenance,
 )
 
 # The payload of one frame: [schema version, [record, record, ...]].

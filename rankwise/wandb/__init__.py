@@ -92,7 +92,7 @@ def _pre_init_log(
 
 _RUN_METHODS = (
     "watch", "unwatch", "save", "use_artifact", "log_artifact", "log_model", "use_model",
-    "link_model", "define_metric", "alert", "mark_preempting",
+    "link_model", "define_metric", "alert", "mark_preempting", "log_code",
 )  # fmt: skip
 
 run: Run | None = None
@@ -110,6 +110,7 @@ link_model: Any
 define_metric: Any
 alert: Any
 mark_preempting: Any
+log_code: Any
 
 
 def _reset_globals(_run: Run | None = None) -> None:
@@ -261,8 +262,22 @@ def _unsupported(name: str) -> Any:
 sweep = _unsupported("sweep")
 agent = _unsupported("agent")
 controller = _unsupported("controller")
-restore = _unsupported("restore")
-log_code = _unsupported("log_code")
+
+
+def restore(
+    name: str,
+    run_path: str | None = None,
+    replace: bool = False,
+    root: str | os.PathLike[str] | None = None,
+) -> Any:
+    """W&B's ``wandb.restore``: the file ``name`` saved with a run's code
+    (``run.log_code``) or ``save()``, written under ``root`` (default the current run's
+    ``run.dir``, else ``.``) and opened for reading; None when the run has no such file.
+    ``run_path`` is ``"entity/project/run_id"`` (or ``"project/run_id"``); without it,
+    the current run."""
+    from ._run_extras import restore_file
+
+    return restore_file(run, name, run_path, replace, root)
 
 
 def install() -> None:
@@ -288,7 +303,7 @@ __all__ = [
     "AlertLevel", "Api", "Artifact", "Audio", "CommError", "Config", "Error", "Histogram",
     "Html", "Image", "Run", "RunDisabled", "Settings", "Table", "UsageError", "Video",
     "__version__", "agent", "alert", "config", "controller", "define_metric", "errors",
-    "finish", "init", "install", "log", "log_artifact", "log_model", "login",
+    "finish", "init", "install", "log", "log_artifact", "log_code", "log_model", "login",
     "mark_preempting", "require", "restore", "run", "save", "setup", "summary", "sweep",
     "teardown", "termerror", "termlog", "termwarn", "unwatch", "use_artifact", "use_model",
     "watch",

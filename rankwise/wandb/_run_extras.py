@@ -100,6 +100,28 @@ class RunExtras:
                 self._saved.append((source, dest))
         return out
 
+    def log_code(
+        self,
+        root: str | None = ".",
+        name: str | None = None,
+        include_fn: Any = None,
+        exclude_fn: Any = None,
+    ) -> Any:
+        """Save the source files under ``root`` (``*.py``) as an artifact of type
+        ``code`` (``rankwise.sdk.code``); returns it, or None when nothing matched."""
+        method = self._native("log_code")
+        return method and method(root, name=name, include_fn=include_fn, exclude_fn=exclude_fn)
+
+    def restore(
+        self,
+        name: str,
+        run_path: str | None = None,
+        replace: bool = False,
+        root: str | None = None,
+    ) -> Any:
+        """``wandb.restore`` for this run (or ``run_path``'s)."""
+        return restore_file(self, name, run_path, replace, root)
+
     def alert(
         self, title: str, text: str, level: str | Any = None, wait_duration: Any = None
     ) -> None:
@@ -185,3 +207,32 @@ class RunExtras:
         self, artifact: Any, target_path: str, aliases: Sequence[str] | None = None
     ) -> None:
         warn_once("link-artifact", "link_artifact(): rankwise has no registry: ignored")
+
+
+def restore_file(current: Any, name: str, run_path: str | None, replace: bool, root: Any) -> Any:
+    """``wandb.restore``: see ``rankwise.wandb.restore``."""
+    from .. import Api
+    from ..sdk import code
+    from .errors import Error
+
+    inner = getattr(current, "_inner", None)
+    if run_path is None:
+        if inner is None:
+            raise Error("You must call wandb.init() before wandb.restore(), or give run_path")
+        project, run_id = inner.project, inner.id
+    else:
+        parts = [p for p in str(run_path).split("/") if p and p != "runs"]
+        if len(parts) < 2:
+            raise ValueError(f"run_path {run_path!r}: give 'entity/project/run_id'")
+        project, run_id = parts[-2], parts[-1]
+    if inner is not None and getattr(inner, "server", None):
+        api = Api(server=inner.server)
+    elif inner is not None:
+        api = Api(dir=inner.dir.parent.parent)
+    else:
+        server = os.environ.get("RANKWISE_SERVER")
+        api = Api(server=server) if server else Api()
+    if root is None:
+        root = current.dir if current is not None and inner is not None else "."
+    found = api.run(run_id, project=project)
+    return code.restore(found, name, root, replace=replace)

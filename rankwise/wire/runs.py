@@ -29,6 +29,7 @@ from ..divergence import Divergence, RankNonFinite
 from ..errors import KeyNotLoggedError, UsageError
 from ..failures import Failure
 from ..hang import HangReport
+from ..wire.code import CodeInfo, GitInfo, NodeInfo
 
 if TYPE_CHECKING:
     from ..artifacts.artifact import Artifact
@@ -208,6 +209,9 @@ class RunSource(Protocol):
     # Artifacts (rankwise.artifacts): the versions the run logged, and those it used.
     def artifacts(self, run: RunInfo) -> tuple[list[Artifact], list[Artifact]]: ...
 
+    # A blob of the run by sha256 digest (the diff of ``code.git``).
+    def blob(self, run: RunInfo, digest: str) -> bytes: ...
+
 
 class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
     """A run as read back: metadata, state, config, summary, streams and history."""
@@ -263,6 +267,10 @@ class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
     # ``run.define_metric()`` by name (a key or a glob ending in ``*``): the latest
     # definition of each, whichever rank wrote it.
     defined_metrics: dict[str, MetricDefinition] = msgspec.field(default_factory=dict)
+    # What ran (``rankwise.wire.code``): the primary's program, git state and packages,
+    # and each node's environment; one run's reply only (None / empty in a run list).
+    code: CodeInfo | None = None
+    nodes: list[NodeInfo] = msgspec.field(default_factory=list)
 
     def reduce_of(self, key: str) -> str:
         """``key``'s cross-rank line: ``mean`` unless ``define_metric`` chose another
@@ -423,6 +431,35 @@ class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
                 f"{sorted(series)} as label=, or label=None for every stream's"
             )
         return series[label]
+
+    # -- what ran: see rankwise.sdk.provenance -------------------------------------------
+    @property
+    def git(self) -> GitInfo | None:
+        """The repository the primary ran from: ``commit``, ``branch``, ``remote``,
+        ``dirty``, the diff's ``diff_digest`` (``diff()`` reads it); None when not
+        recorded."""
+        return self.code.git if self.code is not None else None
+
+    @property
+    def packages(self) -> dict[str, str]:
+        """The primary's installed packages, name -> version (empty when not recorded)."""
+        return dict(self.code.packages or {}) if self.code is not None else {}
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """What ran as plain data: ``code`` (program, argv, git, packages) and ``nodes``."""
+        return {
+            "code": msgspec.to_builtins(self.code) if self.code is not None else None,
+            "nodes": msgspec.to_builtins(self.nodes),
+        }
+
+    def diff(self) -> str | None:
+        """``git diff HEAD`` of the tracked files at init (cut at 1 MiB: ``git.
+        diff_truncated``); None when the tree was clean or the diff was not recorded."""
+        git = self.git
+        if git is None or not git.diff_digest:
+            return None
+        return self._source().blob(self, git.diff_digest).decode("utf-8", "replace")
 
     # -- artifacts: see rankwise.artifacts ------------------------------------------------
     def logged_artifacts(self) -> list[Artifact]:

@@ -114,7 +114,16 @@ export const runPath = (project, run, tail = "") => `/projects/${p(project)}/run
  *   streams?: Stream[], summary_ranks?: Object<string, Object<string, unknown>>,
  *   summary_cross_rank?: Object<string, unknown>,
  *   defined_metrics?: Object<string, {reduce?: string, step_metric?: string,
- *     summary?: string, goal?: string, hidden?: boolean}>}} Run
+ *     summary?: string, goal?: string, hidden?: boolean}>,
+ *   code?: CodeInfo, nodes?: NodeInfo[]}} Run
+ * @typedef {{commit?: string, branch?: string, remote?: string, root?: string,
+ *   dirty?: boolean, diff_digest?: string, diff_size?: number,
+ *   diff_truncated?: boolean}} GitInfo
+ * @typedef {{program?: string, argv?: string[], cwd?: string, git?: GitInfo,
+ *   packages?: Object<string, string>, note?: string}} CodeInfo
+ * @typedef {{node?: number, host?: string, os?: string, python?: string, torch?: string,
+ *   cuda?: string, nccl?: string, driver?: string, gpus?: string[],
+ *   env?: Object<string, string>}} NodeInfo
  * @typedef {{label: string, x: number[], y: (number|null)[], downsampled: boolean,
  *   nonfinite?: {x: number[], value: string[]}}} Series
  * @typedef {{x: number[], step: number[], n: number[], nw: number[], mean: (number|null)[],

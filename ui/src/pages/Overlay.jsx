@@ -1,7 +1,8 @@
 // Compare (chosen runs) and Group (the runs of one group, e.g. the per-rank runs of
 // run_mode="new"): every metric any of the runs logged, one chart each, one line per run
 // (its cross-rank mean) in the colour of the legend. When the runs logged media, a Media
-// view shows one media key side by side across them at a chosen step.
+// view shows one media key side by side across them at a chosen step; Differences shows
+// what differs between their config, git state and packages.
 
 import { useMemo, useState } from "preact/hooks";
 import { api } from "../api.js";
@@ -12,6 +13,7 @@ import { runRank } from "../lib/format.js";
 import { createFirstDraw } from "../lib/firstDraw.js";
 import { Empty, ErrorBox, Spinner, StateBadge, Tabs } from "../components/common.jsx";
 import { CompareMedia } from "../components/CompareMedia.jsx";
+import { CompareDiff } from "../components/CompareDiff.jsx";
 import { ChartToolbar, MetricSections, useMetricSearch } from "../components/MetricGrid.jsx";
 import { OverlayChartCard } from "../components/ChartCards.jsx";
 
@@ -61,6 +63,7 @@ export function ComparePage({ params }) {
       back={refs[0] ? { href: href.runs(refs[0].split("/")[0]), label: `runs of ${refs[0].split("/")[0]}` } : null}
       loaded={loaded}
       onRemove={refs.length > 1 ? remove : null}
+      withDiff
     />
   );
 }
@@ -85,7 +88,7 @@ export function GroupPage({ project, group }) {
   );
 }
 
-function OverlayBody({ title, kicker, subtitle, back, loaded, onRemove }) {
+function OverlayBody({ title, kicker, subtitle, back, loaded, onRemove, withDiff = false }) {
   const { settings, set, setZoom } = useChartSettings();
   const runs = useMemo(
     () => (loaded.data?.runs ?? []).map((r, i) => ({ ...r, color: runColor(i) })),
@@ -96,6 +99,8 @@ function OverlayBody({ title, kicker, subtitle, back, loaded, onRemove }) {
   const { search, setSearch, filtered, grouped } = useMetricSearch(loaded.data?.keys);
   const [view, setView] = useState("charts");
   const hasMedia = (loaded.data?.mediaKeys ?? []).some((ks) => ks.some((k) => k.kind !== "table" && k.kind !== "histogram"));
+  const hasDiff = withDiff && runs.length > 1; // the Differences view: config, git, packages
+  const other = (hasDiff && view === "diff") || (hasMedia && view === "media");
 
   return (
     <main class="main overlay-page">
@@ -127,21 +132,23 @@ function OverlayBody({ title, kicker, subtitle, back, loaded, onRemove }) {
       {loaded.error ? <ErrorBox error={loaded.error} onRetry={loaded.reload} /> : null}
       {!loaded.data && !loaded.error ? <Spinner /> : null}
       {loaded.data && !runs.length ? <Empty title="No runs in this group">Runs join a group with <code>rankwise.init(group=...)</code>, or by themselves under <code>run_mode="new"</code>.</Empty> : null}
-      {hasMedia ? (
+      {hasMedia || hasDiff ? (
         <Tabs
           current={view}
           onSelect={setView}
           tabs={[
             { id: "charts", label: "Charts" },
-            { id: "media", label: "Media" },
+            ...(hasMedia ? [{ id: "media", label: "Media" }] : []),
+            ...(hasDiff ? [{ id: "diff", label: "Differences" }] : []),
           ]}
         />
       ) : null}
       {hasMedia && view === "media" ? <CompareMedia runs={runs} keys={loaded.data.mediaKeys} /> : null}
-      {view === "media" && hasMedia ? null : loaded.data && runs.length && !loaded.data.keys.length ? (
+      {hasDiff && view === "diff" ? <CompareDiff runs={runs} /> : null}
+      {other ? null : loaded.data && runs.length && !loaded.data.keys.length ? (
         <Empty title="No metrics logged yet" icon="∿">These runs have not logged any values with <code>run.log()</code>{live ? " yet; charts appear as soon as they do" : ""}.</Empty>
       ) : null}
-      {loaded.data && loaded.data.keys.length && !(hasMedia && view === "media") ? (
+      {loaded.data && loaded.data.keys.length && !other ? (
         <>
           <ChartToolbar
             settings={settings}

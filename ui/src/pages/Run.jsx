@@ -1,7 +1,8 @@
 // The Run page: header (state, ranks, nodes, duration, group, first failure, alerts),
 // rank health (strip and stall banner), then tabs: Charts (one per metric, cross-rank band, per-rank lines on
 // demand), Media, Tables and Histograms (shown once the run logged any), Artifacts
-// (shown once it logged or used one), Logs, System, Config & summary, Streams.
+// (shown once it logged or used one), Logs, System, Overview (what ran), Config & summary,
+// Streams.
 
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { api, askAhead } from "../api.js";
@@ -24,6 +25,7 @@ import { MediaTab } from "./run/MediaTab.jsx";
 import { TablesTab } from "./run/TablesTab.jsx";
 import { HistogramsTab } from "./run/HistogramsTab.jsx";
 import { ArtifactsTab } from "./run/ArtifactsTab.jsx";
+import { OverviewTab } from "./run/OverviewTab.jsx";
 import { splitKeys } from "../lib/media.js";
 import { EditRun } from "../components/RunEdit.jsx";
 import { markdown } from "../lib/markdown.js";
@@ -105,6 +107,7 @@ export function RunPage({ project, runId, params }) {
           ...(nArtifacts || tab === "artifacts" ? [{ id: "artifacts", label: "Artifacts", count: nArtifacts }] : []),
           { id: "logs", label: "Logs" },
           { id: "system", label: "System" },
+          { id: "overview", label: "Overview" },
           { id: "config", label: "Config & summary" },
           { id: "streams", label: "Streams", count: latestStreams(data.streams ?? []).length },
         ]}
@@ -116,6 +119,7 @@ export function RunPage({ project, runId, params }) {
         {tab === "histograms" ? <HistogramsTab run={data} keys={rich.histograms} primary={primary} live={data.state === "running"} /> : null}
         {tab === "logs" ? <LogsTab run={data} params={params} /> : null}
         {tab === "system" ? <SystemTab run={data} /> : null}
+        {tab === "overview" ? <OverviewTab run={data} /> : null}
         {tab === "config" ? <ConfigTab run={data} /> : null}
         {tab === "streams" ? <StreamsTab run={data} /> : null}
         {tab === "artifacts" ? <ArtifactsTab run={data} artifacts={artifacts} /> : null}
