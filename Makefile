@@ -10,7 +10,7 @@ PORT   ?= 8585
 UI_BUILT := rankwise/server/static/index.html
 UI_SRC   := $(shell find ui/src ui/api-docs -type f 2>/dev/null) ui/index.html ui/vite.config.js ui/package.json
 
-.PHONY: setup test demo lint typecheck bench clean
+.PHONY: setup test test-fast demo lint typecheck bench clean
 
 setup: $(VENV)/.installed $(UI_BUILT)
 
@@ -29,9 +29,19 @@ ui/node_modules/.installed: ui/package-lock.json
 $(UI_BUILT): ui/node_modules/.installed $(UI_SRC)
 	cd ui && npm run build
 
+# pytest over two processes (pytest-xdist): a module's tests stay on one, so its
+# module-scoped servers, jobs and browser pages are made once. XDIST= runs in one.
+XDIST ?= -n 2 --dist loadscope
+# The in-process half of the suite: no torchrun jobs, browsers, load runs or slow tests.
+FAST  := not torchrun and not browser and not load and not slow
+
 test: setup lint typecheck
 	cd ui && npm test
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(XDIST)
+
+# A minute or two: what to run while working; `make test` is the gate (CI runs it).
+test-fast: setup
+	$(BIN)/python -m pytest $(XDIST) -m "$(FAST)"
 
 lint: setup
 	$(BIN)/ruff check rankwise tests benchmarks examples

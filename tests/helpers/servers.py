@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -40,6 +41,15 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, every: float
         if time.monotonic() > deadline:
             pytest.fail(f"condition not met within {timeout}s: {predicate}")
         time.sleep(every)
+
+
+def srv_get(url: str, path: str, **params: str) -> dict:  # type: ignore[type-arg]
+    """GET ``path`` of the server at ``url`` as its admin (``RANKWISE_TOKEN``): the JSON."""
+    headers = {"Authorization": f"Bearer {os.environ['RANKWISE_TOKEN']}"}  # the server's admin
+    with httpx.Client(base_url=url, headers=headers) as client:
+        r = client.get(path, params=params)
+    assert r.status_code == 200, r.text
+    return r.json()  # type: ignore[no-any-return]
 
 
 def admin_token(app: Any) -> str:
@@ -71,6 +81,18 @@ def call(
             return await client.request(method, url, **kwargs)
 
     return asyncio.run(go())
+
+
+@dataclass
+class AppServer:
+    """What the ``app_server`` fixture serves: the URL, the app, its store, its blob
+    directory and an admin token."""
+
+    url: str
+    app: Any
+    store: Any
+    root: Path  # the blob directory
+    token: str
 
 
 @contextmanager
