@@ -29,8 +29,9 @@ import pytest
 from rankwise.stream import records as R
 from rankwise.stream.files import stream_filename
 from tests.helpers.browser import Page, need_browser
-from tests.helpers.servers import ServerProcess, wait_until
+from tests.helpers.servers import ServerProcess
 from tests.helpers.streams import body, start
+from tests.helpers.wait import wait_until
 
 pytestmark = pytest.mark.browser
 

@@ -29,7 +29,8 @@ import pytest
 from tests.helpers.browser import Page, need_browser
 from tests.helpers.env import REPO, clean_env
 from tests.helpers.jobs import torchrun
-from tests.helpers.servers import ServerProcess, browser_login, wait_until
+from tests.helpers.servers import ServerProcess, browser_login
+from tests.helpers.wait import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.torchrun]
 

@@ -24,7 +24,8 @@ import pytest
 
 from tests.helpers.browser import Page, need_browser
 from tests.helpers.jobs import job_env, run_job, torchrun
-from tests.helpers.servers import ServerProcess, wait_until
+from tests.helpers.servers import ServerProcess
+from tests.helpers.wait import wait_until
 
 pytestmark = [pytest.mark.browser, pytest.mark.torchrun]
 

@@ -33,7 +33,8 @@ from rankwise.store import open_store
 from rankwise.store.base import RunQuery
 from tests.helpers.receivers import SmtpReceiver, WebhookReceiver
 from tests.helpers.runs import FAST_ENV
-from tests.helpers.servers import ServerProcess, postgres_dsn, subprocess_env, wait_until
+from tests.helpers.servers import ServerProcess, postgres_dsn, subprocess_env
+from tests.helpers.wait import wait_until
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "alert_job.py"
 KINDS = {"failed", "hang", "nonfinite", "heartbeat", "straggler", "rule", "alert"}

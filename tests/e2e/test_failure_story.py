@@ -28,14 +28,8 @@ from rankwise.stream import records as R
 from rankwise.stream.frames import scan
 from tests.helpers.browser import Page
 from tests.helpers.runs import FAST_ENV
-from tests.helpers.servers import (
-    REPO,
-    ServerProcess,
-    bearer,
-    browser_login,
-    subprocess_env,
-    wait_until,
-)
+from tests.helpers.servers import REPO, ServerProcess, bearer, browser_login, subprocess_env
+from tests.helpers.wait import wait_until
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "failure_job.py"
 MESSAGE = "boom on rank 1 at step 8"

@@ -29,7 +29,8 @@ from rankwise.hang import HangReport
 from rankwise.sdk.sync import sync
 from tests.helpers.browser import launch_browser
 from tests.helpers.runs import FAST_ENV
-from tests.helpers.servers import ServerProcess, browser_login, postgres_dsn, wait_until
+from tests.helpers.servers import ServerProcess, browser_login, postgres_dsn
+from tests.helpers.wait import wait_until
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "hang_job.py"
 PROJECT = "hang"

@@ -22,7 +22,8 @@ import pytest
 
 from tests.helpers.browser import launch_browser
 from tests.helpers.runs import FAST_ENV
-from tests.helpers.servers import ServerProcess, browser_login, subprocess_env, wait_until
+from tests.helpers.servers import ServerProcess, browser_login, subprocess_env
+from tests.helpers.wait import wait_until
 
 SCRIPT = Path(__file__).parents[1] / "scripts" / "health_job.py"
 PROJECT = "telemetry"

@@ -32,7 +32,7 @@ from tests.helpers.jobs import (
     torchrun,
     worker_args,
 )
-from tests.helpers.servers import wait_until
+from tests.helpers.wait import wait_until
 
 # -- torchrun, one node --------------------------------------------------------------
 

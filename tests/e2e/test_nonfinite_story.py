@@ -22,7 +22,8 @@ import rankwise
 from tests.helpers.browser import Page, launch_browser, need_browser
 from tests.helpers.env import need
 from tests.helpers.jobs import job_env, torchrun
-from tests.helpers.servers import ServerProcess, wait_until
+from tests.helpers.servers import ServerProcess
+from tests.helpers.wait import wait_until
 
 need("torch")
 

@@ -20,7 +20,8 @@ import rankwise
 from rankwise.metric_defs import reduce_of
 from tests.helpers.browser import Page, launch_browser
 from tests.helpers.runs import FAST_ENV
-from tests.helpers.servers import ServerProcess, srv_get, subprocess_env, wait_until
+from tests.helpers.servers import ServerProcess, srv_get, subprocess_env
+from tests.helpers.wait import wait_until
 
 pytestmark = pytest.mark.torchrun
 

@@ -22,7 +22,8 @@ import pytest
 import rankwise
 from tests.helpers.browser import Page, launch_browser
 from tests.helpers.jobs import SCRIPTS, job_env, torchrun
-from tests.helpers.servers import ServerProcess, wait_until
+from tests.helpers.servers import ServerProcess
+from tests.helpers.wait import wait_until
 
 STEPS = 5
 DOCS_SHOT = Path(__file__).parents[2] / "docs" / "img" / "live-shared-run.png"

@@ -14,9 +14,8 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,18 +28,7 @@ import uvicorn
 
 from .env import REPO as REPO  # re-exported: many tests import it from here
 from .env import clean_env, free_port, in_ci
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, every: float = 0.05) -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail the test after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout}s: {predicate}")
-        time.sleep(every)
+from .wait import wait_until as wait_until  # re-exported: tests import it from here too
 
 
 def srv_get(url: str, path: str, **params: str) -> dict:  # type: ignore[type-arg]

@@ -33,8 +33,8 @@ from tests.helpers.servers import (
     bearer,
     postgres_dsn,
     serve_in_thread,
-    wait_until,
 )
+from tests.helpers.wait import wait_until
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from rankwise.stream import records as R
 from rankwise.stream.fold import StreamFold
 from rankwise.stream.frames import scan
 from tests.helpers.env import clean_env
-from tests.helpers.servers import wait_until
+from tests.helpers.wait import wait_until
 
 SCRIPTS = Path(__file__).parents[1] / "scripts"
 

@@ -23,7 +23,7 @@ from rankwise.stream import records as R
 from rankwise.stream.frames import scan
 from tests.helpers.env import clean_env
 from tests.helpers.jobs import SCRIPTS, job_env
-from tests.helpers.servers import wait_until
+from tests.helpers.wait import wait_until
 
 SCRIPT = SCRIPTS / "lifecycle.py"
 

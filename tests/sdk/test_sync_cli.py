@@ -11,7 +11,8 @@ import pytest
 import rankwise
 from rankwise.sdk.sync import find_stream_files, sync
 from tests.helpers.runs import assert_same_history, launch_ranks, sync_cli, wait_all
-from tests.helpers.servers import REPO, AppServer, subprocess_env, wait_until
+from tests.helpers.servers import REPO, AppServer, subprocess_env
+from tests.helpers.wait import wait_until
 
 
 @pytest.fixture

@@ -16,7 +16,8 @@ import rankwise
 from rankwise.server import create_app
 from rankwise.store import open_store
 from tests.helpers.runs import assert_same_history, launch_ranks, sync_cli, wait_all
-from tests.helpers.servers import ServerProcess, free_port, serve_in_thread, wait_until
+from tests.helpers.servers import ServerProcess, free_port, serve_in_thread
+from tests.helpers.wait import wait_until
 
 
 @pytest.fixture

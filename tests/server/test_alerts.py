@@ -28,8 +28,8 @@ from rankwise.store.base import StreamKey
 from rankwise.store.sql import SQLStore
 from rankwise.stream import records as R
 from tests.helpers.receivers import SmtpReceiver, WebhookReceiver
-from tests.helpers.servers import wait_until
 from tests.helpers.stores import open_sql_store
+from tests.helpers.wait import wait_until
 
 FAST = AlertSettings(
     allow_private_webhooks=True,

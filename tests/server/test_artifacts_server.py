@@ -42,9 +42,9 @@ from tests.helpers.servers import (
     postgres_dsn,
     serve_in_thread,
     subprocess_env,
-    wait_until,
 )
 from tests.helpers.stores import open_sql_store
+from tests.helpers.wait import wait_until
 
 MiB = 1024 * 1024
 CHUNK = MiB

@@ -25,15 +25,9 @@ from rankwise.server import ServerSettings, create_app
 from rankwise.server.auth import policy_of
 from rankwise.settings import Settings
 from rankwise.store import open_store
-from tests.helpers.servers import (
-    REPO,
-    bearer,
-    free_port,
-    serve_in_thread,
-    subprocess_env,
-    wait_until,
-)
+from tests.helpers.servers import REPO, bearer, free_port, serve_in_thread, subprocess_env
 from tests.helpers.streams import body, records
+from tests.helpers.wait import wait_until
 
 INGEST = "/api/v1/ingest"
 

@@ -30,8 +30,9 @@ from rankwise.server import ServerSettings, create_app
 from rankwise.store import open_store
 from rankwise.stream import records as R
 from rankwise.stream import streamkey
-from tests.helpers.servers import serve_in_thread, subprocess_env, wait_until
+from tests.helpers.servers import serve_in_thread, subprocess_env
 from tests.helpers.streams import body, records, start
+from tests.helpers.wait import wait_until
 
 
 @dataclass

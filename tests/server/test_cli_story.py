@@ -12,7 +12,8 @@ import pytest
 
 import rankwise
 from rankwise.errors import UsageError
-from tests.helpers.servers import ServerProcess, subprocess_env, wait_until
+from tests.helpers.servers import ServerProcess, subprocess_env
+from tests.helpers.wait import wait_until
 
 INIT = """
 import sys, rankwise

@@ -25,8 +25,9 @@ from rankwise.server import serve as S
 from rankwise.server.routes import ingest as ingest_route
 from rankwise.store import open_store
 from rankwise.stream import records as R
-from tests.helpers.servers import ServerProcess, admin_token, bearer, serve_in_thread, wait_until
+from tests.helpers.servers import ServerProcess, admin_token, bearer, serve_in_thread
 from tests.helpers.streams import body, start
+from tests.helpers.wait import wait_until
 
 STREAM = {"Content-Type": "application/x-rankwise-stream"}
 

@@ -189,7 +189,8 @@ def _paced_long(tmp_path: Path, run_id: str) -> Iterator[tuple[Any, str, int]]:
     from rankwise.sdk.uploader import Uploader
     from rankwise.server import ServerSettings, create_app
     from rankwise.store import open_store
-    from tests.helpers.servers import serve_in_thread, wait_until
+    from tests.helpers.servers import serve_in_thread
+    from tests.helpers.wait import wait_until
 
     store = open_store(f"sqlite:///{tmp_path / 'server.db'}")
     store.migrate()
@@ -303,7 +304,7 @@ def test_uploads_past_the_backlog_budget_are_refused_at_once(tmp_path: Path, pac
 def test_a_stall_is_sent_at_once_past_the_pacing(data_dir: Path, tmp_path: Path) -> None:
     """While the server asks for >= 8 s between posts, a record the watchdog marks urgent
     (a stall) still reaches the server within a couple of seconds."""
-    from tests.helpers.servers import wait_until
+    from tests.helpers.wait import wait_until
 
     with _paced_long(tmp_path, "urgent") as (run, url, last):
         run.log({"x": float(last)}, step=last)

@@ -8,7 +8,8 @@ from pathlib import Path
 import httpx
 
 import rankwise
-from tests.helpers.servers import ServerProcess, wait_until
+from tests.helpers.servers import ServerProcess
+from tests.helpers.wait import wait_until
 
 FAST = {"flush_interval": 0.02, "heartbeat_interval": 0.5}
 

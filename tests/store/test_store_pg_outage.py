@@ -17,8 +17,9 @@ from rankwise.store.base import StreamKey
 from rankwise.store.postgres import PostgresStore
 from rankwise.stream import records as R
 from tests.helpers.runs import assert_same_history, launch_ranks, wait_all
-from tests.helpers.servers import ServerProcess, wait_until
+from tests.helpers.servers import ServerProcess
 from tests.helpers.stores import PrivatePostgres, private_postgres
+from tests.helpers.wait import wait_until
 
 __all__ = ["private_postgres"]  # the fixture, used by name below
 

@@ -14,7 +14,7 @@ import rankwise
 from rankwise.cli import main as cli
 from rankwise.stream.frames import MAGIC
 from tests.helpers.env import PYTHON, REPO
-from tests.helpers.servers import wait_until
+from tests.helpers.wait import wait_until
 
 
 def make_runs(fast: dict) -> dict[str, rankwise.Run]:
