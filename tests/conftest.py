@@ -58,10 +58,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.browser)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Headless Chromium, shared by the session's tests (each opens its own pages;
-    skips without it, fails in CI)."""
+    """Headless Chromium, shared by a module's tests (skips without it, fails in CI). Not
+    by the session's: while Playwright's sync API is open, ``asyncio.run`` (``call``,
+    httpx's ASGI transport) refuses to run in that process."""
     with launch_browser() as b:
         yield b
 
