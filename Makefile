@@ -31,7 +31,7 @@ $(UI_BUILT): ui/node_modules/.installed $(UI_SRC)
 
 # pytest over two processes (pytest-xdist): a module's tests stay on one, so its
 # module-scoped servers, jobs and browser pages are made once. XDIST= runs in one.
-XDIST ?= -n 2 --dist loadscope
+XDIST ?= -n 4 --dist loadfile
 # The in-process half of the suite: no torchrun jobs, browsers, load runs or slow tests.
 FAST  := not torchrun and not browser and not load and not slow
 
