@@ -107,6 +107,7 @@ def _records(run_dir: Path) -> list[R.AnyRecord]:
     return out
 
 
+@pytest.mark.slow
 def test_sigkill_never_leaves_a_record_naming_a_missing_blob(tmp_path: Path) -> None:
     for attempt, delay in enumerate((0.0, 0.3, 0.8)):
         data = tmp_path / f"d{attempt}"

@@ -39,6 +39,7 @@ def test_import_rankwise_loads_no_framework() -> None:
     assert loaded_after("import rankwise, rankwise.integrations") == []
 
 
+@pytest.mark.slow
 def test_each_integration_loads_its_own_framework_only() -> None:
     assert loaded_after("import rankwise.integrations.accelerate") == ["accelerate", "rankwise"]
 
@@ -71,6 +72,7 @@ def test_images_follow_wandb_loggers_rules() -> None:
     assert (audio.caption, audio.sample_rate) == ("c", 8000)
 
 
+@pytest.mark.slow
 def test_a_lightning_logger_pickles_without_its_run(tmp_path: Path) -> None:
     """``ddp_spawn`` pickles the logger: a started run stays behind, its base id goes."""
     code = (
@@ -92,6 +94,7 @@ def test_a_lightning_logger_pickles_without_its_run(tmp_path: Path) -> None:
     assert out.stdout.split() == ["True", "True", "True"]
 
 
+@pytest.mark.slow
 def test_each_hyperparameter_trial_is_a_run_of_its_own(tmp_path: Path) -> None:
     """The Trainer's hyperparameter search calls ``on_train_begin`` per trial: each trial
     gets its own run, named after it and grouped under the search's run name."""

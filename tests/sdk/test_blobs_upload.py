@@ -142,6 +142,7 @@ def test_two_uploaders_of_one_run_store_each_blob_once(
     assert not list(server["root"].rglob(".tmp-*"))
 
 
+@pytest.mark.slow
 def test_server_sigkilled_mid_upload_loses_and_doubles_nothing(tmp_path: Path) -> None:
     run = blob_run(tmp_path / "data", "p", "big", steps=12, images_per_step=3,
                    image_bytes=1024 * 1024)  # fmt: skip
@@ -175,6 +176,7 @@ def test_server_sigkilled_mid_upload_loses_and_doubles_nothing(tmp_path: Path) -
         assert store.acked(key(run)) == run.last_seq
 
 
+@pytest.mark.slow
 def test_s3_blob_store_against_motos_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -288,6 +290,7 @@ def test_a_blob_over_the_servers_cap_is_skipped_with_a_warning(
         store.close()
 
 
+@pytest.mark.slow
 def test_server_workers_share_the_blob_store(tmp_path: Path) -> None:
     run = blob_run(tmp_path / "data", "p", "r")
     blobs_dir = tmp_path / "server-blobs"

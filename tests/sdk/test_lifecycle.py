@@ -208,6 +208,7 @@ def test_forked_child_never_writes_parent_stream(tmp_path: Path, console: str) -
     check_parent_stream_intact(tmp_path, "fork", info["parent_pid"])
 
 
+@pytest.mark.slow
 @pytest.mark.torch
 def test_dataloader_fork_workers_never_write_parent_stream(tmp_path: Path) -> None:
     out = run_scenario(tmp_path, "dataloader", timeout=120)
@@ -294,6 +295,7 @@ def test_stalled_writer_drops_counts_and_warns_once(tmp_path: Path) -> None:
     assert out.stderr.count("dropping values") == 1, out.stderr
 
 
+@pytest.mark.slow
 def test_a_million_tight_loop_calls_keep_every_value(tmp_path: Path) -> None:
     """The writer cannot keep up with a bare loop of log() calls: log() waits for it
     (max_queue_bytes) rather than dropping, and every value is read back."""
@@ -308,6 +310,7 @@ def test_a_million_tight_loop_calls_keep_every_value(tmp_path: Path) -> None:
     assert all(r["step"] == i and r["series"] == i * 0.5 for i, r in enumerate(rows))
 
 
+@pytest.mark.slow
 def test_large_values_memory_follows_the_byte_bound(tmp_path: Path) -> None:
     """Calls of 20,000 fresh values each against a slow disk: the queue holds at most
     max_queue_bytes (8 MiB) of them, not a count of calls, and nothing is dropped."""

@@ -88,6 +88,7 @@ def _has_pandas() -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_sigkill_and_restart_lose_and_double_nothing(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
@@ -124,6 +125,7 @@ def test_sigkill_and_restart_lose_and_double_nothing(tmp_path: Path) -> None:
         assert remote.state == "finished" and len(remote.streams) == 2
 
 
+@pytest.mark.slow
 def test_server_down_from_before_init_then_sync(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()

@@ -59,6 +59,7 @@ def credentials(served: tuple[Any, str]) -> list[dict[str, str]]:
     return [{}, {"Authorization": f"Bearer {served[1]}"}]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 def test_api_conforms_to_its_schema(
     api_schema: Any, credentials: list[dict[str, str]], mode: GenerationMode

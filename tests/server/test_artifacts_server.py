@@ -467,6 +467,7 @@ def pg() -> Iterator[str]:
     yield from postgres_dsn()
 
 
+@pytest.mark.slow
 def test_two_server_processes_on_one_postgres_assign_distinct_versions(
     tmp_path: Path, pg: str
 ) -> None:

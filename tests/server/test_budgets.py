@@ -408,6 +408,7 @@ _Server(uvicorn_config(app, "127.0.0.1", 0, "warning"), ready).run()
 """
 
 
+@pytest.mark.slow
 def test_accept_errors_are_logged_once_per_interval(tmp_path: Path) -> None:
     """A server out of file descriptors (real sockets, the served app of ``rankwise
     server``): one log line for its failed accepts, not a traceback per attempt."""

@@ -85,6 +85,7 @@ def test_ui_on_a_new_directory_shows_runs_as_they_appear(tmp_path: Path) -> None
     assert said in log and log.index(said) < log.index("rankwise: serving"), log
 
 
+@pytest.mark.slow
 def test_mistyped_dir_and_bad_databases_are_one_line_errors(tmp_path: Path) -> None:
     typo = tmp_path / "typo"
     for args in (["runs", "--dir", str(typo)], ["show", "x", "--dir", str(typo)]):
@@ -122,6 +123,7 @@ def test_server_on_a_missing_postgres_database_says_why(pg_dsn: str) -> None:
     assert 'database "rw_no_such_db" does not exist' in line, line
 
 
+@pytest.mark.slow
 def test_runs_filters_group_column_show_group_and_quiet_broken_pipe(tmp_path: Path) -> None:
     root = tmp_path / "data"
     job = """

@@ -502,6 +502,7 @@ def test_allowed_hosts_for_a_bind_address() -> None:
     assert HostAllowList(["*"]).allows("anything.example")
 
 
+@pytest.mark.slow
 def test_cli_allowed_hosts_reach_every_worker(tmp_path: Path) -> None:
     """``rankwise server --workers 2 --allowed-hosts``: each worker process answers it."""
     db = f"sqlite:///{tmp_path / 'db.sqlite'}"

@@ -201,6 +201,7 @@ def test_15_settings_survive_the_trip_to_the_workers() -> None:
     assert S.settings_from_env(S.settings_to_env(settings)) == settings
 
 
+@pytest.mark.slow
 def test_15_max_table_cells_reaches_every_worker(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'server.db'}"
     srv = ServerProcess.db(db, tmp_path / "server.log", "--workers", "2", "--max-table-cells", "10")

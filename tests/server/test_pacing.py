@@ -166,6 +166,7 @@ def _ingest_posts(tmp_path: Path, name: str, *server_args: str) -> tuple[int, fl
     return len(_POST.findall(log.read_text())), took
 
 
+@pytest.mark.slow
 def test_a_loaded_server_spaces_the_uploads_and_loses_nothing(tmp_path: Path) -> None:
     """The pace target is set so low that every upload counts as pressure: the server
     asks for a 2 s interval from its first second on. Rank 0 then posts a fraction as
@@ -218,6 +219,7 @@ def _paced_long(tmp_path: Path, run_id: str) -> Iterator[tuple[Any, str, int]]:
         store.close()
 
 
+@pytest.mark.slow
 def test_the_end_of_a_run_does_not_wait_out_the_interval(data_dir: Path, tmp_path: Path) -> None:
     """Once the uploader has been asked for a long interval (here >= 8 s) it sleeps that
     long between posts; ``finish()`` then cuts the sleep and drains at once."""

@@ -26,6 +26,7 @@ def pg() -> Iterator[str]:
     yield from postgres_dsn()
 
 
+@pytest.mark.slow
 def test_two_servers_on_one_postgres_double_nothing(tmp_path: Path, pg: str) -> None:
     data = tmp_path / "data"
     data.mkdir()
