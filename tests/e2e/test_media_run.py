@@ -41,8 +41,7 @@ FAST_ENV = {
     "RANKWISE_FINISH_TIMEOUT": "20",
 }
 
-sys.path.insert(0, str(SCRIPT.parent))
-from media_job import image, values  # noqa: E402
+from tests.scripts.media_job import image, values  # noqa: E402
 
 
 def pixels(data: bytes) -> Any:
