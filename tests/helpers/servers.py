@@ -194,7 +194,11 @@ class ServerProcess:
                 cwd=self.log.parent,
             )
         if wait:
-            wait_until(self.ready, timeout=30, every=0.1)
+            try:  # a loaded machine starts --workers N slowly: a bound, not a pace
+                wait_until(self.ready, timeout=90, every=0.1)
+            except BaseException:
+                self.stop()  # never left serving for the rest of the session
+                raise
         return self
 
     def ready(self) -> bool:
