@@ -311,6 +311,7 @@ def test_a_million_tight_loop_calls_keep_every_value(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # reads 4 million values back in-process: minutes on a busy machine
 def test_large_values_memory_follows_the_byte_bound(tmp_path: Path) -> None:
     """Calls of 20,000 fresh values each against a slow disk: the queue holds at most
     max_queue_bytes (8 MiB) of them, not a count of calls, and nothing is dropped."""
