@@ -39,7 +39,7 @@ test: setup lint typecheck
 	cd ui && npm test
 	$(BIN)/python -m pytest $(XDIST)
 
-# A minute or two: what to run while working; `make test` is the gate (CI runs it).
+# A few minutes: what to run while working; `make test` is the gate (CI runs it).
 test-fast: setup
 	$(BIN)/python -m pytest $(XDIST) -m "$(FAST)"
 
