@@ -11,7 +11,7 @@ UI_BUILT := rankwise/server/static/index.html
 UI_SRC   := $(shell find ui/src ui/api-docs -type f 2>/dev/null) ui/index.html ui/report.html \
             ui/vite.config.js ui/vite.export.config.js ui/package.json
 
-.PHONY: setup test demo lint typecheck bench clean
+.PHONY: setup test test-fast demo lint typecheck bench clean
 
 setup: $(VENV)/.installed $(UI_BUILT)
 
@@ -30,9 +30,19 @@ ui/node_modules/.installed: ui/package-lock.json
 $(UI_BUILT): ui/node_modules/.installed $(UI_SRC)
 	cd ui && npm run build
 
+# pytest over two processes (pytest-xdist): a module's tests stay on one, so its
+# module-scoped servers, jobs and browser pages are made once. XDIST= runs in one.
+XDIST ?= -n 4 --dist loadfile
+# The in-process half of the suite: no torchrun jobs, browsers, load runs or slow tests.
+FAST  := not torchrun and not browser and not load and not slow
+
 test: setup lint typecheck
 	cd ui && npm test
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(XDIST)
+
+# A few minutes: what to run while working; `make test` is the gate (CI runs it).
+test-fast: setup
+	$(BIN)/python -m pytest $(XDIST) -m "$(FAST)"
 
 lint: setup
 	$(BIN)/ruff check rankwise tests benchmarks examples

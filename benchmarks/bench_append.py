@@ -1,7 +1,7 @@
 """The store's CPU per rank-second upload, independent of the machine's load.
 
 What one server process spends in ``Store.ingest`` for the records one rank writes in
-one second under the load harness (``loadsim.py``: a metrics record of 50 values, a
+one second under the load harness (``tests/helpers/loadsim.py``: a metrics record of 50 values, a
 console line every 2 s, a heartbeat every 5 s, a system sample every 10 s), applied as
 the group committer applies them: ``--batch`` ranks' uploads per ``ingest`` call. The
 figure is this process's CPU seconds (user + system, ``time.process_time``) divided by

@@ -1,7 +1,7 @@
 """How many ranks one server holds: ``loadsim`` at growing rank counts, one table.
 
 For each store and rank count, a fresh ``rankwise server`` takes ``--seconds`` of load
-from simulated ranks (``loadsim.py``: real frames, the real upload protocol, a metrics
+from simulated ranks (``tests/helpers/loadsim.py``: real frames, the real upload protocol, a metrics
 record of 50 values a second per rank, plus heartbeats, console lines and system
 samples), then every point of every rank is checked to be stored exactly once. Printed
 per row: ack latency p50/p99 (per acknowledged POST), the replies by status, the
@@ -47,7 +47,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from loadsim import simulate
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.helpers.loadsim import simulate
 
 
 @contextmanager

@@ -5,7 +5,7 @@ a request's route itself: ``RoutePolicies`` compiles every template of ``ROUTES`
 Starlette compiles a route's path, and a request gets the entry of the most specific
 template its path matches (the most literal segments: ``.../{name}/versions`` before
 ``.../{name}/{ref}``, as the router, which lists the specific routes first). Nothing is
-derived from string prefixes or path positions, and ``tests/test_hardening.py`` checks
+derived from string prefixes or path positions, and ``tests/server/test_hardening.py`` checks
 ``ROUTES`` against ``app.routes``: every API route has an entry, no entry names a route
 that no longer exists, and a method given a cap is one its route answers. A new route
 therefore needs one line here, saying what it may receive and how its replies are framed.

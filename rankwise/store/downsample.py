@@ -6,7 +6,7 @@ The x range is cut into ``k = max_points // 4`` equal buckets (about two pixels 
 and last by x, and its minimum and maximum y. A line drawn through them looks the same as
 one drawn through every point, and no spike is ever sampled away.
 
-Invariants of ``m4`` (checked with hypothesis in ``tests/test_store_downsample.py``):
+Invariants of ``m4`` (checked with hypothesis in ``tests/store/test_store_downsample.py``):
 
 * every bucket's true minimum and maximum y (ignoring NaN) are in the output, and so are
   the first and last points of the whole input;

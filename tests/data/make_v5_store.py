@@ -1,5 +1,5 @@
 """Writes ``v5_store.sqlite``: a store at schema version 5 (before the aggregates counted
-NaN and ±Inf), made by rankwise at commit cdcd413, for ``tests/test_nonfinite_band.py``.
+NaN and ±Inf), made by rankwise at commit cdcd413, for ``tests/store/test_nonfinite_band.py``.
 
 Run it with that version of rankwise on the path (``git worktree add /tmp/old cdcd413``,
 then ``PYTHONPATH=/tmp/old python tests/data/make_v5_store.py && gzip -9

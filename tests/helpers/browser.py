@@ -62,7 +62,7 @@ class Page:
 
     def __init__(self, browser: Any, width: int = 1280, height: int = 800, dark: bool = False):
         # bypass_csp: Playwright's wait_for_function evaluates strings, which the
-        # dashboard's CSP forbids; tests/test_xss_browser.py checks the page under it.
+        # dashboard's CSP forbids; tests/browser/test_xss_browser.py checks the page under it.
         self.ctx = browser.new_context(
             viewport={"width": width, "height": height},
             color_scheme="dark" if dark else "light",

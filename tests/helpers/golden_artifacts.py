@@ -1,9 +1,9 @@
 """The artifacts behind the golden replies in ``tests/data/golden/artifacts/``.
 
 The dashboard's Vitest tests (``ui/test/artifacts.test.js``) read those JSON files as the
-server's replies; ``tests/test_artifacts_golden.py`` publishes the same artifacts to a
+server's replies; ``tests/server/test_artifacts_golden.py`` publishes the same artifacts to a
 real server (``publish_golden``) and checks its replies equal the files, so the UI is
-tested against what the server really sends. ``tests/test_artifacts_browser.py`` shows
+tested against what the server really sends. ``tests/browser/test_artifacts_browser.py`` shows
 them in Chromium. Markup in the ``accuracies`` artifact's description, a metadata value
 and a file name checks that the dashboard renders them as text.
 """

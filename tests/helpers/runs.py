@@ -153,3 +153,12 @@ def assert_same_history(
     the number of ranks that logged it (``store``: the server's store or its URL)."""
     assert_same_rows(local, remote)
     assert_stored_once(local, store)
+
+
+def assert_exact(got: dict[str, Any]) -> None:
+    """A ``loadsim.simulate`` result in which every rank drained and every point it sent
+    is stored exactly once."""
+    assert got["undrained_ranks"] == 0, got
+    assert got["problems"] == [], got
+    assert got["verified"], got
+    assert got["points_acked"] == got["points_expected"] > 0, got

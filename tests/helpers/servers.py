@@ -14,10 +14,10 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -28,18 +28,16 @@ import uvicorn
 
 from .env import REPO as REPO  # re-exported: many tests import it from here
 from .env import clean_env, free_port, in_ci
+from .wait import wait_until as wait_until  # re-exported: tests import it from here too
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, every: float = 0.05) -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail the test after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"condition not met within {timeout}s: {predicate}")
-        time.sleep(every)
+def srv_get(url: str, path: str, **params: str) -> dict:
+    """GET ``path`` of the server at ``url`` as its admin (``RANKWISE_TOKEN``): the JSON."""
+    headers = {"Authorization": f"Bearer {os.environ['RANKWISE_TOKEN']}"}  # the server's admin
+    with httpx.Client(base_url=url, headers=headers) as client:
+        r = client.get(path, params=params)
+    assert r.status_code == 200, r.text
+    return r.json()
 
 
 def admin_token(app: Any) -> str:
@@ -71,6 +69,18 @@ def call(
             return await client.request(method, url, **kwargs)
 
     return asyncio.run(go())
+
+
+@dataclass
+class AppServer:
+    """What the ``app_server`` fixture serves: the URL, the app, its store, its blob
+    directory and an admin token."""
+
+    url: str
+    app: Any
+    store: Any
+    root: Path  # the blob directory
+    token: str
 
 
 @contextmanager
@@ -184,7 +194,11 @@ class ServerProcess:
                 cwd=self.log.parent,
             )
         if wait:
-            wait_until(self.ready, timeout=30, every=0.1)
+            try:  # a loaded machine starts --workers N slowly: a bound, not a pace
+                wait_until(self.ready, timeout=90, every=0.1)
+            except BaseException:
+                self.stop()  # never left serving for the rest of the session
+                raise
         return self
 
     def ready(self) -> bool:

@@ -1,4 +1,4 @@
-"""A two-rank torchrun job that raises every alert event (tests/test_alerts_e2e.py).
+"""A two-rank torchrun job that raises every alert event (tests/e2e/test_alerts_e2e.py).
 
 * both ranks log ``loss`` = 20 (the rule ``loss > 10`` holds); rank 1 steps ten times
   slower than rank 0 (a straggler, over a short straggler window);

@@ -1,5 +1,5 @@
 """A torchrun job (3 CPU ranks, gloo, shared mode) whose rank 1 fails first
-(tests/test_failure_story.py).
+(tests/e2e/test_failure_story.py).
 
 Every rank logs ``loss`` and prints a line a step; from step ``COLLECTIVE`` on, every step
 also ends in an ``all_reduce``.

@@ -1,4 +1,4 @@
-"""A 4-rank gloo job that goes wrong on one rank (tests/test_hang_story.py).
+"""A 4-rank gloo job that goes wrong on one rank (tests/e2e/test_hang_story.py).
 
 * ``hang`` / ``hang-nofr``: every rank logs and all_reduces for a few steps; then rank 2
   sleeps (the odd one out) while ranks 0, 1 and 3 enter the next all_reduce, which rank

@@ -1,4 +1,4 @@
-"""Prints every way a program can, then reports what it saw (tests/test_console.py).
+"""Prints every way a program can, then reports what it saw (tests/sdk/test_console.py).
 
 Usage: ``health_console.py <data dir> <console mode> <facts.json>``. Writes through
 Python, raw file descriptors, libc (``printf``, ``write``), a tqdm bar, an ANSI colour

@@ -1,4 +1,4 @@
-"""A torchrun job of four ranks, each in trouble its own way (tests/test_health.py).
+"""A torchrun job of four ranks, each in trouble its own way (tests/sdk/test_health.py).
 
 * rank 0 steps steadily;
 * rank 1 is a straggler: its steps take four times as long;
@@ -6,7 +6,7 @@
 * rank 3 waits until rank 2's stall is on disk and rank 1 has had time to fall behind,
   then SIGKILLs itself (a crash). torchrun then stops the rest of the job with SIGTERM.
 
-With a second argument ``telemetry`` (tests/test_health_e2e.py), every rank also prints a
+With a second argument ``telemetry`` (tests/e2e/test_health_e2e.py), every rank also prints a
 line per step to stdout (and a warning to stderr every ten steps, rank 0's in colour),
 and console capture and system sampling are on with short intervals.
 

@@ -1,4 +1,4 @@
-"""Logs, says "ready", then sleeps until SIGTERM arrives (tests/test_health.py).
+"""Logs, says "ready", then sleeps until SIGTERM arrives (tests/sdk/test_health.py).
 
 Usage: ``health_sigterm.py <data dir>``. The sleep outlasts the stall timeout, so the
 stream records a stall in ``sleep`` before it is killed.

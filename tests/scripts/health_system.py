@@ -1,4 +1,4 @@
-"""Logs for a moment with fast system sampling (tests/test_system.py).
+"""Logs for a moment with fast system sampling (tests/sdk/test_system.py).
 
 Usage: ``health_system.py <data dir> [init() keyword arguments as JSON]``. Runs as one
 process or under torchrun (every rank records: run_mode="shared"). With

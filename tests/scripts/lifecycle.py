@@ -1,4 +1,4 @@
-"""One process, one way of ending or misbehaving (tests/test_lifecycle.py).
+"""One process, one way of ending or misbehaving (tests/sdk/test_lifecycle.py).
 
 Usage: ``lifecycle.py SCENARIO DATA_DIR [REPORT_JSON]``. Every scenario uses project
 ``life`` and run id = the scenario name, logs ``{"x": i}`` for i in 0..4 first and waits

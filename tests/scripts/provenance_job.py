@@ -1,5 +1,5 @@
 """Two ranks (gloo) record one shared run from inside a git repository the test made
-(``tests/test_provenance.py``); the command line carries a secret flag value."""
+(``tests/e2e/test_provenance.py``); the command line carries a secret flag value."""
 
 from __future__ import annotations
 

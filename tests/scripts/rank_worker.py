@@ -1,4 +1,4 @@
-"""One rank of a test job (tests/test_launchers.py, tests/test_detect.py).
+"""One rank of a test job (tests/e2e/test_launchers.py, tests/unit/test_detect.py).
 
 Calls ``rankwise.init()`` under whatever launcher environment it was started in, logs
 ``--steps`` values with ``step=None``, writes a JSON report of what the run looked like

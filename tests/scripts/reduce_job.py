@@ -1,5 +1,5 @@
 """Every rank logs its own throughput, memory, latency and loss into one shared run;
-``define_metric`` chooses each metric's cross-rank line (``tests/test_reduce_torchrun.py``).
+``define_metric`` chooses each metric's cross-rank line (``tests/e2e/test_reduce_torchrun.py``).
 
 Rank r logs ``samples_per_s = 100 (r + 1) + step`` (the job's total is the line),
 ``mem/peak_gb = 1 + r`` (a glob: the max), ``mem/free_gb = 8 - r`` (an exact definition

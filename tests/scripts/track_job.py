@@ -1,4 +1,4 @@
-"""``@rankwise.track`` on every rank of a torchrun job (``tests/test_track_torchrun.py``).
+"""``@rankwise.track`` on every rank of a torchrun job (``tests/e2e/test_track_torchrun.py``).
 
 Each case is one decorated call; every rank writes what it saw (``get_run()``, the
 returned value, the exception) as a JSON line to ``--report``.

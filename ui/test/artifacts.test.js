@@ -1,7 +1,7 @@
 // @vitest-environment happy-dom
 // The artifact views against golden replies (tests/data/golden/artifacts/*.json, shaped
 // like the server's VersionInfo / ArtifactSummary / RunArtifacts structs, which
-// tests/test_artifacts_golden.py checks against rankwise/artifacts/model.py and the real
+// tests/server/test_artifacts_golden.py checks against rankwise/artifacts/model.py and the real
 // server): the calls and their URLs, defaults filled in, and a real Preact render where
 // names, paths, descriptions, metadata and references carrying markup stay text.
 

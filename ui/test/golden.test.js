@@ -1,5 +1,5 @@
 // The dashboard's models on the replies the server really sends: tests/data/golden/*.json
-// are written and checked against a live app by tests/test_golden.py (a fixed run: three
+// are written and checked against a live app by tests/server/test_golden.py (a fixed run: three
 // ranks, six steps of `loss`, rank 1 NaN at step 2, rank 2 +Inf at step 4, and `tput`,
 // defined reduce="sum").
 import { describe, expect, it } from "vitest";

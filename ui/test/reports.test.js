@@ -6,7 +6,7 @@ import {
 } from "../src/lib/reports.js";
 
 // The requests each block makes, pinned for the dashboard and the Python exporter alike
-// (tests/test_reports_export.py reads the same file).
+// (tests/server/test_reports_export.py reads the same file).
 const fixture = JSON.parse(readFileSync(new URL("../../tests/data/report_requests.json", import.meta.url), "utf8"));
 
 describe("blockRequests", () => {

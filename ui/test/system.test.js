@@ -22,7 +22,7 @@ describe("system charts", () => {
     expect(fmtBytes(1536)).toBe("1.50 KiB");
     expect(fmtBytes(3 * 1024 ** 3)).toBe("3.00 GiB");
     expect(fmtBytes(12)).toBe("12 B");
-    // the CLI's sizes (tests/test_artifacts_sync_cli.py) are these same strings
+    // the CLI's sizes (tests/sdk/test_artifacts_sync_cli.py) are these same strings
     expect(fmtBytes(21400)).toBe("20.9 KiB");
     expect(fmtBytes(1023 * 1024)).toBe("1020 KiB");
     expect(fmtBytes(10235)).toBe("10.0 KiB");

@@ -1,0 +1,80 @@
+"""The local tailer of ``rankwise ui``: whole frames only, offsets, restarts, damage."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from rankwise.server.indexer import DirectoryTailer
+from rankwise.store import open_store
+from rankwise.stream.frames import MAGIC
+from rankwise.stream.identity import StreamId
+from tests.helpers.streams import body, records
+
+KEY = StreamId("p", "r", "rank-0", 0)
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    s = open_store(f"sqlite:///{tmp_path / 'index.db'}")
+    s.migrate()
+    yield s
+    s.close()
+
+
+def stream_path(root: Path) -> Path:
+    d = root / "p" / "r" / "streams"
+    d.mkdir(parents=True)
+    return d / "rank-0.0.rwlog"
+
+
+def test_torn_tail_waits_for_the_rest_of_the_frame(tmp_path: Path, store) -> None:
+    root = tmp_path / "data"
+    path = stream_path(root)
+    data = body(records(steps=12), per_frame=4)
+    cut = len(data) - 10  # the last frame is being written
+    path.write_bytes(data[:cut])
+    tailer = DirectoryTailer(root, store, discover_interval=0)
+    assert tailer.poll() == 12  # three whole frames of four records
+    assert tailer.poll() == 0  # nothing new: the file is not read again
+    with open(path, "ab") as f:
+        f.write(data[cut:])
+    assert tailer.poll() == 2
+    assert store.acked(KEY) == 13
+    rows = store.history("p", "r")
+    assert [r["step"] for r in rows] == list(range(12))
+
+
+def test_restart_resumes_from_the_index_and_doubles_nothing(tmp_path: Path, store) -> None:
+    root = tmp_path / "data"
+    path = stream_path(root)
+    recs = records(steps=12)
+    path.write_bytes(body(recs[:11]))  # start + steps 0-9
+    assert DirectoryTailer(root, store, discover_interval=0).poll() == 11
+    with open(path, "ab") as f:
+        f.write(body(recs[11:])[len(MAGIC) :])  # steps 10, 11 and the finish
+    again = DirectoryTailer(root, store, discover_interval=0)  # a new `rankwise ui`
+    assert again.poll() == 3  # re-reads the file, applies only what is new
+    assert [r["step"] for r in store.history("p", "r")] == list(range(12))
+
+
+def test_damage_is_warned_once_and_the_rest_is_indexed(
+    tmp_path: Path,
+    store,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    root = tmp_path / "data"
+    path = stream_path(root)
+    data = bytearray(body(records(steps=8), per_frame=3))
+    data[-5] ^= 0xFF  # flip a byte of the last frame's payload
+    path.write_bytes(bytes(data))
+    (root / ".rankwise").mkdir()  # the index folder is never taken for a project
+    tailer = DirectoryTailer(root, store, discover_interval=0)
+    with caplog.at_level(logging.WARNING, logger="rankwise.server"):
+        assert tailer.poll() == 9
+        tailer.poll()
+    warnings = [r for r in caplog.records if "unreadable" in r.getMessage()]
+    assert len(warnings) == 1 and "checksum" in warnings[0].getMessage()
+    assert store.projects() == ["p"]
