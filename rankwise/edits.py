@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 
 from .errors import UsageError
+from .wire.edits import Edit as Edit  # the struct is the wire's; rankwise.edits works on it
 
 FIELDS = ("name", "tags", "notes", "group", "job_type")
 SOURCES = ("run", "api", "cli", "ui")
@@ -34,16 +35,6 @@ MAX_NAME = 256
 MAX_TAG = 128
 MAX_TAGS = 100
 EDITS_FILE = "edits.jsonl"
-
-
-class Edit(msgspec.Struct, kw_only=True, omit_defaults=True):
-    """One change of one field of a run: its new whole value (tags: the whole list)."""
-
-    field: str  # name, tags, notes, group or job_type
-    value: Any  # str, list[str] (tags) or None (cleared)
-    at: float  # Unix seconds
-    source: str = "api"  # run (the live run), api, cli or ui
-    who: str | None = None  # the token's name or id that made it, where known
 
 
 def check_value(field: str, value: Any) -> Any:

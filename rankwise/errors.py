@@ -9,8 +9,10 @@
     │   │                     given no torch module, an integration given an unknown keyword
     │   ├── BadNameError      an id, key or file name that breaks rankwise.names' rules
     │   ├── MediaError        rankwise.Image/Table/Histogram/... given data it cannot record
-    │   └── ArtifactNotFoundError  (also a KeyError) no such artifact, version, alias or
+    │   ├── ArtifactNotFoundError  (also a KeyError) no such artifact, version, alias or
     │                              file in a version
+    │   └── ReportNotFoundError  (also a KeyError) no report of that name, or no such
+    │                            version of it
     ├── RunNotFoundError      (also a KeyError) Api.run() with an unknown id
     ├── KeyNotLoggedError     (also a KeyError) run.table()/histograms() of a key, step or
     │                         stream the run did not log

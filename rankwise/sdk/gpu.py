@@ -66,6 +66,18 @@ class Rates:
             out[key] = (value - prev[0]) / (now - prev[1])
 
 
+def preload_nvml() -> None:
+    """Import NVML's bindings on the calling thread, before a sampler or capture thread
+    needs them. A module a thread is importing when the process forks stays locked in
+    the child (CPython does not reset its per-module import locks at fork), so a forked
+    child that imported it later would hang; imported up front, it is never imported on
+    a thread of ours."""
+    try:
+        import pynvml  # type: ignore[import-untyped, import-not-found, unused-ignore]  # noqa: F401
+    except Exception:
+        pass
+
+
 class Gpus:
     """The NVML devices this process samples; every method is safe to call and quiet."""
 

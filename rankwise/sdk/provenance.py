@@ -62,11 +62,23 @@ def attach(run: Run) -> None:
         node = handle.local_rank == 0
         if not (primary or node):
             return
+        _preload()
         capture = Capture(handle, primary=primary, node=node)
         handle.add_component(capture)
         capture.start()
     except Exception as exc:  # tracking problems never stop training
         _log.warn(f"what ran is not recorded: {exc!r}")
+
+
+def _preload() -> None:
+    """Import what the capture thread needs on the calling thread (``gpu.preload_nvml``:
+    a forked child must never inherit a module import a thread of ours was in)."""
+    from importlib import metadata  # noqa: F401
+
+    from ..stream import blobs  # noqa: F401
+    from . import gpu
+
+    gpu.preload_nvml()
 
 
 class Capture:

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from .. import _log
 from ..stream import records as R
-from .gpu import Gpus, Rates, Values
+from .gpu import Gpus, Rates, Values, preload_nvml
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -172,6 +172,7 @@ class SystemSampler:
         self._warned = False
 
     def start(self) -> None:
+        preload_nvml()  # on this thread, never the sampler's (see gpu.preload_nvml)
         self._thread.start()
 
     def stop(self, deadline: float) -> None:

@@ -11,8 +11,8 @@ from typing import Any
 import msgspec
 from pydantic import BaseModel, Field
 
-from ..edits import Edit
 from ..filters import MAX_IN
+from .edits import Edit
 
 
 class EditsReply(msgspec.Struct, kw_only=True):

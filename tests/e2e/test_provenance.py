@@ -127,6 +127,8 @@ def test_servers_show_what_ran(job: tuple[Path, str], db_url: str, tmp_path: Pat
 def _local_run(tmp_path: Path, repo: Path, monkeypatch: pytest.MonkeyPatch,
                **settings: object) -> rankwise.RunInfo:  # fmt: skip
     monkeypatch.chdir(repo)
+    # the program as a launcher names it (under pytest-xdist a worker's argv is ["-c"])
+    monkeypatch.setattr(sys, "argv", [str(repo / "train.py"), "--lr", "0.3"])
     run = rankwise.init(project="sw", dir=tmp_path / "data", system=False, console="off",
                         stall_timeout=0, settings=dict(settings))  # fmt: skip
     run.log({"x": 1})
@@ -179,6 +181,7 @@ def test_a_hung_git_does_not_delay_init(tmp_path: Path, monkeypatch: pytest.Monk
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.chdir(repo)
+    monkeypatch.setattr(sys, "argv", [str(repo / "train.py")])
     t0 = time.monotonic()
     run = rankwise.init(project="hang", dir=tmp_path / "data", system=False, console="off",
                         stall_timeout=0, settings={"provenance_timeout": 2.0})  # fmt: skip

@@ -96,7 +96,9 @@ def test_node_gpu_and_process_series_with_nvml(tmp_path: Path) -> None:
     assert not any(k.startswith(("gpu/1/power", "gpu/1/nvlink")) for k in seen)
     counts = json.loads(calls.read_text())
     assert counts["nvmlDeviceGetPowerUsage"] == len(values) + 1  # GPU 0 each time, GPU 1 once
-    assert counts["nvmlInit"] == 1 and counts["nvmlShutdown"] == 1
+    # The sampler opens NVML once and closes it once; the node's record of what ran
+    # (rankwise.sdk.provenance) may open and close it once more for the driver and models.
+    assert counts["nvmlInit"] == counts["nvmlShutdown"] and counts["nvmlInit"] in (1, 2)
 
 
 def test_gpu_device_ids_limit_the_gpus_and_uuids_name_the_process_gpu(tmp_path: Path) -> None:
