@@ -147,10 +147,16 @@ def run_info(settings: Any, deadline: float) -> tuple[dict[str, Any], bytes | No
 
 
 def program_path() -> str | None:
+    """The script that runs: ``__main__``'s file, else ``sys.argv[0]`` when it names a
+    file (a process whose ``__main__`` is not a script, e.g. a worker of a pool); None
+    for ``python -c`` and the interactive prompt."""
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     if isinstance(path, str) and path:
         return os.path.abspath(path)
+    argv0 = sys.argv[0] if sys.argv else ""
+    if argv0 and os.path.isfile(argv0):
+        return os.path.abspath(argv0)
     return None
 
 

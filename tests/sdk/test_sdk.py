@@ -404,6 +404,7 @@ def test_public_api_is_pinned() -> None:
             "MediaError",
             "RankHealth",
             "RankwiseError",
+            "ReportNotFoundError",
             "Run",
             "RunExistsError",
             "RunInfo",
