@@ -225,7 +225,14 @@ def test_each_event_reaches_each_receiver_once_through_a_kill(db: str, tmp_path:
         assert sum(e.kind == "alert" for e in events) == 1  # the second call was dropped
         assert "rank 0 crashed" in by_kind["failed"].body["text"]
         assert "rank 1" in by_kind["hang"].body["text"]
-        assert by_kind["straggler"].body["details"]["rank"] == 1
+        # rank 1 stepped ten times slower than rank 0; rank 0, once SIGKILLed and before
+        # it is declared crashed, may be named slow as well (its steps stopped)
+        slow = {
+            r.body["details"]["rank"]
+            for r in hook.accepted("/generic")
+            if r.body["kind"] == "straggler"
+        }
+        assert 1 in slow, slow
         assert by_kind["rule"].body["details"]["rule"] == "loss > 10"
         assert "rank-0" in by_kind["heartbeat"].body["details"]["ranks"]
         for r in hook.accepted("/slack"):
