@@ -356,8 +356,9 @@ def write(request: Request, who: Who) -> Principal:
     an ingest token of it (what writes its runs) or an admin token."""
     if who.role not in ("write", "ingest", "admin"):
         raise _forbidden(
-            f"this {who.role} token cannot edit runs: use a write token of the project "
-            "(rankwise token create --role write --project P), its ingest token or an admin token"
+            f"this {who.role} token cannot edit runs: only a writer of the project may, a "
+            "write token of it (rankwise token create --role write --project P), its ingest "
+            "token or an admin token"
         )
     _check_project(who, request.path_params.get("project"))
     return who
