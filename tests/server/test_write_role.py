@@ -57,7 +57,7 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
 
 def test_a_write_token_reads_and_edits_its_project_only(world: World) -> None:
     w, tok = world, world.write_p
-    assert T.parse(tok) is not None and T.parse(tok)[0] == "write"  # type: ignore[index]
+    assert T.parse(tok) is not None and T.parse(tok)[0] == "write"
     assert tok.startswith("rk_w_")
     # reads its project like a read token; sees only it
     assert w.req("GET", "/api/v1/projects", tok).json()["projects"][0]["name"] == "p"
@@ -185,7 +185,7 @@ def test_write_tokens_are_created_by_the_cli_and_the_admin_api(
     assert value.startswith("rk_w_")
     store = open_store(db)
     store.migrate()
-    info = store.get_token(T.parse(value)[1])  # type: ignore[index]
+    info = store.get_token(T.parse(value)[1])
     assert info is not None and (info.role, info.projects) == ("write", ("p",))
     with pytest.raises(SystemExit) as exit_:
         cli_main(["token", "create", "--db", db, "--role", "writer"])
