@@ -3,8 +3,8 @@
 
 Against a data directory an edit is appended to ``edits.jsonl`` beside the run's
 streams (``rankwise.edits``; never into the streams); against a server it is
-``POST /api/v1/projects/{project}/runs/{run}/edits`` (a writer token: the project's
-ingest token or an admin token).
+``POST /api/v1/projects/{project}/runs/{run}/edits`` (a writer token: a write token of
+the project, its ingest token or an admin token).
 """
 
 from __future__ import annotations
@@ -56,8 +56,9 @@ def edit_remote(
         if response.status_code in (401, 403):
             raise ServerError(
                 f"the rankwise server refused this edit ({response.status_code}: "
-                f"{_http.error_message(response)}): editing needs the project's ingest "
-                "(writer) token or an admin token"
+                f"{_http.error_message(response)}): editing needs a writer token of the "
+                "project: a write token (rankwise token create --role write --project P), its "
+                "ingest token or an admin token"
             )
         return msgspec.convert(_http.check_reply(response), RunInfo)
 

@@ -1,7 +1,8 @@
 """API tokens: their format, generation, hashing and constant-time check.
 
 A token reads ``rk_<role letter>_<id>_<secret>``: ``rk_i_`` ingest, ``rk_r_`` read,
-``rk_a_`` admin (a prefix secret scanners can match). The ``id`` (12 hex digits) is what
+``rk_w_`` write (read, and edit reports and runs), ``rk_a_`` admin (a prefix secret
+scanners can match). The ``id`` (12 hex digits) is what
 the store indexes and what ``rankwise token list`` and ``revoke`` show; the ``secret``
 (``secrets.token_urlsafe(32)``, 256 bits) is shown once and only its SHA-256 is stored. A
 fast hash is right here: the secret is random, not a password, and a slow KDF on every
@@ -22,12 +23,12 @@ import re
 import secrets
 from dataclasses import dataclass, field
 
-ROLES = ("ingest", "read", "admin")
-_LETTER = {"ingest": "i", "read": "r", "admin": "a"}
+ROLES = ("ingest", "read", "write", "admin")
+_LETTER = {"ingest": "i", "read": "r", "write": "w", "admin": "a"}
 _ROLE_OF = {v: k for k, v in _LETTER.items()}
 PREFIX = "rk_"
 # The whole token: ASCII only, bounded, so a 64 KB or non-ASCII header is refused early.
-_TOKEN = re.compile(r"rk_([ira])_([0-9a-f]{12})_([A-Za-z0-9_-]{32,64})")
+_TOKEN = re.compile(r"rk_([irwa])_([0-9a-f]{12})_([A-Za-z0-9_-]{32,64})")
 _DUMMY = hashlib.sha256(b"rankwise: no such token").digest()
 
 

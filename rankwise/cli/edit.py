@@ -2,8 +2,8 @@
 
 Against a data directory (``--dir``, default ``RANKWISE_DIR`` or ``./rankwise-runs``)
 the edit is kept beside the run's streams; against a server (``--server URL``, or
-``RANKWISE_SERVER``) it needs a writer token (``--token``, ``RANKWISE_TOKEN``: the
-project's ingest token or an admin token). See ``rankwise.manage``.
+``RANKWISE_SERVER``) it needs a writer token (``--token``, ``RANKWISE_TOKEN``: a write
+token of the project, its ingest token or an admin token). See ``rankwise.manage``.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def add_edit_command(sub: Any) -> None:
     p.add_argument("--dir", default=None, help="data directory (RANKWISE_DIR, ./rankwise-runs)")
     p.add_argument("--project", default=None, help="the run's project")
     p.add_argument("--server", default=None, help="a rankwise server (RANKWISE_SERVER)")
-    p.add_argument("--token", default=None, help="a writer token (RANKWISE_TOKEN)")
+    p.add_argument("--token", default=None, help="a write, ingest or admin token (RANKWISE_TOKEN)")
     p.add_argument("--name", default=None, help="the new display name")
     p.add_argument("--tag", action="append", default=[], help="add this tag (repeatable)")
     p.add_argument("--untag", action="append", default=[], help="remove this tag (repeatable)")

@@ -22,7 +22,12 @@ def add_token_commands(sub: Any) -> None:
     tsub = p.add_subparsers(dest="token_command", required=True)
     c = tsub.add_parser("create", help="create a token and print it (once)")
     _db(c)
-    c.add_argument("--role", required=True, choices=ROLES, help="ingest, read or admin")
+    c.add_argument(
+        "--role",
+        required=True,
+        choices=ROLES,
+        help="ingest (upload), read, write (read, and edit reports and runs) or admin",
+    )
     c.add_argument(
         "--project",
         action="append",

@@ -8,9 +8,14 @@ Deny by default. Every route carries exactly one policy dependency, and a test w
   but GET) into the token's projects. No reads:
   a token leaked from a cluster node exposes nothing.
 * ``read``: the read API of the token's projects (saved views included: they are
-  per-project dashboard state, so a reader may save them from the dashboard).
+  per-project dashboard state, so a reader may save them from the dashboard). A write
+  token passes it too: a writer reads everything a reader does.
+* ``write``: editing runs (name, tags, notes, group, job type): a write token of the
+  project, an ingest token of it (what writes its runs; kept as before) or an admin.
+  Reports are saved and deleted under ``read`` plus ``reports.check_writer`` (write or
+  admin), since their GETs share the router.
 * ``read_or_ingest``: an artifact file's bytes (``/artifacts/.../files/...``): a read
-  token, or an ingest token of that project, since a training job that uses a model must
+  or write token, or an ingest token of that project, since a training job that uses a model must
   fetch it with the token it logs with (see docs/security.md, "Artifact downloads").
 * ``admin``: token management; an admin token also passes every other policy.
 * ``authenticated``: any principal (who-am-I, and the JSON 404 of unknown ``/api`` paths,
@@ -63,7 +68,7 @@ _CACHE_MAX = 10_000
 bearer_scheme = HTTPBearer(
     auto_error=False,
     scheme_name="token",
-    description="an API token: rankwise token create --db URL --role ingest|read|admin",
+    description="an API token: rankwise token create --db URL --role ingest|read|write|admin",
 )
 session_scheme = APIKeyCookie(
     name=SESSION_COOKIE,
@@ -339,7 +344,7 @@ def ingest(request: Request, who: Who) -> Principal:
 
 @_policy("read")
 def read(request: Request, who: Who) -> Principal:
-    if who.role not in ("read", "admin"):
+    if who.role not in ("read", "write", "admin"):
         raise _forbidden(f"this {who.role} token cannot read: use a read token")
     _check_project(who, request.path_params.get("project"))
     return who
@@ -347,11 +352,12 @@ def read(request: Request, who: Who) -> Principal:
 
 @_policy("write")
 def write(request: Request, who: Who) -> Principal:
-    """Editing runs (name, tags, notes, group, job type): a writer of the project, an
-    ingest token of it (what writes its runs) or an admin token."""
-    if who.role not in ("ingest", "admin"):
+    """Editing runs (name, tags, notes, group, job type): a write token of the project,
+    an ingest token of it (what writes its runs) or an admin token."""
+    if who.role not in ("write", "ingest", "admin"):
         raise _forbidden(
-            f"this {who.role} token cannot edit runs: use the project's ingest (writer) "
+            f"this {who.role} token cannot edit runs: only a writer of the project may, a "
+            "write token of it (rankwise token create --role write --project P), its ingest "
             "token or an admin token"
         )
     _check_project(who, request.path_params.get("project"))
@@ -360,9 +366,9 @@ def write(request: Request, who: Who) -> Principal:
 
 @_policy("read_or_ingest")
 def read_or_ingest(request: Request, who: Who) -> Principal:
-    """Artifact file downloads: any token of the project, read or ingest (a training
-    job fetches the model it uses with its ingest token). Nothing is written."""
-    if who.role not in ("read", "ingest", "admin"):
+    """Artifact file downloads: any token of the project, read, write or ingest (a
+    training job fetches the model it uses with its ingest token). Nothing is written."""
+    if who.role not in ("read", "write", "ingest", "admin"):
         raise _forbidden(f"this {who.role} token cannot fetch files: use a read token")
     _check_project(who, request.path_params.get("project"))
     return who
@@ -373,6 +379,12 @@ def admin(who: Who) -> Principal:
     if who.role != "admin":
         raise _forbidden("only an admin token may do this")
     return who
+
+
+def may_write(who: Principal, project: str) -> bool:
+    """Whether ``who`` may edit what people make in ``project`` (reports): a write token
+    of the project, or an admin (the local ``rankwise ui`` acts as admin)."""
+    return who.role in ("write", "admin") and who.allows(project)
 
 
 def check_projects(request: Request, projects: Iterable[str]) -> None:

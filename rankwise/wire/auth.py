@@ -26,7 +26,13 @@ class WhoAmI(msgspec.Struct, kw_only=True):
             "that ranks upload to"
         ),
     ] = False
-    role: str
+    role: Annotated[
+        str,
+        msgspec.Meta(
+            description="read, write or admin (admin on `rankwise ui`); write and admin may "
+            "edit reports and runs of their projects"
+        ),
+    ]
     projects: Annotated[list[str] | None, msgspec.Meta(description="null: every project")]
     name: str = ""
     via: Annotated[str, msgspec.Meta(description="bearer, session or local")]

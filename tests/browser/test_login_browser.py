@@ -50,7 +50,7 @@ def test_login_see_runs_logout(tmp_path: Path) -> None:
             _submit(page, "rk_r_000000000000_" + "A" * 43)
             expect(page.get_by_role("alert")).to_contain_text("not valid")
             _submit(page, ingest)
-            expect(page.get_by_role("alert")).to_contain_text("read or admin")
+            expect(page.get_by_role("alert")).to_contain_text("read, write or admin")
 
             _submit(page, read)
             expect(page.locator("text=seen-run").first).to_be_visible()

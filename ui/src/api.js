@@ -328,7 +328,7 @@ export const api = {
     return data;
   },
 
-  /** Change a run's name, tags, notes, group or job type (a writer: admin or `rankwise ui`). */
+  /** Change a run's name, tags, notes, group or job type (a writer: a write or admin token, or `rankwise ui`). */
   editRun: (project, run, body) => request("POST", runPath(project, run, "/edits"), { body }),
   /** The run's edits, oldest first. */
   runEdits: (project, run, opts) => request("GET", runPath(project, run, "/edits"), opts),

@@ -28,10 +28,10 @@ function App() {
   else if (who === null) page = <LoginPage onLogin={setWho} />;
   else switch (route.page) {
     case "runs":
-      page = <RunsPage key={route.project} project={route.project} params={route.params} />;
+      page = <RunsPage key={route.project} project={route.project} params={route.params} who={who} />;
       break;
     case "run":
-      page = <RunPage key={`${route.project}/${route.run}`} project={route.project} runId={route.run} params={route.params} />;
+      page = <RunPage key={`${route.project}/${route.run}`} project={route.project} runId={route.run} params={route.params} who={who} />;
       break;
     case "group":
       page = <GroupPage key={`${route.project}/${route.group}`} project={route.project} group={route.group} />;

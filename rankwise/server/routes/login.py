@@ -1,6 +1,6 @@
 """Dashboard sessions (``/session``) and token management (``/tokens``, admin only).
 
-``POST /session`` takes a read or admin token in the JSON body (never the URL), checks it
+``POST /session`` takes a read, write or admin token in the JSON body (never the URL), checks it
 like a Bearer token, and sets two cookies: the session (a random 256-bit id, stored
 hashed, ``HttpOnly; SameSite=Strict; Path=/``, ``Secure`` with the ``__Host-`` prefix
 under TLS) and ``rk_csrf`` (readable by the page, echoed in ``X-Rankwise-CSRF`` on every
@@ -33,7 +33,9 @@ router = APIRouter(tags=["auth"])
 
 
 class Login(BaseModel):
-    token: str = Field(max_length=200, description="a read or admin token (rk_r_… or rk_a_…)")
+    token: str = Field(
+        max_length=200, description="a read, write or admin token (rk_r_…, rk_w_… or rk_a_…)"
+    )
 
 
 ProjectName = Annotated[str, StringConstraints(pattern=names.ID_CHARS_PATTERN)]
@@ -42,7 +44,7 @@ ProjectName = Annotated[str, StringConstraints(pattern=names.ID_CHARS_PATTERN)]
 class NewScopedToken(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    role: Literal["ingest", "read"]
+    role: Literal["ingest", "read", "write"]
     projects: list[ProjectName] | None = Field(
         None, min_length=1, description="null or absent: every project"
     )
@@ -107,7 +109,7 @@ def whoami(
     dependencies=[Depends(auth.public)],
 )
 def login(request: Request, body: Login) -> Response:
-    """Log the dashboard in with a read or admin token: sets the session cookies."""
+    """Log the dashboard in with a read, write or admin token: sets the session cookies."""
     auth.check_same_origin(request)
     if not request.headers.get(auth.CSRF_HEADER):
         raise ApiError(403, f"login needs the {auth.CSRF_HEADER} header (use the dashboard)")
@@ -118,7 +120,7 @@ def login(request: Request, body: Login) -> Response:
     if info is None:
         raise auth.AuthError()
     if info.role == "ingest":
-        raise ApiError(403, "an ingest token cannot log in: use a read or admin token")
+        raise ApiError(403, "an ingest token cannot log in: use a read, write or admin token")
     sid = secrets.token_urlsafe(32)
     request.app.state.store.create_session(sid, info.id)
     response = reply(request, _who(request, auth.Principal(info, "session")))

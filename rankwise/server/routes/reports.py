@@ -3,10 +3,10 @@
 A report is a titled page of Markdown text and live panels (``rankwise.wire.reports``),
 stored by the server; every save is a version, the newest is the report, older ones are
 read with ``?version=N``. Anyone who may read the project (a read token, a logged-in
-reader) opens a report; only the project's writers save or delete one. Of the token roles
-(ingest, read, admin) the one that may both read a project and change what it holds is
-admin (an admin token covers every project); the local ``rankwise ui`` (no
-authentication) acts as admin. A save names
+reader) opens a report; only the project's writers save or delete one: a write token of
+the project (or a dashboard session logged in with one) or an admin token (it covers
+every project); the local ``rankwise ui`` (no authentication) acts as admin. An ingest
+token neither reads nor edits reports. A save names
 the version it was edited from (``base``); if another save came first it is refused with
 409 instead of silently undoing that one.
 """
@@ -34,7 +34,7 @@ from ...store.reports import (
     check_report,
 )
 from ...wire.reports import Report, ReportsReply, ReportVersionsReply
-from ..auth import Principal
+from ..auth import Principal, may_write
 from ..encoding import ApiError, reply
 from .deps import answers
 from .deps import store as _store
@@ -122,14 +122,16 @@ class ReportBody(BaseModel):
 
 
 def check_writer(request: Request, project: str) -> Principal:
-    """403 unless the request may edit the project's reports: an admin token (a read
-    token opens reports, it does not change them), or no authentication."""
+    """403 unless the request may edit the project's reports: a write token of the
+    project or an admin token (a read token opens reports, it does not change them), or
+    no authentication."""
     who: Principal = request.state.principal
-    if who.role != "admin" or not who.allows(project):
+    if not may_write(who, project):
         raise ApiError(
             403,
             f"this {who.role} token cannot edit reports: only a writer of project {project!r} "
-            "(an admin token) saves or deletes reports; a read token opens them",
+            "(a write token of it, or an admin token) saves or deletes reports; a read token "
+            "opens them",
         )
     return who
 

@@ -1,4 +1,4 @@
-// The login page: a read or admin token in, a server-side session cookie out.
+// The login page: a read, write or admin token in, a server-side session cookie out.
 //
 // The token goes in a POST body (never the URL) and is not kept by the page: the server
 // answers with an HttpOnly session cookie, which the page cannot read either.
@@ -28,8 +28,8 @@ export function LoginPage({ onLogin }) {
     <main class="page login">
       <h1>Log in to rankwise</h1>
       <p class="muted">
-        Paste a <b>read</b> or <b>admin</b> token. An admin creates one with{" "}
-        <code>rankwise token create --db URL --role read</code>.
+        Paste a <b>read</b>, <b>write</b> (read and edit reports and runs) or <b>admin</b> token.
+        An admin creates one with <code>rankwise token create --db URL --role read</code>.
       </p>
       <form onSubmit={submit} class="login-form">
         <label for="rk-token">Token</label>

@@ -1,12 +1,13 @@
 // Reports (docs/reports.md): the project's list, and one report, read or edited. A report
 // is a title and blocks (Markdown text, live panels); saving adds a version, older ones
-// are read with ?version=N. Only a writer of the project (an admin token of it, or the
-// local `rankwise ui`) sees the edit controls; the server refuses anyone else anyway.
+// are read with ?version=N. Only a writer of the project (a write or admin token of it, or
+// the local `rankwise ui`) sees the edit controls; the server refuses anyone else anyway.
 
 import { useState } from "preact/hooks";
 import { api, blobUrl } from "../api.js";
 import { useLoad } from "../hooks.js";
 import { href, navigate } from "../router.js";
+import { canEdit } from "../lib/access.js";
 import { fmtTime } from "../lib/format.js";
 import {
   blockRequests, KIND_NAMES, KINDS, insertBlock, mediaDigests, moveBlock, newBlock, removeBlock,
@@ -15,10 +16,7 @@ import {
 import { Empty, ErrorBox, Spinner } from "../components/common.jsx";
 import { ReportBlock, ReportView } from "../components/ReportBlocks.jsx";
 
-/** Whether `who` (GET /session) may edit reports of `project`. */
-export function canEdit(who, project) {
-  return who?.role === "admin" && (!who.projects || who.projects.includes(project));
-}
+export { canEdit };
 
 export function ReportsPage({ project, params, who }) {
   const list = useLoad((signal) => api.reports(project, { signal }), [project]);

@@ -28,12 +28,13 @@ import { ArtifactsTab } from "./run/ArtifactsTab.jsx";
 import { OverviewTab } from "./run/OverviewTab.jsx";
 import { splitKeys } from "../lib/media.js";
 import { EditRun } from "../components/RunEdit.jsx";
+import { canEdit } from "../lib/access.js";
 import { markdown } from "../lib/markdown.js";
 
 /** How often a running run's rich-data keys are asked for again (ms): they change slowly. */
 const MEDIA_KEYS_MS = 5000;
 
-export function RunPage({ project, runId, params }) {
+export function RunPage({ project, runId, params, who }) {
   // A running run is re-read every LIVE_MS; polling stops with the reply that says it ended.
   const [running, setRunning] = useState(false);
   // The metric keys are asked for with the run, not after it arrives: the Charts tab
@@ -90,7 +91,7 @@ export function RunPage({ project, runId, params }) {
   if (!data) return <main class="main"><Spinner /></main>;
   return (
     <main class="main run-page">
-      <RunHeader run={data} onEdited={run.reload} />
+      <RunHeader run={data} onEdited={run.reload} editable={canEdit(who, project)} />
       <HangBanner run={data} />
       <DivergenceBanner run={data} />
       <RunHealth run={data} tab={tab} />
@@ -128,7 +129,7 @@ export function RunPage({ project, runId, params }) {
   );
 }
 
-function RunHeader({ run, onEdited }) {
+function RunHeader({ run, onEdited, editable }) {
   const now = useNow(1000, run.state === "running");
   return (
     <header class="run-head">
@@ -147,7 +148,7 @@ function RunHeader({ run, onEdited }) {
         <h1>{run.name || run.id}</h1>
         <StateBadge state={run.state} crashed={run.crashed} />
         {divergenceNote(run) ? <span class="nonfinite-note" data-nonfinite-note>{divergenceNote(run)}</span> : null}
-        <EditRun run={run} onSaved={onEdited} />
+        {editable ? <EditRun run={run} onSaved={onEdited} /> : null}
       </div>
       <dl class="facts">
         <div><dt>Ranks × nodes</dt><dd data-ranks>{fmtRanks(run)}</dd></div>

@@ -17,10 +17,13 @@ import {
 } from "../lib/runsModel.js";
 import { ParallelCoords } from "../components/ParallelCoords.jsx";
 import { BulkTags, FilterBuilder, InlineName } from "../components/RunEdit.jsx";
+import { canEdit } from "../lib/access.js";
 
 const POLL_MS = 2000;
 
-export function RunsPage({ project, params }) {
+export function RunsPage({ project, params, who }) {
+  // Run edit controls (rename, bulk tags) for writers only (src/lib/access.js).
+  const editable = canEdit(who, project);
   const f = useMemo(() => filtersFromParams(params), [params]);
   const set = (patch, { keepView = false } = {}) => {
     const next = { ...f, ...patch };
@@ -86,13 +89,14 @@ export function RunsPage({ project, params }) {
             onBrush={(field, lo, hi) => set({ filter: withRange(f.filter, field, lo, hi) }, { keepView: true })}
           />
         ) : null}
-        <BulkTags project={project} selected={selected} onDone={() => { runs.reload(); all.reload(); }} />
+        {editable ? <BulkTags project={project} selected={selected} onDone={() => { runs.reload(); all.reload(); }} /> : null}
         <ErrorBox error={runs.error} onRetry={runs.reload} />
         {runs.data === undefined && !runs.error ? <Spinner /> : null}
         {runs.data ? (
           runs.data.runs.length ? (
             <RunsTable
               project={project}
+              editable={editable}
               runs={runs.data.runs}
               total={runs.data.total}
               openAlerts={runs.data.open_alerts ?? {}}
@@ -395,7 +399,7 @@ const BASE_COLUMNS = [
   { key: "duration", label: "Duration", sort: "duration", num: true },
 ];
 
-function RunsTable({ project, runs, total, f, set, selected, setSelected, openAlerts, reload }) {
+function RunsTable({ project, editable, runs, total, f, set, selected, setSelected, openAlerts, reload }) {
   const anyRunning = runs.some((r) => r.state === "running");
   const now = useNow(1000, anyRunning);
   // The clock re-sorts only while a run is running (its duration grows); else it is still.
@@ -435,7 +439,7 @@ function RunsTable({ project, runs, total, f, set, selected, setSelected, openAl
       </td>
       {columns.map((c) => (
         <td key={c.key} class={c.num ? "num" : ""}>
-          {c.key === "name" ? (
+          {c.key === "name" && editable ? (
             <InlineName project={project} run={r} onSaved={reload}>{cell(project, r, c, now, openAlerts)}</InlineName>
           ) : cell(project, r, c, now, openAlerts)}
         </td>
