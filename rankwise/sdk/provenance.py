@@ -133,14 +133,14 @@ def run_info(settings: Any, deadline: float) -> tuple[dict[str, Any], bytes | No
     }
     notes: list[str] = []
     diff: bytes | None = None
+    if settings.packages:  # first: a hung git must not cost the packages their turn
+        info["packages"] = packages()
     if settings.git:
         git, diff, note = git_info(deadline, with_diff=bool(settings.save_code))
         if git:
             info["git"] = git
         if note:
             notes.append(note)
-    if settings.packages:
-        info["packages"] = packages()
     if notes:
         info["note"] = "; ".join(notes)
     return info, diff

@@ -184,14 +184,14 @@ def test_a_hung_git_does_not_delay_init(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setattr(sys, "argv", [str(repo / "train.py")])
     t0 = time.monotonic()
     run = rankwise.init(project="hang", dir=tmp_path / "data", system=False, console="off",
-                        stall_timeout=0, settings={"provenance_timeout": 2.0})  # fmt: skip
+                        stall_timeout=0, settings={"provenance_timeout": 5.0})  # fmt: skip
     took_init = time.monotonic() - t0
     run.log({"x": 1})
     t1 = time.monotonic()
     run.finish()
     took_finish = time.monotonic() - t1
     assert took_init < 1.0, took_init
-    assert took_finish < 4.0, took_finish  # the capture's own bound, not git's 120 s
+    assert took_finish < 8.0, took_finish  # the capture's own bound (5 s), not git's 120 s
     got = rankwise.Api(dir=tmp_path / "data").run(run.id, project="hang")
     assert got.code is not None and got.code.note is not None and "timed out" in got.code.note
     assert got.code.program is not None and got.packages  # what did not need git

@@ -40,3 +40,10 @@ if __name__ == "__main__":
             "version": importlib.metadata.version("wandb"), "logged": logged}  # fmt: skip
     Path(sys.argv[1], f"rank-{rank}.json").write_text(json.dumps(seen))
     accelerator.end_training()
+    # PyTorch's clean exit: gloo's threads end with the group, not in static
+    # destruction at exit (which can abort a rank: "terminate called without
+    # an active exception")
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()

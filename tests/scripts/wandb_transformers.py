@@ -53,3 +53,10 @@ if __name__ == "__main__":
     if rank == 0:
         print(f"RUN {wandb.run.id}", flush=True)
     wandb.finish()
+    # PyTorch's clean exit: gloo's threads end with the group, not in static
+    # destruction at exit (which can abort a rank: "terminate called without
+    # an active exception")
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
