@@ -11,6 +11,7 @@ writes what it logged to ``<report>/rank-<r>.json``.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import warnings
@@ -73,3 +74,12 @@ out = {
 accelerator.end_training()
 out["state"] = run.state
 Path(a.report, f"rank-{rank}.json").write_text(json.dumps(out))
+# A clean exit: drop what holds the gloo process group (the DDP wrapper) and
+# end the group while the interpreter is alive. Left to the interpreter's own
+# teardown, gloo's threads can abort a rank ("terminate called without an active
+# exception"), with or without rankwise.
+del model, opt, loader
+accelerator.free_memory()
+gc.collect()
+if torch.distributed.is_initialized():
+    torch.distributed.destroy_process_group()

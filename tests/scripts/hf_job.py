@@ -9,6 +9,7 @@ writes its ``state.log_history`` and what it knows to ``<report>/rank-<r>.json``
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import warnings
@@ -97,3 +98,11 @@ out = {
 }
 run.finish()
 Path(a.report, f"rank-{rank}.json").write_text(json.dumps(out))
+# A clean exit: drop what holds the gloo process group (the DDP wrapper) and
+# end the group while the interpreter is alive. Left to the interpreter's own
+# teardown, gloo's threads can abort a rank ("terminate called without an active
+# exception"), with or without rankwise.
+del trainer, model
+gc.collect()
+if torch.distributed.is_initialized():
+    torch.distributed.destroy_process_group()

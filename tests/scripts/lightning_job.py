@@ -10,6 +10,7 @@ rank writes what it logged, at which global step, to ``<report>/rank-<r>.json``.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import warnings
@@ -110,3 +111,11 @@ out = {
     else "",
 }
 Path(a.report, f"rank-{trainer.global_rank}.json").write_text(json.dumps(out))
+# A clean exit: drop what holds the gloo process group (the DDP wrapper) and
+# end the group while the interpreter is alive. Left to the interpreter's own
+# teardown, gloo's threads can abort a rank ("terminate called without an active
+# exception"), with or without rankwise.
+del trainer, model
+gc.collect()
+if a.fail_at < 0 and torch.distributed.is_initialized():  # a failed rank's peers may wait
+    torch.distributed.destroy_process_group()

@@ -5,6 +5,7 @@ OUT`` (the opt-in shim). Accelerate's tracker logs from the main process only, w
 ``step=``. Each rank writes what it passed to ``accelerator.log`` to
 ``OUT/rank-<r>.json``."""
 
+import gc
 import importlib.metadata
 import json
 import sys
@@ -40,9 +41,13 @@ if __name__ == "__main__":
             "version": importlib.metadata.version("wandb"), "logged": logged}  # fmt: skip
     Path(sys.argv[1], f"rank-{rank}.json").write_text(json.dumps(seen))
     accelerator.end_training()
-    # PyTorch's clean exit: gloo's threads end with the group, not in static
-    # destruction at exit (which can abort a rank: "terminate called without
-    # an active exception")
+    # A clean exit: drop what holds the gloo process group (the DDP wrapper) and
+    # end the group while the interpreter is alive. Left to the interpreter's own
+    # teardown, gloo's threads can abort a rank ("terminate called without an active
+    # exception"), with or without rankwise.
+    del model, optimizer
+    accelerator.free_memory()
+    gc.collect()
     import torch.distributed as dist
 
     if dist.is_initialized():

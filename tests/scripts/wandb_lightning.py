@@ -4,6 +4,7 @@ DEVICES=2, Lightning's own launcher starts rank 1 as a new ``python wandb_lightn
 or under ``torchrun ... -m rankwise.wandb``. Each rank writes what it saw and the losses
 it computed to ``DIR/rank-<r>.json``."""
 
+import gc
 import importlib.metadata
 import json
 import sys
@@ -66,3 +67,11 @@ if __name__ == "__main__":
     if rank == 0:
         print(f"RUN {logger.experiment.id} {logger.version}", flush=True)
         wandb.finish()
+    # A clean exit: drop what holds the gloo process group (the DDP wrapper) and
+    # end the group while the interpreter is alive. Left to the interpreter's own
+    # teardown, gloo's threads can abort a rank ("terminate called without an active
+    # exception"), with or without rankwise.
+    del trainer, model
+    gc.collect()
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()

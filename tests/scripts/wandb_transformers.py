@@ -3,6 +3,7 @@ rankwise: run with ``python -m rankwise.wandb wandb_transformers.py OUT`` or und
 ``torchrun ... -m rankwise.wandb`` (the shim). A tiny GPT-2 built from a config: nothing
 is downloaded. Each rank writes the losses it computed to ``OUT/rank-<r>.json``."""
 
+import gc
 import importlib.metadata
 import json
 import sys
@@ -53,9 +54,12 @@ if __name__ == "__main__":
     if rank == 0:
         print(f"RUN {wandb.run.id}", flush=True)
     wandb.finish()
-    # PyTorch's clean exit: gloo's threads end with the group, not in static
-    # destruction at exit (which can abort a rank: "terminate called without
-    # an active exception")
+    # A clean exit: drop what holds the gloo process group (the DDP wrapper) and
+    # end the group while the interpreter is alive. Left to the interpreter's own
+    # teardown, gloo's threads can abort a rank ("terminate called without an active
+    # exception"), with or without rankwise.
+    del trainer, model
+    gc.collect()
     import torch.distributed as dist
 
     if dist.is_initialized():

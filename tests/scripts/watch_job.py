@@ -9,6 +9,7 @@ same on both. A small local ``probe`` model is watched on the primary rank only.
 from __future__ import annotations
 
 import argparse
+import gc
 
 import torch
 import torch.distributed as dist
@@ -42,4 +43,10 @@ for step in range(a.steps):
     run.log({"loss": loss.item(), "synced_norm": synced}, step=step)
     opt.step()
 run.finish()
+# A clean exit: drop what holds the gloo process group (the DDP wrapper) and
+# end the group while the interpreter is alive. Left to the interpreter's own
+# teardown, gloo's threads can abort a rank ("terminate called without an active
+# exception"), with or without rankwise.
+del model, net, opt
+gc.collect()
 dist.destroy_process_group()
