@@ -539,12 +539,15 @@ def test_the_local_reader_skips_a_stream_an_upload_could_not_store(
         (root / "p" / run / "streams" / "rank-0.0.rwlog").write_bytes(data)
     store = open_store(f"sqlite:///{tmp_path / 'index.db'}")
     store.migrate()
+    log = logging.getLogger("rankwise")  # it does not propagate once rankwise set it up
+    log.addHandler(caplog.handler)
     try:
         with caplog.at_level(logging.WARNING, logger="rankwise"):
             DirectoryTailer(root, store).poll()
         assert store.get_run("p", "good") is not None and store.get_run("p", "poison") is None
         assert any("not indexed" in r.getMessage() for r in caplog.records)
     finally:
+        log.removeHandler(caplog.handler)
         store.close()
 
 
