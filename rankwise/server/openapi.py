@@ -37,6 +37,7 @@ from ..wire.health import (
     SystemSeriesReply,
 )
 from ..wire.manage import STRUCTS as MANAGE_STRUCTS
+from ..wire.trash import STRUCTS as TRASH_STRUCTS
 from ..wire.media import (
     BlobPut,
     BlobsLost,
@@ -100,6 +101,7 @@ STRUCTS: tuple[type, ...] = (
     NewTokenReply,
     *REPORT_STRUCTS,
     *MANAGE_STRUCTS,
+    *TRASH_STRUCTS,
 )
 
 REF = "#/components/schemas/{name}"
