@@ -10,7 +10,7 @@
 
 Under ``rankwise ui`` the run folders follow: a deleted run's folder moves to
 ``<dir>/.trash/<project>/<run>``, a restored one back, a purged one is removed
-(``rankwise.server.trash_files``).
+(``rankwise.local_trash``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from ...wire.trash import (
     RestoreRequest,
     TrashReply,
 )
-from .. import trash_files
+from ... import local_trash as trash_files
 from ..encoding import ApiError, reply
 from .deps import answers
 from .deps import blobs as _blobs
