@@ -76,9 +76,10 @@ def cmd_rm(args: argparse.Namespace) -> int:
             raise UsageError('--filter takes a JSON object, e.g. \'{"tags": "smoke"}\'')
     dry = args.dry_run or (filters is not None and not args.yes)
     api = _api(args)
-    ids = api.delete_runs(
-        args.runs, project=args.project, filters=filters, purge=args.purge, dry_run=dry
-    )
+    ids = sorted(
+        api.delete_runs(args.runs, project=args.project, filters=filters, purge=args.purge,
+                        dry_run=dry)
+    )  # fmt: skip
     verb = "purge" if args.purge else "delete"
     if dry:
         print(f"would {verb} {len(ids)} run{'s' if len(ids) != 1 else ''}: {' '.join(ids)}")
