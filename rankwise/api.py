@@ -257,8 +257,8 @@ class Api:
 
         proj = default_project(project)
         if self._remote is not None:
-            return D.trash_remote(self._remote.server, self._remote._token, proj)  # type: ignore[return-value]
-        return D.trash_local(self.dir, proj)  # type: ignore[return-value]
+            return D.trash_remote(self._remote.server, self._remote._token, proj)
+        return D.trash_local(self.dir, proj)
 
     def audit_log(self, project: str | None = None, limit: int = 1000) -> list[Any]:
         """Who deleted, restored or purged which runs, when (``AuditEntry``), newest
@@ -266,8 +266,8 @@ class Api:
         from . import deletion as D
 
         if self._remote is not None:
-            return D.audit_remote(self._remote.server, self._remote._token, project, limit)  # type: ignore[return-value]
-        return D.audit_local(self.dir, project, limit)  # type: ignore[return-value]
+            return D.audit_remote(self._remote.server, self._remote._token, project, limit)
+        return D.audit_local(self.dir, project, limit)
 
     # -- artifacts (rankwise.artifacts) --------------------------------------------------
     def artifact(self, name: str, type: str | None = None) -> Artifact:

@@ -37,7 +37,6 @@ from ..wire.health import (
     SystemSeriesReply,
 )
 from ..wire.manage import STRUCTS as MANAGE_STRUCTS
-from ..wire.trash import STRUCTS as TRASH_STRUCTS
 from ..wire.media import (
     BlobPut,
     BlobsLost,
@@ -57,6 +56,7 @@ from ..wire.runs import (
     SavedView,
     ViewsReply,
 )
+from ..wire.trash import STRUCTS as TRASH_STRUCTS
 
 # Every reply struct the document describes (and the artifact request bodies, which
 # FastAPI does not validate); the structs they contain are found from these.

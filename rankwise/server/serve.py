@@ -26,11 +26,11 @@ from ..errors import RankwiseError, UsageError
 from ..store.base import Store
 from ..store.blobs import BlobStore, FsspecBlobStore, LocalBlobStore, default_root, open_blob_store
 from .alert_watch import start_alerts
-from .trash_sweep import TrashSweep
 from .app import create_app
 from .config import AlertSettings, ServerSettings
 from .guard import GuardedH11Protocol, install_accept_log
 from .indexer import DirectoryTailer
+from .trash_sweep import TrashSweep
 from .upload import Limits
 
 DEFAULT_HOST = "127.0.0.1"

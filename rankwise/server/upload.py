@@ -12,8 +12,9 @@ indexer warns once and indexes that file no further. Invariants:
   above ``mark + 1`` would leave a gap: refused with 409 and the mark (``acked_seq``).
   Marks only ever grow, so a check that passes before ``Store.ingest`` still holds when
   the store applies the batch.
-* The checks, in order: the run is not deleted (410, ``check_not_deleted``); the frames decode to records of the schema (``decode_records``,
-  the route only: the indexer reads files itself); consecutive seqs, and a stream start
+* The checks, in order: the run is not deleted (410, ``check_not_deleted``); the frames
+  decode to records of the schema (``decode_records``, the route only: the indexer reads
+  files itself); consecutive seqs, and a stream start
   naming the stream the upload was posted as (the route only: a local file's place names
   it); each field inside its fixed set (``check_fields``); keys, console lines and JSON-
   like values inside their budgets (``check_sizes``, ``rankwise.budget``); media, tables

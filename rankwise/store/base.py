@@ -37,8 +37,8 @@ if TYPE_CHECKING:
     from ..wire.artifacts import ArtifactSummary, CommitRequest, RunArtifacts, VersionInfo
     from ..wire.trash import AuditEntry, TrashedRun
     from .alerts import Claimed
-    from .trash import Collector
     from .tokens import SessionInfo
+    from .trash import Collector
 
 
 @dataclass

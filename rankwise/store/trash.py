@@ -127,7 +127,9 @@ class Trash(SQLBase):
 
         def put(tx: Tx) -> list[str]:
             now = time.time()
-            todo = [(pk, rid) for pk, rid, gone in self._known(tx, project, run_ids) if gone is None]
+            todo = [
+                (pk, rid) for pk, rid, gone in self._known(tx, project, run_ids) if gone is None
+            ]
             for pk, _ in todo:
                 tx.run(
                     "UPDATE runs SET deleted_at = ?, deleted_by = ? WHERE id = ?", (now, who, pk)
@@ -218,7 +220,11 @@ class Trash(SQLBase):
         )
         done = []
         for rid in known:
-            if self._write(lambda tx, rid=rid: self._purge_rows(tx, project, rid)):
+
+            def rows(tx: Tx, rid: str = rid) -> bool:
+                return self._purge_rows(tx, project, rid)
+
+            if self._write(rows):
                 done.append(rid)
         self._forget_streams(project, set(done))
         self.collect(blobs)
@@ -282,20 +288,29 @@ class Trash(SQLBase):
         Without a blob store only the journal is cleared (``rankwise ui``: a run's blobs
         go with its folder)."""
         jobs = self._read(
-            lambda tx: tx.all("SELECT run, project, digests FROM purges ORDER BY run")
-            if self._trash(tx)
-            else []
+            lambda tx: (
+                tx.all("SELECT run, project, digests FROM purges ORDER BY run")
+                if self._trash(tx)
+                else []
+            )
         )
         deleted = 0
         for run, project, text in jobs:
             digests = [str(d) for d in json.loads(text)]
             if blobs is not None:
-                free = self._read(lambda tx, p=project, ds=digests: _unreferenced(tx, p, ds))
-                for d in free:
+
+                def free(tx: Tx, p: str = str(project), ds: list[str] = digests) -> list[str]:
+                    return _unreferenced(tx, p, ds)
+
+                for d in self._read(free):
                     if blobs.delete(str(project), d):
                         deleted += 1
                         _pause("blobs")
-            self._write(lambda tx, run=run: tx.run("DELETE FROM purges WHERE run = ?", (run,)))
+
+            def done_with(tx: Tx, run: Any = run) -> int:
+                return tx.run("DELETE FROM purges WHERE run = ?", (run,))
+
+            self._write(done_with)
         return deleted
 
     # -- audit -------------------------------------------------------------------------
@@ -313,9 +328,7 @@ class Trash(SQLBase):
                 params.append(project)
             rows = tx.all(sql + " ORDER BY at DESC, id DESC LIMIT ?", [*params, int(limit)])
             return [
-                AuditEntry(
-                    at=float(a), who=w, action=x, project=p, target=t, count=int(n)
-                )
+                AuditEntry(at=float(a), who=w, action=x, project=p, target=t, count=int(n))
                 for a, w, x, p, t, n in rows
             ]
 
@@ -324,8 +337,7 @@ class Trash(SQLBase):
 
 def _audit(tx: Tx, at: float, who: str, action: str, project: str, target: str, n: int) -> None:
     tx.run(
-        "INSERT INTO audit_log (at, who, action, project, target, count) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO audit_log (at, who, action, project, target, count) VALUES (?, ?, ?, ?, ?, ?)",
         (at, who, action, project, target[:4000], n),
     )
 

@@ -70,7 +70,9 @@ def test_delete_confirm_trash_and_restore(tmp_path: Path) -> None:
         page.locator("[data-trash-toggle]").click()
         trash = page.locator("[data-trash]")
         expect(trash.locator("tr[data-trashed]")).to_have_count(2)
-        trash.locator(f"tr[data-trashed='{ids['beta']}']").get_by_role("button", name="Restore").click()
+        trash.locator(f"tr[data-trashed='{ids['beta']}']").get_by_role(
+            "button", name="Restore"
+        ).click()
         expect(trash.locator("tr[data-trashed]")).to_have_count(1)
         expect(page.locator(rows)).to_have_count(3)
         assert (root / "p" / ids["beta"] / "streams").is_dir()

@@ -115,8 +115,11 @@ def _commit(
     req = {
         "type": "model",
         "client_id": hashlib.sha256(name.encode() + body).hexdigest()[:32],
-        "manifest": {"entries": [{"path": "m.bin", "digest": d, "size": len(body),
-                                  "chunks": [[d, len(body)]]}]},  # fmt: skip
+        "manifest": {
+            "entries": [
+                {"path": "m.bin", "digest": d, "size": len(body), "chunks": [[d, len(body)]]}
+            ]
+        },
         "run_id": run,
         "label": "rank-0",
         **kw,

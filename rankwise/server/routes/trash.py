@@ -23,6 +23,7 @@ from fastapi import APIRouter, Query, Request
 from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
+from ... import local_trash as trash_files
 from ... import names
 from ...errors import UsageError
 from ...store.base import Store
@@ -34,7 +35,6 @@ from ...wire.trash import (
     RestoreRequest,
     TrashReply,
 )
-from ... import local_trash as trash_files
 from ..encoding import ApiError, reply
 from .deps import answers
 from .deps import blobs as _blobs
