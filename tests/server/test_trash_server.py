@@ -141,3 +141,25 @@ def test_bad_delete_requests_are_422(app_server: AppServer, bad: dict) -> None:
     r = _post(app_server, "/projects/p/runs/delete", bad)
     assert r.status_code == 422, r.text
     assert _ids(app_server) == ["a"]
+
+
+def test_the_sweep_purges_what_outlived_the_retention(app_server: AppServer) -> None:
+    import time
+
+    from rankwise.server.trash_sweep import sweep
+
+    srv = app_server
+    _run(srv, "old", [], [b"old run's image"])
+    _run(srv, "kept", [], [])
+    _post(srv, "/projects/p/runs/delete", {"runs": ["old", "kept"]})
+    blobs = srv.app.state.blobs
+    assert sweep(srv.store, blobs, retention_days=30) == 0  # nothing is 30 days old
+    assert srv.store.run_gone("p", "old") == "deleted"
+    _post(srv, "/projects/p/runs/restore", {"runs": ["kept"]})
+    later = time.time() + 31 * 86400
+    assert sweep(srv.store, blobs, retention_days=30, now=later) == 1
+    assert srv.store.run_gone("p", "old") == "purged"
+    assert not blobs.has("p", _blob(b"old run's image"))
+    assert _ids(srv) == ["kept"]
+    log = httpx.get(f"{srv.url}{API}/audit", headers=bearer(srv.token)).json()["entries"]
+    assert (log[0]["action"], log[0]["who"], log[0]["target"]) == ("purge", "retention", "old")
