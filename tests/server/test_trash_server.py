@@ -163,3 +163,14 @@ def test_the_sweep_purges_what_outlived_the_retention(app_server: AppServer) -> 
     assert _ids(srv) == ["kept"]
     log = httpx.get(f"{srv.url}{API}/audit", headers=bearer(srv.token)).json()["entries"]
     assert (log[0]["action"], log[0]["who"], log[0]["target"]) == ("purge", "retention", "old")
+
+
+def test_a_deleted_runs_page_says_it_is_in_the_trash(app_server: AppServer) -> None:
+    _run(app_server, "a", [], [])
+    _post(app_server, "/projects/p/runs/delete", {"runs": ["a"]})
+    r = httpx.get(f"{app_server.url}{API}/projects/p/runs/a", headers=bearer(app_server.token))
+    assert r.status_code == 404
+    err = r.json()["error"]
+    assert "in the trash" in err["message"] and err["deleted"] is True
+    nope = httpx.get(f"{app_server.url}{API}/projects/p/runs/zz", headers=bearer(app_server.token))
+    assert nope.status_code == 404 and "deleted" not in nope.json()["error"]

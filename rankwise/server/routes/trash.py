@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
-from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from ... import local_trash as trash_files
@@ -86,7 +85,7 @@ def _picked(store: Store, project: str, body: DeleteRequest) -> tuple[list[str],
     response_model=None,
     responses=answers(DeleteReply, 404, 422),
 )
-async def delete(request: Request, project: str, body: DeleteRequest) -> Response:
+def delete(request: Request, project: str, body: DeleteRequest) -> Response:
     """Move the runs named (or those ``filters`` picks) to the trash, restorable until the
     server's retention ends; ``purge``: remove them for good, their blobs too where no
     other run or artifact version references them. ``dry_run``: change nothing, answer
@@ -96,8 +95,9 @@ async def delete(request: Request, project: str, body: DeleteRequest) -> Respons
     if body.dry_run or not ids:
         if not body.dry_run:
             return reply(request, DeleteReply(runs=[], count=0, purged=body.purge, dry_run=False))
-        live = [rid for rid in ids if store.get_run(project, rid) is not None]
-        shown = ids if body.purge else live
+        # What a real call would do: live runs; a purge takes those in the trash too.
+        trashed = {t.id for t in store.trashed_runs(project, 0)} if body.purge else set()
+        shown = [r for r in ids if r in trashed or store.get_run(project, r) is not None]
         return reply(
             request, DeleteReply(runs=shown, count=len(shown), purged=body.purge, dry_run=True)
         )
@@ -105,11 +105,11 @@ async def delete(request: Request, project: str, body: DeleteRequest) -> Respons
     root: Path | None = request.app.state.settings.tails_dir
     if body.purge:
         blobs = _blobs(request)
-        done = await run_in_threadpool(store.purge_runs, project, ids, who, blobs, target)
+        done = store.purge_runs(project, ids, who, blobs, target)
         if root is not None:
             trash_files.remove(root, project, done)
     else:
-        done = await run_in_threadpool(store.delete_runs, project, ids, who, target)
+        done = store.delete_runs(project, ids, who, target)
         if root is not None:
             trash_files.to_trash(root, project, done)
     return reply(request, DeleteReply(runs=done, count=len(done), purged=body.purge, dry_run=False))
