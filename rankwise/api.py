@@ -190,6 +190,85 @@ class Api:
                 live += E.live_edits(scan(f.path.read_bytes()).records)
         return E.ordered(live + E.read_file(self.dir / run.project / run.id))
 
+    # -- deleting (rankwise.deletion) -----------------------------------------------------
+    def delete_runs(
+        self,
+        ids: Sequence[str] = (),
+        project: str | None = None,
+        *,
+        filters: dict[str, Any] | None = None,
+        purge: bool = False,
+        dry_run: bool = False,
+    ) -> list[str]:
+        """Delete runs by id (``"project/id"`` works) or those ``filters`` picks (W&B's
+        MongoDB-style, as ``runs(filters=)``): to the trash, restorable with
+        ``restore_runs`` (a server purges its trash after its retention, 30 days by
+        default); ``purge=True`` removes them for good, their blobs too where nothing
+        else references them. ``dry_run``: only return which runs it would be.
+        Returns the ids deleted. A server needs a write token of the project or an
+        admin token; a data directory moves the run folders to ``<dir>/.trash``."""
+        from . import deletion as D
+
+        if bool(ids) == (filters is not None):
+            raise UsageError("pass run ids or filters=, one of the two")
+        if isinstance(ids, str):
+            ids = [ids]
+        proj = project
+        plain: list[str] = []
+        for i in ids:
+            p, rid = i.split("/", 1) if "/" in i else (proj, i)
+            if proj is not None and p is not None and p != proj:
+                raise UsageError("delete the runs of one project at a time")
+            proj = p
+            plain.append(rid)
+        proj = default_project(proj)
+        if filters is not None:
+            from .filters import parse
+
+            parse(filters)  # a bad filter fails here, before anything is deleted
+        if self._remote is not None:
+            remote = self._remote
+            got = D.delete_remote(remote.server, remote._token, proj, plain, filters,
+                                  purge, dry_run)  # fmt: skip
+            return got.runs
+        if filters is not None:
+            plain = [r.id for r in self._local.find(proj, filters, None)]
+        if dry_run:
+            return plain
+        target = D.filter_text(filters) if filters is not None else None
+        return D.delete_local(self.dir, proj, plain, purge, target)
+
+    def restore_runs(self, ids: Sequence[str], project: str | None = None) -> list[str]:
+        """Take runs out of the trash; returns the ids restored (those in the trash)."""
+        from . import deletion as D
+
+        if isinstance(ids, str):
+            ids = [ids]
+        plain = [i.split("/", 1)[1] if "/" in i else i for i in ids]
+        proj = default_project(project or next((i.split("/")[0] for i in ids if "/" in i), None))
+        if self._remote is not None:
+            return D.restore_remote(self._remote.server, self._remote._token, proj, plain)
+        return D.restore_local(self.dir, proj, plain)
+
+    def trash(self, project: str | None = None) -> list[Any]:
+        """The project's runs in the trash (``rankwise.wire.trash.TrashedRun``: id, name,
+        deleted_at, deleted_by, purge_after), newest deletion first."""
+        from . import deletion as D
+
+        proj = default_project(project)
+        if self._remote is not None:
+            return D.trash_remote(self._remote.server, self._remote._token, proj)
+        return D.trash_local(self.dir, proj)
+
+    def audit_log(self, project: str | None = None, limit: int = 1000) -> list[Any]:
+        """Who deleted, restored or purged which runs, when (``AuditEntry``), newest
+        first. A server answers admin tokens only."""
+        from . import deletion as D
+
+        if self._remote is not None:
+            return D.audit_remote(self._remote.server, self._remote._token, project, limit)
+        return D.audit_local(self.dir, project, limit)
+
     # -- artifacts (rankwise.artifacts) --------------------------------------------------
     def artifact(self, name: str, type: str | None = None) -> Artifact:
         """The artifact version ``"project/name:ref"`` names (ref: ``latest`` (default),

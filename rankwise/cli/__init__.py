@@ -19,6 +19,7 @@ from .artifacts import add_artifact_commands
 from .edit import add_edit_command
 from .imports import add_import_commands
 from .reports import add_report_commands
+from .rm import add_rm_commands
 from .runs import add_run_commands
 from .serve import add_serve_commands
 from .sync import add_sync_command
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_alert_commands(sub)
     add_report_commands(sub)
     add_edit_command(sub)
+    add_rm_commands(sub)  # rm, restore, trash, audit
     add_import_commands(sub)
     add_sync_command(sub)
     return parser

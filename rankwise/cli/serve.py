@@ -105,6 +105,12 @@ def _listen(p: argparse.ArgumentParser) -> None:
         default=60.0,
         help="seconds a silent stream whose process is not seen alive stays running (60)",
     )
+    p.add_argument(
+        "--trash-days",
+        type=float,
+        default=30.0,
+        help="days a deleted run stays restorable in the trash before it is purged (30)",
+    )
 
 
 def _serve_module() -> Any:
@@ -122,7 +128,11 @@ def cmd_ui(args: argparse.Namespace) -> int:
     serve = _serve_module()
     from ..server import ServerSettings
 
-    settings = ServerSettings(allowed_hosts=_allowed_hosts(args), alerts=alert_settings(args))
+    settings = ServerSettings(
+        allowed_hosts=_allowed_hosts(args),
+        alerts=alert_settings(args),
+        trash_retention_days=_trash_days(args),
+    )
     destinations = ui_destinations(args)
     serve.serve_ui(
         root,
@@ -181,6 +191,7 @@ def cmd_server(args: argparse.Namespace) -> int:
         max_blob_bytes=int(args.max_blob_mb * 1024 * 1024),
         max_table_cells=args.max_table_cells,
         alerts=alert_settings(args),
+        trash_retention_days=_trash_days(args),
     )
     serve.serve_db(
         args.db,
@@ -192,6 +203,12 @@ def cmd_server(args: argparse.Namespace) -> int:
         log_level=args.log_level,
     )
     return 0
+
+
+def _trash_days(args: argparse.Namespace) -> float:
+    if not args.trash_days >= 0:
+        raise UsageError("--trash-days must be 0 (purge at the next sweep) or more days")
+    return float(args.trash_days)
 
 
 def _allowed_hosts(args: argparse.Namespace) -> tuple[str, ...]:

@@ -46,6 +46,10 @@ class Refused(GiveUp):
     """The server refused the credentials (401) or their scope (403)."""
 
 
+class RunDeleted(GiveUp):
+    """The server answered 410 Gone: the run was deleted (in its trash, or purged)."""
+
+
 def refusal(server: str, project: str, status: int, message: str) -> str:
     """What a 401/403 means to a rank, short and naming the one fix: an ingest token.
     (The server's own 401 text is for people with a browser: it suggests a read token.)"""

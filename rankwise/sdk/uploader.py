@@ -16,6 +16,8 @@ Why nothing is lost and nothing is doubled:
 * Blobs first (``rankwise.sdk.blobsend``): before a batch is posted, the blobs its
   records name are PUT (those the server lacks); a 409 ``missing_blobs`` from ingest
   sends them and resends the batch. A record is never applied before its blob is stored.
+* A run deleted on the server (410 Gone) is told once, in one warning; its streams
+  stop uploading and training goes on (the records stay in the file).
 * The network is touched only on the uploader's daemon thread: ``log()`` never waits.
   ``finish()`` waits at most ``upload_timeout`` for the upload to drain; what is left is
   named in a warning and stays in the file for ``rankwise sync``.
@@ -40,7 +42,16 @@ from ..stream.files import read_stream_id, read_whole_frames
 from ..stream.frames import MAGIC, iter_frames
 from ..stream.identity import StreamId
 from ..stream.wire import STREAM_CONTENT_TYPE, UPLOAD_INTERVAL_HEADER
-from .retry import GiveUp, Refused, Retry, backoff_delay, refusal, transient, unreachable
+from .retry import (
+    GiveUp,
+    Refused,
+    Retry,
+    RunDeleted,
+    backoff_delay,
+    refusal,
+    transient,
+    unreachable,
+)
 
 if TYPE_CHECKING:
     import httpx
@@ -187,6 +198,8 @@ class StreamUpload:
             raise _Rewind(int(error.get("acked_seq", -1)))
         if status == 413:
             raise _TooLarge(message)
+        if status == 410:  # the run was deleted on the server: nothing more is taken
+            raise RunDeleted(message)
         if status == 415 and self.encoding != "identity":
             self.encoding = "gzip" if self.encoding == "zstd" else "identity"
             raise Retry(f"server cannot read this encoding: {message}")
@@ -214,6 +227,22 @@ class _MissingBlobs(Exception):
     def __init__(self, digests: list[str]) -> None:
         super().__init__(digests)
         self.digests = digests
+
+
+_deleted_warned: set[tuple[str, str]] = set()
+_deleted_lock = threading.Lock()
+
+
+def _warn_deleted_once(ref: StreamId, message: str) -> None:
+    """One warning per deleted run in this process, however many streams it uploads."""
+    with _deleted_lock:
+        if (ref.project, ref.run_id) in _deleted_warned:
+            return
+        _deleted_warned.add((ref.project, ref.run_id))
+    _log.warn(
+        f"the server no longer takes run {ref.run_id!r}: {message}. Training goes on; "
+        "its records stay on disk and are not uploaded"
+    )
 
 
 URGENT_FOR = 5.0  # seconds of unpaced uploads after Uploader.urgent()
@@ -386,6 +415,11 @@ class Uploader:
                     f"rankwise sync {self.path.parent.parent} --server {self.server} "
                     "--token <ingest token>"
                 )
+                return
+            except RunDeleted as exc:
+                self._problem = str(exc)
+                self._refused = True  # stop() adds no "not uploaded" warning
+                _warn_deleted_once(self.ref, str(exc))
                 return
             except GiveUp as exc:
                 self._problem = str(exc)

@@ -42,6 +42,7 @@ from .routes import (
     media,
     runs,
     saved_views,
+    trash,
 )
 from .routes import reports as report_routes
 from .static import mount_api_docs, mount_dashboard
@@ -84,6 +85,9 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
     app.include_router(blobs.read_router, prefix=API, dependencies=[Depends(auth.read)])
     app.include_router(manage.read_router, prefix=API, dependencies=[Depends(auth.read)])
     app.include_router(manage.write_router, prefix=API, dependencies=[Depends(auth.write)])
+    app.include_router(trash.write_router, prefix=API, dependencies=[Depends(auth.delete)])
+    app.include_router(trash.read_router, prefix=API, dependencies=[Depends(auth.read)])
+    app.include_router(trash.admin_router, prefix=API, dependencies=[Depends(auth.admin)])
     app.include_router(runs.router, prefix=API, dependencies=[Depends(auth.read)])
     app.include_router(saved_views.router, prefix=API, dependencies=[Depends(auth.read)])
     app.include_router(report_routes.router, prefix=API, dependencies=[Depends(auth.read)])

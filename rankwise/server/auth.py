@@ -17,7 +17,9 @@ Deny by default. Every route carries exactly one policy dependency, and a test w
 * ``read_or_ingest``: an artifact file's bytes (``/artifacts/.../files/...``): a read
   or write token, or an ingest token of that project, since a training job that uses a model must
   fetch it with the token it logs with (see docs/security.md, "Artifact downloads").
-* ``admin``: token management; an admin token also passes every other policy.
+* ``delete``: deleting, restoring and purging runs: a write token of the project or an
+  admin (not an ingest token).
+* ``admin``: token management and the audit log; an admin token also passes every other policy.
 * ``authenticated``: any principal (who-am-I, and the JSON 404 of unknown ``/api`` paths,
   so an unauthenticated caller learns nothing of the API's shape).
 
@@ -359,6 +361,19 @@ def write(request: Request, who: Who) -> Principal:
             f"this {who.role} token cannot edit runs: only a writer of the project may, a "
             "write token of it (rankwise token create --role write --project P), its ingest "
             "token or an admin token"
+        )
+    _check_project(who, request.path_params.get("project"))
+    return who
+
+
+@_policy("delete")
+def delete(request: Request, who: Who) -> Principal:
+    """Deleting, restoring and purging runs: a write token of the project or an admin
+    token (never an ingest token: a leaked training token must not erase runs)."""
+    if who.role not in ("write", "admin"):
+        raise _forbidden(
+            f"this {who.role} token cannot delete runs: only a writer of the project may, a "
+            "write token of it (rankwise token create --role write --project P), or an admin"
         )
     _check_project(who, request.path_params.get("project"))
     return who

@@ -103,5 +103,11 @@ class ServerSettings:
     # Largest blob one PUT may store (bytes): 413 above it (`--max-blob-mb`).
     max_blob_bytes: int = 512 * 1024 * 1024
 
+    # -- deleting runs (rankwise.server.trash_sweep) --
+    # Days a deleted run stays in the trash, restorable, before the sweep purges it
+    # (`--trash-days`); and how often the sweep runs (s).
+    trash_retention_days: float = 30.0
+    trash_sweep_every: float = 3600.0
+
     # -- alerts (rankwise.server.alert_watch) --
     alerts: AlertSettings = field(default_factory=AlertSettings)

@@ -56,6 +56,7 @@ from ..wire.runs import (
     SavedView,
     ViewsReply,
 )
+from ..wire.trash import STRUCTS as TRASH_STRUCTS
 
 # Every reply struct the document describes (and the artifact request bodies, which
 # FastAPI does not validate); the structs they contain are found from these.
@@ -100,6 +101,7 @@ STRUCTS: tuple[type, ...] = (
     NewTokenReply,
     *REPORT_STRUCTS,
     *MANAGE_STRUCTS,
+    *TRASH_STRUCTS,
 )
 
 REF = "#/components/schemas/{name}"

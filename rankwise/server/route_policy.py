@@ -79,6 +79,11 @@ ROUTES: dict[str, Policy] = {
     f"{_RUN}/edits": _READ,
     f"{API}/projects/{{project}}/runs/tags": _READ,
     f"{API}/projects/{{project}}/runs/search": _READ,
+    # deleting runs (rankwise.server.routes.trash)
+    f"{API}/projects/{{project}}/runs/delete": _READ,
+    f"{API}/projects/{{project}}/runs/restore": _READ,
+    f"{API}/projects/{{project}}/trash": _READ,
+    f"{API}/audit": _READ,
     # reports (rankwise.server.routes.reports)
     f"{API}/projects/{{project}}/reports": _READ,
     f"{API}/projects/{{project}}/reports/{{report}}": _READ,

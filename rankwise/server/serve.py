@@ -30,6 +30,7 @@ from .app import create_app
 from .config import AlertSettings, ServerSettings
 from .guard import GuardedH11Protocol, install_accept_log
 from .indexer import DirectoryTailer
+from .trash_sweep import TrashSweep
 from .upload import Limits
 
 DEFAULT_HOST = "127.0.0.1"
@@ -195,6 +196,7 @@ def serve_ui(
     edit_files.poll()
     edit_files.start()
     alerts = start_alerts(store, settings.alerts, crash_timeout)
+    sweeper = start_sweep(store, settings)
     noted: list[Path | None] = []
 
     def ready(url: str) -> None:
@@ -210,6 +212,7 @@ def serve_ui(
     try:
         _Server(uvicorn_config(create_app(store, settings), host, port, log_level), ready).run()
     finally:
+        sweeper.stop()
         if alerts is not None:
             alerts.stop()
         tailer.stop()
@@ -279,9 +282,11 @@ def serve_db(
         raise
     if workers <= 1:
         alerts = start_alerts(store, settings.alerts, crash_timeout)
+        sweeper = start_sweep(store, settings)
         try:
             _Server(uvicorn_config(create_app(store, settings), host, port, log_level), say).run()
         finally:
+            sweeper.stop()
             if alerts is not None:
                 alerts.stop()
             store.close()
@@ -325,7 +330,16 @@ def worker_app() -> Any:
     # Each worker judges and delivers too; the store decides each event once and hands
     # each delivery to one worker (rankwise.server.alert_watch).
     start_alerts(store, settings.alerts, crash_timeout)
+    start_sweep(store, settings)  # purges are idempotent: every worker may sweep
     return create_app(store, settings)
+
+
+def start_sweep(store: Any, settings: ServerSettings) -> TrashSweep:
+    """The trash sweep (``rankwise.server.trash_sweep``): it first finishes the purges a
+    crash interrupted, then purges what outlived the retention, every so often."""
+    return TrashSweep(
+        store, settings.blobs, settings.trash_retention_days, settings.trash_sweep_every
+    ).start()
 
 
 def settings_to_env(settings: ServerSettings) -> str:

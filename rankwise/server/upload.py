@@ -12,8 +12,9 @@ indexer warns once and indexes that file no further. Invariants:
   above ``mark + 1`` would leave a gap: refused with 409 and the mark (``acked_seq``).
   Marks only ever grow, so a check that passes before ``Store.ingest`` still holds when
   the store applies the batch.
-* The checks, in order: the frames decode to records of the schema (``decode_records``,
-  the route only: the indexer reads files itself); consecutive seqs, and a stream start
+* The checks, in order: the run is not deleted (410, ``check_not_deleted``); the frames
+  decode to records of the schema (``decode_records``, the route only: the indexer reads
+  files itself); consecutive seqs, and a stream start
   naming the stream the upload was posted as (the route only: a local file's place names
   it); each field inside its fixed set (``check_fields``); keys, console lines and JSON-
   like values inside their budgets (``check_sizes``, ``rankwise.budget``); media, tables
@@ -41,7 +42,7 @@ import msgspec
 from .. import budget, names
 from ..budget import BudgetError
 from ..store.base import Store
-from ..store.ingest import StreamConflict, StreamKeyRefused
+from ..store.ingest import StreamConflict, StreamGone, StreamKeyRefused
 from ..stream import records as R
 from ..stream.blobs import is_digest
 from ..stream.frames import scan
@@ -87,7 +88,7 @@ _logger = logging.getLogger("rankwise.server")
 
 
 class UploadRefused(Exception):
-    """An upload refused whole: ``status`` is its HTTP status (409, 413, 415 or 422),
+    """An upload refused whole: ``status`` is its HTTP status (409, 410, 413, 415 or 422),
     ``extra`` what joins the error object (``acked_seq``, ``missing_blobs``)."""
 
     def __init__(self, status: int, message: str, **extra: Any) -> None:
@@ -133,6 +134,7 @@ def check_upload(
     """
     if not records:
         return store.acked(key), []
+    check_not_deleted(store, key)
     first = records[0].seq
     for i, rec in enumerate(records):
         if rec.seq != first + i:
@@ -178,6 +180,22 @@ def check_upload(
     return mark, fresh
 
 
+def check_not_deleted(store: Store, key: StreamId) -> None:
+    """410 Gone for an upload to a run deleted (in the trash) or purged: its records are
+    not taken, neither into the trash nor as a new run of the same id."""
+    gone = store.run_gone(key.project, key.run_id)
+    if gone is None:
+        return
+    how = "deleted (it is in the trash)" if gone == "deleted" else "deleted for good (purged)"
+    raise UploadRefused(
+        410,
+        f"run {key.run_id!r} of project {key.project!r} was {how}: this server takes no "
+        "more of its records. Restore it (rankwise restore) to upload again, or log to a "
+        "new run",
+        deleted=True,
+    )
+
+
 def refusal_of(key: StreamId, exc: Exception) -> UploadRefused | None:
     """``exc`` as the refusal of an upload of ``key`` (None: another failure): an
     ``UploadRefused`` itself, or the store's own refusal of the records it was handed:
@@ -188,6 +206,13 @@ def refusal_of(key: StreamId, exc: Exception) -> UploadRefused | None:
         return exc
     if isinstance(exc, BudgetError):
         return UploadRefused(exc.status, str(exc))
+    if isinstance(exc, StreamGone):
+        return UploadRefused(
+            410,
+            f"run {key.run_id!r} of project {key.project!r} was deleted for good (purged): "
+            "this server takes no more of its records; log to a new run",
+            deleted=True,
+        )
     if isinstance(exc, StreamKeyRefused):
         _logger.warning("ingest of %s refused: not the stream's secret", key)
         return UploadRefused(

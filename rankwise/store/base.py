@@ -35,8 +35,10 @@ if TYPE_CHECKING:
     from ..tokens import NewToken, TokenInfo
     from ..wire.alerts import AlertEvent
     from ..wire.artifacts import ArtifactSummary, CommitRequest, RunArtifacts, VersionInfo
+    from ..wire.trash import AuditEntry, TrashedRun
     from .alerts import Claimed
     from .tokens import SessionInfo
+    from .trash import Collector
 
 
 @dataclass
@@ -345,6 +347,46 @@ class RunFilterStore(Protocol):
         A bad filter raises ``UsageError`` naming the operator or field."""
 
 
+class TrashStore(Protocol):
+    """The part of ``Store`` that deletes runs (``rankwise.store.trash``)."""
+
+    def run_gone(self, project: str, run_id: str) -> str | None:
+        """``deleted``, ``purged`` or None (live or unknown)."""
+
+    def delete_runs(
+        self, project: str, run_ids: Sequence[str], who: str, target: str | None = None
+    ) -> list[str]:
+        """Move these runs to the trash; returns the ids moved (audited)."""
+
+    def restore_runs(self, project: str, run_ids: Sequence[str], who: str) -> list[str]:
+        """Take these runs out of the trash; returns the ids restored (audited)."""
+
+    def trashed_runs(self, project: str, retention_days: float) -> list[TrashedRun]:
+        """The project's runs in the trash, newest deletion first."""
+
+    def expired_runs(self, before: float) -> list[tuple[str, str]]:
+        """(project, run id) of runs deleted before ``before``, not purged yet."""
+
+    def purge_runs(
+        self,
+        project: str,
+        run_ids: Sequence[str],
+        who: str,
+        blobs: Collector | None,
+        target: str | None = None,
+    ) -> list[str]:
+        """Remove these runs for good and collect their unreferenced blobs (audited)."""
+
+    def collect(self, blobs: Collector | None) -> int:
+        """Finish the journalled purges' blob collection; returns blobs deleted."""
+
+    def pending_purges(self) -> int:
+        """Purges whose blobs are not all collected yet."""
+
+    def audit_log(self, limit: int = 1000, project: str | None = None) -> list[AuditEntry]:
+        """Who deleted, restored or purged what, newest first."""
+
+
 class Store(
     RunStore,
     ChartStore,
@@ -357,6 +399,7 @@ class Store(
     ReportStore,
     RunEditStore,
     RunFilterStore,
+    TrashStore,
     Protocol,
 ):
     """Everything the ingester writes and the server reads: the protocols above, plus the

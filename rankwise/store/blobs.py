@@ -84,6 +84,11 @@ class BlobStore(Protocol):
         """Those of ``digests`` declared lost (``mark_lost``)."""
         ...
 
+    def delete(self, project: str, digest: str) -> bool:
+        """Remove the blob (a purge's garbage collection, ``rankwise.store.trash``): True
+        when it was held. Only ever called for a digest no row references any more."""
+        ...
+
 
 def _unique(digests: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(digests))
@@ -264,6 +269,15 @@ class LocalBlobStore:
             _check(project, d)
         return {d for d in digests if (self.root / project / _LOST / d).is_file()}
 
+    def delete(self, project: str, digest: str) -> bool:
+        path = self._path(project, digest)
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return False
+        (self.root / project / _LOST / digest).unlink(missing_ok=True)
+        return True
+
 
 class FsspecBlobStore:
     """Blobs in an object store by URL (``s3://bucket/prefix``), through fsspec.
@@ -359,6 +373,14 @@ class FsspecBlobStore:
             _check(project, d)
         return {d for d in digests if self.fs.exists(f"{self.base}/{project}/{_LOST}/{d}")}
 
+    def delete(self, project: str, digest: str) -> bool:
+        key = self._key(project, digest)
+        try:
+            self.fs.rm_file(key)
+        except FileNotFoundError:
+            return False
+        return True
+
 
 class RunDirBlobStore:
     """``rankwise ui``: the blobs of a data directory, read where the runs wrote them.
@@ -425,6 +447,10 @@ class RunDirBlobStore:
 
     def mark_lost(self, project: str, digests: Iterable[str]) -> list[str]:
         raise ReadOnly("rankwise ui serves the run folders' blobs and stores none")
+
+    def delete(self, project: str, digest: str) -> bool:
+        """Nothing: a run folder's blobs go with the folder (``rankwise rm`` locally)."""
+        return False
 
     def lost(self, project: str, digests: Iterable[str]) -> set[str]:
         return set()  # the local index applies every record: there is no upload to wedge

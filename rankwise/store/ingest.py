@@ -48,6 +48,11 @@ _enc = msgspec.msgpack.Encoder()
 _fold_dec = msgspec.msgpack.Decoder(StreamFold)
 
 
+class StreamGone(LookupError):
+    """The stream's row is gone: its run was purged (``rankwise.store.trash``) between
+    the upload's checks and its transaction."""
+
+
 class StreamConflict(ValueError):
     """An upload's record at the stream's mark differs from the one the store applied:
     another writer (a holder of the project's ingest token) got there first."""
@@ -306,7 +311,7 @@ def _apply_one(
 ) -> tuple[int, dict[int, Points], list[Found]]:
     row = tx.one(f"SELECT acked_seq, fold FROM streams WHERE id = ?{tx.for_update}", (stream,))
     if row is None:
-        raise LookupError(f"stream row {stream} vanished; was the database reset?")
+        raise StreamGone(f"stream row {stream} is gone: its run was purged")
     mark = int(row[0])
     fold = None
     fresh = contiguous(records, mark)

@@ -56,6 +56,10 @@ Tables (version 12)::
               attempts, next_at (due time, or the claim's lease), last error, delivered
     reports   one row per (project, name, version) of a report: title, blocks (JSON),
               created, author; the newest version is the report (``rankwise.store.reports``)
+    purges    (version 15) the purge journal: a purged run whose rows are gone and whose
+              blobs (``digests``, JSON) are still to be collected (``rankwise.store.trash``)
+    audit_log (version 15) who deleted, restored or purged what (project, target, count)
+              and when
 """
 
 from __future__ import annotations
@@ -784,6 +788,39 @@ CREATE INDEX run_index_group ON run_index (project, grp);
 CREATE INDEX run_index_job_type ON run_index (project, job_type);
 """
 
+# Deleting runs (``rankwise.store.trash``): a run in the trash has ``deleted_at`` (and
+# who); a purged run keeps its ``runs`` row as a tombstone (``purged_at``) so a late
+# upload to it is refused rather than starting it afresh. ``purges`` is the journal of
+# purges whose rows are gone but whose blobs may not be collected yet (crash-safe GC);
+# ``audit_log`` is who deleted, restored or purged what, and when.
+_V15 = """
+ALTER TABLE runs ADD COLUMN deleted_at {real};
+ALTER TABLE runs ADD COLUMN deleted_by TEXT;
+ALTER TABLE runs ADD COLUMN purged_at {real};
+CREATE INDEX runs_deleted ON runs (project, deleted_at);
+CREATE TABLE purges (
+    run {big} PRIMARY KEY,
+    project TEXT NOT NULL,
+    run_id TEXT NOT NULL,
+    at {real} NOT NULL,
+    digests TEXT NOT NULL
+);
+CREATE TABLE audit_log (
+    id {id},
+    at {real} NOT NULL,
+    who TEXT NOT NULL,
+    action TEXT NOT NULL,
+    project TEXT NOT NULL,
+    target TEXT NOT NULL,
+    count BIGINT NOT NULL
+);
+CREATE INDEX audit_log_at ON audit_log (at);
+"""
+_V15_SQLITE = _V15.format(real="REAL", big="INTEGER", id="INTEGER PRIMARY KEY")
+_V15_POSTGRES = _V15.format(
+    real="DOUBLE PRECISION", big="BIGINT", id="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, streams, columnar chunks, aggregates", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "index chunks by time", _V2, _V2),
@@ -801,6 +838,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         13, "reports: versions of titled pages of text and panels", _V13_SQLITE, _V13_POSTGRES
     ),
     Migration(14, "run edits and the run filter index", _V14_SQLITE, _V14_POSTGRES),
+    Migration(15, "deleted runs, the purge journal, the audit log", _V15_SQLITE, _V15_POSTGRES),
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -83,7 +83,8 @@ class RunFilters(SQLBase):
             rows = tx.all(
                 "SELECT r.id, r.run_id, SUM(s.acked_seq), COUNT(*), MAX(ri.stamp) FROM runs r "
                 "JOIN streams s ON s.run = r.id LEFT JOIN run_index ri ON ri.run = r.id "
-                "WHERE r.project = ? AND s.acked_seq >= 0 GROUP BY r.id, r.run_id",
+                f"WHERE r.project = ? AND s.acked_seq >= 0{self.live_runs_sql(tx)} "
+                "GROUP BY r.id, r.run_id",
                 (project,),
             )
             out = []
@@ -237,6 +238,8 @@ class RunFilters(SQLBase):
                 cols.append("NULL")
             cols.append("ri.name")
             sql = f"SELECT {', '.join(cols)} FROM run_index ri WHERE ri.project = ? AND {cond.text}"
+            if self._trash(tx):  # a row a concurrent refresh wrote as the run was deleted
+                sql += " AND ri.run NOT IN (SELECT id FROM runs WHERE deleted_at IS NOT NULL)"
             rows = tx.all(sql, [*params, project, *cond.params])
             # A run indexed as running may have crashed since: fold those (only) now.
             running = [str(r[0]) for r in rows if r[1] == "running"]

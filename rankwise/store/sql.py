@@ -42,6 +42,7 @@ from .run_filters import RunFilters
 from .saved_views import SavedViews
 from .sqlbase import SQLBase
 from .tokens import Tokens
+from .trash import Trash
 from .tx import Tx, marks
 
 _XS = ("step", "time")
@@ -64,6 +65,7 @@ class SQLStore(
     Alerts,
     RunEdits,
     RunFilters,
+    Trash,
     SQLBase,
 ):
     """Everything of ``Store`` but how transactions run (see the module docstring)."""
@@ -276,7 +278,7 @@ class SQLStore(
         rows = self._read(
             lambda tx: tx.all(
                 "SELECT DISTINCT r.project FROM runs r JOIN streams s ON s.run = r.id "
-                "WHERE s.acked_seq >= 0 ORDER BY r.project"
+                f"WHERE s.acked_seq >= 0{self.live_runs_sql(tx)} ORDER BY r.project"
             )
         )
         return [r[0] for r in rows]
@@ -289,7 +291,7 @@ class SQLStore(
         def read(tx: Tx) -> tuple[list[RunInfo], int]:
             sql = (
                 f"SELECT r.project, r.run_id, {runs.STREAM_COLS} FROM streams s "
-                "JOIN runs r ON r.id = s.run WHERE s.acked_seq >= 0"
+                f"JOIN runs r ON r.id = s.run WHERE s.acked_seq >= 0{self.live_runs_sql(tx)}"
             )
             params: list[Any] = []
             if query.project is not None:
@@ -315,7 +317,17 @@ class SQLStore(
         return self._read(read)
 
     def get_run(self, project: str, run_id: str) -> RunInfo | None:
-        return self._read(lambda tx: self._run(tx, project, run_id, time.time()))
+        """The run, or None when unknown or deleted (in the trash: ``trashed_runs``)."""
+
+        def read(tx: Tx) -> RunInfo | None:
+            if self._trash(tx) and tx.one(
+                "SELECT 1 FROM runs WHERE project = ? AND run_id = ? AND deleted_at IS NOT NULL",
+                (project, run_id),
+            ):
+                return None
+            return self._run(tx, project, run_id, time.time())
+
+        return self._read(read)
 
     def _run(self, tx: Tx, project: str, run_id: str, now: float) -> RunInfo | None:
         rows = tx.all(

@@ -32,3 +32,18 @@ class SQLBase:
     def _read(self, fn: Callable[[Tx], T]) -> T:
         """Run ``fn`` in a read-only snapshot."""
         raise NotImplementedError
+
+    _trash_known = False  # whether migration 15 (deleted runs) is applied, once seen
+
+    def _trash(self, tx: Tx) -> bool:
+        """Whether the database has migration 15 (``runs.deleted_at``): a store read
+        before ``migrate()`` (a test of an older schema) has no deleted runs."""
+        if not self._trash_known:
+            row = tx.one("SELECT MAX(version) FROM schema_version")
+            self._trash_known = row is not None and row[0] is not None and int(row[0]) >= 15
+        return self._trash_known
+
+    def live_runs_sql(self, tx: Tx, alias: str = "r") -> str:
+        """`` AND <alias>.deleted_at IS NULL`` (runs not deleted: ``rankwise.store.trash``)
+        where the schema has the column, else ``""``."""
+        return f" AND {alias}.deleted_at IS NULL" if self._trash(tx) else ""

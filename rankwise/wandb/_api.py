@@ -101,6 +101,11 @@ class ApiRun:
         edited._kept = getattr(self._info, "_kept", None)
         self._info = edited.update()
 
+    def delete(self, delete_artifacts: bool = False) -> None:
+        """Delete the run (W&B's ``Run.delete()``): to the trash, restorable until the
+        server's retention ends (``rankwise restore``); see ``rankwise.deletion``."""
+        self._info.delete(delete_artifacts)
+
     @property
     def display_name(self) -> str:
         return str(self.name)

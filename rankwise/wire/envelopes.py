@@ -20,6 +20,8 @@ class ErrorDetail(msgspec.Struct, kw_only=True, omit_defaults=True):
     missing_blobs: list[str] | None = None
     # 409 of an artifact commit: the chunk digests the server lacks (PUT them, commit again)
     missing: list[str] | None = None
+    # 410 of an ingest, 404 of a run read: the run was deleted (in the trash, or purged)
+    deleted: bool | None = None
     request_id: str | None = None  # names this request in the server's log
 
 

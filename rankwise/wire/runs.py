@@ -295,6 +295,16 @@ class RunInfo(msgspec.Struct, kw_only=True, omit_defaults=True, dict=True):
             raise UsageError("this run was not read through rankwise.Api: nothing to update")
         return api.update_run(self)  # type: ignore[no-any-return]
 
+    def delete(self, delete_artifacts: bool = False, *, purge: bool = False) -> None:
+        """Delete this run (W&B's ``Run.delete()``): to the trash, restorable with
+        ``Api.restore_runs``; ``purge=True`` removes it for good. Artifact versions it
+        logged stay while another run uses them or an alias names them, whatever
+        ``delete_artifacts`` says (W&B's argument, accepted for compatibility)."""
+        api = getattr(self, "_api", None)  # set by rankwise.Api when it reads the run
+        if api is None:
+            raise UsageError("this run was not read through rankwise.Api: cannot delete it")
+        api.delete_runs([self.id], project=self.project, purge=purge)
+
     def attach(self, source: RunSource) -> RunInfo:
         """Remember the reader that made this run (never encoded); returns the run."""
         self._from = source

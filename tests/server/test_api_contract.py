@@ -132,6 +132,22 @@ CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
         {},
         {"runs": ["r"], "add": ["bulk"]},
     ),
+    (  # a dry run: the later cases still read run r
+        "POST",
+        "/api/v1/projects/{project}/runs/delete",
+        "/api/v1/projects/p/runs/delete",
+        {},
+        {"filters": {"tags": "bulk"}, "dry_run": True},
+    ),
+    (
+        "POST",
+        "/api/v1/projects/{project}/runs/restore",
+        "/api/v1/projects/p/runs/restore",
+        {},
+        {"runs": ["r"]},
+    ),
+    ("GET", "/api/v1/projects/{project}/trash", "/api/v1/projects/p/trash", {}, None),
+    ("GET", "/api/v1/audit", "/api/v1/audit", {}, None),
     ("GET", "/api/v1/projects/{project}/runs/{run}/media/keys", RUN + "/media/keys", {}, None),
     (
         "GET",

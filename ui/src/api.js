@@ -334,6 +334,12 @@ export const api = {
   runEdits: (project, run, opts) => request("GET", runPath(project, run, "/edits"), opts),
   /** Add and remove tags on several runs: {runs, add, remove}. */
   bulkTags: (project, body) => request("POST", `/projects/${p(project)}/runs/tags`, { body }),
+  /** Delete runs: {runs} or {filters}, with purge (for good) and dry_run (count only). */
+  deleteRuns: (project, body) => request("POST", `/projects/${p(project)}/runs/delete`, { body }),
+  /** Take runs out of the trash: {runs}. */
+  restoreRuns: (project, body) => request("POST", `/projects/${p(project)}/runs/restore`, { body }),
+  /** The project's deleted runs, and the server's retention. */
+  trash: (project, opts) => request("GET", `/projects/${p(project)}/trash`, opts),
   /** W&B's MongoDB-style filters, evaluated by the server: {filters, order, limit, offset}. */
   searchRuns: (project, body, opts) =>
     request("POST", `/projects/${p(project)}/runs/search`, { ...opts, body }),

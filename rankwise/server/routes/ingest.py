@@ -65,6 +65,10 @@ _ERRORS: Responses = {
         "gap: resend from the mark (error.acked_seq); or blobs the records name are not "
         "stored: PUT error.missing_blobs, then resend"
     ),
+    410: refusal(
+        "the run was deleted (in the trash, or purged): no more of its records are taken "
+        "(error.deleted is true); the SDK warns once and stops uploading it"
+    ),
     413: refusal("body over the server's limit"),
     415: refusal("unknown Content-Encoding"),
     422: refusal("bad parameters or not whole frames"),

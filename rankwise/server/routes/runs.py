@@ -42,7 +42,15 @@ SORT_PATTERN = r"^-?(created|updated|name|state|steps)$"
 
 
 def _run_or_404(store: Store, project: str, run: str) -> RunInfo:
-    return found(store.get_run(project, run), project, run)
+    row = store.get_run(project, run)
+    if row is None and store.run_gone(project, run) == "deleted":
+        raise ApiError(
+            404,
+            f"run {run!r} of project {project!r} was deleted: it is in the trash "
+            "(restore it from the runs page's Trash, or with rankwise restore)",
+            deleted=True,
+        )
+    return found(row, project, run)
 
 
 @router.get("/projects", response_model=None, responses=answers(ProjectsReply))

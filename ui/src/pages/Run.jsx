@@ -28,6 +28,7 @@ import { ArtifactsTab } from "./run/ArtifactsTab.jsx";
 import { OverviewTab } from "./run/OverviewTab.jsx";
 import { splitKeys } from "../lib/media.js";
 import { EditRun } from "../components/RunEdit.jsx";
+import { ConfirmDelete } from "../components/RunDelete.jsx";
 import { canEdit } from "../lib/access.js";
 import { markdown } from "../lib/markdown.js";
 
@@ -131,6 +132,7 @@ export function RunPage({ project, runId, params, who }) {
 
 function RunHeader({ run, onEdited, editable }) {
   const now = useNow(1000, run.state === "running");
+  const [deleting, setDeleting] = useState(false);
   return (
     <header class="run-head">
       <nav class="crumbs" aria-label="Breadcrumb">
@@ -149,6 +151,17 @@ function RunHeader({ run, onEdited, editable }) {
         <StateBadge state={run.state} crashed={run.crashed} />
         {divergenceNote(run) ? <span class="nonfinite-note" data-nonfinite-note>{divergenceNote(run)}</span> : null}
         {editable ? <EditRun run={run} onSaved={onEdited} /> : null}
+        {editable ? (
+          <button type="button" class="btn danger" onClick={() => setDeleting(true)} data-delete-run>Delete</button>
+        ) : null}
+        {deleting ? (
+          <ConfirmDelete
+            project={run.project}
+            runs={[run.id]}
+            onCancel={() => setDeleting(false)}
+            onDone={() => navigate(href.runs(run.project))}
+          />
+        ) : null}
       </div>
       <dl class="facts">
         <div><dt>Ranks × nodes</dt><dd data-ranks>{fmtRanks(run)}</dd></div>

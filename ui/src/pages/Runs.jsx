@@ -17,6 +17,7 @@ import {
 } from "../lib/runsModel.js";
 import { ParallelCoords } from "../components/ParallelCoords.jsx";
 import { BulkTags, FilterBuilder, InlineName } from "../components/RunEdit.jsx";
+import { DeleteRuns, Trash } from "../components/RunDelete.jsx";
 import { canEdit } from "../lib/access.js";
 
 const POLL_MS = 2000;
@@ -42,6 +43,7 @@ export function RunsPage({ project, params, who }) {
   const all = useLoad((signal) => api.runs(project, { limit: 1000 }, { signal }), [project], 10000);
   const views = useLoad((signal) => api.views(project, { signal }), [project]);
   const [selected, setSelected] = useState(() => new Set());
+  const [showTrash, setShowTrash] = useState(false);
   useEffect(() => setSelected(new Set()), [project]);
 
   const choices = useMemo(() => facets(all.data?.runs ?? []), [all.data]);
@@ -68,6 +70,16 @@ export function RunsPage({ project, params, who }) {
             <a class="btn" href={href.reports(project)} title="Pages of text and live charts, shared by URL" data-reports-link>
               Reports
             </a>
+            <button
+              type="button"
+              class={`btn${showTrash ? " active" : ""}`}
+              aria-pressed={showTrash}
+              onClick={() => setShowTrash(!showTrash)}
+              title="Deleted runs, restorable until the server purges them"
+              data-trash-toggle
+            >
+              Trash
+            </button>
             <SaveView project={project} f={f} onSaved={(name) => { views.reload(); set({ view: name }, { keepView: true }); }} />
             <a
               class={`btn primary${selected.size >= 2 ? "" : " disabled"}`}
@@ -90,6 +102,15 @@ export function RunsPage({ project, params, who }) {
           />
         ) : null}
         {editable ? <BulkTags project={project} selected={selected} onDone={() => { runs.reload(); all.reload(); }} /> : null}
+        {editable ? (
+          <DeleteRuns
+            project={project}
+            selected={selected}
+            filters={searching ? parseFilter(f.filter) : null}
+            onDone={() => { setSelected(new Set()); runs.reload(); all.reload(); }}
+          />
+        ) : null}
+        {showTrash ? <Trash project={project} onRestored={() => { runs.reload(); all.reload(); }} /> : null}
         <ErrorBox error={runs.error} onRetry={runs.reload} />
         {runs.data === undefined && !runs.error ? <Spinner /> : null}
         {runs.data ? (
