@@ -4,13 +4,15 @@
 tensorboardX with ``--writer tensorboardX``) with rankwise's capture on (the wrapped
 method, recording into a run) against the writer's own method on the same writer, in
 interleaved rounds in one process, so machine noise hits both alike. Prints the median
-per-call time of each and their ratio per round (the target: within 1.10).
+per-call time of each and their ratio per round (the target: within 1.10). Then
+rankwise's own cost alone: the same wrapper around a writer method that does nothing,
+against that method, in interleaved rounds (training thread CPU, ns per call).
 
 ``import``: writes ``--events`` scalar events (default 1,000,000) over ``--dirs`` event
 directories ``rank_N`` with tensorboardX's writer (once; kept in ``--keep`` if given),
 then times ``rankwise import tensorboard`` of them: wall and CPU seconds.
 
-    python benchmarks/bench_tensorboard.py scalar [--calls 20000] [--rounds 7]
+    python benchmarks/bench_tensorboard.py scalar [--calls 1000] [--rounds 201]
     python benchmarks/bench_tensorboard.py import [--events 1000000] [--dirs 2] [--keep DIR]
 """
 
@@ -22,6 +24,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import rankwise
 
@@ -64,6 +67,7 @@ def bench_scalar(args: argparse.Namespace) -> None:
                 )
             )
     writer.close()
+    own = own_cost(tb, args.rounds, n)
     run.finish()
     print(f"add_scalar ({args.writer}), {n} calls x {args.rounds} rounds each, medians:")
     for i, what in enumerate(("wall", "training thread CPU", "process CPU (all threads)")):
@@ -75,6 +79,34 @@ def bench_scalar(args: argparse.Namespace) -> None:
             f"  ratio {with_rw / alone:.3f} (per round, median {statistics.median(ratios):.3f})"
         )
     print("  target: training thread within 1.10 of the writer alone")
+    print(
+        f"  rankwise's own cost (around a writer method that does nothing): {own:.0f} ns "
+        "per call, training thread CPU"
+    )
+
+
+def own_cost(tb: Any, rounds: int, n: int) -> float:
+    """Median training-thread ns per call that the capture adds to a no-op method."""
+
+    class Null:
+        _rankwise_ns = ""  # no key prefix, as for a process's only writer
+
+        def add_scalar(self, tag: str, value: Any, step: Any = None, walltime: Any = None) -> None:
+            return None
+
+    plain = Null.add_scalar
+    wrapped = tb._wrapped_scalar(plain)
+    writer = Null()
+    got: dict[str, list[float]] = {"plain": [], "rankwise": []}
+    for r in range(rounds):
+        order = (("plain", plain), ("rankwise", wrapped))[:: 1 if r % 2 else -1]
+        for name, fn in order:
+            base = (rounds + r) * n
+            t0 = time.thread_time_ns()
+            for i in range(n):
+                fn(writer, "train/loss", 0.5, base + i)
+            got[name].append((time.thread_time_ns() - t0) / n)
+    return statistics.median(b - a for a, b in zip(got["plain"], got["rankwise"], strict=True))
 
 
 def write_events(folder: Path, events: int, dirs: int) -> None:
@@ -119,8 +151,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="what", required=True)
     s = sub.add_parser("scalar")
-    s.add_argument("--calls", type=int, default=20000)
-    s.add_argument("--rounds", type=int, default=7)
+    s.add_argument("--calls", type=int, default=1000)  # short rounds: neighbours see alike
+    s.add_argument("--rounds", type=int, default=201)
     s.add_argument("--writer", choices=("torch", "tensorboardX"), default="torch")
     i = sub.add_parser("import")
     i.add_argument("--events", type=int, default=1_000_000)

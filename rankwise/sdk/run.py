@@ -200,6 +200,26 @@ class Run:
         self._room = room
         self._queue.append((_now(), step, weight, values))  # type: ignore[union-attr]
 
+    def _log_one(self, key: Any, value: Any, step: int) -> None:
+        """``log({key: value}, step)`` for the TensorBoard capture's ``add_scalar``
+        (``rankwise.sdk.tensorboard``): the same guarantees, less work on the training
+        thread. No dict is made or copied: ``(time, step, None, key, value)`` is queued
+        and the writer thread makes the dict (``sdk/writer.py``). Whatever log() would
+        not queue at once (a step not an int or going back, no room left, a rich value
+        armed, a closed run, a row held by ``commit=False``) goes through ``log()``."""
+        room = self._room - 4  # the call's units: CALL_UNITS + one value
+        if (
+            room < 0
+            or step.__class__ is not int
+            or step < self._step
+            or step > _MAX_STEP
+            or self._held is not None
+        ):
+            return self.log({key: value}, step)
+        self._step = step
+        self._room = room
+        self._queue.append((_now(), step, None, key, value))  # type: ignore[union-attr]
+
     def _log_commit(self, values: dict[str, Any], step: Any, weight: Any, commit: Any) -> None:
         """``log(commit=False)`` and the call after it (``log``'s docstring)."""
         held, self._held = self._held, None

@@ -2,7 +2,10 @@
 
 The training thread only appends to ``StreamWriter.queue`` (a ``collections.deque``,
 whose ``append`` and ``popleft`` are atomic); everything else — coercing values,
-numbering records, encoding, I/O, heartbeats — happens here. Invariants:
+numbering records, encoding, I/O, heartbeats — happens here. A ``log()`` call is queued
+as ``(time, step, weight, values)`` with ``values`` its private dict copy; one value of
+``Run._log_one()`` (the TensorBoard capture's ``add_scalar``) as ``(time, step, weight,
+key, value)``, its dict made here. Invariants:
 
 * Backpressure, in bytes: each queued ``log()`` call is charged ``call_units(values)``
   units of ``UNIT`` bytes (an estimate of what it holds in memory). ``log()`` counts what
@@ -185,7 +188,11 @@ class StreamWriter:
                 item = queue.popleft()
                 cls = item.__class__
                 if cls is tuple:
-                    t, step, weight, data = item
+                    if len(item) == 4:  # log(): (time, step, weight, its dict copy)
+                        t, step, weight, data = item
+                    else:  # Run._log_one(): (time, step, weight, key, value)
+                        t, step, weight, key, value = item
+                        data = {key: value}
                     units = CALL_UNITS + len(data)
                     self.taken_units += units
                     frame_units += units

@@ -227,6 +227,57 @@ def test_a_lone_writer_in_a_train_folder_keeps_it_as_prefix(tmp_path: Path) -> N
     assert [(r["step"], r["train/loss"]) for r in got.history()] == [(3, 1.5), (3, 2.5)]
 
 
+def test_add_scalar_lands_exactly_once_on_every_path(tmp_path: Path) -> None:
+    """The capture's fast path (``Run._log_one``: a flat queue item, no dict) and each
+    case it hands to ``log()``: a queue bound far below the calls (the caller waits,
+    nothing is dropped), a step that is not an int or goes back, a row held by
+    ``log(commit=False)``, a rich value made meanwhile, arguments passed on to the writer.
+    Mixed with ``log()`` calls, every value lands once, at its step. After the lone-writer
+    test: this writer's key prefix depends on the log directories seen before."""
+    import numpy as np
+    import tensorboardX
+
+    settings = {"max_queue_bytes": 1024, "flush_interval": 0.01}  # 16 units: 4 calls
+    run = rankwise.init(project="paths", dir=tmp_path / "data", system=False,
+                        tensorboard=True, settings=settings)  # fmt: skip
+    writer = tensorboardX.SummaryWriter(str(tmp_path / "tb" / "paths"))
+    n = 3000
+    for i in range(n):
+        writer.add_scalar("loss", float(i), i)
+        if i % 100 == 0:
+            run.log({"lr": i / 100}, step=i)  # log()'s own items between the flat ones
+    writer.add_scalar("loss", float(n), np.int64(n))  # a step log() converts
+    run.log({"lr": 99.0}, step=n + 1, commit=False)
+    writer.add_scalar("loss", float(n + 1), n + 1)  # joins the held row
+    rankwise.Histogram([1.0, 2.0])  # arms run.log()'s look for rich values
+    writer.add_scalar("loss", float(n + 2), n + 2)
+    writer.add_scalar("loss", float(n + 3), n + 3, walltime=1.0e9)  # passed on as given
+    writer.add_scalar("loss", -1.0, 5)  # a step going back: kept, at 5
+    writer.add_scalar("loss", -2.0)  # no global_step: the stream's last step (5)
+    writer.close()
+    run.finish()
+    (got,) = rankwise.Api(dir=tmp_path / "data").runs("paths")
+    (key,) = [k for k in got.metric_keys if k.endswith("loss")]
+    want = [(i, float(i)) for i in range(n + 4)] + [(5, -1.0), (5, -2.0)]
+    assert sorted((r["step"], r[key]) for r in got.history([key])) == sorted(want)
+    lr = [(r["step"], r["lr"]) for r in got.history(["lr"])]
+    assert lr == [(i, i / 100) for i in range(0, n, 100)] + [(n + 1, 99.0)]
+    held = [r for r in got.history() if r["step"] == n + 1]
+    assert len(held) == 1 and held[0][key] == n + 1 and held[0]["lr"] == 99.0
+    (stream,) = got.streams
+    assert stream.dropped == 0 and stream.last_step == n + 3
+    events = [e for e in _events(tmp_path / "tb" / "paths") if e.step == n + 3]
+    assert [e.wall_time for e in events] == [1.0e9]  # the writer's own call got walltime
+
+
+def _events(folder: Path) -> list[Any]:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(folder))
+    acc.Reload()
+    return list(acc.Scalars("loss"))
+
+
 @pytest.mark.browser
 def test_the_imported_run_in_the_dashboard(
     job: Job, browser: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
