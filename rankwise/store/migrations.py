@@ -784,6 +784,18 @@ CREATE INDEX run_index_group ON run_index (project, grp);
 CREATE INDEX run_index_job_type ON run_index (project, job_type);
 """
 
+# ``run_index.info``: the run as ``_run`` folded it when the row was made (MessagePack of
+# ``RunInfo``), so that a page of runs whose streams are all settled is read, not refolded.
+# The rows are dropped so that every run is indexed again (on the next read) with it.
+_V15_SQLITE = """
+ALTER TABLE run_index ADD COLUMN info BLOB;
+DELETE FROM run_index;
+"""
+_V15_POSTGRES = """
+ALTER TABLE run_index ADD COLUMN info BYTEA;
+DELETE FROM run_index;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, streams, columnar chunks, aggregates", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "index chunks by time", _V2, _V2),
@@ -801,6 +813,7 @@ MIGRATIONS: tuple[Migration, ...] = (
         13, "reports: versions of titled pages of text and panels", _V13_SQLITE, _V13_POSTGRES
     ),
     Migration(14, "run edits and the run filter index", _V14_SQLITE, _V14_POSTGRES),
+    Migration(15, "each run's folded info in the run filter index", _V15_SQLITE, _V15_POSTGRES),
 )
 
 LATEST = MIGRATIONS[-1].version
