@@ -155,11 +155,10 @@ class RunFilters(SQLBase):
         )
         rows = []
         infos = self._runs(tx, project, [rid for _, rid, _ in part], now)
-        found_of: dict[int, dict[int, Any]] = {}
-        for pk, rid, _ in part:
-            info = infos.get(rid)
-            if info is not None:
-                found_of[pk] = query.last_complete_of(tx, pk, complete_step(info.streams))
+        found_of = query.last_complete_of_runs(
+            tx,
+            {pk: complete_step(infos[rid].streams) for pk, rid, _ in part if rid in infos},
+        )
         ids = sorted({mid for found in found_of.values() for mid in found})
         names: dict[int, str] = {}
         for a in range(0, len(ids), 500):

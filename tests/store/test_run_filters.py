@@ -434,3 +434,42 @@ def test_every_order_and_page_agrees_with_the_local_reader(
     for run in rows:
         assert msgspec.msgpack.encode(run) == msgspec.msgpack.encode(store.get_run("p", run.id))
     store.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_cross_rank_values_of_many_runs_read_as_each_alone(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """``query.last_complete_of_runs`` (the index build's one query per 200 runs) gives
+    what ``last_complete_of`` gives run by run, whichever block ``upto`` falls in
+    (ranks a block apart; a metric whose newest block holds only later steps)."""
+    from rankwise.store import query
+    from rankwise.store.blocks import BLOCK
+    from rankwise.stream import records as R
+    from rankwise.stream.identity import StreamId
+    from tests.helpers.streams import start
+
+    store = open_sql_store(kind, tmp_path, request)
+    store.migrate()
+    for run, steps in (("a", {"rank-0": 2 * BLOCK + 7, "rank-1": BLOCK + 3}), ("b", {"rank-0": 5})):
+        for label, n in steps.items():
+            recs: list[R.AnyRecord] = [start("p", run, label)]
+            for step in range(n):
+                values = {"loss": 1.0 / (1 + step)}
+                if step % 700 == 0:
+                    values["rare"] = float(step)
+                recs.append(R.Metrics(len(recs), 1.7e9 + step, step, values))
+            store.ingest([(StreamId("p", run, label, 0), recs)])
+
+    def check(tx: Any) -> int:
+        pks = [int(r[0]) for r in tx.all("SELECT id FROM runs WHERE project = 'p' ORDER BY run_id")]
+        checked = 0
+        for upto in (None, 0, 4, BLOCK - 1, BLOCK, BLOCK + 2, 2 * BLOCK, 2 * BLOCK + 6):
+            many = query.last_complete_of_runs(tx, {pk: upto for pk in pks})
+            for pk in pks:
+                assert many[pk] == query.last_complete_of(tx, pk, upto), (pk, upto)
+                checked += len(many[pk])
+        return checked
+
+    assert store._read(check) > 20
+    store.close()
