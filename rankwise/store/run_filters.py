@@ -12,9 +12,10 @@ page of runs that match, sorted and counted, with every value a bound parameter.
 ``state`` is settled at read time (a silent run becomes crashed after the crash
 timeout): a filter of the state folds the runs indexed as running (only) to check them,
 and the order by ``state`` sorts the matches here. The page's runs come from their rows'
-``info`` where no stream was running when it was made (a finished run is what it was
-folded as: any change of its streams or an edit makes its row stale); the others are
-folded.
+``info`` where every stream had ended by its own record (finished, failed, killed)
+when it was made (such a run is what it was folded as: any change of its streams or an
+edit makes its row stale); the others (running, crashed: states that depend on the time
+and on who reads) are folded.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import msgspec
 
 from .. import filters as F
 from ..read.summary import complete_step
+from ..stream.records import END_STATES
 from ..wire.runs import RunInfo
 from .run_edits import apply_edits, edits_of_project
 from .sqlbase import SQLBase
@@ -80,12 +82,14 @@ _info_dec = msgspec.msgpack.Decoder(RunInfo)
 
 
 def _settled(blob: Any) -> RunInfo | None:
-    """An index row's ``info`` when none of its streams was running (None otherwise:
-    a running stream's state depends on the time it is read at)."""
+    """An index row's ``info`` when every stream of it had ended by its own record
+    (finished, failed, killed); None otherwise: a running stream's state, or a crashed
+    one's (silent past the crash timeout, a local pid gone), depends on when and by whom
+    it is read (the time, ``crash_timeout``, ``local_pids``)."""
     if blob is None:
         return None
     info = _info_dec.decode(bytes(blob))
-    if info.state == "running" or any(s.state == "running" for s in info.streams):
+    if not info.streams or any(s.state not in END_STATES for s in info.streams):
         return None
     return info
 
@@ -379,8 +383,9 @@ class RunFilters(SQLBase):
 
     def _page(self, tx: Tx, project: str, run_ids: list[str], now: float) -> list[RunInfo]:
         """These runs, in this order: from their index rows (``info``) where every
-        stream was settled when the row was made (a finished run stays as it was
-        folded: any change of its streams or an edit makes the row stale), else folded."""
+        stream had ended by its own record when the row was made (such a run stays as
+        it was folded: any change of its streams or an edit makes the row stale), else
+        folded."""
         if not run_ids:
             return []
         rows = tx.all(
