@@ -158,7 +158,7 @@ class RunFilters(SQLBase):
             "summary = excluded.summary, cross_rank = excluded.cross_rank, info = excluded.info"
         )
         rows = []
-        infos = self._runs(tx, project, [rid for _, rid, _ in part], now)
+        infos = self._runs(tx, project, [r for _, r, _ in part], now, [p for p, _, _ in part])
         found_of = query.last_complete_of_runs(
             tx,
             {pk: complete_step(infos[rid].streams) for pk, rid, _ in part if rid in infos},

@@ -331,16 +331,27 @@ class SQLStore(
         )
         return apply_edits(info, edits_of_run(tx, project, run_id))
 
-    def _runs(self, tx: Tx, project: str, run_ids: Sequence[str], now: float) -> dict[str, RunInfo]:
+    def _runs(
+        self,
+        tx: Tx,
+        project: str,
+        run_ids: Sequence[str],
+        now: float,
+        pks: Sequence[int] | None = None,
+    ) -> dict[str, RunInfo]:
         """``_run`` of many runs of a project in two queries (their streams, the
-        project's edits), by run id; a run without streams is left out."""
+        project's edits), by run id; a run without streams is left out. ``pks``: the
+        same runs' row ids, when the caller has them: their streams are then found by
+        the streams' own index (whatever a planner estimates of a freshly filled table)."""
+        keys: list[Any] = list(pks) if pks is not None else list(run_ids)
+        column = "s.run" if pks is not None else "r.run_id"
         grouped: dict[str, list[Any]] = {}
-        for a in range(0, len(run_ids), 500):
-            part = list(run_ids[a : a + 500])
+        for a in range(0, len(keys), 500):
+            part = keys[a : a + 500]
             rows = tx.all(
                 f"SELECT r.run_id, s.fold, {runs.STREAM_COLS} FROM streams s "
                 "JOIN runs r ON r.id = s.run WHERE r.project = ? AND s.acked_seq >= 0 "
-                f"AND r.run_id IN ({marks(len(part))})",
+                f"AND {column} IN ({marks(len(part))})",
                 (project, *part),
             )
             for row in rows:
