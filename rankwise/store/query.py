@@ -270,19 +270,26 @@ def last_complete_of_runs(
     tx: Tx, uptos: dict[int, int | None]
 ) -> dict[int, dict[int, CrossRankValue]]:
     """``last_complete_of`` of many runs (run id -> its ``upto``): one query for the
-    newest block of each metric of each run; a run with a newest block past its ``upto``
-    is read alone."""
+    newest block of each metric of each run, one for their data; a run with a newest
+    block past its ``upto`` is read alone."""
     out: dict[int, dict[int, CrossRankValue]] = {run: {} for run in uptos}
     ids = list(uptos)
     found: dict[int, list[tuple[Any, Any, Any]]] = {}
     alone: set[int] = set()
+    newest: list[tuple[int, int, int]] = []
     for a in range(0, len(ids), 500):
         part = ids[a : a + 500]
-        rows = tx.all(
-            "SELECT a.run, a.metric, a.block, a.data FROM aggs a "
-            f"WHERE a.run IN ({', '.join('?' * len(part))}) AND a.block = "
-            "(SELECT MAX(b.block) FROM aggs b WHERE b.run = a.run AND b.metric = a.metric)",
+        newest += tx.all(
+            "SELECT run, metric, MAX(block) FROM aggs "
+            f"WHERE run IN ({', '.join('?' * len(part))}) GROUP BY run, metric",
             part,
+        )
+    for a in range(0, len(newest), 300):  # then their data, by key
+        keys = newest[a : a + 300]
+        rows = tx.all(
+            "SELECT run, metric, block, data FROM aggs WHERE (run, metric, block) IN "
+            f"({', '.join(['(?, ?, ?)'] * len(keys))})",
+            [x for key in keys for x in key],
         )
         for run, metric, block, data in rows:
             upto = uptos[int(run)]
