@@ -6,8 +6,9 @@ name and tags after edits, config, summary, the cross-rank summary) are kept in
 PostgreSQL), with the folded run itself (``info``, migration 15). A row carries a stamp
 of its streams (the sum of their marks and their number): ``find_runs`` first refreshes
 the project's rows whose stamp moved or that an edit removed (compared in SQL; 200 runs
-per transaction, their streams and edits read in one query each), then asks SQL for the
-page of runs that match, sorted and counted, with every value a bound parameter.
+per transaction, their streams, edits and cross-rank values read in a query or two
+each), then asks SQL for the page of runs that match, sorted and counted, with every
+value a bound parameter.
 
 ``state`` is settled at read time (a silent run becomes crashed after the crash
 timeout): a filter of the state folds the runs indexed as running (only) to check them,
