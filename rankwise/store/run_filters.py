@@ -45,6 +45,7 @@ from .tx import Tx, marks
 
 REFRESH_BATCH = 200  # runs refolded per write transaction
 MAX_LIVE = 1000  # runs indexed as running that a state filter passes to SQL by id
+MAX_ROWS = 2**62  # the largest LIMIT / OFFSET sent to SQL
 
 
 @lru_cache(maxsize=256)
@@ -285,6 +286,8 @@ class RunFilters(SQLBase):
         self.refresh_run_index(project)
         by_state = "state" in F.fields_of(node)
         dialect: F.Dialect = "postgres" if self.dialect == "postgres" else "sqlite"
+        # SQL's LIMIT and OFFSET are 64-bit: a larger one (an API caller's) means "all".
+        limit, offset = min(limit, MAX_ROWS), min(offset, MAX_ROWS)
 
         def read(tx: Tx) -> tuple[list[RunInfo], int]:
             now = time.time()

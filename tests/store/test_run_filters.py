@@ -429,6 +429,10 @@ def test_every_order_and_page_agrees_with_the_local_reader(
                 rows, total = store.find_runs("p", flt, order, limit=2, offset=offset)
                 assert [r.id for r in rows] == want[offset : offset + 2], (order, offset)
                 assert total == 4, (order, offset)
+    huge = 10**30  # past SQL's 64-bit LIMIT / OFFSET: no error, and all or nothing
+    assert [len(got[0]) for got in (store.find_runs("p", {}, limit=huge),
+            store.find_runs("p", {}, limit=2, offset=huge))] == [4, 0]  # fmt: skip
+    assert store.find_runs("p", {"group": "g1"}, limit=huge, offset=huge)[1] == 2
     rows, _ = store.find_runs("p", {}, limit=10)
     assert len(rows) == 4
     for run in rows:
