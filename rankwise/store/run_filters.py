@@ -44,7 +44,7 @@ from .tx import Tx, marks
 # are imported where used.
 
 REFRESH_BATCH = 200  # runs refolded per write transaction
-MAX_LIVE = 1000  # runs indexed as running that a state filter passes to SQL by id
+MAX_LIVE = 500  # runs indexed as running that a state filter passes to SQL by id
 MAX_ROWS = 2**62  # the largest LIMIT / OFFSET sent to SQL
 
 
@@ -392,12 +392,15 @@ class RunFilters(SQLBase):
         folded."""
         if not run_ids:
             return []
-        rows = tx.all(
-            "SELECT ri.run_id, ri.info FROM run_index ri "
-            f"WHERE ri.project = ? AND ri.run_id IN ({marks(len(run_ids))})",
-            (project, *run_ids),
-        )
-        got = {str(rid): _settled(info) for rid, info in rows}
+        got: dict[str, RunInfo | None] = {}
+        for a in range(0, len(run_ids), 500):
+            part = run_ids[a : a + 500]
+            rows = tx.all(
+                "SELECT ri.run_id, ri.info FROM run_index ri "
+                f"WHERE ri.project = ? AND ri.run_id IN ({marks(len(part))})",
+                (project, *part),
+            )
+            got.update((str(rid), _settled(info)) for rid, info in rows)
         folded = [rid for rid in run_ids if got.get(rid) is None]
         if folded:
             got.update(self._runs(tx, project, folded, now))

@@ -370,12 +370,13 @@ def test_wandb_api_spelling(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_a_running_run_that_went_silent_filters_as_crashed(
-    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The index keeps a run's state from when it was indexed; a running one is folded
     again at read time, so once silent past the crash timeout it filters as crashed."""
     import msgspec
 
+    from rankwise.store import run_filters
     from rankwise.store.base import RunQuery
     from rankwise.stream import records as R
     from rankwise.stream.identity import StreamId
@@ -399,6 +400,11 @@ def test_a_running_run_that_went_silent_filters_as_crashed(
     assert [r.id for r in rows] == ["live"]
     rows, _ = store.list_runs(RunQuery(project="p", sort="state"))
     assert [r.state for r in rows] == ["crashed", "finished"]
+    # More runs indexed as running than SQL takes by id: every match is sorted in Python.
+    monkeypatch.setattr(run_filters, "MAX_LIVE", 0)
+    assert [r.id for r in store.find_runs("p", {"state": "crashed"})[0]] == ["live"]
+    got, total = store.find_runs("p", {"state": {"$ne": "running"}}, "-display_name", 1, 1)
+    assert [r.id for r in got] == ["done"] and total == 2
     store.close()
 
 
