@@ -296,7 +296,6 @@ class RunFilters(SQLBase):
             params: list[Any] = [project, *cond.params]
             if how.terms is None or needle:
                 return self._find_folding(tx, project, node, how, needle, limit, offset)
-            kept: list[str] = []
             if by_state:
                 running = [
                     str(r[0])
@@ -315,7 +314,6 @@ class RunFilters(SQLBase):
                     for rid in running
                     if rid in live and F.matches(node, {**docs[rid], "state": live[rid].state})
                 ]
-            if by_state:
                 ids = f" OR ri.run_id IN ({marks(len(kept))})" if kept else ""
                 where += f" AND (ri.state <> 'running'{ids})"
                 params += kept
