@@ -12,6 +12,10 @@ times, server side (the HTTP API in-process over ASGI, so JSON encoding included
   of ``--repeat``.
 
     python benchmarks/bench_runs_filter.py [--runs 10000] [--db postgresql://...]
+
+``--filled``: the store at ``--db`` already holds the runs (a copy of one this script
+filled and nothing read yet, e.g. ``CREATE DATABASE b TEMPLATE filled``): no ingest, so
+runs on a busy machine compare the reads alone.
 """
 
 from __future__ import annotations
@@ -96,14 +100,17 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--db", default=None, help="a database URL (default: SQLite in a temp dir)")
+    ap.add_argument("--filled", action="store_true", help="--db holds the runs: no ingest")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         url = args.db or f"sqlite:///{Path(tmp) / 'bench.db'}"
         store = open_store(url)
         store.migrate()
         t = time.perf_counter()
-        fill(store, args.runs, args.steps)
-        print(f"{args.runs} runs ingested in {time.perf_counter() - t:.1f} s ({url.split(':')[0]})")
+        if not args.filled:
+            fill(store, args.runs, args.steps)
+            took = time.perf_counter() - t
+            print(f"{args.runs} runs ingested in {took:.1f} s ({url.split(':')[0]})")
         app = create_app(store, ServerSettings(auth=False, static_dir=Path(tmp) / "none"))
         page = "/api/v1/projects/p/runs"
         took, got = timed(app, "GET", page, params={"limit": 50})

@@ -719,3 +719,44 @@ def order_sql(field: Field, d: Dialect) -> SQL:
             )
         return SQL(f"({col} #> CAST(? AS TEXT[]))", [path])
     return SQL(_COLUMN.get(field.kind, "NULL"), [])
+
+
+def order_by_sql(field: Field | None, d: Dialect, desc: bool, column: str | None = None) -> SQL:
+    """``ORDER BY`` terms over ``run_index ri`` that sort as ``sort_key_groups`` sorts
+    ``order_sql``'s values, ties by run id: missing always last; a JSON field's numbers,
+    then strings (by code point), booleans, lists and objects, each ascending (``desc``:
+    all of it reversed). ``column``: a column of ``run_index`` instead (``ri.steps``)."""
+    way = " DESC" if desc else ""
+    tie = 'ri.run_id COLLATE "C"' if d == "postgres" else "ri.run_id"
+    if column is None and field is not None and field.kind in ("config", "summary", "cross"):
+        col = _COLUMN[field.kind]
+        p = _json_path(d, field.path)
+        if d == "sqlite":
+            t = f"json_type({col}, ?)"
+            rank = (
+                f"CASE {t} WHEN 'integer' THEN 0 WHEN 'real' THEN 0 WHEN 'text' THEN 1 "
+                "WHEN 'true' THEN 2 WHEN 'false' THEN 2 WHEN 'array' THEN 3 "
+                "WHEN 'object' THEN 3 ELSE 4 END"
+            )
+            num = f"CASE WHEN {t} IN ('integer', 'real') THEN json_extract({col}, ?) END"
+            text = f"CASE WHEN {t} = 'text' THEN json_extract({col}, ?) END"
+            boolean = f"CASE {t} WHEN 'true' THEN 1 WHEN 'false' THEN 0 END"
+        else:
+            t = f"jsonb_typeof({col} #> CAST(? AS TEXT[]))"
+            v = f"({col} #>> CAST(? AS TEXT[]))"
+            rank = (
+                f"CASE {t} WHEN 'number' THEN 0 WHEN 'string' THEN 1 WHEN 'boolean' THEN 2 "
+                "WHEN 'array' THEN 3 WHEN 'object' THEN 3 ELSE 4 END"
+            )
+            num = f"CASE WHEN {t} = 'number' THEN CAST({v} AS NUMERIC) END"
+            text = f"(CASE WHEN {t} = 'string' THEN {v} END) COLLATE \"C\""
+            boolean = f"CASE WHEN {t} = 'boolean' THEN CAST({v} AS BOOLEAN) END"
+        terms = f"({rank}) = 4, ({rank}){way}, {num}{way}, {text}{way}, {boolean}{way}, {tie}"
+        return SQL(terms, [p] * terms.count("?"))  # every placeholder is the path
+    if column is None:
+        column = _COLUMN.get(field.kind) if field is not None else "ri.updated"
+        if column is None:
+            raise ValueError(f"no column orders by {field}")
+    if d == "postgres" and column in ("ri.name", "ri.grp", "ri.job_type"):
+        column = f'{column} COLLATE "C"'
+    return SQL(f"({column.split(' ')[0]} IS NULL), {column}{way}, {tie}", [])

@@ -821,6 +821,18 @@ _V15_POSTGRES = _V15.format(
     real="DOUBLE PRECISION", big="BIGINT", id="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
 )
 
+# ``run_index.info``: the run as ``_run`` folded it when the row was made (MessagePack of
+# ``RunInfo``), so that a page of runs whose streams are all settled is read, not refolded.
+# The rows are dropped so that every run is indexed again (on the next read) with it.
+_V16_SQLITE = """
+ALTER TABLE run_index ADD COLUMN info BLOB;
+DELETE FROM run_index;
+"""
+_V16_POSTGRES = """
+ALTER TABLE run_index ADD COLUMN info BYTEA;
+DELETE FROM run_index;
+"""
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, streams, columnar chunks, aggregates", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "index chunks by time", _V2, _V2),
@@ -839,6 +851,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     ),
     Migration(14, "run edits and the run filter index", _V14_SQLITE, _V14_POSTGRES),
     Migration(15, "deleted runs, the purge journal, the audit log", _V15_SQLITE, _V15_POSTGRES),
+    Migration(16, "each run's folded info in the run filter index", _V16_SQLITE, _V16_POSTGRES),
 )
 
 LATEST = MIGRATIONS[-1].version

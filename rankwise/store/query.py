@@ -263,6 +263,52 @@ def last_complete_of(tx: Tx, run: int, upto: int | None) -> dict[int, CrossRankV
         f"(SELECT MAX(b.block) FROM aggs b WHERE b.run = a.run AND b.metric = a.metric{cap})",
         params,
     )
+    return _last_values(tx, run, upto, rows)
+
+
+def last_complete_of_runs(
+    tx: Tx, uptos: dict[int, int | None]
+) -> dict[int, dict[int, CrossRankValue]]:
+    """``last_complete_of`` of many runs (run id -> its ``upto``): one query for the
+    newest block of each metric of each run, one for their data; a run with a newest
+    block past its ``upto`` is read alone."""
+    out: dict[int, dict[int, CrossRankValue]] = {run: {} for run in uptos}
+    ids = list(uptos)
+    found: dict[int, list[tuple[Any, Any, Any]]] = {}
+    alone: set[int] = set()
+    newest: list[tuple[int, int, int]] = []
+    for a in range(0, len(ids), 500):
+        part = ids[a : a + 500]
+        newest += tx.all(
+            "SELECT run, metric, MAX(block) FROM aggs "
+            f"WHERE run IN ({', '.join('?' * len(part))}) GROUP BY run, metric",
+            part,
+        )
+    for a in range(0, len(newest), 300):  # then their data, by key
+        keys = newest[a : a + 300]
+        rows = tx.all(
+            "SELECT run, metric, block, data FROM aggs WHERE (run, metric, block) IN "
+            f"({', '.join(['(?, ?, ?)'] * len(keys))})",
+            [x for key in keys for x in key],
+        )
+        for run, metric, block, data in rows:
+            upto = uptos[int(run)]
+            if upto is not None and int(block) > upto // BLOCK:
+                alone.add(int(run))
+            found.setdefault(int(run), []).append((metric, block, data))
+    for run, rows in found.items():
+        if run in alone:
+            out[run] = last_complete_of(tx, run, uptos[run])
+        else:
+            out[run] = _last_values(tx, run, uptos[run], rows)
+    return out
+
+
+def _last_values(
+    tx: Tx, run: int, upto: int | None, rows: Sequence[tuple[Any, Any, Any]]
+) -> dict[int, CrossRankValue]:
+    """``last_complete_of`` from the (metric, block, data) of each metric's newest
+    block up to ``upto``."""
     out: dict[int, CrossRankValue] = {}
     for metric, block, data in rows:
         agg = Agg.from_bytes(data, int(block) * BLOCK).between(None, upto)

@@ -2,14 +2,21 @@
 
 Runs are folded from their streams at read time, so the values filters read (effective
 name and tags after edits, config, summary, the cross-rank summary) are kept in
-``run_index`` (migration 12), one row per run, as JSON columns (SQLite's JSON1, JSONB on
-PostgreSQL). A row carries a stamp of its streams (the sum of their marks and their
-number): ``find_runs`` first refreshes the project's rows whose stamp moved or that an
-edit removed, then asks SQL for the runs that match, with every value a bound parameter.
+``run_index`` (migration 14), one row per run, as JSON columns (SQLite's JSON1, JSONB on
+PostgreSQL), with the folded run itself (``info``, migration 16). A row carries a stamp
+of its streams (the sum of their marks and their number): ``find_runs`` first refreshes
+the project's rows whose stamp moved or that an edit removed (compared in SQL; 200 runs
+per transaction, their streams, edits and cross-rank values read in a query or two
+each), then asks SQL for the page of runs that match, sorted and counted, with every
+value a bound parameter.
 
 ``state`` is settled at read time (a silent run becomes crashed after the crash
-timeout), so it is checked on the folded runs after SQL narrowed them; so is the order
-by ``state`` or ``updated_at``. Everything else is answered by the index.
+timeout): a filter of the state folds the runs indexed as running (only) to check them,
+and the order by ``state`` sorts the matches here. The page's runs come from their rows'
+``info`` where every stream had ended by its own record (finished, failed, killed)
+when it was made (such a run is what it was folded as: any change of its streams or an
+edit makes its row stale); the others (running, crashed: states that depend on the time
+and on who reads) are folded.
 """
 
 from __future__ import annotations
@@ -19,11 +26,15 @@ import math
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import msgspec
+
 from .. import filters as F
 from ..read.summary import complete_step
+from ..stream.records import END_STATES
 from ..wire.runs import RunInfo
 from .run_edits import apply_edits, edits_of_project
 from .sqlbase import SQLBase
@@ -33,6 +44,8 @@ from .tx import Tx, marks
 # are imported where used.
 
 REFRESH_BATCH = 200  # runs refolded per write transaction
+MAX_LIVE = 500  # runs indexed as running that a state filter passes to SQL by id
+MAX_ROWS = 2**62  # the largest LIMIT / OFFSET sent to SQL
 
 
 @lru_cache(maxsize=256)
@@ -66,12 +79,42 @@ def _loads(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
+_info_enc = msgspec.msgpack.Encoder()
+_info_dec = msgspec.msgpack.Decoder(RunInfo)
+
+
+def _settled(blob: Any) -> RunInfo | None:
+    """An index row's ``info`` when every stream of it had ended by its own record
+    (finished, failed, killed); None otherwise: a running stream's state, or a crashed
+    one's (silent past the crash timeout, a local pid gone), depends on when and by whom
+    it is read (the time, ``crash_timeout``, ``local_pids``)."""
+    if blob is None:
+        return None
+    info = _info_dec.decode(bytes(blob))
+    if not info.streams or any(s.state not in END_STATES for s in info.streams):
+        return None
+    return info
+
+
+@dataclass(frozen=True)
+class _Order:
+    """How ``_find`` sorts: ``expr`` the value (``sort_key_groups`` over it), ``terms``
+    the same order in SQL (``filters.order_by_sql``); both None: by state. ``json``:
+    ``expr`` is a JSON field's value."""
+
+    expr: F.SQL | None
+    terms: F.SQL | None
+    json: bool
+    desc: bool
+
+
 class RunFilters(SQLBase):
     """Store methods for run filters; mixed into ``SQLStore``."""
 
     crash_timeout: float
     local_pids: bool
     _run: Callable[..., RunInfo | None]
+    _runs: Callable[..., dict[str, RunInfo]]
 
     # -- the index ---------------------------------------------------------------------
 
@@ -80,19 +123,17 @@ class RunFilters(SQLBase):
         returns how many were."""
 
         def stale(tx: Tx) -> list[tuple[int, str, str]]:
+            # Compared in SQL: a warm index sends back no rows.
+            stamp = "CAST(SUM(s.acked_seq) AS TEXT) || ':' || CAST(COUNT(*) AS TEXT)"
             rows = tx.all(
-                "SELECT r.id, r.run_id, SUM(s.acked_seq), COUNT(*), MAX(ri.stamp) FROM runs r "
+                f"SELECT r.id, r.run_id, {stamp} FROM runs r "
                 "JOIN streams s ON s.run = r.id LEFT JOIN run_index ri ON ri.run = r.id "
                 f"WHERE r.project = ? AND s.acked_seq >= 0{self.live_runs_sql(tx)} "
-                "GROUP BY r.id, r.run_id",
+                "GROUP BY r.id, r.run_id "
+                f"HAVING MAX(ri.stamp) IS NULL OR MAX(ri.stamp) <> {stamp}",
                 (project,),
             )
-            out = []
-            for pk, rid, acked, n, stamp in rows:
-                want = f"{int(acked)}:{int(n)}"
-                if stamp != want:
-                    out.append((int(pk), str(rid), want))
-            return out
+            return [(int(pk), str(rid), str(want)) for pk, rid, want in rows]
 
         todo: list[tuple[int, str, str]] = self._read(stale)
         for a in range(0, len(todo), REFRESH_BATCH):
@@ -111,29 +152,35 @@ class RunFilters(SQLBase):
         j = "CAST(? AS JSONB)" if self.dialect == "postgres" else "?"
         sql = (
             "INSERT INTO run_index (run, project, run_id, stamp, name, grp, job_type, tags, "
-            "created, updated, state, steps, config, summary, cross_rank) VALUES "
-            f"(?, ?, ?, ?, ?, ?, ?, {j}, ?, ?, ?, ?, {j}, {j}, {j}) "
+            "created, updated, state, steps, config, summary, cross_rank, info) VALUES "
+            f"(?, ?, ?, ?, ?, ?, ?, {j}, ?, ?, ?, ?, {j}, {j}, {j}, ?) "
             "ON CONFLICT (run) DO UPDATE SET stamp = excluded.stamp, "
             "name = excluded.name, grp = excluded.grp, job_type = excluded.job_type, "
             "tags = excluded.tags, created = excluded.created, updated = excluded.updated, "
             "state = excluded.state, steps = excluded.steps, config = excluded.config, "
-            "summary = excluded.summary, cross_rank = excluded.cross_rank"
+            "summary = excluded.summary, cross_rank = excluded.cross_rank, info = excluded.info"
         )
         rows = []
+        infos = self._runs(tx, project, [r for _, r, _ in part], now, [p for p, _, _ in part])
+        found_of = query.last_complete_of_runs(
+            tx,
+            {pk: complete_step(infos[rid].streams) for pk, rid, _ in part if rid in infos},
+        )
+        ids = sorted({mid for found in found_of.values() for mid in found})
+        names: dict[int, str] = {}
+        for a in range(0, len(ids), 500):
+            got = tx.all(
+                f"SELECT id, name FROM metrics WHERE id IN ({marks(len(ids[a : a + 500]))})",
+                ids[a : a + 500],
+            )
+            names.update((int(mid), str(name)) for mid, name in got)
         for pk, rid, stamp in part:
-            info = self._run(tx, project, rid, now)
+            info = infos.get(rid)
             if info is None:
                 continue
-            found = query.last_complete_of(tx, pk, complete_step(info.streams))
             cross: dict[str, Any] = {}
-            if found:
-                names = tx.all(
-                    f"SELECT id, name FROM metrics WHERE id IN ({marks(len(found))})",
-                    list(found),
-                )
-                for mid, name in names:
-                    v = found[int(mid)]
-                    cross[name] = {s: getattr(v, s, None) for s in F.CROSS_STATS}
+            for mid, v in found_of[pk].items():
+                cross[names[mid]] = {s: getattr(v, s, None) for s in F.CROSS_STATS}
             rows.append(
                 (
                     pk,
@@ -151,6 +198,7 @@ class RunFilters(SQLBase):
                     _dumps(info.config),
                     _dumps(info.summary),
                     _dumps(cross),
+                    _info_enc.encode(info),
                 )
             )
         if rows:
@@ -175,12 +223,16 @@ class RunFilters(SQLBase):
         dialect: F.Dialect = "postgres" if self.dialect == "postgres" else "sqlite"
         if how.is_updated:
             expr: F.SQL | None = F.SQL("ri.updated", [])
+            terms: F.SQL | None = F.order_by_sql(None, dialect, how.desc, "ri.updated")
         elif how.field is not None and how.field.kind != "state":
             expr = F.order_sql(how.field, dialect)
+            terms = F.order_by_sql(how.field, dialect, how.desc)
         else:
-            expr = None
+            expr = terms = None
         json_order = how.field is not None and how.field.kind in ("config", "summary", "cross")
-        return self._find(project, node, expr, json_order, how.desc, None, limit, offset)
+        return self._find(
+            project, node, _Order(expr, terms, json_order, how.desc), None, limit, offset
+        )
 
     def list_runs_indexed(self, query: Any) -> tuple[list[RunInfo], int]:
         """``list_runs`` of one project (``RunQuery``) over the index: the runs table's
@@ -205,68 +257,157 @@ class RunFilters(SQLBase):
         node: F.Node | None = F.Logic("$and", tuple(parts)) if parts else None
         column = {"created": "ri.created", "updated": "ri.updated", "name": "ri.name",
                   "steps": "ri.steps"}.get(name)  # fmt: skip
-        expr = F.SQL(column, []) if column else None
+        dialect: F.Dialect = "postgres" if self.dialect == "postgres" else "sqlite"
+        how = _Order(
+            F.SQL(column, []) if column else None,
+            F.order_by_sql(None, dialect, desc, column) if column else None,
+            False,
+            desc,
+        )
         needle = query.search.lower() if query.search else None
-        return self._find(query.project, node, expr, False, desc, needle, query.limit, query.offset)
+        return self._find(query.project, node, how, needle, query.limit, query.offset)
 
     def _find(
         self,
         project: str,
         node: F.Node | None,
-        expr: F.SQL | None,
-        json_order: bool,
-        desc: bool,
+        how: _Order,
         needle: str | None,
         limit: int,
         offset: int,
     ) -> tuple[list[RunInfo], int]:
-        """The runs ``node`` picks, sorted by ``expr`` (None: by state), with ``needle``
-        a substring of the name or id (case-insensitive), and their count."""
+        """The runs ``node`` picks, sorted by ``how`` (no expression: by state), with
+        ``needle`` a substring of the name or id (case-insensitive), and their count.
+
+        SQL sorts, pages and counts unless the order is the state, there is a ``needle``
+        (Python's ``str.lower``, which SQL does not share) or more than ``MAX_LIVE`` runs
+        indexed as running match: then every match comes back to be sorted here. A
+        filter of the state checks the runs indexed as running (only) on their folded
+        state first, and SQL takes those that pass by id."""
         self.refresh_run_index(project)
         by_state = "state" in F.fields_of(node)
         dialect: F.Dialect = "postgres" if self.dialect == "postgres" else "sqlite"
+        # SQL's LIMIT and OFFSET are 64-bit: a larger one (an API caller's) means "all".
+        limit, offset = min(limit, MAX_ROWS), min(offset, MAX_ROWS)
 
         def read(tx: Tx) -> tuple[list[RunInfo], int]:
             now = time.time()
             cond = F.to_sql(node, dialect)
-            cols = ["ri.run_id", "ri.state"]
-            params: list[Any] = []
-            if expr is not None:
-                cols.append(expr.text)
-                params += expr.params
-            else:
-                cols.append("NULL")
-            cols.append("ri.name")
-            sql = f"SELECT {', '.join(cols)} FROM run_index ri WHERE ri.project = ? AND {cond.text}"
+            where = f"ri.project = ? AND {cond.text}"
             if self._trash(tx):  # a row a concurrent refresh wrote as the run was deleted
-                sql += " AND ri.run NOT IN (SELECT id FROM runs WHERE deleted_at IS NOT NULL)"
-            rows = tx.all(sql, [*params, project, *cond.params])
-            # A run indexed as running may have crashed since: fold those (only) now.
-            running = [str(r[0]) for r in rows if r[1] == "running"]
-            live = self._light_runs(tx, project, now, running) if running else {}
-            docs = self._docs(tx, project, running) if running and by_state else {}
-            kept: list[tuple[Any, str]] = []
-            for row in sorted(rows, key=lambda r: str(r[0])):
-                rid, state = str(row[0]), row[1]
-                if needle and needle not in (row[3] or "").lower() and needle not in rid.lower():
-                    continue
-                if state == "running":
-                    run = live.get(rid)
-                    if run is None:
-                        continue
-                    state = run.state
-                    if by_state and not F.matches(node, {**docs[rid], "state": state}):
-                        continue
-                value = row[2] if expr is not None else state
-                if json_order and isinstance(value, str) and self.dialect == "sqlite":
-                    value = _loads(value)  # order_sql's JSON text of a string
-                kept.append((value, rid))
-            ordered = F.sort_key_groups(kept, desc)
-            page = ordered[offset : offset + limit]
-            out = [self._run(tx, project, rid, now) for rid in page]
-            return [r for r in out if r is not None], len(ordered)
+                where += " AND ri.run NOT IN (SELECT id FROM runs WHERE deleted_at IS NOT NULL)"
+            params: list[Any] = [project, *cond.params]
+            if how.terms is None or needle:
+                return self._find_folding(tx, project, node, how, needle, limit, offset)
+            if by_state:
+                running = [
+                    str(r[0])
+                    for r in tx.all(
+                        f"SELECT ri.run_id FROM run_index ri WHERE {where} "
+                        "AND ri.state = 'running'",
+                        params,
+                    )
+                ]
+                if len(running) > MAX_LIVE:
+                    return self._find_folding(tx, project, node, how, needle, limit, offset)
+                live = self._light_runs(tx, project, now, running) if running else {}
+                docs = self._docs(tx, project, running) if running else {}
+                kept = [
+                    rid
+                    for rid in running
+                    if rid in live and F.matches(node, {**docs[rid], "state": live[rid].state})
+                ]
+                ids = f" OR ri.run_id IN ({marks(len(kept))})" if kept else ""
+                where += f" AND (ri.state <> 'running'{ids})"
+                params += kept
+            rows = tx.all(
+                f"SELECT ri.run_id, COUNT(*) OVER () FROM run_index ri WHERE {where} "
+                f"ORDER BY {how.terms.text} LIMIT ? OFFSET ?",
+                [*params, *how.terms.params, limit, offset],
+            )
+            if rows:
+                total = int(rows[0][1])
+            elif offset:
+                got = tx.one(f"SELECT COUNT(*) FROM run_index ri WHERE {where}", params)
+                total = int(got[0]) if got else 0
+            else:
+                total = 0
+            return self._page(tx, project, [str(r[0]) for r in rows], now), total
 
         return self._read(read)
+
+    def _find_folding(
+        self,
+        tx: Tx,
+        project: str,
+        node: F.Node | None,
+        how: _Order,
+        needle: str | None,
+        limit: int,
+        offset: int,
+    ) -> tuple[list[RunInfo], int]:
+        """``_find`` sorting every match here: each run indexed as running is folded for
+        its state."""
+        now = time.time()
+        by_state = "state" in F.fields_of(node)
+        dialect: F.Dialect = "postgres" if self.dialect == "postgres" else "sqlite"
+        expr = how.expr
+        cond = F.to_sql(node, dialect)
+        cols = ["ri.run_id", "ri.state"]
+        params: list[Any] = []
+        if expr is not None:
+            cols.append(expr.text)
+            params += expr.params
+        else:
+            cols.append("NULL")
+        cols.append("ri.name")
+        sql = f"SELECT {', '.join(cols)} FROM run_index ri WHERE ri.project = ? AND {cond.text}"
+        if self._trash(tx):  # a row a concurrent refresh wrote as the run was deleted
+            sql += " AND ri.run NOT IN (SELECT id FROM runs WHERE deleted_at IS NOT NULL)"
+        rows = tx.all(sql, [*params, project, *cond.params])
+        # A run indexed as running may have crashed since: fold those (only) now.
+        running = [str(r[0]) for r in rows if r[1] == "running"]
+        live = self._light_runs(tx, project, now, running) if running else {}
+        docs = self._docs(tx, project, running) if running and by_state else {}
+        kept: list[tuple[Any, str]] = []
+        for row in sorted(rows, key=lambda r: str(r[0])):
+            rid, state = str(row[0]), row[1]
+            if needle and needle not in (row[3] or "").lower() and needle not in rid.lower():
+                continue
+            if state == "running":
+                run = live.get(rid)
+                if run is None:
+                    continue
+                state = run.state
+                if by_state and not F.matches(node, {**docs[rid], "state": state}):
+                    continue
+            value = row[2] if expr is not None else state
+            if how.json and isinstance(value, str) and self.dialect == "sqlite":
+                value = _loads(value)  # order_sql's JSON text of a string
+            kept.append((value, rid))
+        ordered = F.sort_key_groups(kept, how.desc)
+        return self._page(tx, project, ordered[offset : offset + limit], now), len(ordered)
+
+    def _page(self, tx: Tx, project: str, run_ids: list[str], now: float) -> list[RunInfo]:
+        """These runs, in this order: from their index rows (``info``) where every
+        stream had ended by its own record when the row was made (such a run stays as
+        it was folded: any change of its streams or an edit makes the row stale), else
+        folded."""
+        if not run_ids:
+            return []
+        got: dict[str, RunInfo | None] = {}
+        for a in range(0, len(run_ids), 500):
+            part = run_ids[a : a + 500]
+            rows = tx.all(
+                "SELECT ri.run_id, ri.info FROM run_index ri "
+                f"WHERE ri.project = ? AND ri.run_id IN ({marks(len(part))})",
+                (project, *part),
+            )
+            got.update((str(rid), _settled(info)) for rid, info in rows)
+        folded = [rid for rid in run_ids if got.get(rid) is None]
+        if folded:
+            got.update(self._runs(tx, project, folded, now))
+        return [info for rid in run_ids if (info := got.get(rid)) is not None]
 
     def _docs(self, tx: Tx, project: str, run_ids: list[str]) -> dict[str, dict[str, Any]]:
         """The filter documents (``rankwise.filters.doc_of``, less the state) of these

@@ -182,6 +182,7 @@ def init(
         config=config, group=group, job_type=job_type, mode=mode, reinit=reinit,
         resume=resume, settings=settings, sync_tensorboard=sync_tensorboard or tensorboard,
         extra={"resume_from": resume_from, "fork_from": fork_from, "monitor_gym": monitor_gym},
+        save_code=save_code,
     )  # fmt: skip
     if r is _state.current:
         _ever_initialized[0] = True

@@ -20,6 +20,10 @@ one run a process   each ``init`` without ``id`` is its own run (``run_mode="sha
 ``dir=``            the data directory is ``<dir>/rankwise-runs`` (W&B:
                     ``<dir>/wandb``); default ``RANKWISE_DIR`` or ``./rankwise-runs``
 ``x_stats_gpu_…``   ``gpu_device_ids``; ``x_disable_stats`` turns system metrics off
+``save_code=True``  the primary logs the main script (``code_dir`` set: the ``*.py``
+                    files under it) as the run's ``code`` artifact (``log_code``);
+                    ``save_code=False`` also turns off rankwise's ``save_code`` (the
+                    ``git diff`` kept at init)
 ==================  ================================================================
 
 A run object used in another process (pickled to an ``mp.Process`` child, or inherited
@@ -94,6 +98,7 @@ def init(
     settings: Settings | Mapping[str, Any] | None,
     sync_tensorboard: bool | None,
     extra: dict[str, Any],
+    save_code: bool | None = None,
 ) -> Run:
     for key, value in extra.items():
         if value:
@@ -101,7 +106,7 @@ def init(
     s = resolve(
         settings, entity=entity, project=project, root_dir=dir, run_id=id, run_name=name,
         run_notes=notes, run_tags=tags, run_group=group, run_job_type=job_type, mode=mode,
-        reinit=reinit, resume=resume,
+        reinit=reinit, resume=resume, save_code=save_code,
     )  # fmt: skip
     if s.silent or s.quiet:
         set_silent(True)
@@ -144,7 +149,36 @@ def init(
         from ..sdk import tensorboard
 
         tensorboard.capture(run.rankwise_run)
+    if s.save_code:
+        _save_code(run, s.code_dir)
     return run
+
+
+def _save_code(run: Run, code_dir: Any) -> None:
+    """W&B's ``save_code``: the main script (``code_dir`` given: the ``*.py`` files under
+    it) as a ``code`` artifact of the run, logged by the primary only. A script that
+    cannot be found (``python -c``, a prompt) is a warning; nothing here raises."""
+    from .. import _log
+    from ..sdk.provenance import program_path
+
+    inner = run.rankwise_run
+    if inner is None or not inner.is_primary:
+        return
+    try:
+        if code_dir is not None:
+            inner.log_code(os.fspath(code_dir))
+            return
+        program = program_path()
+        if program is None:
+            _log.warn("wandb.init(save_code=True): no main script to save (python -c or a prompt)")
+            return
+
+        def main_only(path: str, root: str | None = None) -> bool:
+            return os.path.abspath(path) == program
+
+        inner.log_code(os.path.dirname(program), include_fn=main_only)
+    except Exception as exc:
+        _log.warn(f"wandb.init(save_code=True): the code was not saved: {exc}")
 
 
 def _label_for(s: Settings, ident: Any, shared: bool) -> str:

@@ -48,12 +48,13 @@ DEFAULTS: dict[str, Any] = {
     "finish_timeout": None,
     "init_timeout": 90.0,
     "sync_tensorboard": False,
+    "save_code": None,  # True: the main script (or code_dir's files) as a code artifact
+    "code_dir": None,
     # accepted and kept; rankwise has no use for them
     "allow_media_symlink": True,
     "anonymous": None,
     "api_key": None,
     "base_url": "https://api.wandb.ai",
-    "code_dir": None,
     "console_multipart": False,
     "disable_code": False,
     "disable_git": False,
@@ -73,7 +74,6 @@ DEFAULTS: dict[str, Any] = {
     "notebook_name": None,
     "program": None,
     "resume_from": None,
-    "save_code": None,
     "show_errors": True,
     "show_info": True,
     "show_warnings": True,
@@ -190,7 +190,7 @@ def _from_text(name: str, raw: str) -> Any:
         return tuple(t.strip() for t in raw.split(",") if t.strip())
     if name == "x_stats_gpu_device_ids":
         return [int(v) for v in raw.replace(" ", "").split(",") if v]
-    if isinstance(default, bool):
+    if isinstance(default, bool) or name == "save_code":
         return raw.strip().lower() in _TRUE
     if isinstance(default, (int, float)) and not isinstance(default, bool):
         try:

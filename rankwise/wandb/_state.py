@@ -81,6 +81,8 @@ def open_run(
     opts: dict[str, Any] = {}
     if s.finish_timeout:
         opts["finish_timeout"] = float(s.finish_timeout)
+    if s.save_code is False:
+        opts["save_code"] = False  # no code kept: not the git diff either
     server = default_server() if mode in ("online", "shared") else None
     silent = "1" if (s.silent or s.quiet or os.environ.get("RANKWISE_SILENT")) else None
     meta = group_etc if group_etc is not None else {
