@@ -38,7 +38,7 @@ def values(rank: int, steps: int, seed: int = 0) -> dict[str, np.ndarray]:
     step_time = 0.25 + rng.normal(0, 0.005, steps)
     if rank == STRAGGLER:
         step_time += 0.15
-    temp = 62 + 3 * np.sin(s / 20 + rank % PER_NODE) + rng.normal(0, 0.3, steps)
+    temp = 62 + 3 * np.sin(s / 20) + rng.normal(0, 0.3, steps)
     if rank // PER_NODE == HOT_NODE:
         temp += 18
     return {"train/loss": loss, "train/step_time": step_time, "system/gpu_temp": temp}
