@@ -27,7 +27,7 @@ from ..errors import UsageError
 from ..stream import records as R
 from ..wire.charts import XAxis
 from ..wire.heatmap import HeatmapReply, HeatmapRow
-from .chunks import decode_xy
+from .chunks import decode_xy, decode_y, unpack_ints
 from .sqlbase import SQLBase
 from .tx import Tx, marks
 
@@ -35,6 +35,9 @@ MAX_ROWS = 1024
 MAX_BUCKETS = 2000
 _start_dec = msgspec.msgpack.Decoder(R.StreamStart)
 _RANGE = {"step": " AND step_hi >= ? AND step_lo <= ?", "time": " AND t_hi >= ? AND t_lo <= ?"}
+# The x column a heatmap reads: on the step axis the steps part of ``xs`` alone (the
+# times, 8 bytes a point, stay in the database; ``chunks.decode_xy`` lays ``xs`` out).
+_XS = {"step": "substr(xs, 1, CAST(length(xs) - 8 * n AS INTEGER))", "time": "xs"}
 _BOUNDS = {"step": "MIN(step_lo), MAX(step_hi)", "time": "MIN(t_lo), MAX(t_hi)"}
 
 
@@ -189,22 +192,33 @@ class HeatmapReads(SQLBase):
         for i in range(0, len(sids), 500):
             part = sids[i : i + 500]
             got = tx.all(
-                f"SELECT stream, n, xs, ys, kind FROM chunks WHERE stream IN "
+                f"SELECT stream, n, {_XS[x]}, ys, kind FROM chunks WHERE stream IN "
                 f"({marks(len(part))}) AND metric = ?{_RANGE[x]}",
                 [*part, metric, *((int(np.floor(a)), int(np.ceil(b))) if x == "step" else (a, b))],
             )
-            ats, vals = [], []
+            xs_parts, ys_parts, rows, sizes = [], [], [], []
             for sid, n, xs, ys, kind in got:
-                step, time, value = decode_xy(int(n), xs, ys, kind)
-                xv = step.astype(np.float64) if x == "step" else time
-                keep = (xv >= a) & (xv <= b) & np.isfinite(value)
-                col = np.clip(np.floor((xv[keep] - a) * scale), 0, k - 1).astype(np.intp)
-                ats.append(row_of[int(sid)] * k + col)
-                vals.append(value[keep])
-            if ats:  # one pass over the batch's points, not one per chunk
-                at = np.concatenate(ats)
-                total += np.bincount(at, np.concatenate(vals), len(total))
-                count += np.bincount(at, minlength=len(total))
+                if x == "step":  # only the steps were read (16 bytes when evenly spaced)
+                    xs_parts.append(unpack_ints(xs, int(n)))
+                    ys_parts.append(decode_y(int(n), ys, kind))
+                else:
+                    _step, time, value = decode_xy(int(n), xs, ys, kind)
+                    xs_parts.append(time)
+                    ys_parts.append(value)
+                rows.append(row_of[int(sid)])
+                sizes.append(int(n))
+            if not xs_parts:
+                continue
+            # One pass over the batch's points, not one per chunk.
+            xv = np.concatenate(xs_parts).astype(np.float64, copy=False)
+            yv = np.concatenate(ys_parts)
+            at = np.repeat(np.asarray(rows, np.intp) * k, sizes)
+            keep = (xv >= a) & (xv <= b) & np.isfinite(yv)
+            col = np.floor((xv[keep] - a) * scale).astype(np.intp)
+            np.clip(col, 0, k - 1, out=col)
+            at = at[keep] + col
+            total += np.bincount(at, yv[keep], len(total))
+            count += np.bincount(at, minlength=len(total))
         with np.errstate(invalid="ignore", divide="ignore"):
             cells = np.where(count > 0, total / np.maximum(count, 1), np.nan)
         return cells.reshape(len(page), k)
