@@ -196,7 +196,10 @@ class HeatmapReads(SQLBase):
                 f"({marks(len(part))}) AND metric = ?{_RANGE[x]}",
                 [*part, metric, *((int(np.floor(a)), int(np.ceil(b))) if x == "step" else (a, b))],
             )
-            xs_parts, ys_parts, rows, sizes = [], [], [], []
+            xs_parts: list[np.ndarray] = []
+            ys_parts: list[np.ndarray] = []
+            rows: list[int] = []
+            sizes: list[int] = []
             for sid, n, xs, ys, kind in got:
                 if x == "step":  # only the steps were read (16 bytes when evenly spaced)
                     xs_parts.append(unpack_ints(xs, int(n)))
