@@ -61,6 +61,8 @@ describe("heatmap cells", () => {
     expect(colorRange(Float32Array.from([0, 0, 0, 5]), "deviation")).toEqual([-5, 5]); // most are 0
     expect(colorRange(new Float32Array([NaN]), "value")).toEqual([0, 1]);
     expect(quantile([NaN, 2, 1], 0)).toBe(1);
+    const big = Float32Array.from({ length: 1_000_000 }, (_, i) => i);
+    expect(Math.abs(quantile(big, 0.5) - 500_000)).toBeLessThan(100); // sampled, near enough
     expect(cellColor(NaN, 0, 1, "value")).toBeNull();
     expect(cellColor(0, -1, 1, "deviation")).toEqual([247, 247, 247]);
     expect(cellColor(5, 0, 1, "value")).toEqual([253, 231, 37]); // clamped to the top

@@ -64,9 +64,16 @@ export function deviations(cells, median, buckets) {
   return out;
 }
 
-/** The value at quantile q (0..1) of the finite entries of `a` (NaN when none). */
+/** Entries a quantile looks at, at most: a heatmap's million cells are sampled evenly. */
+export const QUANTILE_SAMPLE = 20000;
+
+/** The value at quantile q (0..1) of the finite entries of `a` (NaN when none); over
+ * QUANTILE_SAMPLE entries, of an even sample of them (a colour range needs no more). */
 export function quantile(a, q) {
-  const v = Array.from(a).filter(Number.isFinite).sort((x, y) => x - y);
+  const step = Math.max(1, Math.floor(a.length / QUANTILE_SAMPLE));
+  const v = [];
+  for (let i = 0; i < a.length; i += step) if (Number.isFinite(a[i])) v.push(a[i]);
+  v.sort((x, y) => x - y);
   if (!v.length) return NaN;
   return v[Math.min(v.length - 1, Math.max(0, Math.round(q * (v.length - 1))))];
 }
