@@ -8,7 +8,7 @@
 // Everything shown comes from GET .../health (docs/http-api.md), re-read while the run
 // is live. User text (labels, hosts, where, stacks) is only ever rendered as text.
 
-import { useState } from "preact/hooks";
+import { useMemo, useState } from "preact/hooks";
 import { api } from "../api.js";
 import { LIVE_MS, useLoad } from "../hooks.js";
 import { href, navigate } from "../router.js";
@@ -47,13 +47,16 @@ const STATE_TEXT = {
 };
 
 export function HealthStrip({ run, health, tab }) {
-  const bad = nonfiniteByLabel(run);
-  const cells = healthCells(health).map((c) => {
-    const f = bad.get(c.label);
-    if (!f) return c;
-    const note = `${kindText(f.value)} from step ${f.step.toLocaleString("en-US")} (${f.metric})`;
-    return { ...c, nonfinite: note, details: [...c.details, note] };
-  });
+  // Shaped once per reply, not per hover (a 1,024-rank grid re-renders on each).
+  const cells = useMemo(() => {
+    const bad = nonfiniteByLabel(run);
+    return healthCells(health).map((c) => {
+      const f = bad.get(c.label);
+      if (!f) return c;
+      const note = `${kindText(f.value)} from step ${f.step.toLocaleString("en-US")} (${f.metric})`;
+      return { ...c, nonfinite: note, details: [...c.details, note] };
+    });
+  }, [run, health]);
   const [hover, setHover] = useState(null);
   if (!cells.length) return null;
   const big = cells.length > 64;
@@ -130,7 +133,7 @@ const ODD_SHOWN = 48;
 /** The strip of a big run: a row per node (the nodes with odd ranks first), a column per
  * local rank; the odd ranks themselves, worst first, in a row above. */
 function HealthGrid({ cells, setHover, open }) {
-  const grid = healthGrid(cells);
+  const grid = useMemo(() => healthGrid(cells), [cells]);
   return (
     <div class="rh-grid-wrap" data-health-grid>
       {grid.odd.length ? (
