@@ -9,7 +9,8 @@ cores), serves it with ``rankwise server`` and opens the run page in headless Ch
 * first charts: navigation to the page's ``rankwise:first-charts`` mark, cold (the
   server's first read of the run) and warm;
 * heatmap: the "Heatmap" button's click to the ``rankwise:heatmap`` mark (the canvas
-  drawn: request, server read of 1,024 ranks x 10,000 steps, decode, draw), and
+  drawn: request, server read of 1,024 ranks x 10,000 steps, decode, draw), of which
+  the request itself (its resource timing, sent to reply read), and
   navigation to that mark when the page is opened with ``?heat=train/loss``;
 * the ``GET .../heatmap`` reply alone (httpx, the same buckets the page asks for).
 
@@ -50,11 +51,20 @@ def _mark(page: Any, name: str, timeout_ms: int = 300_000) -> float:
     return float(page.evaluate(f"performance.getEntriesByName('{name}')[0].startTime"))
 
 
-def heatmap_after_click(page: Any) -> float:
-    """ms from the Heatmap button's click to the canvas drawn."""
+def heatmap_after_click(page: Any) -> tuple[float, float]:
+    """ms from the Heatmap button's click to the canvas drawn, and of them the heatmap
+    request's (its resource timing: request sent to reply read)."""
     t0 = float(page.evaluate("performance.now()"))
     page.locator("[data-heatmap-toggle]").click()
-    return _mark(page, HEAT) - t0
+    drawn = _mark(page, HEAT) - t0
+    reply = float(
+        page.evaluate(
+            """() => { const r = performance.getEntriesByType('resource')
+                         .filter(e => e.name.includes('/heatmap?')).pop();
+                       return r ? r.responseEnd - r.startTime : NaN; }"""
+        )
+    )
+    return drawn, reply
 
 
 def measure(server: str, token: str, rounds: int) -> dict[str, list[float]]:
@@ -71,7 +81,9 @@ def measure(server: str, token: str, rounds: int) -> dict[str, list[float]]:
             p.page.goto(base)
             what = "first charts, cold" if i == 0 else "first charts, warm"
             add(what, first_charts_ms(p.page, 300_000))
-            add("heatmap, click to drawn", heatmap_after_click(p.page))
+            drawn, reply = heatmap_after_click(p.page)
+            add("heatmap, click to drawn", drawn)
+            add("  of which the heatmap request (sent to read)", reply)
             p.check()
             p.close()
             p = Page(browser, 1280, 800)
