@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import warnings
+from typing import NamedTuple
 
 import msgspec
 import numpy as np
@@ -63,15 +64,33 @@ class _Row:
 def bucket_stats(cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per column of ``cells`` (rows x buckets, NaN: empty): the median across rows, and
     each row's score (see the module docstring; NaN where undefined)."""
+    if not cells.shape[0]:
+        return np.full(cells.shape[1], np.nan), np.zeros(0)
+    # np.median where no cell is empty: nanmedian goes column by column in Python.
+    median = np.nanmedian if np.isnan(cells).any() else np.median
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN columns and rows
-        med = np.nanmedian(cells, axis=0) if cells.shape[0] else np.full(cells.shape[1], np.nan)
+        med = median(cells, axis=0)
         dev = np.abs(cells - med)
-        spread = 1.4826 * np.nanmedian(dev, axis=0) if cells.shape[0] else med
+        spread = 1.4826 * median(dev, axis=0)
         spread = np.fmax(spread, 1e-6 * np.abs(med))
         spread = np.where(spread > 0, spread, 1e-300)
         score = np.nanmean(dev / spread, axis=1)
     return med, score
+
+
+class _Cols(NamedTuple):
+    """A chunk's points' buckets (``col``), which are inside the range (None: all), and,
+    when the buckets come in runs (sorted, all inside), where each run starts, its bucket
+    and its length (each bucket once, so the cells can be added to by index)."""
+
+    col: np.ndarray
+    inside: np.ndarray | None
+    runs: tuple[np.ndarray, np.ndarray, np.ndarray] | None  # starts, buckets, lengths
+
+
+def _is_sorted(a: np.ndarray) -> bool:
+    return bool(a.shape[0] < 2 or (a[1:] >= a[:-1]).all())
 
 
 class HeatmapReads(SQLBase):
@@ -189,6 +208,20 @@ class HeatmapReads(SQLBase):
         total = np.zeros(len(page) * k)
         count = np.zeros(len(page) * k)
         scale = k / (b - a) if b > a else 0.0
+
+        def columns(xv: np.ndarray) -> _Cols:
+            """Each point's bucket, and which points are in [a, b] (None: all)."""
+            inside = None if xv[0] >= a and xv[-1] <= b else (xv >= a) & (xv <= b)
+            col = np.floor((xv - a) * scale).astype(np.intp)
+            np.clip(col, 0, k - 1, out=col)
+            if inside is not None or not _is_sorted(col):
+                return _Cols(col, inside, None)
+            starts = np.flatnonzero(np.r_[True, col[1:] != col[:-1]])
+            sizes = np.diff(np.r_[starts, col.shape[0]])
+            return _Cols(col, None, (starts, col[starts], sizes.astype(np.float64)))
+
+        # Ranks log the same steps: an evenly spaced chunk's buckets, computed once.
+        even: dict[bytes, _Cols] = {}
         for i in range(0, len(sids), 500):
             part = sids[i : i + 500]
             got = tx.all(
@@ -196,32 +229,40 @@ class HeatmapReads(SQLBase):
                 f"({marks(len(part))}) AND metric = ?{_RANGE[x]}",
                 [*part, metric, *((int(np.floor(a)), int(np.ceil(b))) if x == "step" else (a, b))],
             )
-            xs_parts: list[np.ndarray] = []
+            at_parts: list[np.ndarray] = []
             ys_parts: list[np.ndarray] = []
-            rows: list[int] = []
-            sizes: list[int] = []
             for sid, n, xs, ys, kind in got:
+                n = int(n)
                 if x == "step":  # only the steps were read (16 bytes when evenly spaced)
-                    xs_parts.append(unpack_ints(xs, int(n)))
-                    ys_parts.append(decode_y(int(n), ys, kind))
+                    key = bytes(xs) + n.to_bytes(8, "little") if len(xs) == 16 else b""
+                    got_cols = even.get(key) if key else None
+                    if got_cols is None:
+                        got_cols = columns(unpack_ints(xs, n).astype(np.float64))
+                        if key:
+                            even[key] = got_cols
+                    value = decode_y(n, ys, kind)
                 else:
-                    _step, time, value = decode_xy(int(n), xs, ys, kind)
-                    xs_parts.append(time)
-                    ys_parts.append(value)
-                rows.append(row_of[int(sid)])
-                sizes.append(int(n))
-            if not xs_parts:
-                continue
-            # One pass over the batch's points, not one per chunk.
-            xv = np.concatenate(xs_parts).astype(np.float64, copy=False)
-            yv = np.concatenate(ys_parts)
-            at = np.repeat(np.asarray(rows, np.intp) * k, sizes)
-            keep = (xv >= a) & (xv <= b) & np.isfinite(yv)
-            col = np.floor((xv[keep] - a) * scale).astype(np.intp)
-            np.clip(col, 0, k - 1, out=col)
-            at = at[keep] + col
-            total += np.bincount(at, yv[keep], len(total))
-            count += np.bincount(at, minlength=len(total))
+                    _step, time, value = decode_xy(n, xs, ys, kind)
+                    got_cols = columns(time)
+                base = row_of[int(sid)] * k
+                keep = np.isfinite(value)
+                if got_cols.runs is not None and keep.all():
+                    # Buckets are runs of points: a sum per run, straight into the cells.
+                    starts, cols, lengths = got_cols.runs
+                    total[cols + base] += np.add.reduceat(value, starts)
+                    count[cols + base] += lengths
+                    continue
+                col = got_cols.col
+                if got_cols.inside is not None:
+                    keep &= got_cols.inside
+                if not keep.all():
+                    col, value = col[keep], value[keep]
+                at_parts.append(col + base)
+                ys_parts.append(value)
+            if at_parts:  # one bincount over the batch's points, not one per chunk
+                at = np.concatenate(at_parts)
+                total += np.bincount(at, np.concatenate(ys_parts), len(total))
+                count += np.bincount(at, minlength=len(total))
         with np.errstate(invalid="ignore", divide="ignore"):
             cells = np.where(count > 0, total / np.maximum(count, 1), np.nan)
         return cells.reshape(len(page), k)

@@ -54,6 +54,7 @@ def test_reply_holds_the_bucket_means_and_the_hot_rank_is_the_outlier(
     want = [[np.mean([_value(r, s) for s in steps[col == c]]) for c in range(4)]
             for r in range(RANKS)]  # fmt: skip
     np.testing.assert_allclose(cells, want, rtol=1e-6)
+    np.testing.assert_allclose(got["median"], np.median(want, axis=0), rtol=1e-9)  # no gaps
     rows = got["rows"]
     assert [(x["rank"], x["node"], x["local_rank"]) for x in rows][6] == (6, 1, 2)
     assert max(rows, key=lambda x: x["score"])["rank"] == 6
