@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   MAX_LINES, capLines, cellColor, colorRange, decodeCells, deviations, healthGrid, isOdd,
-  foldRows, outliers, pickRanks, quantile,
+  colorTable, foldRows, outliers, paint, pickRanks, quantile,
 } from "../src/lib/ranks.js";
 
 const cell = (rank, over = {}) => ({
@@ -106,5 +106,16 @@ describe("foldRows", () => {
     const same = foldRows(shown, dev, 4, 2, 100); // room for every rank: unchanged
     expect(same.rows).toBe(4);
     expect(Array.from(same.pick)).toEqual([0, 0, 1, 1, 2, -1, 3, 3]);
+  });
+});
+
+describe("paint", () => {
+  it("looks colours up in the table, as cellColor mixes them, and greys out NaN", () => {
+    const lut = colorTable("deviation");
+    const px = new Uint8ClampedArray(4 * 3);
+    paint(Float32Array.from([-1, 0, NaN]), -1, 1, lut, px);
+    expect(Array.from(px.slice(0, 4))).toEqual([...cellColor(-1, -1, 1, "deviation"), 255]);
+    expect(Array.from(px.slice(4, 7))).toEqual(cellColor(0.0039, -1, 1, "deviation")); // index 128 of 255
+    expect(Array.from(px.slice(8))).toEqual([128, 128, 128, 60]);
   });
 });

@@ -10,7 +10,7 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api } from "../api.js";
 import { useLoad } from "../hooks.js";
 import { fmtInt } from "../lib/format.js";
-import { cellColor, colorRange, decodeCells, deviations, foldRows } from "../lib/ranks.js";
+import { cellColor, colorRange, colorTable, decodeCells, deviations, foldRows, paint } from "../lib/ranks.js";
 import { ErrorBox, Segmented, Spinner } from "./common.jsx";
 import "./ranks.css";
 
@@ -60,14 +60,7 @@ export function RankHeatmap({ project, runId, metrics, metric, setMetric, onPick
     if (!c || !picture || !data) return;
     const { values, rows, lo, hi } = picture;
     const img = new ImageData(data.buckets, rows);
-    const empty = [128, 128, 128];
-    for (let i = 0; i < values.length; i++) {
-      const rgb = cellColor(values[i], lo, hi, mode) ?? empty;
-      img.data[4 * i] = rgb[0];
-      img.data[4 * i + 1] = rgb[1];
-      img.data[4 * i + 2] = rgb[2];
-      img.data[4 * i + 3] = Number.isFinite(values[i]) ? 255 : 60;
-    }
+    paint(values, lo, hi, colorTable(mode), img.data);
     const off = document.createElement("canvas");
     off.width = data.buckets;
     off.height = rows;

@@ -123,6 +123,38 @@ export function cellColor(v, lo, hi, mode) {
   return ramp(mode === "deviation" ? DIVERGING : VIRIDIS, t);
 }
 
+/**
+ * A 256-entry colour table of [lo, hi] for a mode (flat RGB, index = round(t × 255)):
+ * painting a million cells looks colours up instead of mixing each.
+ */
+export function colorTable(mode) {
+  const lut = new Uint8ClampedArray(256 * 3);
+  for (let i = 0; i < 256; i++) {
+    const rgb = ramp(mode === "deviation" ? DIVERGING : VIRIDIS, i / 255);
+    lut.set(rgb, 3 * i);
+  }
+  return lut;
+}
+
+/** Paint `values` into RGBA `pixels` through `lut` over [lo, hi]; NaN as faint grey. */
+export function paint(values, lo, hi, lut, pixels) {
+  const span = hi > lo ? 255 / (hi - lo) : 0;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    const o = 4 * i;
+    if (!Number.isFinite(v)) {
+      pixels[o] = pixels[o + 1] = pixels[o + 2] = 128;
+      pixels[o + 3] = 60;
+      continue;
+    }
+    const j = 3 * Math.min(255, Math.max(0, Math.round(span ? (v - lo) * span : 127.5)));
+    pixels[o] = lut[j];
+    pixels[o + 1] = lut[j + 1];
+    pixels[o + 2] = lut[j + 2];
+    pixels[o + 3] = 255;
+  }
+}
+
 /** The ranks furthest from the median (highest score first), at most n labels. */
 export function outliers(rows, n) {
   return rows
