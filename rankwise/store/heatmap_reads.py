@@ -11,7 +11,7 @@ read whole anyway.
 Per bucket, the median across the page's rows, and its robust spread (1.4826 x the
 median absolute deviation, floored at a millionth of the median's size so that ranks
 logging the same value do not divide by zero); per row, ``score`` is the mean over its
-buckets of ``|value - median| / spread``: 0.7 or so for a rank in the crowd, tens for a
+buckets of ``|value - median| / spread``: about 0.8 for a rank in the crowd, tens for a
 straggler, a drifting loss or a hot GPU's temperature.
 """
 
