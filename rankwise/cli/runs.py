@@ -12,7 +12,7 @@ from typing import Any
 from ..api import Api, RunInfo
 from ..errors import RunNotFoundError, UsageError
 from ..stream.records import STATES
-from ..wire.runs import CrossRankValue
+from ..wire.runs import CrossRankValue, StreamInfo
 from ._format import ago, table
 
 
@@ -29,8 +29,26 @@ def add_run_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_runs)
     p = sub.add_parser("show", help="config, summary and streams of one run")
     p.add_argument("run", help="run id (or project/id)")
+    p.add_argument(
+        "--all-streams",
+        action="store_true",
+        help=f"list every stream (over {MANY_STREAMS} streams, only those not finished are)",
+    )
     common(p)
     p.set_defaults(func=cmd_show)
+
+
+# Over this many streams ``show`` lists only those that did not finish cleanly.
+MANY_STREAMS = 64
+
+
+def shown_streams(run: RunInfo, every: bool) -> tuple[list[StreamInfo], str]:
+    """The streams ``show`` lists, and a line about those it leaves out ("" when none)."""
+    if every or len(run.streams) <= MANY_STREAMS:
+        return list(run.streams), ""
+    odd = [s for s in run.streams if s.state != "finished" or s.dropped or s.damage]
+    rest = len(run.streams) - len(odd)
+    return odd, f"  ... and {rest} more streams finished cleanly (--all-streams lists them)"
 
 
 def _mode(run: RunInfo) -> str:
@@ -242,6 +260,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             continue
         print(f"  {k:<28} {_fmt(v)}")
     _print_summary(run)
+    listed, left_out = shown_streams(run, getattr(args, "all_streams", False))
     print("\nstreams")
     rows = [
         [
@@ -257,7 +276,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             str(s.dropped),
             s.damage or "",
         ]
-        for s in run.streams
+        for s in listed
     ]
     print(
         table(
@@ -277,6 +296,8 @@ def cmd_show(args: argparse.Namespace) -> int:
             ],
         )
     )
+    if left_out:
+        print(left_out)
     first = run.first_failure
     lead = (first.label, first.incarnation) if first else None
     # The first failure's error leads; the others follow in stream order.

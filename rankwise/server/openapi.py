@@ -36,6 +36,7 @@ from ..wire.health import (
     SystemReply,
     SystemSeriesReply,
 )
+from ..wire.heatmap import HeatmapReply
 from ..wire.manage import STRUCTS as MANAGE_STRUCTS
 from ..wire.media import (
     BlobPut,
@@ -70,6 +71,7 @@ STRUCTS: tuple[type, ...] = (
     MetricsReply,
     HistoryReply,
     SeriesReply,
+    HeatmapReply,
     CompareReply,
     ProjectsReply,
     RunsReply,

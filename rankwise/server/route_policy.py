@@ -72,6 +72,7 @@ ROUTES: dict[str, Policy] = {
     _RUN: _READ,
     f"{_RUN}/metrics": _READ,
     f"{_RUN}/series": _READ,
+    f"{_RUN}/heatmap": _READ,
     f"{_RUN}/history": _READ,
     f"{API}/compare": _READ,
     f"{API}/projects/{{project}}/views": _READ,

@@ -23,6 +23,7 @@ from ..stream import records as R
 from ..stream.identity import StreamId
 from ..wire.charts import Band, Series, XAxis
 from ..wire.health import ConsolePage, StallEvent, SystemSeries
+from ..wire.heatmap import HeatmapReply
 from ..wire.media import HistogramsEntry, MediaKey, MediaReply
 from ..wire.runs import CrossRankValue, RunInfo, SavedView
 from .reports import ReportStore
@@ -115,6 +116,23 @@ class ChartStore(Protocol):
         max_points: int = 2000,
     ) -> Band:
         """The cross-rank aggregate, downsampled keeping every bucket's extremes."""
+
+    def heatmap(
+        self,
+        project: str,
+        run_id: str,
+        key: str,
+        *,
+        x: XAxis = "step",
+        lo: float | None = None,
+        hi: float | None = None,
+        buckets: int = 500,
+        offset: int = 0,
+        limit: int = 1024,
+    ) -> HeatmapReply | None:
+        """One page of ranks of the metric's rank x step heatmap: per rank the mean of each
+        of ``buckets`` equal x buckets, the buckets' cross-rank median and each rank's
+        distance from it (``rankwise.store.heatmap_reads``); None for an unknown run."""
 
     def cross_rank_last(
         self, project: str, run_id: str, upto: int | None = None

@@ -284,6 +284,11 @@ def decode_xy(n: int, xs: bytes, ys: bytes, kind: str) -> tuple[I8, F8, F8]:
     return step, time, value
 
 
+def decode_y(n: int, ys: bytes, kind: str) -> F8:
+    """The values of a stored chunk as float64 (no copy when stored as float64)."""
+    return np.frombuffer(ys, _DTYPE[kind], n).astype(np.float64, copy=False)
+
+
 def decode(n: int, kind: str, xs: bytes, ys: bytes, seqs: bytes, weights: bytes | None) -> Points:
     step, time = _xs(n, xs)
     weight = np.frombuffer(weights, np.float64, n) if weights is not None else np.full(n, np.nan)

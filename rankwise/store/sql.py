@@ -34,6 +34,7 @@ from .alerts import Alerts
 from .artifacts import ArtifactWrites
 from .base import RunQuery
 from .health_reads import HealthReads
+from .heatmap_reads import HeatmapReads
 from .ingest import Presented, apply_stream, decode_fold, metric_names
 from .media_reads import MediaReads
 from .reports import Reports
@@ -59,6 +60,7 @@ class SQLStore(
     SavedViews,
     Reports,
     HealthReads,
+    HeatmapReads,
     MediaReads,
     Tokens,
     ArtifactWrites,

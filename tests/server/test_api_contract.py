@@ -36,6 +36,7 @@ from tests.helpers.streams import body, records
 from tests.helpers.telemetry import T0, console_stream, start, steps_stream, system_stream
 
 RUN = "/api/v1/projects/p/runs/r"
+RUN_T = "/api/v1/projects/{project}/runs/{run}"
 STREAM = {"project": "p", "run": "r", "label": "rank-9", "incarnation": 0}
 BLOB = b"\x89PNG not really"
 DIGEST = hashlib.sha256(BLOB).hexdigest()
@@ -66,6 +67,7 @@ CASES: list[tuple[str, str, str, dict[str, Any], Any]] = [
     ("GET", "/api/v1/projects/{project}/runs/{run}", RUN, {}, None),
     ("GET", "/api/v1/projects/{project}/runs/{run}/metrics", RUN + "/metrics", {}, None),
     ("GET", "/api/v1/projects/{project}/runs/{run}/series", RUN + "/series", {"key": "loss"}, None),
+    ("GET", RUN_T + "/heatmap", RUN + "/heatmap", {"key": "loss"}, None),
     ("GET", "/api/v1/projects/{project}/runs/{run}/history", RUN + "/history", {}, None),
     ("POST", "/api/v1/compare", "/api/v1/compare", {}, {"runs": ["p/r"], "key": "loss"}),
     ("GET", "/api/v1/projects/{project}/runs/{run}/health", RUN + "/health", {"stacks": 1}, None),

@@ -236,6 +236,10 @@ export const api = {
   /** @type {(project: string, run: string, params: object, opts?: Opts) => Promise<SeriesReply>} */
   series: (project, run, params, opts) =>
     request("GET", runPath(project, run, "/series"), { ...opts, params }),
+  /** The rank × step heatmap of one metric (values: base64 float32, rows × buckets).
+   * @type {(project: string, run: string, params: {key: string, buckets?: number, offset?: number, limit?: number}, opts?: Opts) => Promise<object>} */
+  heatmap: (project, run, params, opts) =>
+    request("GET", runPath(project, run, "/heatmap"), { ...opts, params }),
   /** @type {(body: object, opts?: Opts) => Promise<CompareReply>} */
   compare: (body, opts) => request("POST", "/compare", { ...opts, body }),
   /** @type {(project: string, run: string, params?: {stacks?: boolean}, opts?: Opts) => Promise<HealthReply>} */

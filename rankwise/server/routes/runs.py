@@ -1,4 +1,5 @@
-"""The read endpoints: projects, runs, one run, metric keys, series, history, compare.
+"""The read endpoints: projects, runs, one run, metric keys, series, heatmap, history,
+compare.
 
 Routes are thin: they check parameters, call one ``Store`` method, and encode what it
 returns: runs are ``rankwise.wire.runs.RunInfo`` as the store folded them, chart columns
@@ -16,11 +17,14 @@ from fastapi import APIRouter, Query, Request
 from starlette.responses import Response
 
 from ... import names
+from ...errors import UsageError
 from ...read.fold import unsynced
 from ...read.summary import complete_step as _complete
 from ...store.base import RunQuery, Store
+from ...store.heatmap_reads import MAX_BUCKETS, MAX_ROWS
 from ...stream.records import STATES
 from ...wire.charts import Band, CompareReply, CompareRun, Series, SeriesReply, XAxis
+from ...wire.heatmap import HeatmapReply
 from ...wire.runs import (
     HistoryReply,
     MetricsReply,
@@ -240,6 +244,41 @@ def series(
     """Chart columns of one metric: per-stream series and the cross-rank band (M4)."""
     got, agg = _chart(_store(request), project, run, key, x, lo, hi, max_points, streams, band)
     return reply(request, SeriesReply(key=key, x=x, series=got, band=agg))
+
+
+@router.get(
+    "/projects/{project}/runs/{run}/heatmap",
+    response_model=None,
+    responses=answers(HeatmapReply, 404),
+)
+def heatmap(
+    request: Request,
+    project: str,
+    run: str,
+    key: Annotated[str, Query(min_length=1, description="metric name")],
+    x: XAxis = "step",
+    lo: Annotated[
+        float | None, Query(alias="from", description="x range start", **X_BOUNDS)
+    ] = None,
+    hi: Annotated[float | None, Query(alias="to", description="x range end", **X_BOUNDS)] = None,
+    buckets: Annotated[
+        int, Query(ge=1, le=MAX_BUCKETS, description="equal x buckets per rank (columns)")
+    ] = 500,
+    offset: Annotated[int, Query(ge=0, le=1_000_000, description="first rank row")] = 0,
+    limit: Annotated[
+        int, Query(ge=1, le=MAX_ROWS, description="rank rows per page (offset pages on)")
+    ] = MAX_ROWS,
+) -> Response:
+    """Ranks x x-buckets of one metric: each cell the mean of the rank's finite values in
+    the bucket, with the buckets' cross-rank median and each rank's distance from it."""
+    check_range(lo, hi)
+    try:
+        got = _store(request).heatmap(
+            project, run, key, x=x, lo=lo, hi=hi, buckets=buckets, offset=offset, limit=limit
+        )
+    except UsageError as exc:  # the store's argument errors: the fix is the caller's
+        raise ApiError(422, str(exc)) from None
+    return reply(request, found(got, project, run))
 
 
 @router.get(

@@ -252,13 +252,16 @@ function firstBadMark(f, xMode, rankInfo) {
 
 export function RunChartCard(props) {
   const { project, runId, metric, settings, multi, showRanks, rankInfo, live, tracker } = props;
+  // The labels whose lines are drawn (a big run's picker); null: every rank's.
+  const lineLabels = props.lineLabels ?? null;
+  const linesKey = lineLabels ? lineLabels.join(",") : "all";
   const [ref, seen, visible] = useCard(metric, tracker);
   const [hover, setHover] = useState(null);
   const [weighted, setWeighted] = useState(true);
   const [line, setLine] = useState(null); // null: the metric's defined line
   const zoom = settings.zoom;
 
-  const nRanks = rankInfo.size;
+  const nRanks = lineLabels ? lineLabels.length : rankInfo.size;
   const { data, error } = useLoad(
     async (signal) => {
       const width = ref.current?.clientWidth || 600;
@@ -270,12 +273,12 @@ export function RunChartCard(props) {
       const range = zoom ? { from: zoom[0], to: zoom[1] } : {};
       const P = pointsFor(width);
       const PR = pointsPerRank(width, nRanks);
-      const wantRanks = multi && showRanks;
+      const wantRanks = multi && showRanks && nRanks > 0;
       const [c, f, rc, rf] = await Promise.all([
         ask({ ...main, max_points: P }),
         zoom ? ask({ ...main, ...range, max_points: P }) : null,
-        wantRanks ? ask({ streams: "all", band: false, max_points: PR }) : null,
-        wantRanks && zoom ? ask({ streams: "all", band: false, ...range, max_points: PR }) : null,
+        wantRanks ? ask({ streams: linesKey, band: false, max_points: PR }) : null,
+        wantRanks && zoom ? ask({ streams: linesKey, band: false, ...range, max_points: PR }) : null,
       ]);
       const [lo, hi] = zoom ?? [0, 0];
       return {
@@ -285,7 +288,7 @@ export function RunChartCard(props) {
         ranks: rc ? (rf ? mergeSeriesList(rc.series, rf.series, lo, hi) : rc.series) : null,
       };
     },
-    [project, runId, metric, settings.x, zoom, showRanks, multi, nRanks, ref],
+    [project, runId, metric, settings.x, zoom, showRanks, multi, nRanks, linesKey, ref],
     cardLoad(seen, live && visible),
   );
 

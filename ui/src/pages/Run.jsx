@@ -115,7 +115,7 @@ export function RunPage({ project, runId, params, who }) {
         ]}
       />
       <div class="tab-body" role="tabpanel" aria-labelledby={`tab-${tab}`}>
-        {tab === "charts" ? <ChartsTab run={data} live={data.state === "running"} focus={focus} keysAhead={keysAhead} /> : null}
+        {tab === "charts" ? <ChartsTab run={data} live={data.state === "running"} focus={focus} keysAhead={keysAhead} heat={params.get("heat") || ""} /> : null}
         {tab === "media" ? <MediaTab run={data} keys={rich.media} primary={primary} live={data.state === "running"} /> : null}
         {tab === "tables" ? <TablesTab run={data} keys={rich.tables} primary={primary} /> : null}
         {tab === "histograms" ? <HistogramsTab run={data} keys={rich.histograms} primary={primary} live={data.state === "running"} /> : null}

@@ -11,6 +11,9 @@ import { Code, Empty, ErrorBox, Segmented, Spinner } from "../../components/comm
 import { ChartToolbar, MetricSections, useMetricSearch } from "../../components/MetricGrid.jsx";
 import { RunChartCard } from "../../components/ChartCards.jsx";
 import { latestStreams } from "../../lib/streams.js";
+import { MAX_LINES, capLines } from "../../lib/ranks.js";
+import { RankHeatmap } from "../../components/RankHeatmap.jsx";
+import { RankPicker } from "../../components/RankPicker.jsx";
 
 const RANK_MODES = [
   { value: "off", label: "Mean", title: "Each metric's cross-rank line (the mean unless defined) with the ranks' min–max band" },
@@ -30,7 +33,12 @@ function useRankInfo(streams) {
   }, [sig]); // eslint-disable-line react-hooks/exhaustive-deps -- a new streams array each poll; the map changes only with the labels and ranks (sig)
 }
 
-export function ChartsTab({ run, live, focus, keysAhead }) {
+/** The metric a heatmap opens on: the first loss, else the first key. */
+function defaultHeatKey(keys) {
+  return keys.find((k) => /(^|\/)loss$/.test(k)) ?? keys.find((k) => /loss/.test(k)) ?? keys[0];
+}
+
+export function ChartsTab({ run, live, focus, keysAhead, heat }) {
   const { project, id } = run;
   const keys = useLoad(
     async (signal, { first }) =>
@@ -50,6 +58,15 @@ export function ChartsTab({ run, live, focus, keysAhead }) {
     }
   }, [focus]);
   const [legendHover, setLegendHover] = useState(null);
+  // Over MAX_LINES ranks the picker chooses whose lines the charts draw (issue 26).
+  const many = rankInfo.size > MAX_LINES;
+  const [chosen, setChosen] = useState(focus ? [focus] : []);
+  useEffect(() => {
+    if (focus) setChosen((c) => (c.includes(focus) ? c : [focus, ...c]));
+  }, [focus]);
+  const [heatKey, setHeatKey] = useState(heat || null);
+  const [heatOpen, setHeatOpen] = useState(!!heat);
+  const [heatRows, setHeatRows] = useState(null);
   const tracker = useMemo(() => createFirstDraw(), [project, id]); // eslint-disable-line react-hooks/exhaustive-deps -- a fresh first-draw count per run
   const { search, setSearch, filtered, grouped } = useMetricSearch(keys.data?.keys);
   useEffect(() => setZoom(null), [id, setZoom]);
@@ -73,6 +90,17 @@ export function ChartsTab({ run, live, focus, keysAhead }) {
     );
   }
   const highlight = legendHover ?? pinned;
+  const heatMetric = heatKey && keys.data.keys.includes(heatKey) ? heatKey : defaultHeatKey(keys.data.keys);
+  const lineLabels = many ? capLines(chosen).shown : null;
+  const pick = (label) => {
+    setChosen((c) => (c.includes(label) ? c : [...c, label]));
+    setRankMode("all");
+    setPinned(label);
+  };
+  const loadOutliers = async () =>
+    heatRows && heatRows.key === heatMetric
+      ? heatRows.rows
+      : (await api.heatmap(project, id, { key: heatMetric, buckets: 200 })).rows;
   return (
     <div class="charts-tab">
       <ChartToolbar
@@ -84,8 +112,43 @@ export function ChartsTab({ run, live, focus, keysAhead }) {
         shown={filtered.length}
       >
         {multi ? <Segmented label="Lines" options={RANK_MODES} value={rankMode} onChange={setRankMode} /> : null}
+        {multi ? (
+          <button
+            type="button"
+            class={heatOpen ? "on" : ""}
+            aria-pressed={heatOpen}
+            data-heatmap-toggle
+            title="Ranks down, steps across: stragglers and drifting ranks show as stripes"
+            onClick={() => setHeatOpen(!heatOpen)}
+          >
+            Heatmap
+          </button>
+        ) : null}
       </ChartToolbar>
-      {multi && rankMode === "all" ? (
+      {multi && heatOpen ? (
+        <RankHeatmap
+          project={project}
+          runId={id}
+          metrics={keys.data.keys}
+          metric={heatMetric}
+          setMetric={setHeatKey}
+          onPick={pick}
+          onRows={(rows) => setHeatRows({ key: heatMetric, rows })}
+        />
+      ) : null}
+      {multi && rankMode === "all" && many ? (
+        <RankPicker
+          info={rankInfo}
+          chosen={chosen}
+          setChosen={setChosen}
+          pinned={pinned}
+          setPinned={setPinned}
+          setHover={setLegendHover}
+          loadOutliers={loadOutliers}
+          outlierKey={heatMetric}
+        />
+      ) : null}
+      {multi && rankMode === "all" && !many ? (
         <RankLegend info={rankInfo} pinned={pinned} setPinned={setPinned} setHover={setLegendHover} />
       ) : null}
       <p class="hint muted small">
@@ -117,6 +180,7 @@ export function ChartsTab({ run, live, focus, keysAhead }) {
             settings={settings}
             multi={multi}
             showRanks={rankMode === "all"}
+            lineLabels={lineLabels}
             rankInfo={rankInfo}
             live={live}
             highlight={rankMode === "all" ? highlight : null}

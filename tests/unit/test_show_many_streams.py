@@ -1,0 +1,44 @@
+"""``rankwise show`` of a run with more than 64 streams lists the streams that did not
+finish cleanly and counts the others (``--all-streams`` lists them all); a small run's
+table is whole. The run is 100 stream files written as the SDK writes them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rankwise.cli import main as cli
+from rankwise.stream.files import stream_filename, streams_dir
+from rankwise.stream.identity import StreamId
+from tests.helpers.streams import body, make_stream
+
+
+def _run(root: Path, run: str, ranks: int) -> None:
+    d = streams_dir(root, "p", run)
+    d.mkdir(parents=True)
+    for r in range(ranks):
+        key = StreamId("p", run, f"rank-{r}", 0)
+        finish = "failed" if r == 70 else "killed" if r == 71 else "finished"
+        recs = make_stream(key, 3, rank=r, world=ranks, finish=finish)
+        (d / stream_filename(key.label, 0)).write_bytes(body(recs))
+
+
+def _stream_rows(out: str) -> list[str]:
+    lines = out.split("\nstreams\n", 1)[1].splitlines()
+    return [ln.split()[0] for ln in lines[1:] if ln.startswith("rank-")]
+
+
+def test_many_streams_list_the_odd_ones(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _run(tmp_path, "big", 100)
+    _run(tmp_path, "small", 8)
+    assert cli(["show", "big", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert _stream_rows(out) == ["rank-70", "rank-71"]
+    assert "... and 98 more streams finished cleanly (--all-streams lists them)" in out
+    assert cli(["show", "big", "--dir", str(tmp_path), "--all-streams"]) == 0
+    out = capsys.readouterr().out
+    assert len(_stream_rows(out)) == 100 and "more streams" not in out
+    assert cli(["show", "small", "--dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert len(_stream_rows(out)) == 8 and "more streams" not in out
