@@ -9,7 +9,13 @@ was chosen over tailing the event files because it costs one tuple on the queue 
 (``benchmarks/bench_tensorboard.py``: about 0.35 µs, around 5 % of ``add_scalar`` alone)
 and keeps tensors as they are: ``log()`` reads them on the writer thread
 (``rankwise.sdk.values``), histograms and images are binned and encoded on the media
-encoder's thread, so nothing is read back on the training thread.
+encoder's thread, so nothing is read back on the training thread. For tensorboardX,
+capturing its scalar events on its own logger thread (``EventsWriter.write_event``)
+instead was measured and not kept (``bench_tensorboard.py scalar --logger-thread``): the
+training thread paid more than for the wrapper (1.11–1.15 against 1.09–1.11 of ``add_scalar``
+alone; the logger thread's parsing shares the GIL), values would be float32, and
+``global_step=None``, a ``commit=False`` row and ``run.step`` need the call's place among
+the training thread's ``run.log()`` calls, which that thread no longer sees.
 
 What is recorded: ``add_scalar``, ``add_scalars`` (as ``main_tag/name``),
 ``add_histogram``, ``add_image`` (CHW, HWC or HW), ``add_text`` and ``add_hparams`` (the
