@@ -242,6 +242,8 @@ class HealthReads(SQLBase):
         """The system keys the run's streams sampled (``node/cpu_percent``,
         ``gpu/0/util_percent``, ...), sorted; None for an unknown run."""
 
+        self._settle_run(project, run_id)
+
         def read(tx: Tx) -> list[str] | None:
             meta = self._stream_meta(tx, project, run_id)
             if not meta:
@@ -266,6 +268,8 @@ class HealthReads(SQLBase):
         ``max_points`` per line. None for an unknown run."""
         if max_points < 1:
             raise UsageError(f"max_points={max_points} must be at least 1")
+
+        self._settle_run(project, run_id)
 
         def read(tx: Tx) -> list[SystemSeries] | None:
             meta = self._stream_meta(tx, project, run_id)
@@ -311,6 +315,8 @@ class HealthReads(SQLBase):
         ending at ``now`` (the first, the last before the window, every one inside it),
         its state and open stall; with the run and the ``now`` to assess at (the time
         for a running run, else its last record's). None for an unknown run."""
+
+        self._settle_run(project, run_id)
 
         def read(tx: Tx) -> tuple[RunInfo, list[StreamSteps], float] | None:
             rows = tx.all(

@@ -784,6 +784,23 @@ CREATE INDEX run_index_group ON run_index (project, grp);
 CREATE INDEX run_index_job_type ON run_index (project, job_type);
 """
 
+# Uploads stored as they arrive (``rankwise.store.pending``): one row per (stream,
+# upload) holding every series' points of it, folded into ``chunks``/``series``/``aggs``
+# later by the compactor (``rankwise.store.compact``) and then deleted.
+_V15 = """
+CREATE TABLE upload_blocks (
+    id {id},
+    run BIGINT NOT NULL,
+    stream BIGINT NOT NULL,
+    seq_lo BIGINT NOT NULL,
+    seq_hi BIGINT NOT NULL,
+    data {blob} NOT NULL
+);
+CREATE INDEX upload_blocks_run ON upload_blocks (run, id);
+"""
+_V15_SQLITE = _V15.format(id="INTEGER PRIMARY KEY", blob="BLOB")
+_V15_POSTGRES = _V15.format(id="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", blob="BYTEA")
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, streams, columnar chunks, aggregates", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "index chunks by time", _V2, _V2),
@@ -801,9 +818,11 @@ MIGRATIONS: tuple[Migration, ...] = (
         13, "reports: versions of titled pages of text and panels", _V13_SQLITE, _V13_POSTGRES
     ),
     Migration(14, "run edits and the run filter index", _V14_SQLITE, _V14_POSTGRES),
+    Migration(15, "uploads stored whole until compacted", _V15_SQLITE, _V15_POSTGRES),
 )
 
 LATEST = MIGRATIONS[-1].version
+PENDING = 15  # from this version on, ingest stores uploads whole (``upload_blocks``)
 
 VERSION_TABLE = {
     "sqlite": "CREATE TABLE IF NOT EXISTS schema_version "

@@ -119,6 +119,7 @@ class RunFilters(SQLBase):
             "summary = excluded.summary, cross_rank = excluded.cross_rank"
         )
         rows = []
+        self._settle_in(tx, [pk for pk, _, _ in part])  # the cross-rank values read below
         for pk, rid, stamp in part:
             info = self._run(tx, project, rid, now)
             if info is None:

@@ -33,6 +33,7 @@ from . import query, runs
 from .alerts import Alerts
 from .artifacts import ArtifactWrites
 from .base import RunQuery
+from .compacting import Compacting
 from .health_reads import HealthReads
 from .ingest import Presented, apply_stream, decode_fold, metric_names
 from .media_reads import MediaReads
@@ -64,6 +65,7 @@ class SQLStore(
     Alerts,
     RunEdits,
     RunFilters,
+    Compacting,
     SQLBase,
 ):
     """Everything of ``Store`` but how transactions run (see the module docstring)."""
@@ -80,6 +82,10 @@ class SQLStore(
         self._stream_ids: dict[StreamId, tuple[int, int]] = {}
         self._metric_ids: dict[str, int] = {}
         self._system_ids: dict[str, int] = {}  # system key names (rank health)
+        # Ingest appends to series directly (no ``upload_blocks``): only while the schema
+        # is older than ``M.PENDING`` (a test's deliberately old store). Checked again
+        # after a migration; once False it stays False.
+        self._direct = True
 
     # -- transactions: ``_write``/``_read`` (``SQLBase``) are provided by each store ---------
 
@@ -106,8 +112,20 @@ class SQLStore(
 
         return self._write(get)
 
+    def _pending_kept(self) -> bool:
+        """Whether the schema keeps uploads whole (``upload_blocks``); see ``_direct``."""
+        if self._direct:
+
+            def below(tx: Tx) -> bool:
+                row = tx.one("SELECT MAX(version) FROM schema_version")
+                return not (row and row[0] is not None and int(row[0]) >= M.PENDING)
+
+            self._direct = self._read(below)
+        return not self._direct
+
     def migrate(self, target: int | None = None) -> None:
         """Apply the migrations not yet applied (up to ``target``, default all)."""
+        self._direct = True  # checked again at the next ingest
         M.check_version(self.schema_version())
         for mig in M.MIGRATIONS:
             if target is not None and mig.version > target:
@@ -156,7 +174,11 @@ class SQLStore(
         mids = self._metrics(names)
         self._intern_system_keys([recs for _, _, recs in todo])
         keys = {k: tuple(v) for k, v in presented.items()} if secrets is not None else None
+        if todo:
+            self._pending_kept()
         out.update(self._apply(todo, mids, keys))
+        if todo and not self._direct:
+            self.start_compactor()
         return out
 
     def _apply(
@@ -178,7 +200,7 @@ class SQLStore(
                 recs: list[R.AnyRecord] = recs,
                 got: Presented | None = got,
             ) -> int:
-                return apply_stream(tx, sid, run, recs, mids, self._system_ids, got)
+                return apply_stream(tx, sid, run, recs, mids, self._system_ids, got, self._direct)
 
             out[key] = self._write(one)
         return out
@@ -351,6 +373,7 @@ class SQLStore(
         return None if row is None else int(row[0])
 
     def metric_keys(self, project: str, run_id: str) -> list[str]:
+        self._settle_run(project, run_id)
         rows = self._read(
             lambda tx: tx.all(
                 "SELECT DISTINCT m.name FROM series x JOIN streams s ON s.id = x.stream "
@@ -374,6 +397,8 @@ class SQLStore(
         max_points: int = 2000,
     ) -> list[Series]:
         _check_axis(x, max_points)
+
+        self._settle_run(project, run_id)
 
         def read(tx: Tx) -> list[Series]:
             metric = self._metric_id(tx, key)
@@ -404,6 +429,8 @@ class SQLStore(
     ) -> Band:
         _check_axis(x, max_points)
 
+        self._settle_run(project, run_id)
+
         def read(tx: Tx) -> Band:
             metric = self._metric_id(tx, key)
             run = tx.one("SELECT id FROM runs WHERE project = ? AND run_id = ?", (project, run_id))
@@ -416,6 +443,8 @@ class SQLStore(
     def cross_rank_last(
         self, project: str, run_id: str, upto: int | None = None
     ) -> dict[str, CrossRankValue]:
+        self._settle_run(project, run_id)
+
         def read(tx: Tx) -> dict[str, CrossRankValue]:
             run = tx.one("SELECT id FROM runs WHERE project = ? AND run_id = ?", (project, run_id))
             if run is None:
@@ -434,6 +463,7 @@ class SQLStore(
         """Per (label, metric key), how many points the run's chunks hold (a label's
         incarnations together), counted in SQL. A point stored twice counts twice here,
         while ``history`` (one row per stream and seq) shows it once."""
+        self._settle_run(project, run_id)
         rows = self._read(
             lambda tx: tx.all(
                 "SELECT s.label, m.name, SUM(c.n) FROM chunks c "
@@ -455,6 +485,8 @@ class SQLStore(
     ) -> list[dict[str, Any]]:
         if isinstance(keys, str):
             keys = [keys]
+
+        self._settle_run(project, run_id)
 
         def read(tx: Tx) -> list[dict[str, Any]]:
             streams = {

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from .tx import Tx
@@ -31,4 +31,17 @@ class SQLBase:
 
     def _read(self, fn: Callable[[Tx], T]) -> T:
         """Run ``fn`` in a read-only snapshot."""
+        raise NotImplementedError
+
+    def _settle_run(self, project: str, run_id: str) -> None:
+        """Fold the run's pending uploads before a read of its points
+        (``rankwise.store.compacting``)."""
+        raise NotImplementedError
+
+    def _settle_in(self, tx: Tx, runs: Sequence[int]) -> None:
+        """Within the write transaction ``tx``: fold the pending uploads of ``runs``."""
+        raise NotImplementedError
+
+    def _pending_kept(self) -> bool:
+        """Whether the schema keeps uploads whole until compacted (version 15 on)."""
         raise NotImplementedError
