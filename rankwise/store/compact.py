@@ -25,11 +25,12 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from .blocks import merge_blocks
 from .chunks import Points
 from .ingest import append_series
-from .pending import decode_block
+from .pending import Part, block_parts, join_parts
 from .tx import Tx, marks
 
 STREAMS_PER_TX = 64
@@ -62,20 +63,27 @@ def compact_streams(
         "ORDER BY id",
         streams,
     )
-    per_stream: dict[int, dict[int, list[Points]]] = {}
-    per_run: dict[int, dict[int, list[Points]]] = {}
+    per_stream: dict[int, dict[int, list[Part]]] = {}
+    aggregated: dict[int, bool] = {}
+    run_of: dict[int, int] = {}
     for _, run, stream, data in rows:
         into = per_stream.setdefault(int(stream), {})
-        for sid, agg, pts in decode_block(bytes(data)):
-            into.setdefault(sid, []).append(pts)
-            if agg:
-                per_run.setdefault(int(run), {}).setdefault(sid, []).append(pts)
+        run_of[int(stream)] = int(run)
+        for sid, agg, part in block_parts(bytes(data)):
+            into.setdefault(sid, []).append(part)
+            aggregated[sid] = agg
+    per_run: dict[int, dict[int, list[Points]]] = {}
     for stream in sorted(per_stream):
-        append_series(
-            tx, stream, {sid: Points.concat(parts) for sid, parts in per_stream[stream].items()}
-        )
+        shared: dict[tuple[int, ...], Any] = {}
+        points = {sid: join_parts(parts, shared) for sid, parts in per_stream[stream].items()}
+        append_series(tx, stream, points)
+        into_run = per_run.setdefault(run_of[stream], {})
+        for sid, p in points.items():
+            if aggregated[sid]:
+                into_run.setdefault(sid, []).append(p)
     for run in sorted(per_run):
-        merge_blocks(tx, run, per_run[run])
+        if per_run[run]:
+            merge_blocks(tx, run, per_run[run])
     ids = [(int(r[0]),) for r in rows]
     tx.many("DELETE FROM upload_blocks WHERE id = ?", ids)
     _pause_for_tests()
