@@ -18,6 +18,7 @@ encoding (summaries, sub-blocks) that compaction does once for many uploads.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -87,6 +88,7 @@ def join_parts(parts: list[Part], shared: dict[tuple[int, ...], _Axes] | None = 
         if shared is not None:
             shared[key] = axes
     seq, step, time, weight = axes
+    value: npt.NDArray[Any]
     if len(parts) == 1 or all(p[0] == kind for p in parts):
         value = np.frombuffer(b"".join([p[4] for p in parts]), _DTYPE[kind])
     else:  # ints then floats (or bools): the series turns float, as one upload does

@@ -13,6 +13,7 @@ import math
 import shutil
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -141,8 +142,7 @@ def test_reads_equal_todays_with_replays_and_two_ingesters(ops: list[Any]) -> No
                 assert ref.ingest([(key, recs)])[key] == mark == sent[rank] + n - 1
                 sent[rank] += n
             elif op[0] == "partial":
-                k: int = op[1]
-                a._write(lambda tx: compact_streams(tx, None, -1, k))
+                a._write(partial(compact_streams, runs=None, after=-1, limit=int(op[1])))
             elif op[0] == "compact":
                 (a, b)[len(ops) % 2].compact()
             else:
