@@ -15,7 +15,7 @@ across processes) and on PostgreSQL a transaction-scoped advisory lock that each
 compaction transaction takes first (``SQLStore._compact_lock``). A background thread per
 store (``Compactor``) folds every ``RANKWISE_COMPACT_EVERY`` seconds (default 10); it
 skips a round when another process holds the lock. Reads of a run's points first fold
-that run's pending rows (``SQLStore._settle``), so a value is readable as soon as it is
+that run's pending rows (``Compacting._read_settled``), so a value is readable as soon as it is
 acknowledged.
 """
 

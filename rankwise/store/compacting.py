@@ -3,8 +3,8 @@
 * ``compact()`` folds every pending upload (all streams, in transactions of at most
   ``STREAMS_PER_TX`` streams each); the background ``Compactor`` thread, started by a
   store's first ingest, calls it every ``RANKWISE_COMPACT_EVERY`` seconds.
-* ``_settle_run(project, run_id)``: what every read of a run's points calls first; it
-  folds that run's pending uploads (when there are any: one indexed probe otherwise), so
+* ``_read_settled(project, run_id, fn)``: how every read of a run's points runs; it
+  first folds that run's pending uploads (when there are any: one indexed probe otherwise), so
   a read never misses an acknowledged value.
 * ``_compact_lock(tx, wait)``: one compactor at a time per database. SQLite's writer
   lock already is one; PostgreSQL overrides it with an advisory transaction lock.
@@ -13,13 +13,15 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
 
 from .compact import Compactor, compact_every, compact_streams
 from .pending import pending_runs
 from .sqlbase import SQLBase
 from .tx import Tx
 
+T = TypeVar("T")
 _starting = threading.Lock()
 _MAX_TX = 100_000  # a bound on one call's transactions (never reached in practice)
 
@@ -56,24 +58,24 @@ class Compacting(SQLBase):
             after = last
         return total
 
-    def _settle(self, runs: Sequence[int] | None) -> None:
-        if self._pending_kept() and self._read(lambda tx: pending_runs(tx, runs)):
-            self.compact(runs)
-
-    def _settle_run(self, project: str, run_id: str) -> None:
-        """Fold the run's pending uploads, if any (see the module docstring)."""
-
-        def probe(tx: Tx) -> int | None:
-            row = tx.one("SELECT id FROM runs WHERE project = ? AND run_id = ?", (project, run_id))
-            if row is None or not pending_runs(tx, [int(row[0])]):
-                return None
-            return int(row[0])
-
+    def _read_settled(self, project: str, run_id: str, fn: Callable[[Tx], T]) -> T:
+        """``fn`` in a read transaction that first checks for the run's pending uploads;
+        when there are some, they are folded first and ``fn`` runs in a new one (see the
+        module docstring). The usual case, nothing pending, is one transaction."""
         if not self._pending_kept():
-            return
-        run = self._read(probe)
-        if run is not None:
-            self.compact([run])
+            return self._read(fn)
+
+        def guarded(tx: Tx) -> tuple[bool, Any]:
+            row = tx.one("SELECT id FROM runs WHERE project = ? AND run_id = ?", (project, run_id))
+            if row is not None and pending_runs(tx, [int(row[0])]):
+                return False, int(row[0])
+            return True, fn(tx)
+
+        done, got = self._read(guarded)
+        if done:
+            return cast(T, got)
+        self.compact([got])
+        return self._read(fn)
 
     def _settle_in(self, tx: Tx, runs: Sequence[int]) -> None:
         """Within the write transaction ``tx``: fold the pending uploads of ``runs``."""

@@ -242,15 +242,13 @@ class HealthReads(SQLBase):
         """The system keys the run's streams sampled (``node/cpu_percent``,
         ``gpu/0/util_percent``, ...), sorted; None for an unknown run."""
 
-        self._settle_run(project, run_id)
-
         def read(tx: Tx) -> list[str] | None:
             meta = self._stream_meta(tx, project, run_id)
             if not meta:
                 return None
             return sorted({k for _, _, k in self._system_series_ids(tx, list(meta))})
 
-        result: list[str] | None = self._read(read)
+        result: list[str] | None = self._read_settled(project, run_id, read)
         return result
 
     def system_series(
@@ -268,8 +266,6 @@ class HealthReads(SQLBase):
         ``max_points`` per line. None for an unknown run."""
         if max_points < 1:
             raise UsageError(f"max_points={max_points} must be at least 1")
-
-        self._settle_run(project, run_id)
 
         def read(tx: Tx) -> list[SystemSeries] | None:
             meta = self._stream_meta(tx, project, run_id)
@@ -302,7 +298,7 @@ class HealthReads(SQLBase):
             out.sort(key=lambda x: (x.node, x.gpu if x.gpu is not None else -1, x.rank, x.key))
             return out
 
-        result: list[SystemSeries] | None = self._read(read)
+        result: list[SystemSeries] | None = self._read_settled(project, run_id, read)
         return result
 
     # -- health ----------------------------------------------------------------------------
@@ -315,8 +311,6 @@ class HealthReads(SQLBase):
         ending at ``now`` (the first, the last before the window, every one inside it),
         its state and open stall; with the run and the ``now`` to assess at (the time
         for a running run, else its last record's). None for an unknown run."""
-
-        self._settle_run(project, run_id)
 
         def read(tx: Tx) -> tuple[RunInfo, list[StreamSteps], float] | None:
             rows = tx.all(
@@ -367,7 +361,9 @@ class HealthReads(SQLBase):
                 )
             return run, out, at
 
-        result: tuple[RunInfo, list[StreamSteps], float] | None = self._read(read)
+        result: tuple[RunInfo, list[StreamSteps], float] | None = self._read_settled(
+            project, run_id, read
+        )
         return result
 
     def stalls(

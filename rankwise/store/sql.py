@@ -373,14 +373,15 @@ class SQLStore(
         return None if row is None else int(row[0])
 
     def metric_keys(self, project: str, run_id: str) -> list[str]:
-        self._settle_run(project, run_id)
-        rows = self._read(
+        rows = self._read_settled(
+            project,
+            run_id,
             lambda tx: tx.all(
                 "SELECT DISTINCT m.name FROM series x JOIN streams s ON s.id = x.stream "
                 "JOIN runs r ON r.id = s.run JOIN metrics m ON m.id = x.metric "
                 "WHERE r.project = ? AND r.run_id = ? ORDER BY m.name",
                 (project, run_id),
-            )
+            ),
         )
         return [r[0] for r in rows]
 
@@ -398,8 +399,6 @@ class SQLStore(
     ) -> list[Series]:
         _check_axis(x, max_points)
 
-        self._settle_run(project, run_id)
-
         def read(tx: Tx) -> list[Series]:
             metric = self._metric_id(tx, key)
             if metric is None:
@@ -414,7 +413,7 @@ class SQLStore(
             ]
             return [s for s in out if s.x]
 
-        return self._read(read)
+        return self._read_settled(project, run_id, read)
 
     def band(
         self,
@@ -429,8 +428,6 @@ class SQLStore(
     ) -> Band:
         _check_axis(x, max_points)
 
-        self._settle_run(project, run_id)
-
         def read(tx: Tx) -> Band:
             metric = self._metric_id(tx, key)
             run = tx.one("SELECT id FROM runs WHERE project = ? AND run_id = ?", (project, run_id))
@@ -438,13 +435,11 @@ class SQLStore(
                 return Band([], [], [], [], [], [], [])
             return query.band_of(tx, int(run[0]), metric, x, lo, hi, max_points)
 
-        return self._read(read)
+        return self._read_settled(project, run_id, read)
 
     def cross_rank_last(
         self, project: str, run_id: str, upto: int | None = None
     ) -> dict[str, CrossRankValue]:
-        self._settle_run(project, run_id)
-
         def read(tx: Tx) -> dict[str, CrossRankValue]:
             run = tx.one("SELECT id FROM runs WHERE project = ? AND run_id = ?", (project, run_id))
             if run is None:
@@ -457,14 +452,15 @@ class SQLStore(
             )
             return {name: found[int(i)] for i, name in names}
 
-        return self._read(read)
+        return self._read_settled(project, run_id, read)
 
     def stored_points(self, project: str, run_id: str) -> dict[tuple[str, str], int]:
         """Per (label, metric key), how many points the run's chunks hold (a label's
         incarnations together), counted in SQL. A point stored twice counts twice here,
         while ``history`` (one row per stream and seq) shows it once."""
-        self._settle_run(project, run_id)
-        rows = self._read(
+        rows = self._read_settled(
+            project,
+            run_id,
             lambda tx: tx.all(
                 "SELECT s.label, m.name, SUM(c.n) FROM chunks c "
                 "JOIN streams s ON s.id = c.stream JOIN runs r ON r.id = s.run "
@@ -472,7 +468,7 @@ class SQLStore(
                 "WHERE r.project = ? AND r.run_id = ? AND s.acked_seq >= 0 "
                 "GROUP BY s.label, m.name",
                 (project, run_id),
-            )
+            ),
         )
         return {(label, name): int(n) for label, name, n in rows}
 
@@ -485,8 +481,6 @@ class SQLStore(
     ) -> list[dict[str, Any]]:
         if isinstance(keys, str):
             keys = [keys]
-
-        self._settle_run(project, run_id)
 
         def read(tx: Tx) -> list[dict[str, Any]]:
             streams = {
@@ -505,4 +499,4 @@ class SQLStore(
             metrics = {int(i): n for i, n in rows if wanted is None or n in wanted}
             return query.history_of(tx, streams, metrics)
 
-        return self._read(read)
+        return self._read_settled(project, run_id, read)

@@ -33,8 +33,8 @@ class SQLBase:
         """Run ``fn`` in a read-only snapshot."""
         raise NotImplementedError
 
-    def _settle_run(self, project: str, run_id: str) -> None:
-        """Fold the run's pending uploads before a read of its points
+    def _read_settled(self, project: str, run_id: str, fn: Callable[[Tx], T]) -> T:
+        """``_read(fn)`` after folding the run's pending uploads
         (``rankwise.store.compacting``)."""
         raise NotImplementedError
 
