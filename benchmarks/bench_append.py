@@ -16,6 +16,13 @@ so the run covers ``--seconds`` uploads per rank (default: a whole cycle of 1,10
 
 ``--every K`` sends K seconds of a rank's records per upload, as an uploader does when
 the server asks it to post every K seconds (``rankwise.server.pacing``).
+
+``--compact-every C`` (default 10, the server's ``RANKWISE_COMPACT_EVERY``): from schema
+15 on, an upload is stored whole and the compactor folds the pending uploads into the
+series every C seconds (``rankwise.store.compact``); the benchmark calls
+``store.compact()`` every C simulated seconds and once at the end, and counts its CPU
+too (the background thread is off). A store without ``compact`` (the code before it)
+appends to the series in every ingest, so the option changes nothing there.
 """
 
 from __future__ import annotations
@@ -52,9 +59,16 @@ def second(rank: int, n: int, seq: int) -> list[Any]:
 
 
 def run(
-    store: Any, ranks: int, seconds: int, batch: int, prof: cProfile.Profile | None, every: int = 1
-) -> float:
-    """CPU seconds per rank-second over the run."""
+    store: Any,
+    ranks: int,
+    seconds: int,
+    batch: int,
+    prof: cProfile.Profile | None,
+    every: int = 1,
+    compact_every: int = 10,
+) -> tuple[float, float]:
+    """CPU seconds per rank-second over the run, and the compactor's part of them."""
+    compact = getattr(store, "compact", None)
     keys = [StreamId("bench", "append", f"rank-{r}", 0) for r in range(ranks)]
     seqs = [0] * ranks
     store.ingest(
@@ -77,7 +91,7 @@ def run(
             return write(inner)
 
         store._write = profiled
-    cpu = 0.0
+    cpu = folding = 0.0
     for n0 in range(0, seconds, every):
         uploads = []
         for r, k in enumerate(keys):
@@ -91,7 +105,13 @@ def run(
             t0 = time.process_time()
             store.ingest(part)
             cpu += time.process_time() - t0
-    return cpu / (ranks * seconds)
+        done = min(seconds, n0 + every)
+        if compact is not None and (done // compact_every > n0 // compact_every or done == seconds):
+            t0 = time.process_time()
+            compact()
+            folding += time.process_time() - t0
+    cpu += folding
+    return cpu / (ranks * seconds), folding / (ranks * seconds)
 
 
 def main() -> None:
@@ -102,9 +122,11 @@ def main() -> None:
     ap.add_argument(
         "--every", type=int, default=1, help="seconds of records per upload (server pacing)"
     )
+    ap.add_argument("--compact-every", type=int, default=10, help="simulated seconds")
     ap.add_argument("--db", default="sqlite", choices=["sqlite", "postgres"])
     ap.add_argument("--profile", type=int, default=0, help="print the top N by cumtime")
     args = ap.parse_args()
+    os.environ["RANKWISE_COMPACT_EVERY"] = "1e9"  # compaction runs where it is counted
     prof = cProfile.Profile() if args.profile else None
     with tempfile.TemporaryDirectory() as tmp:
         if args.db == "sqlite":
@@ -113,7 +135,15 @@ def main() -> None:
             store: Any = SQLiteStore(Path(tmp) / "append.db")
             store.migrate()
             try:
-                per = run(store, args.ranks, args.seconds, args.batch, prof, args.every)
+                per, fold = run(
+                    store,
+                    args.ranks,
+                    args.seconds,
+                    args.batch,
+                    prof,
+                    args.every,
+                    args.compact_every,
+                )
             finally:
                 store.close()
         else:
@@ -125,13 +155,22 @@ def main() -> None:
                 store = PostgresStore(dsn)
                 store.migrate()
                 try:
-                    per = run(store, args.ranks, args.seconds, args.batch, prof, args.every)
+                    per, fold = run(
+                        store,
+                        args.ranks,
+                        args.seconds,
+                        args.batch,
+                        prof,
+                        args.every,
+                        args.compact_every,
+                    )
                 finally:
                     store.close()
     print(
         f"{args.db}: {args.ranks} ranks x {args.seconds} s, {args.batch} uploads per call, "
         f"{args.every} s per upload: "
-        f"{per * 1e3:.3f} ms CPU per rank-second"
+        f"{per * 1e3:.3f} ms CPU per rank-second (compaction every "
+        f"{args.compact_every} s: {fold * 1e3:.3f} ms of it)"
     )
     if prof is not None:
         pstats.Stats(prof).sort_stats("tottime").print_stats(args.profile)

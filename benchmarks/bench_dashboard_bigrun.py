@@ -7,7 +7,7 @@ only the record-by-record decoding:
 
 * ``Store.ingest`` writes each rank's ``StreamStart`` and its first ``Metrics`` record
   (step 0), which creates the run, stream, metric and series rows the usual way;
-* steps 1 .. N-1 are appended per stream with ``ingest._append_series`` (the chunk
+* steps 1 .. N-1 are appended per stream with ``ingest.append_series`` (the chunk
   writer, with its summaries) and folded into the per-step aggregates of all ranks with
   ``blocks.merge_blocks``; the stream row's mark and fold move as ``_apply_one`` would
   move them for those records;
@@ -35,7 +35,7 @@ import numpy as np
 from rankwise.store import open_store
 from rankwise.store.blocks import merge_blocks
 from rankwise.store.chunks import Points
-from rankwise.store.ingest import _append_series, decode_fold, encode_fold
+from rankwise.store.ingest import append_series, decode_fold, encode_fold
 from rankwise.stream import records as R
 from rankwise.stream.identity import StreamId
 
@@ -164,7 +164,7 @@ def make_big_run(
 
         def bulk(tx: Any, mid: int = mid, cols: list[Points] = cols) -> None:
             for key, p in zip(keys, cols):
-                _append_series(tx, ids[key.label][0], {mid: p})
+                append_series(tx, ids[key.label][0], {mid: p})
             merge_blocks(tx, run_id, {mid: cols})
 
         bulk_tx(bulk)

@@ -70,6 +70,9 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
     app.state.pacer = Pacer(settings.max_upload_interval, settings.pace_target)
     app.state.admission = Admission(app.state.pacer, settings.max_inflight, settings.retry_after)
     app.state.group_commit = GroupCommit(store)
+    # Uploads are stored whole and folded into series in the background, also those a
+    # process killed before folding left behind (rankwise.store.compact).
+    store.start_compactor()
     auth.redact_access_log()
     app.state.verifier = auth.Verifier(
         store, settings.token_cache_ttl, settings.token_touch_interval

@@ -85,6 +85,18 @@ class RunStore(Protocol):
     def get_run(self, project: str, run_id: str) -> RunInfo | None: ...
 
 
+class CompactStore(Protocol):
+    """Uploads are stored whole as they arrive and folded into series later
+    (``rankwise.store.compact``); every read folds what it needs first."""
+
+    def compact(self, runs: Sequence[int] | None = None, wait: bool = True) -> int:
+        """Fold the pending uploads (of the run ids ``runs``, default all) now; returns
+        how many were folded. ``wait=False``: none when another process is compacting."""
+
+    def start_compactor(self) -> None:
+        """Start the background compactor thread (idempotent; ``close`` stops it)."""
+
+
 class ChartStore(Protocol):
     """A run's scalar metrics: keys, per-stream series, the cross-rank band, history."""
 
@@ -407,6 +419,7 @@ class TrashStore(Protocol):
 
 class Store(
     RunStore,
+    CompactStore,
     ChartStore,
     ViewStore,
     HealthStore,

@@ -20,7 +20,7 @@ Invariants:
   axis (first, last, min, max); grouping whole units into buckets therefore keeps every
   bucket's true extremes exactly (see ``rankwise.store.downsample.extremes``).
 * Only the series' open tail is ever rewritten (its last chunks, each under
-  ``MERGE_BELOW`` points: ``rankwise.store.ingest._append_series`` merges new points
+  ``MERGE_BELOW`` points: ``rankwise.store.ingest.append_series`` merges new points
   with the newest of them, a merge keeping the oldest merged chunk's id), and only under
   the stream's mark check, so chunk ids ascend in ``seq`` order.
 * Values keep their type: a chunk whose values are all ``int`` (or all ``bool``) stores

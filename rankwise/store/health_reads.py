@@ -248,7 +248,7 @@ class HealthReads(SQLBase):
                 return None
             return sorted({k for _, _, k in self._system_series_ids(tx, list(meta))})
 
-        result: list[str] | None = self._read(read)
+        result: list[str] | None = self._read_settled(project, run_id, read)
         return result
 
     def system_series(
@@ -298,7 +298,7 @@ class HealthReads(SQLBase):
             out.sort(key=lambda x: (x.node, x.gpu if x.gpu is not None else -1, x.rank, x.key))
             return out
 
-        result: list[SystemSeries] | None = self._read(read)
+        result: list[SystemSeries] | None = self._read_settled(project, run_id, read)
         return result
 
     # -- health ----------------------------------------------------------------------------
@@ -361,7 +361,9 @@ class HealthReads(SQLBase):
                 )
             return run, out, at
 
-        result: tuple[RunInfo, list[StreamSteps], float] | None = self._read(read)
+        result: tuple[RunInfo, list[StreamSteps], float] | None = self._read_settled(
+            project, run_id, read
+        )
         return result
 
     def stalls(

@@ -6,19 +6,20 @@
 1. read the stream's mark and folded state;
 2. keep the records that continue the mark without a gap (``contiguous``);
 3. fold them (``rankwise.stream.fold.StreamFold``, the local reader's rules), cut their
-   metric values into per-metric numpy columns, and append those as chunks; store their
-   console lines, stalls, system samples and step progress (``rankwise.store.health``);
-   media items, tables and histograms (``rankwise.store.media``);
-4. merge their per-step aggregates into the run's aggregate blocks, locking blocks in
-   (metric, block) order so that ingesters of different ranks never deadlock;
-5. move the mark;
-6. decide the alert events the records show (``alert_ingest``: the first non-finite
-   value of a metric, ``run.alert()``), after the blocks, so every ingester takes its
-   locks in one order.
+   metric values into per-metric numpy columns and store those, with the step-progress
+   and system series, as one ``upload_blocks`` row (``rankwise.store.pending``); store
+   their console lines and stalls (``rankwise.store.health``); media items, tables and
+   histograms (``rankwise.store.media``);
+4. move the mark;
+5. decide the alert events the records show (``alert_ingest``: the first non-finite
+   value of a metric, ``run.alert()``).
 
-Data, aggregates, alert decisions and mark commit together or not at all, so a batch is
-applied exactly once however often it is sent and by however many ingesters: a second
-ingester of the same stream waits for the row lock and then finds the mark already past its records.
+Data, alert decisions and mark commit together or not at all, so a batch is applied
+exactly once however often it is sent and by however many ingesters: a second ingester
+of the same stream waits for the row lock and then finds the mark already past its
+records. The compactor (``rankwise.store.compact``) later folds the stored rows into the
+series' chunks (``append_series`` below) and the run's aggregate blocks, and deletes
+them, in one transaction.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from . import media as rich
 from .alert_ingest import Found, decide_found, found
 from .blocks import merge_blocks
 from .chunks import MERGE_BELOW, Points, decode, encode_many, split
+from .pending import store_block
 from .tx import Tx, marks
 
 _enc = msgspec.msgpack.Encoder()
@@ -256,11 +258,13 @@ def apply_streams(
     metric_ids: dict[str, int],
     system_ids: dict[str, int] | None = None,
     presented: Sequence[Presented | None] | None = None,
+    direct: bool = False,
 ) -> list[int]:
     """Apply each ``(stream id, run id, records)``; returns the streams' new marks.
 
-    The aggregates of all the streams of one run are summed before they touch the
-    database, so a call carrying every rank's batch rewrites each block once.
+    Each stream's new points are stored as one ``upload_blocks`` row
+    (``rankwise.store.pending``); the compactor folds them into series chunks and the
+    run's aggregate blocks later (``rankwise.store.compact``).
     ``system_ids`` are the interned names of the records' system keys
     (``health.intern_system_keys``). ``presented``, per item, the secrets its uploads
     presented (``check_key``); None for an item, or for all, is ``TRUSTED``.
@@ -271,12 +275,13 @@ def apply_streams(
     for i, (stream, run, records) in enumerate(items):
         keys = presented[i] if presented is not None else TRUSTED
         mark, points, seen = _apply_one(
-            tx, stream, run, records, metric_ids, system_ids or {}, keys
+            tx, stream, run, records, metric_ids, system_ids or {}, keys, direct
         )
         marks.append(mark)
-        into = per_run.setdefault(run, {})
-        for mid, p in points.items():
-            into.setdefault(mid, []).append(p)
+        if direct:
+            into = per_run.setdefault(run, {})
+            for mid, p in points.items():
+                into.setdefault(mid, []).append(p)
         if seen:
             events.setdefault(run, []).extend(seen)
     for run in sorted(per_run):
@@ -295,9 +300,12 @@ def apply_stream(
     metric_ids: dict[str, int],
     system_ids: dict[str, int] | None = None,
     presented: Presented | None = TRUSTED,
+    direct: bool = False,
 ) -> int:
     """Apply the records newer than the stream's mark; returns the new mark."""
-    return apply_streams(tx, [(stream, run, records)], metric_ids, system_ids, [presented])[0]
+    return apply_streams(tx, [(stream, run, records)], metric_ids, system_ids, [presented], direct)[
+        0
+    ]
 
 
 def _apply_one(
@@ -308,6 +316,7 @@ def _apply_one(
     metric_ids: dict[str, int],
     system_ids: dict[str, int],
     presented: Presented | None,
+    direct: bool = False,
 ) -> tuple[int, dict[int, Points], list[Found]]:
     row = tx.one(f"SELECT acked_seq, fold FROM streams WHERE id = ?{tx.for_update}", (stream,))
     if row is None:
@@ -350,8 +359,10 @@ def _apply_one(
     # Console lines, stalls, system samples and step progress; only metrics aggregate.
     health = rank_health.apply(tx, stream, run, fresh, top, system_ids, console)
     rich.apply(tx, stream, run, fresh)
-    if points or health:
-        _append_series(tx, stream, {**points, **health} if health else points)
+    if direct and (points or health):
+        append_series(tx, stream, {**points, **health} if health else points)
+    elif points or health:  # one row for the whole upload; the compactor folds it later
+        store_block(tx, run, stream, (fresh[0].seq, fresh[-1].seq), points, health)
     start = fold.start
     if start is not None and start.config:
         start = msgspec.structs.replace(start, config={})  # listing never needs it
@@ -394,7 +405,7 @@ def _tails(tx: Tx, stream: int, metrics: list[int]) -> dict[int, list[tuple[int,
     return out
 
 
-def _append_series(tx: Tx, stream: int, points: dict[int, Points]) -> None:
+def append_series(tx: Tx, stream: int, points: dict[int, Points]) -> None:
     """Append each metric's points to its series as a binary counter of small chunks.
 
     A series ends in an open *tail*: its chunks from ``series.open_chunk`` on, each

@@ -833,6 +833,23 @@ ALTER TABLE run_index ADD COLUMN info BYTEA;
 DELETE FROM run_index;
 """
 
+# Uploads stored as they arrive (``rankwise.store.pending``): one row per (stream,
+# upload) holding every series' points of it, folded into ``chunks``/``series``/``aggs``
+# later by the compactor (``rankwise.store.compact``) and then deleted.
+_V17 = """
+CREATE TABLE upload_blocks (
+    id {id},
+    run BIGINT NOT NULL,
+    stream BIGINT NOT NULL,
+    seq_lo BIGINT NOT NULL,
+    seq_hi BIGINT NOT NULL,
+    data {blob} NOT NULL
+);
+CREATE INDEX upload_blocks_run ON upload_blocks (run, id);
+"""
+_V17_SQLITE = _V17.format(id="INTEGER PRIMARY KEY", blob="BLOB")
+_V17_POSTGRES = _V17.format(id="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", blob="BYTEA")
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, streams, columnar chunks, aggregates", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "index chunks by time", _V2, _V2),
@@ -852,9 +869,11 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(14, "run edits and the run filter index", _V14_SQLITE, _V14_POSTGRES),
     Migration(15, "deleted runs, the purge journal, the audit log", _V15_SQLITE, _V15_POSTGRES),
     Migration(16, "each run's folded info in the run filter index", _V16_SQLITE, _V16_POSTGRES),
+    Migration(17, "uploads stored whole until compacted", _V17_SQLITE, _V17_POSTGRES),
 )
 
 LATEST = MIGRATIONS[-1].version
+PENDING = 17  # from this version on, ingest stores uploads whole (``upload_blocks``)
 
 VERSION_TABLE = {
     "sqlite": "CREATE TABLE IF NOT EXISTS schema_version "

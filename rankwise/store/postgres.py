@@ -187,7 +187,7 @@ class PostgresStore(SQLStore):
         def apply_all(tx: Tx) -> dict[StreamId, int]:
             items = [(sid, run, recs) for _, (sid, run), recs in ordered]
             shown = None if keys is None else [keys[key] for key, _, _ in ordered]
-            got = apply_streams(tx, items, mids, self._system_ids, shown)
+            got = apply_streams(tx, items, mids, self._system_ids, shown, self._direct)
             return {key: mark for (key, _, _), mark in zip(ordered, got)}
 
         return self._write(apply_all)
@@ -196,8 +196,18 @@ class PostgresStore(SQLStore):
         # Servers starting together migrate one at a time (per schema, for tests).
         tx.one("SELECT pg_advisory_xact_lock(hashtext('rankwise.migrate.' || current_schema()))")
 
+    def _compact_lock(self, tx: Tx, wait: bool) -> bool:
+        # One compactor at a time per schema; held to the end of the transaction.
+        key = "hashtext('rankwise.compact.' || current_schema())"
+        if wait:
+            tx.one(f"SELECT pg_advisory_xact_lock({key})")
+            return True
+        row = tx.one(f"SELECT pg_try_advisory_xact_lock({key})")
+        return bool(row and row[0])
+
     def close(self) -> None:
         """Close the pool (safe to call twice)."""
+        self._stop_compactor()
         self._pool.close()
 
     def __repr__(self) -> str:

@@ -33,6 +33,7 @@ from . import query, runs
 from .alerts import Alerts
 from .artifacts import ArtifactWrites
 from .base import RunQuery
+from .compacting import Compacting
 from .health_reads import HealthReads
 from .heatmap_reads import HeatmapReads
 from .ingest import Presented, apply_stream, decode_fold, metric_names
@@ -68,6 +69,7 @@ class SQLStore(
     RunEdits,
     RunFilters,
     Trash,
+    Compacting,
     SQLBase,
 ):
     """Everything of ``Store`` but how transactions run (see the module docstring)."""
@@ -84,6 +86,10 @@ class SQLStore(
         self._stream_ids: dict[StreamId, tuple[int, int]] = {}
         self._metric_ids: dict[str, int] = {}
         self._system_ids: dict[str, int] = {}  # system key names (rank health)
+        # Ingest appends to series directly (no ``upload_blocks``): only while the schema
+        # is older than ``M.PENDING`` (a test's deliberately old store). Checked again
+        # after a migration; once False it stays False.
+        self._direct = True
 
     # -- transactions: ``_write``/``_read`` (``SQLBase``) are provided by each store ---------
 
@@ -110,8 +116,20 @@ class SQLStore(
 
         return self._write(get)
 
+    def _pending_kept(self) -> bool:
+        """Whether the schema keeps uploads whole (``upload_blocks``); see ``_direct``."""
+        if self._direct:
+
+            def below(tx: Tx) -> bool:
+                row = tx.one("SELECT MAX(version) FROM schema_version")
+                return not (row and row[0] is not None and int(row[0]) >= M.PENDING)
+
+            self._direct = self._read(below)
+        return not self._direct
+
     def migrate(self, target: int | None = None) -> None:
         """Apply the migrations not yet applied (up to ``target``, default all)."""
+        self._direct = True  # checked again at the next ingest
         M.check_version(self.schema_version())
         for mig in M.MIGRATIONS:
             if target is not None and mig.version > target:
@@ -160,7 +178,11 @@ class SQLStore(
         mids = self._metrics(names)
         self._intern_system_keys([recs for _, _, recs in todo])
         keys = {k: tuple(v) for k, v in presented.items()} if secrets is not None else None
+        if todo:
+            self._pending_kept()
         out.update(self._apply(todo, mids, keys))
+        if todo and not self._direct:
+            self.start_compactor()
         return out
 
     def _apply(
@@ -182,7 +204,7 @@ class SQLStore(
                 recs: list[R.AnyRecord] = recs,
                 got: Presented | None = got,
             ) -> int:
-                return apply_stream(tx, sid, run, recs, mids, self._system_ids, got)
+                return apply_stream(tx, sid, run, recs, mids, self._system_ids, got, self._direct)
 
             out[key] = self._write(one)
         return out
@@ -402,13 +424,15 @@ class SQLStore(
         return None if row is None else int(row[0])
 
     def metric_keys(self, project: str, run_id: str) -> list[str]:
-        rows = self._read(
+        rows = self._read_settled(
+            project,
+            run_id,
             lambda tx: tx.all(
                 "SELECT DISTINCT m.name FROM series x JOIN streams s ON s.id = x.stream "
                 "JOIN runs r ON r.id = s.run JOIN metrics m ON m.id = x.metric "
                 "WHERE r.project = ? AND r.run_id = ? ORDER BY m.name",
                 (project, run_id),
-            )
+            ),
         )
         return [r[0] for r in rows]
 
@@ -440,7 +464,7 @@ class SQLStore(
             ]
             return [s for s in out if s.x]
 
-        return self._read(read)
+        return self._read_settled(project, run_id, read)
 
     def band(
         self,
@@ -462,7 +486,7 @@ class SQLStore(
                 return Band([], [], [], [], [], [], [])
             return query.band_of(tx, int(run[0]), metric, x, lo, hi, max_points)
 
-        return self._read(read)
+        return self._read_settled(project, run_id, read)
 
     def cross_rank_last(
         self, project: str, run_id: str, upto: int | None = None
@@ -479,13 +503,15 @@ class SQLStore(
             )
             return {name: found[int(i)] for i, name in names}
 
-        return self._read(read)
+        return self._read_settled(project, run_id, read)
 
     def stored_points(self, project: str, run_id: str) -> dict[tuple[str, str], int]:
         """Per (label, metric key), how many points the run's chunks hold (a label's
         incarnations together), counted in SQL. A point stored twice counts twice here,
         while ``history`` (one row per stream and seq) shows it once."""
-        rows = self._read(
+        rows = self._read_settled(
+            project,
+            run_id,
             lambda tx: tx.all(
                 "SELECT s.label, m.name, SUM(c.n) FROM chunks c "
                 "JOIN streams s ON s.id = c.stream JOIN runs r ON r.id = s.run "
@@ -493,7 +519,7 @@ class SQLStore(
                 "WHERE r.project = ? AND r.run_id = ? AND s.acked_seq >= 0 "
                 "GROUP BY s.label, m.name",
                 (project, run_id),
-            )
+            ),
         )
         return {(label, name): int(n) for label, name, n in rows}
 
@@ -524,4 +550,4 @@ class SQLStore(
             metrics = {int(i): n for i, n in rows if wanted is None or n in wanted}
             return query.history_of(tx, streams, metrics)
 
-        return self._read(read)
+        return self._read_settled(project, run_id, read)

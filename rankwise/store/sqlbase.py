@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from .tx import Tx
@@ -47,3 +47,16 @@ class SQLBase:
         """`` AND <alias>.deleted_at IS NULL`` (runs not deleted: ``rankwise.store.trash``)
         where the schema has the column, else ``""``."""
         return f" AND {alias}.deleted_at IS NULL" if self._trash(tx) else ""
+
+    def _read_settled(self, project: str, run_id: str, fn: Callable[[Tx], T]) -> T:
+        """``_read(fn)`` after folding the run's pending uploads
+        (``rankwise.store.compacting``)."""
+        raise NotImplementedError
+
+    def _settle_in(self, tx: Tx, runs: Sequence[int]) -> None:
+        """Within the write transaction ``tx``: fold the pending uploads of ``runs``."""
+        raise NotImplementedError
+
+    def _pending_kept(self) -> bool:
+        """Whether the schema keeps uploads whole until compacted (version 17 on)."""
+        raise NotImplementedError

@@ -192,7 +192,7 @@ class SQLiteStore(SQLStore):
         def apply_all(tx: Tx) -> dict[StreamId, int]:
             items = [(sid, run, recs) for _, (sid, run), recs in todo]
             shown = None if keys is None else [keys[key] for key, _, _ in todo]
-            got = apply_streams(tx, items, mids, self._system_ids, shown)
+            got = apply_streams(tx, items, mids, self._system_ids, shown, self._direct)
             return {key: mark for (key, _, _), mark in zip(todo, got)}
 
         return self._write(apply_all)
@@ -201,6 +201,7 @@ class SQLiteStore(SQLStore):
         """Finish queued writes, then close every connection (safe to call twice)."""
         if self._closed:
             return
+        self._stop_compactor()  # lets a fold in progress commit first
         self._closed = True
         self._queue.put(None)
         self._writer.join()

@@ -40,6 +40,7 @@ from typing import Any, Protocol
 
 from ..wire.runs import RunInfo
 from ..wire.trash import AuditEntry, TrashedRun
+from . import migrations as M
 from .sqlbase import SQLBase
 from .tx import Tx, marks
 
@@ -72,6 +73,12 @@ class Collector(Protocol):
 _BY_RUN = ("aggs", "console", "media_items", "media_tables", "histograms", "blob_kinds",
            "run_edits", "run_index")  # fmt: skip
 _BY_STREAM = ("chunks", "series", "console_counts", "stalls")
+
+
+def _pending_table(tx: Tx) -> tuple[str, ...]:
+    """``upload_blocks`` (uploads not yet compacted) where the schema has it."""
+    row = tx.one("SELECT MAX(version) FROM schema_version")
+    return ("upload_blocks",) if row and row[0] is not None and int(row[0]) >= M.PENDING else ()
 
 
 class Trash(SQLBase):
@@ -260,7 +267,7 @@ class Trash(SQLBase):
             part = events[a : a + 500]
             tx.run(f"DELETE FROM alert_outbox WHERE event IN ({marks(len(part))})", part)
         tx.run("DELETE FROM alert_events WHERE run = ?", (run,))
-        for table in _BY_RUN:
+        for table in _BY_RUN + _pending_table(tx):
             tx.run(f"DELETE FROM {table} WHERE run = ?", (run,))
         tx.run("DELETE FROM streams WHERE run = ?", (run,))
         now = time.time()

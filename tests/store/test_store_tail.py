@@ -1,7 +1,10 @@
-"""A series' open tail (``rankwise.store.ingest._append_series``): points that arrive a
+"""A series' open tail (``rankwise.store.ingest.append_series``): points that arrive a
 few at a time are kept as a binary counter of small chunks, merged as they grow. Every
 read must be what one batch of the same points gives, the chunk ids must still ascend in
 ``seq`` order, and the tail must stay short. On SQLite and PostgreSQL.
+
+Each upload is compacted on its own here (``store.compact()`` after it), the most
+fragmented way the compactor can meet a series (it folds whatever is pending at once).
 """
 
 from __future__ import annotations
@@ -42,8 +45,10 @@ def _batches(recs: list[R.AnyRecord]) -> Iterator[list[R.AnyRecord]]:
 def test_small_batches_read_as_one_batch(store: SQLStore) -> None:
     whole, bits = StreamId("p", "r", "whole", 0), StreamId("p", "r", "bits", 0)
     store.ingest([(whole, _records("whole"))])
+    store.compact()
     for batch in _batches(_records("bits")):
         store.ingest([(bits, batch)])
+        store.compact()
     assert store.acked(bits) == store.acked(whole) == STEPS
 
     def strip(rows: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -110,6 +115,7 @@ def test_one_point_batches_make_a_binary_counter(store: SQLStore) -> None:
     store.ingest([(key, [R.StreamStart(0, T0, "p", "r", "one", 0, rank=0, world_size=1)])])
     for s in range(13):
         store.ingest([(key, [R.Metrics(s + 1, T0 + s, s, {"loss": float(s)})])])
+        store.compact()
     sizes = [
         int(n)
         for (n,) in store._read(

@@ -90,7 +90,10 @@ def test_purge_removes_rows_and_only_unshared_blobs(store: SQLStore, tmp_path: P
     shared = per_run["a"] & per_run["b"]
     assert only_a and shared
     store.delete_runs("p", ["a"], who="alice")
+    (pk,) = store._read(lambda tx: tx.one("SELECT id FROM runs WHERE run_id = 'a'"))
     assert store.purge_runs("p", ["a"], who="alice", blobs=blobs) == ["a"]
+    pending = "SELECT COUNT(*) FROM upload_blocks WHERE run = ?"  # nothing left to compact
+    assert store._read(lambda tx: tx.one(pending, (pk,))) == (0,)
     assert store.run_gone("p", "a") == "purged"
     assert store.trashed_runs("p", 30) == [] and _ids(store) == ["b"]
     assert store.stored_points("p", "a") == {} and store.metric_keys("p", "a") == []

@@ -1,0 +1,139 @@
+"""The compactor: stored uploads (``rankwise.store.pending``) folded into series chunks
+and the runs' aggregate blocks.
+
+One compaction transaction takes the pending rows of up to ``STREAMS_PER_TX`` streams
+(all of each stream's rows, in id order, which is seq order: a stream's uploads are
+stored under its row lock), appends each series' points of all of them at once
+(``ingest.append_series``: one chunk rewrite for many uploads, which is the saving),
+merges the metrics into their runs' aggregate blocks (``blocks.merge_blocks``) and
+deletes the rows. Fold and delete commit together or not at all, so a process killed at
+any point leaves each row either pending (folded again by the next compactor) or folded
+and gone: never lost, never doubled.
+
+One compactor at a time per database: SQLite's single writer (``BEGIN IMMEDIATE``, even
+across processes) and on PostgreSQL a transaction-scoped advisory lock that each
+compaction transaction takes first (``SQLStore._compact_lock``). A background thread per
+store (``Compactor``) folds every ``RANKWISE_COMPACT_EVERY`` seconds (default 10); it
+skips a round when another process holds the lock. Reads of a run's points first fold
+that run's pending rows (``Compacting._read_settled``), so a value is readable as soon as it is
+acknowledged.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .blocks import merge_blocks
+from .chunks import Points
+from .ingest import append_series
+from .pending import Part, block_parts, join_parts
+from .tx import Tx, marks
+
+STREAMS_PER_TX = 64
+DEFAULT_EVERY = 10.0
+
+_log = logging.getLogger("rankwise.compact")
+
+
+def compact_streams(
+    tx: Tx, runs: Sequence[int] | None = None, after: int = -1, limit: int = STREAMS_PER_TX
+) -> tuple[int, int | None]:
+    """Fold the pending rows of up to ``limit`` streams with ids above ``after`` (of
+    ``runs``, default every run). Returns (rows folded, the last stream folded or None
+    when there was none)."""
+    where, params = "stream > ?", [after]
+    if runs is not None:
+        where += f" AND run IN ({marks(len(runs))})"
+        params += list(runs)
+    streams = [
+        int(r[0])
+        for r in tx.all(
+            f"SELECT DISTINCT stream FROM upload_blocks WHERE {where} ORDER BY stream LIMIT ?",
+            [*params, limit],
+        )
+    ]
+    if not streams:
+        return 0, None
+    rows = tx.all(
+        f"SELECT id, run, stream, data FROM upload_blocks WHERE stream IN ({marks(len(streams))}) "
+        "ORDER BY id",
+        streams,
+    )
+    per_stream: dict[int, dict[int, list[Part]]] = {}
+    aggregated: dict[int, bool] = {}
+    run_of: dict[int, int] = {}
+    for _, run, stream, data in rows:
+        into = per_stream.setdefault(int(stream), {})
+        run_of[int(stream)] = int(run)
+        for sid, agg, part in block_parts(bytes(data)):
+            into.setdefault(sid, []).append(part)
+            aggregated[sid] = agg
+    per_run: dict[int, dict[int, list[Points]]] = {}
+    for stream in sorted(per_stream):
+        shared: dict[tuple[int, ...], Any] = {}
+        points = {sid: join_parts(parts, shared) for sid, parts in per_stream[stream].items()}
+        append_series(tx, stream, points)
+        into_run = per_run.setdefault(run_of[stream], {})
+        for sid, p in points.items():
+            if aggregated[sid]:
+                into_run.setdefault(sid, []).append(p)
+    for run in sorted(per_run):
+        if per_run[run]:
+            merge_blocks(tx, run, per_run[run])
+    ids = [(int(r[0]),) for r in rows]
+    tx.many("DELETE FROM upload_blocks WHERE id = ?", ids)
+    _pause_for_tests()
+    return len(rows), streams[-1]
+
+
+def _pause_for_tests() -> None:
+    """``RANKWISE_TEST_COMPACT_PAUSE=<file>``: before committing, create ``<file>`` and
+    sleep (a fault test SIGKILLs the process there). Never set in production."""
+    where = os.environ.get("RANKWISE_TEST_COMPACT_PAUSE")
+    if where:
+        import time
+        from pathlib import Path
+
+        Path(where).touch()
+        time.sleep(3600)
+
+
+def compact_every() -> float:
+    raw = os.environ.get("RANKWISE_COMPACT_EVERY", "")
+    try:
+        every = float(raw) if raw else DEFAULT_EVERY
+    except ValueError:
+        _log.warning("RANKWISE_COMPACT_EVERY=%r is not a number of seconds: using 10", raw)
+        every = DEFAULT_EVERY
+    return max(every, 0.05)
+
+
+class Compactor:
+    """A daemon thread that calls ``fold()`` every ``every`` seconds until ``stop()``.
+    ``fold`` errors are logged and retried next round (the database may be restarting);
+    they never reach an ingest."""
+
+    def __init__(self, fold: Callable[[], int], every: float) -> None:
+        self._fold = fold
+        self._every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rankwise-compactor", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every):
+            try:
+                self._fold()
+            except Exception as exc:  # a store going away or restarting: next round
+                if self._stop.is_set():
+                    return
+                _log.warning("compaction failed, retrying in %.0f s: %r", self._every, exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=60)
