@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -101,6 +102,12 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--db", default=None, help="a database URL (default: SQLite in a temp dir)")
     ap.add_argument("--filled", action="store_true", help="--db holds the runs: no ingest")
+    ap.add_argument(
+        "--browser",
+        action="store_true",
+        help="also open the runs table in Chromium through `rankwise server`: time from "
+        "navigation to its first page of rows (cold, then warm)",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         url = args.db or f"sqlite:///{Path(tmp) / 'bench.db'}"
@@ -137,6 +144,35 @@ def main() -> None:
             times.append(took)
         print(f"no filter, order by -summary.loss: median {statistics.median(times) * 1e3:.0f} ms")
         store.close()
+        if args.browser:
+            in_browser(url, Path(tmp), args.repeat)
+
+
+def in_browser(url: str, tmp: Path, repeat: int) -> None:
+    """The runs table of project ``p`` in headless Chromium, served by ``rankwise
+    server``: ms from navigation until its first page of rows is in the table (the
+    first visit is the server process's first read of the project; then ``repeat``
+    visits in fresh pages, their median)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.helpers.browser import CHROMIUM, STATIC, Page, launch_browser
+    from tests.helpers.servers import ServerProcess, browser_login
+
+    if not CHROMIUM.exists() or not (STATIC / "index.html").is_file():
+        sys.exit("--browser needs Chromium at /usr/bin/chromium and the dashboard built")
+    rows = "document.querySelectorAll('table.runs tbody tr[data-run]').length >= 50"
+    with ServerProcess.db(url, tmp / "server.log") as server, launch_browser() as browser:
+        assert server.token
+        times = []
+        for _ in range(1 + repeat):
+            p = Page(browser, 1280, 800)
+            browser_login(p.ctx, server.url, server.token)
+            p.page.goto(f"{server.url}/#/p/p")
+            p.page.wait_for_function(rows, timeout=120_000)
+            times.append(p.page.evaluate("performance.now()"))
+            p.check()
+            p.close()
+    print(f"runs table in Chromium, navigation to 50 rows drawn: first visit {times[0]:.0f} ms, "
+          f"then median {statistics.median(times[1:]):.0f} ms of {repeat}")  # fmt: skip
 
 
 if __name__ == "__main__":

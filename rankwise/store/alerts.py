@@ -208,7 +208,8 @@ class Alerts(SQLBase):
         rows = self._read(
             lambda tx: tx.all(
                 "SELECT DISTINCT r.project, r.run_id FROM streams s JOIN runs r ON r.id = s.run "
-                "WHERE s.acked_seq >= 0 AND s.last_time >= ? ORDER BY r.project, r.run_id",
+                f"WHERE s.acked_seq >= 0 AND s.last_time >= ?{self.live_runs_sql(tx)} "
+                "ORDER BY r.project, r.run_id",
                 (since,),
             )
         )

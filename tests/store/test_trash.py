@@ -69,11 +69,13 @@ def test_trash_hides_keeps_and_restores(store: SQLStore, tmp_path: Path) -> None
     assert [(t.id, t.deleted_by) for t in trashed] == [("a", "alice")]
     assert trashed[0].purge_after - trashed[0].deleted_at == 30 * 86400
     assert store.stored_points("p", "a")  # the rows are all still there
+    assert store.alert_candidates(0.0) == [("p", "b")]  # alert rules skip the trash
     assert store.expired_runs(trashed[0].deleted_at + 1) == [("p", "a")]
     assert store.expired_runs(trashed[0].deleted_at - 1) == []
     assert store.delete_runs("p", ["a"], who="alice") == []  # already in the trash
     assert store.restore_runs("p", ["a", "b"], who="bob") == ["a"]
     assert _ids(store) == ["a", "b"] and store.get_run("p", "a") is not None
+    assert store.alert_candidates(0.0) == [("p", "a"), ("p", "b")]
     assert [r.id for r in store.find_runs("p", {"tags": {"$exists": False}})[0]] == ["a", "b"]
     log = store.audit_log()
     assert [(e.action, e.who, e.target, e.count) for e in log] == [
