@@ -12,7 +12,9 @@ folds again when it differs.
 
 A run with any stream still running is never kept: a running stream's state depends on
 the time (a silent rank turns crashed), and such a run changes every second anyway.
-Edits (name, tags, ...) are applied by the caller after the cache, on every read.
+Edits (name, tags, ...) are applied by the caller after the cache, on every read. The
+one other writer of a stream's fold, a data migration, leaves the sequence numbers as
+they were: ``SQLStore.migrate`` empties the cache (a server migrates before it serves).
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ class RunCache:
         self._lock = threading.Lock()
         self.hits = 0  # for tests and benchmarks
         self.misses = 0
+
+    def clear(self) -> None:
+        with self._lock:
+            self._runs.clear()
 
     def get(self, project: str, run_id: str, fingerprint: Fingerprint) -> RunInfo | None:
         """The kept fold when ``fingerprint`` still matches (a shallow copy: callers may

@@ -134,6 +134,7 @@ class SQLStore(
                 )
 
             self._write(step)
+        self._run_cache.clear()  # a data migration rewrites folds (acked_seq unchanged)
 
     # -- write -----------------------------------------------------------------------------
 
