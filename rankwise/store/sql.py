@@ -39,6 +39,7 @@ from .heatmap_reads import HeatmapReads
 from .ingest import Presented, apply_stream, decode_fold, metric_names
 from .media_reads import MediaReads
 from .reports import Reports
+from .run_cache import FINGERPRINT_SQL, Fingerprint, RunCache
 from .run_edits import RunEdits, apply_edits, edits_of_project, edits_of_run, edits_ready
 from .run_filters import RunFilters
 from .saved_views import SavedViews
@@ -90,6 +91,7 @@ class SQLStore(
         # is older than ``M.PENDING`` (a test's deliberately old store). Checked again
         # after a migration; once False it stays False.
         self._direct = True
+        self._run_cache = RunCache()  # ended runs' folds (``run_cache``)
 
     # -- transactions: ``_write``/``_read`` (``SQLBase``) are provided by each store ---------
 
@@ -150,6 +152,7 @@ class SQLStore(
                 )
 
             self._write(step)
+        self._run_cache.clear()  # a data migration rewrites folds (acked_seq unchanged)
 
     # -- write -----------------------------------------------------------------------------
 
@@ -354,17 +357,27 @@ class SQLStore(
         return self._read(read)
 
     def _run(self, tx: Tx, project: str, run_id: str, now: float) -> RunInfo | None:
-        rows = tx.all(
-            f"SELECT s.fold, {runs.STREAM_COLS} FROM streams s JOIN runs r ON r.id = s.run "
-            "WHERE r.project = ? AND r.run_id = ? AND s.acked_seq >= 0",
-            (project, run_id),
-        )
-        if not rows:
+        # An ended run's fold is kept while none of its streams changes (``run_cache``):
+        # a 1,024-rank run's page reads it for every chart's band.
+        count, ids, seqs = tx.one(FINGERPRINT_SQL, (project, run_id)) or (0, 0, 0)
+        if not count:
             return None
-        streams = [runs.stream_facts(r[1:], decode_fold(r[0])) for r in rows]
-        info = runs.run_info(
-            project, run_id, streams, self.crash_timeout, now, local_pids=self.local_pids
-        )
+        mark: Fingerprint = (int(count), int(ids), int(seqs))
+        info = self._run_cache.get(project, run_id, mark)
+        if info is None:
+            rows = tx.all(
+                f"SELECT s.fold, {runs.STREAM_COLS} FROM streams s JOIN runs r "
+                "ON r.id = s.run WHERE r.project = ? AND r.run_id = ? AND s.acked_seq >= 0",
+                (project, run_id),
+            )
+            if not rows:
+                return None
+            streams = [runs.stream_facts(r[1:], decode_fold(r[0])) for r in rows]
+            info = runs.run_info(
+                project, run_id, streams, self.crash_timeout, now, local_pids=self.local_pids
+            )
+            if len(rows) == mark[0]:  # the same streams the fingerprint counted
+                self._run_cache.put(project, run_id, mark, info)
         return apply_edits(info, edits_of_run(tx, project, run_id))
 
     def _runs(

@@ -176,6 +176,10 @@ def test_series_band_and_msgpack_keep_nan(app) -> None:
     run_json = call(app, "GET", "/api/v1/projects/p/runs/n").json()
     assert run_json["summary"] == {"x": "Infinity"}
     assert run_json["summary_ranks"] == {"rank-0": {"x": "Infinity"}}
+    # summary_ranks=false (the run page's first read): the same run without them.
+    lean = call(app, "GET", "/api/v1/projects/p/runs/n", params={"summary_ranks": "false"})
+    assert "summary_ranks" not in lean.json()
+    assert {k: v for k, v in run_json.items() if k != "summary_ranks"} == lean.json()
     listed = call(app, "GET", "/api/v1/projects/p/runs", params={"q": "n"}).json()["runs"]
     assert [x["summary"] for x in listed if x["id"] == "n"] == [{"x": "Infinity"}]
     assert all("summary_ranks" not in x for x in listed)  # one run's reply only

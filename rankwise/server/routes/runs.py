@@ -145,14 +145,28 @@ def runs(
 
 
 @router.get("/projects/{project}/runs/{run}", response_model=None, responses=answers(RunInfo, 404))
-def run(request: Request, project: str, run: str) -> Response:
+def run(
+    request: Request,
+    project: str,
+    run: str,
+    summary_ranks: Annotated[
+        bool,
+        Query(
+            description="include each rank's own summary (summary_ranks); false leaves it "
+            "out: a 1,024-rank run's reply is then a fifth of the size"
+        ),
+    ] = True,
+) -> Response:
     """One run: metadata, state, config, summary and every stream with its rank identity."""
     store = _store(request)
     row = _run_or_404(store, project, run)
     cross = store.cross_rank_last(project, run, complete_step(row))
     if row.defined_metrics:  # each metric's line, as run.define_metric() chose it
         cross = {k: msgspec.structs.replace(v, reduce=row.reduce_of(k)) for k, v in cross.items()}
-    return reply(request, _as_sent(request, row, cross_rank_summary=cross))
+    changes: dict[str, Any] = {"cross_rank_summary": cross}
+    if not summary_ranks:  # the run page's first read: the Config tab asks for them
+        changes["rank_summaries"] = None
+    return reply(request, _as_sent(request, row, **changes))
 
 
 def _sync_server(request: Request) -> str | None:

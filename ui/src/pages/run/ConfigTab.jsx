@@ -2,10 +2,13 @@
 // for a shared run) and the environment, flattened and searchable.
 
 import { useMemo, useState } from "preact/hooks";
+import { api } from "../../api.js";
+import { LIVE_MS, useLoad } from "../../hooks.js";
 import { displayText } from "../../lib/escape.js";
 import { asNumber, fmtInt, fmtValue } from "../../lib/format.js";
 import { flatten } from "../../lib/metrics.js";
 import { crossValue, lineOf } from "../../lib/series.js";
+import { Spinner } from "../../components/common.jsx";
 import { latestStreams } from "../../lib/streams.js";
 
 function KeyValueTable({ title, rows, filter, emptyText }) {
@@ -95,7 +98,17 @@ export function ConfigTab({ run }) {
   const [q, setQ] = useState("");
   const config = useMemo(() => flatten(run.config ?? {}), [run.config]);
   const summary = useMemo(() => flatten(run.summary ?? {}), [run.summary]);
-  const shared = Object.keys(run.summary_ranks ?? {}).length > 1;
+  // The run page reads the run without each rank's own summary (summary_ranks=false:
+  // the bulk of a many-rank run's reply); this tab asks for the whole run.
+  const full = useLoad(
+    (signal) => api.run(run.project, run.id, { signal }),
+    [run.project, run.id],
+    { interval: run.state === "running" ? 2 * LIVE_MS : 0, keepOnError: true, finalRead: true },
+  );
+  const ranked = full.data ?? null;
+  const shared = ranked
+    ? Object.keys(ranked.summary_ranks ?? {}).length > 1
+    : latestStreams(run.streams ?? []).length > 1;
   const envRows = useMemo(() => {
     const env = run.environment ?? {};
     const rows = [];
@@ -118,7 +131,10 @@ export function ConfigTab({ run }) {
         <KeyValueTable title="Config" rows={config} filter={f} emptyText="No config: pass config= to rankwise.init() or set run.config[...]." />
         <KeyValueTable title={shared ? "Summary (primary rank)" : "Summary"} rows={summary} filter={f} emptyText="No summary yet: it holds each metric's last value and what you set in run.summary." />
       </div>
-      {shared ? <RankSummaryTable run={run} filter={f} /> : null}
+      {shared && ranked ? <RankSummaryTable run={ranked} filter={f} /> : null}
+      {shared && !ranked ? (
+        full.error ? <p class="muted" data-rank-summary-error>Summary by rank: {full.error.message}</p> : <Spinner />
+      ) : null}
       <div class="env-table">
         <KeyValueTable title="Environment" rows={envRows} filter={f} emptyText="Not recorded (a run written before rankwise recorded it)." />
       </div>
