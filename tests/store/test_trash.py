@@ -92,7 +92,9 @@ def test_purge_removes_rows_and_only_unshared_blobs(store: SQLStore, tmp_path: P
     shared = per_run["a"] & per_run["b"]
     assert only_a and shared
     store.delete_runs("p", ["a"], who="alice")
-    (pk,) = store._read(lambda tx: tx.one("SELECT id FROM runs WHERE run_id = 'a'"))
+    row = store._read(lambda tx: tx.one("SELECT id FROM runs WHERE run_id = 'a'"))
+    assert row is not None
+    (pk,) = row
     assert store.purge_runs("p", ["a"], who="alice", blobs=blobs) == ["a"]
     pending = "SELECT COUNT(*) FROM upload_blocks WHERE run = ?"  # nothing left to compact
     assert store._read(lambda tx: tx.one(pending, (pk,))) == (0,)
