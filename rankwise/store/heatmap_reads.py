@@ -179,7 +179,7 @@ class HeatmapReads(SQLBase):
                 median=[None if np.isnan(v) else float(v) for v in med],
             )  # fmt: skip
 
-        return self._read(read)
+        return self._read_settled(project, run_id, read)
 
     def _bounds(
         self, tx: Tx, sids: list[int], metric: int, x: XAxis

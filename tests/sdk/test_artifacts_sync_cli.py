@@ -142,7 +142,7 @@ def test_remote_mode_without_a_client_keeps_the_commit_in_the_outbox(
     )
     art = run.log_artifact(src, name="m", type="model", aliases=["prod"])
     with pytest.raises(ArtifactError, match="rankwise sync"):
-        art.wait(30)
+        art.wait(90)  # the client gives up after its 8 tries: up to 35.5 s of backoff
     run.log({"loss": 1.0})
     run.finish()
     store = LocalArtifacts(tmp_path / "data", "p")
