@@ -320,7 +320,8 @@ def test_a_download_that_does_not_match_its_digest_writes_nothing(
 def test_commit_without_its_chunks_is_409_listing_them_and_creates_nothing(
     srv: Srv, tmp_path: Path
 ) -> None:
-    e = stage(tmp_path, "m.bin", os.urandom(2 * CHUNK + 64))  # a 1-byte tail chunk can be one a test before stored
+    # 64 random bytes in the tail chunk: a 1-byte one can match a blob a test before stored
+    e = stage(tmp_path, "m.bin", os.urandom(2 * CHUNK + 64))
     body = msgspec.json.encode(commit_req(e))
     r = srv.req("POST", "/api/v1/artifacts/p/m/versions", "ingest", content=body)
     assert r.status_code == 409, r.text
