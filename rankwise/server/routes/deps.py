@@ -8,8 +8,9 @@ reference into the components ``rankwise.server.openapi`` adds from the same str
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
+from fastapi import Query
 from starlette.requests import Request
 
 from ...store.base import Store
@@ -88,6 +89,9 @@ def found(value: T | None, project: str, run: str) -> T:
 INT64 = 2**63 - 1
 X_MAX = 9.2e18  # just under 2**63: converted to a step, still a 64-bit integer
 X_BOUNDS: dict[str, Any] = {"ge": -X_MAX, "le": X_MAX, "allow_inf_nan": False}
+# A chart read's x range (``from``/``to``), as the series and heatmap routes take it.
+XFrom = Annotated[float | None, Query(alias="from", description="x range start", **X_BOUNDS)]
+XTo = Annotated[float | None, Query(alias="to", description="x range end", **X_BOUNDS)]
 ID_BOUNDS: dict[str, Any] = {"ge": -INT64, "le": INT64}
 
 

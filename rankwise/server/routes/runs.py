@@ -38,7 +38,7 @@ from .. import auth
 from ..config import ServerSettings
 from ..encoding import ApiError, reply, streamed_reply, wants_msgpack
 from ..schemas import STREAMS_PATTERN, CompareRequest, RunState
-from .deps import X_BOUNDS, answers, check_range, found
+from .deps import XFrom, XTo, answers, check_range, found
 from .deps import store as _store
 
 router = APIRouter(tags=["read"])
@@ -245,10 +245,8 @@ def series(
     run: str,
     key: Annotated[str, Query(min_length=1, description="metric name")],
     x: XAxis = "step",
-    lo: Annotated[
-        float | None, Query(alias="from", description="x range start", **X_BOUNDS)
-    ] = None,
-    hi: Annotated[float | None, Query(alias="to", description="x range end", **X_BOUNDS)] = None,
+    lo: XFrom = None,
+    hi: XTo = None,
     max_points: Annotated[int, Query(ge=2, le=100_000)] = 2000,
     streams: Annotated[
         str, Query(description="all, none, or comma-separated labels", pattern=STREAMS_PATTERN)
@@ -271,10 +269,8 @@ def heatmap(
     run: str,
     key: Annotated[str, Query(min_length=1, description="metric name")],
     x: XAxis = "step",
-    lo: Annotated[
-        float | None, Query(alias="from", description="x range start", **X_BOUNDS)
-    ] = None,
-    hi: Annotated[float | None, Query(alias="to", description="x range end", **X_BOUNDS)] = None,
+    lo: XFrom = None,
+    hi: XTo = None,
     buckets: Annotated[
         int, Query(ge=1, le=MAX_BUCKETS, description="equal x buckets per rank (columns)")
     ] = 500,
