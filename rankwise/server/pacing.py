@@ -16,7 +16,7 @@ The controller, once a second:
   and apply) and the event loop's lag (how late a timer fires), over the last second;
 * above ``target``, the interval grows in proportion (at most doubling each second, up to
   ``max_interval``); after ``CALM_WINDOWS`` seconds in a row below a third of it, it
-  shrinks by a tenth a second, and under ``FLOOR`` (the SDK's default
+  shrinks by a fifth a second (``SHRINK``), and under ``FLOOR`` (the SDK's default
   ``upload_interval``) the advice stops. Growing fast and shrinking slowly keeps it from
   oscillating: uploaders hear of a new interval only at their next post.
 
@@ -44,7 +44,8 @@ from dataclasses import dataclass
 FLOOR = 1.0  # the SDK's default upload_interval: advice below it means none
 WINDOW = 1.0  # seconds of observations per adjustment
 LAG_EVERY = 0.25  # the event-loop probe's period
-CALM_WINDOWS = 5  # calm windows in a row before the interval shrinks
+CALM_WINDOWS = 3  # calm windows in a row before the interval shrinks
+SHRINK = 0.8  # the interval's factor per calm window after that
 REFUSED_FLOOR = 2.0  # the interval asked for, at least, once uploads are being refused
 FIRST_CAPACITY = 64.0  # uploads/s this process is assumed to finish before it has shown more
 MIN_ADMITTED = 8  # uploads always admitted at once, whatever the estimate
@@ -134,7 +135,7 @@ class Pacer:
         elif self._calm >= CALM_WINDOWS and self.interval > 0:
             # Slowly: uploaders hear of a shorter interval only at their next post, so the
             # load it brings shows an interval later; shrinking fast would oscillate.
-            self.interval *= 0.9
+            self.interval *= SHRINK
             if self.interval < FLOOR:
                 self.interval = 0.0
 

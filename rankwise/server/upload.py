@@ -134,7 +134,8 @@ def check_upload(
     """
     if not records:
         return store.acked(key), []
-    check_not_deleted(store, key)
+    gone, mark = store.upload_state(key)  # one read: both answers every upload needs
+    check_not_deleted(key, gone)
     first = records[0].seq
     for i, rec in enumerate(records):
         if rec.seq != first + i:
@@ -165,7 +166,8 @@ def check_upload(
             f"the run would hold more than {cap} distinct metric keys: log fewer keys, or "
             "start another run",
         )
-    mark = store.acked(key)
+    if first > mark + 1:
+        mark = store.acked(key)  # the mark read above, unless it moved since
     if first > mark + 1:
         raise UploadRefused(
             409,
@@ -180,10 +182,10 @@ def check_upload(
     return mark, fresh
 
 
-def check_not_deleted(store: Store, key: StreamId) -> None:
-    """410 Gone for an upload to a run deleted (in the trash) or purged: its records are
-    not taken, neither into the trash nor as a new run of the same id."""
-    gone = store.run_gone(key.project, key.run_id)
+def check_not_deleted(key: StreamId, gone: str | None) -> None:
+    """410 Gone for an upload to a run deleted (in the trash) or purged (``gone``, the
+    store's ``run_gone``): its records are not taken, neither into the trash nor as a new
+    run of the same id."""
     if gone is None:
         return
     how = "deleted (it is in the trash)" if gone == "deleted" else "deleted for good (purged)"

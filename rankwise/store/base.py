@@ -383,6 +383,10 @@ class TrashStore(Protocol):
     def run_gone(self, project: str, run_id: str) -> str | None:
         """``deleted``, ``purged`` or None (live or unknown)."""
 
+    def upload_state(self, key: StreamId) -> tuple[str | None, int]:
+        """``run_gone`` of the stream's run and its ``acked`` mark, in one read (what
+        every upload asks first: ``server.upload.check_upload``)."""
+
     def delete_runs(
         self, project: str, run_ids: Sequence[str], who: str, target: str | None = None
     ) -> list[str]:

@@ -850,6 +850,10 @@ CREATE INDEX upload_blocks_run ON upload_blocks (run, id);
 _V17_SQLITE = _V17.format(id="INTEGER PRIMARY KEY", blob="BLOB")
 _V17_POSTGRES = _V17.format(id="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY", blob="BYTEA")
 
+# The compactor takes a few streams' rows per transaction (``compact.compact_streams``):
+# by stream, not by scanning every pending row each time.
+_V18 = "CREATE INDEX upload_blocks_stream ON upload_blocks (stream, id);"
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, streams, columnar chunks, aggregates", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "index chunks by time", _V2, _V2),
@@ -870,6 +874,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(15, "deleted runs, the purge journal, the audit log", _V15_SQLITE, _V15_POSTGRES),
     Migration(16, "each run's folded info in the run filter index", _V16_SQLITE, _V16_POSTGRES),
     Migration(17, "uploads stored whole until compacted", _V17_SQLITE, _V17_POSTGRES),
+    Migration(18, "pending uploads by stream", _V18, _V18),
 )
 
 LATEST = MIGRATIONS[-1].version

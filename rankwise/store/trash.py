@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..stream.identity import StreamId
 from ..wire.runs import RunInfo
 from ..wire.trash import AuditEntry, TrashedRun
 from . import migrations as M
@@ -103,6 +104,25 @@ class Trash(SQLBase):
             if row is None or row[0] is None:
                 return None
             return "purged" if row[1] is not None else "deleted"
+
+        return self._read(read)
+
+    def upload_state(self, key: StreamId) -> tuple[str | None, int]:
+        """``run_gone`` and the stream's mark (-1: unknown) in one read transaction."""
+
+        def read(tx: Tx) -> tuple[str | None, int]:
+            deleted = ", r.deleted_at, r.purged_at" if self._trash(tx) else ""
+            row = tx.one(
+                f"SELECT s.acked_seq{deleted} FROM runs r LEFT JOIN streams s ON s.run = r.id "
+                "AND s.label = ? AND s.incarnation = ? WHERE r.project = ? AND r.run_id = ?",
+                (key.label, key.incarnation, key.project, key.run_id),
+            )
+            if row is None:
+                return None, -1
+            mark = -1 if row[0] is None else int(row[0])
+            if not deleted or row[1] is None:
+                return None, mark
+            return ("purged" if row[2] is not None else "deleted"), mark
 
         return self._read(read)
 

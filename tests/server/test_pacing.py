@@ -20,7 +20,14 @@ import pytest
 
 import rankwise
 from rankwise._http import MAX_ADVISED_INTERVAL, advised_interval
-from rankwise.server.pacing import CALM_WINDOWS, FIRST_CAPACITY, FLOOR, MIN_ADMITTED, Pacer
+from rankwise.server.pacing import (
+    CALM_WINDOWS,
+    FIRST_CAPACITY,
+    FLOOR,
+    MIN_ADMITTED,
+    SHRINK,
+    Pacer,
+)
 from tests.helpers.runs import assert_same_history, launch_ranks, wait_all
 from tests.helpers.servers import ServerProcess
 
@@ -97,7 +104,7 @@ def test_it_shrinks_slowly_after_calm_and_then_stops() -> None:
         _second(pacer, clock, 0.01)
         seen.append(pacer.interval)
     shrinking = [b for a, b in itertools.pairwise(seen) if 0 < b < a]
-    assert shrinking and all(b >= 0.9 * a - 1e-9 for a, b in itertools.pairwise(seen) if b > 0)
+    assert shrinking and all(b >= SHRINK * a - 1e-9 for a, b in itertools.pairwise(seen) if b > 0)
     assert seen[-1] == 0.0 and pacer.header() is None  # under the floor: no advice at all
 
 
