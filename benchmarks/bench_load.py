@@ -15,8 +15,12 @@ upload interval the server advised (median and largest of the replies that carri
 ``rankwise.server.pacing``; 0: none), the client processes' own CPU, and whether the
 check passed. The rank count at which p99 passes 2 s is named at the end.
 
-    python benchmarks/bench_load.py [--ranks 100,300,1000] [--seconds 30]
+    python benchmarks/bench_load.py [--ranks 100,300,1000] [--seconds 30] [--tick 1]
         [--clients 4] [--pg-workers 2] [--replicas 2] [--stores sqlite,postgres]
+
+``--tick T`` spaces each rank's steps T seconds apart (each step still writes what one
+second does): the offered load is ``50 / T`` values a second per rank, for rank counts
+whose simulated clients this machine cannot drive at the full rate.
 
 PostgreSQL runs when ``RANKWISE_TEST_POSTGRES`` is set, in a database of its own
 (created and dropped) with ``--workers 2``, or on a throwaway cluster of its own with
@@ -170,6 +174,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ranks", default="100,300,1000")
     ap.add_argument("--seconds", type=float, default=30.0)
+    ap.add_argument(
+        "--tick", type=float, default=1.0, help="seconds between a rank's steps (1: 50 values/s)"
+    )
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--stores", default="sqlite,postgres")
     ap.add_argument("--pg-workers", type=int, default=2)
@@ -244,6 +251,7 @@ def _rows(args: argparse.Namespace, counts: list[int], dsn: str | None, cluster:
                     kill_server_at=args.kill_server_at,
                     replicas=replicas,
                     duplicate=args.duplicate,
+                    tick=args.tick,
                     on_tick=_all(ticks),
                     port=port,
                     via=proxy.url if proxy is not None else None,

@@ -76,6 +76,7 @@ class Config:
     token: str | None = None  # sent as the SDK sends it (Authorization: Bearer)
     replicas: list[str] = field(default_factory=list)  # more servers: uploads rotate over them
     duplicate: int = 0  # every n-th upload goes to two replicas at once (0: never)
+    tick: float = 1.0  # seconds between a rank's training steps (its records of "a second")
 
 
 @dataclass
@@ -289,7 +290,7 @@ async def _rank_task(
         while time.monotonic() < t_end:
             sim.tick(n)
             n += 1
-            next_tick += 1.0
+            next_tick += sim.cfg.tick
             await asyncio.sleep(max(0.0, next_tick - time.monotonic()))
         stats.steps[sim.rank] = sim.step
         sim.finish()
@@ -552,6 +553,7 @@ def simulate(
     replicas: int = 1,
     duplicate: int = 0,
     warmup: float = 20.0,
+    tick: float = 1.0,
 ) -> dict[str, Any]:
     """One load run against a fresh ``rankwise server``; the figures, verified.
 
@@ -560,7 +562,10 @@ def simulate(
     there); ``kill_server_at`` SIGKILLs the server then and restarts it ``down_for``
     seconds later. ``replicas``: that many server processes on the one database ``db``
     (PostgreSQL), the ranks' uploads rotating over them, every ``duplicate``-th upload
-    of a rank sent to two at once; the CPU and RSS figures are their sum."""
+    of a rank sent to two at once; the CPU and RSS figures are their sum. ``tick``: the
+    seconds between a rank's steps (each step writes what one second does by default:
+    ``tick`` 4 is a quarter of the step rate, for rank counts whose clients the machine
+    cannot drive at full rate)."""
     import threading
 
     port = port or _free_port()
@@ -570,7 +575,7 @@ def simulate(
         servers.append(Server(db, _free_port(), *server_args, token=server.token).start())
     run_id = f"load-{ranks}-{int(time.time())}"
     cfg = Config(server.url, run_id, list(range(ranks)), seconds, via, drain_timeout, server.token,
-                 [s.url for s in servers] if replicas > 1 else [], duplicate)  # fmt: skip
+                 [s.url for s in servers] if replicas > 1 else [], duplicate, tick)  # fmt: skip
     done = threading.Event()
     cpu_window: list[tuple[float, float, float]] = []  # (wall, cpu, rss)
 
@@ -636,7 +641,7 @@ def simulate(
         # load ran, over its real duration; a server that cannot keep up shows it here,
         # and in the drain (from the load's end to the last ack).
         "points_per_s": round(stats.points / max(1e-9, seconds)),
-        "points_offered_per_s": METRICS * ranks,
+        "points_offered_per_s": round(METRICS * ranks / tick),
         "throughput_per_s": round(thru),
         "drain_s": round(drain, 1),
         "points_expected": expected,
