@@ -6,8 +6,8 @@ Two events are facts of one stream's records and need nothing else:
   the rank, step, time and value that showed it;
 * ``alert``: each ``run.alert()`` record (key: stream and seq).
 
-``found`` picks them out of a batch (one numpy test per metric column: a batch with no
-non-finite value costs a few microseconds); ``decide_found`` decides them with
+``found`` picks them out of a batch (one numpy test over every metric column at once,
+then one per column only when some value is not finite); ``decide_found`` decides them with
 ``alerts.decide`` *after* the batch's aggregate blocks are locked, in key order, so two
 ingesters never wait on each other's locks in opposite orders. The ingest of the
 records and the decision commit together: a replayed upload decides nothing again.
@@ -54,9 +54,12 @@ def found(
     inc = start.incarnation if start is not None else 0
     who = f"rank {rank}" if rank >= 0 else label
     out: list[Found] = []
-    for name, p in points.items():
+    floats = [p.value for p in points.values() if p.kind == "f"]  # ints, bools: finite
+    if floats and np.isfinite(np.concatenate(floats)).all():
+        floats = []  # the usual batch: every value finite, one test for all of them
+    for name, p in points.items() if floats else ():
         if p.kind != "f":
-            continue  # ints and bools are always finite
+            continue
         ok = np.isfinite(p.value)
         if ok.all():
             continue

@@ -196,6 +196,18 @@ def _insert_lines(tx: Tx, rows: list[tuple[Any, ...]]) -> None:
 
 def _step_points(mets: list[R.Metrics], top: int) -> Points | None:
     """The new highest steps of ``mets`` (see the module docstring), thinned."""
+    if len(mets) == 1:  # an upload a second of a loop logging once a second: no numpy pass
+        m = mets[0]
+        if m.step <= top:
+            return None
+        return Points(
+            np.array([m.seq], np.int64),
+            np.array([m.step], np.int64),
+            np.array([m.time], np.float64),
+            np.array([m.step], np.int64),
+            np.array([np.nan]),
+            "i",
+        )
     step = np.fromiter(map(_step, mets), np.int64, len(mets))
     best = np.maximum.accumulate(np.r_[np.int64(top), step])
     new = step > best[:-1]

@@ -224,11 +224,12 @@ def extract(records: Sequence[R.AnyRecord]) -> dict[str, Points]:
     for keys, rows in shapes.items():
         whole = len(rows) == m
         picked = logged if whole else [logged[i] for i in rows]
-        grid = _grid(picked, len(keys))
+        # Key-major: each column one contiguous row (one copy for all of them).
+        columns = np.ascontiguousarray(_grid(picked, len(keys)).T)
         at = None if whole else np.array(rows, np.intp)
         table: list[list[Any]] | None = None
         for j, name in enumerate(keys):
-            kind, col = "f", grid[:, j]
+            kind, col = "f", columns[j]
             if type(picked[0][name]) is not float:  # maybe an int or bool column
                 if table is None:
                     table = list(map(list, map(dict.values, picked)))
