@@ -112,19 +112,26 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "rankwise.cli", *args]
 
 
-def time_show(root: Path, rounds: int) -> tuple[list[float], str]:
-    """Seconds of each ``rankwise show`` (a fresh process each), and the last one's output."""
-    out, text = [], ""
+def time_show(root: Path, rounds: int) -> tuple[list[float], list[float], str]:
+    """Seconds and peak memory (GB) of each ``rankwise show`` (a fresh process each), and
+    the last one's output."""
+    secs, peaks, text = [], [], ""
     env = subprocess_env()
     for _ in range(rounds):
         t0 = time.perf_counter()
-        got = subprocess.run(
+        proc = subprocess.Popen(
             _cli("show", f"{PROJECT}/{RUN}", "--dir", str(root)),
-            capture_output=True, text=True, env=env, check=True,
+            stdout=subprocess.PIPE, text=True, env=env,
         )  # fmt: skip
-        out.append(time.perf_counter() - t0)
-        text = got.stdout
-    return out, text
+        assert proc.stdout is not None
+        text = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)
+        secs.append(time.perf_counter() - t0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode:
+            sys.exit(f"rankwise show exited with {proc.returncode}")
+        peaks.append(usage.ru_maxrss / 1e6)  # KB on Linux
+    return secs, peaks, text
 
 
 def time_python(rounds: int) -> list[float]:
@@ -216,8 +223,9 @@ def main() -> None:
         if a.build_only:
             return
         print(f"rankwise --help (interpreter + CLI import): {_ms(time_python(a.rounds))}")
-        shows, text = time_show(root, a.rounds)
-        print(f"rankwise show: {_ms(shows)} (first, then again)")
+        shows, peaks, text = time_show(root, a.rounds)
+        print(f"rankwise show: {_ms(shows)} (first, then again); peak memory "
+              f"{', '.join(f'{g:.2f}' for g in peaks)} GB")  # fmt: skip
         print("  " + "\n  ".join(text.splitlines()[:6]))
         if a.no_ui:
             return
