@@ -230,6 +230,7 @@ def main() -> None:
         if a.no_ui:
             return
         index = root / ".rankwise" / "index.db"
+        shutil.rmtree(root / ".rankwise", ignore_errors=True)  # a kept one's: index afresh
         ui = Ui(root, work / "ui.log")
         try:
             got = ui.run_ready()
