@@ -112,10 +112,10 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "rankwise.cli", *args]
 
 
-def time_show(root: Path, rounds: int) -> tuple[list[float], list[float], str]:
-    """Seconds and peak memory (GB) of each ``rankwise show`` (a fresh process each), and
-    the last one's output."""
-    secs, peaks, text = [], [], ""
+def time_show(root: Path, rounds: int) -> tuple[list[float], list[float], list[float], str]:
+    """Seconds (wall and CPU) and peak memory (GB) of each ``rankwise show`` (a fresh
+    process each), and the last one's output."""
+    secs, cpus, peaks, text = [], [], [], ""
     env = subprocess_env()
     for _ in range(rounds):
         t0 = time.perf_counter()
@@ -131,7 +131,8 @@ def time_show(root: Path, rounds: int) -> tuple[list[float], list[float], str]:
         if proc.returncode:
             sys.exit(f"rankwise show exited with {proc.returncode}")
         peaks.append(usage.ru_maxrss / 1e6)  # KB on Linux
-    return secs, peaks, text
+        cpus.append(usage.ru_utime + usage.ru_stime)
+    return secs, cpus, peaks, text
 
 
 def time_python(rounds: int) -> list[float]:
@@ -223,9 +224,9 @@ def main() -> None:
         if a.build_only:
             return
         print(f"rankwise --help (interpreter + CLI import): {_ms(time_python(a.rounds))}")
-        shows, peaks, text = time_show(root, a.rounds)
-        print(f"rankwise show: {_ms(shows)} (first, then again); peak memory "
-              f"{', '.join(f'{g:.2f}' for g in peaks)} GB")  # fmt: skip
+        shows, cpus, peaks, text = time_show(root, a.rounds)
+        print(f"rankwise show: {_ms(shows)} (first, then again); CPU {_ms(cpus)}; peak "
+              f"memory {', '.join(f'{g:.2f}' for g in peaks)} GB")  # fmt: skip
         print("  " + "\n  ".join(text.splitlines()[:6]))
         if a.no_ui:
             return
