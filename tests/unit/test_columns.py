@@ -381,3 +381,21 @@ def test_cross_rank_last_from_columns_is_from_records(
                 if type(r) is R.Metrics:
                     got.add(r.step, r.values, r.weight)
     assert repr(got.result()) == repr(want.result())
+
+
+@pytest.mark.parametrize("per_frame", [1, 3, 4])
+def test_small_frames_of_many_keys(tmp_path: Path, per_frame: int) -> None:
+    """A log() call of more than 15 keys is a map16, which msgspec splits: frames of a
+    few such records (a flush every 0.25 s), heartbeats among them, and a frame of
+    fixmap records the fast split takes in between."""
+    many = [f"m{k:02d}" for k in range(20)]
+    items: list[Item] = [
+        (s, 1.0 + s, {k: s * 0.5 + j for j, k in enumerate(many)}, None) for s in range(30)
+    ]
+    items[12:16] = [(s, 1.0 + s, {"a": float(s)}, None) for s in range(12, 16)]
+    path = tmp_path / "rank-0.0.rwlog"
+    data = _write(path, _stream(items), per_frame)
+    _check(path, data)
+    cols = read_columns(path)
+    assert cols.values["m07"][:3].tolist() == [7.0, 7.5, 8.0]
+    assert np.isnan(cols.values["m07"][12:16]).all() and cols.values["a"][13] == 13.0
