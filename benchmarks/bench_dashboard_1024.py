@@ -67,17 +67,21 @@ def heatmap_after_click(page: Any) -> tuple[float, float]:
     return drawn, reply
 
 
-def measure(server: str, token: str, rounds: int) -> dict[str, list[float]]:
+def measure(
+    server: str, token: str | None, rounds: int, project: str = PROJECT, run: str = RUN
+) -> dict[str, list[float]]:
+    """The figures of ``rounds`` page loads (``token`` None: ``rankwise ui``, no login)."""
     out: dict[str, list[float]] = {}
 
     def add(what: str, ms: float) -> None:
         out.setdefault(what, []).append(ms)
 
-    base = f"{server}/#/p/{PROJECT}/r/{RUN}"
+    base = f"{server}/#/p/{project}/r/{run}"
     with launch_browser() as browser:
         for i in range(rounds):
             p = Page(browser, 1280, 800)
-            browser_login(p.ctx, server, token)
+            if token:
+                browser_login(p.ctx, server, token)
             p.page.goto(base)
             what = "first charts, cold" if i == 0 else "first charts, warm"
             add(what, first_charts_ms(p.page, 300_000))
@@ -87,16 +91,18 @@ def measure(server: str, token: str, rounds: int) -> dict[str, list[float]]:
             p.check()
             p.close()
             p = Page(browser, 1280, 800)
-            browser_login(p.ctx, server, token)
+            if token:
+                browser_login(p.ctx, server, token)
             p.page.goto(f"{base}?heat=train/loss")
             add("first charts, page opened with the heatmap", first_charts_ms(p.page, 300_000))
             add("heatmap, navigation to drawn", _mark(p.page, HEAT))
             p.check()
             p.close()
-    with httpx.Client(base_url=server, headers={"Authorization": f"Bearer {token}"}) as c:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with httpx.Client(base_url=server, headers=headers) as c:
         for _ in range(rounds):
             t0 = time.perf_counter()
-            r = c.get(f"/api/v1/projects/{PROJECT}/runs/{RUN}/heatmap",
+            r = c.get(f"/api/v1/projects/{project}/runs/{run}/heatmap",
                       params={"key": "train/loss", "buckets": 600}, timeout=300)  # fmt: skip
             r.raise_for_status()
             ms = (time.perf_counter() - t0) * 1000

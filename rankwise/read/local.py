@@ -99,6 +99,18 @@ class LocalRun:
             ranks.setdefault(info.label, {}).update(self._fold(info).summary)
         fold = CrossRankLast(complete_step(run.streams))
         for info in run.streams:
+            # From the columns (those Api.run() kept, else read now: no record objects);
+            # without numpy, or for a key mixing bools and numbers, record by record.
+            cols = self._kept_columns.get(info.path)
+            if cols is None and numpy_available():
+                from ..stream.columns import read_columns
+
+                try:
+                    cols = read_columns(Path(info.path))
+                except OSError:
+                    continue  # as _read(): an unreadable file adds nothing
+            if cols is not None and fold.add_columns(cols):
+                continue
             for rec in _read(Path(info.path))[0]:
                 if type(rec) is R.Metrics:
                     fold.add(rec.step, rec.values, rec.weight)

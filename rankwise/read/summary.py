@@ -18,10 +18,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..metric_defs import reduce_of
 from ..wire.runs import CrossRankValue
+
+if TYPE_CHECKING:
+    from ..stream.columns import MetricColumns
 
 
 class _Stream(Protocol):
@@ -71,6 +74,32 @@ class CrossRankLast:
                 self._at[key] = (step, [(float(v), weight)])
             elif step == held[0]:
                 held[1].append((float(v), weight))
+
+    def add_columns(self, cols: MetricColumns) -> bool:
+        """``add()`` of every ``Metrics`` record of one stream, from its columns
+        (``rankwise.stream.columns``, every key read): per key only the rows at its last
+        step ``<= upto`` are looked at. False, adding nothing, when a key holds bools
+        beside numbers (``add()`` skips the bools value by value: read the records)."""
+        if any("bool" in k and len(k) > 1 for k in cols.kinds.values()):
+            return False
+        step = cols.step
+        upto = None if self.upto is None else step <= self.upto
+        for key, present in cols.present.items():
+            if cols.kinds.get(key) == {"bool"}:
+                continue
+            rows = present if upto is None else present & upto
+            if not rows.any():
+                continue
+            at = int(step[rows].max())
+            rows = rows & (step == at)
+            ws = [None if w != w else w for w in cols.weight[rows].tolist()]
+            pts = list(zip(cols.values[key][rows].tolist(), ws, strict=True))
+            held = self._at.get(key)
+            if held is None or at > held[0]:
+                self._at[key] = (at, pts)
+            elif at == held[0]:
+                held[1].extend(pts)
+        return True
 
     def result(self, defined: Mapping[str, Any] | None = None) -> dict[str, CrossRankValue]:
         """Each metric's value; ``defined`` (``RunInfo.defined_metrics``) sets each one's

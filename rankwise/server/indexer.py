@@ -8,7 +8,10 @@ Invariants:
   parsed, so a frame still being written is simply picked up by a later pass.
 * On first sight of a file the offset is 0 and the records at or below the store's mark
   are skipped; the index therefore survives restarts of ``rankwise ui``, and re-reading a
-  file is harmless anyway because the store applies only records above each mark.
+  file is harmless anyway because the store applies only records above each mark. A
+  file whose last whole frame is at or below the mark (indexed by an earlier start) is
+  not read at all: its offset goes to that frame's end (``_skip_indexed``), and with a
+  ``Finish`` there it is done.
 * One pass reads at most ``chunk`` bytes per file, so importing one huge file does not
   hold back the records of live runs; a file whose size did not change is not read,
   and a stream whose ``Finish`` record was ingested is not looked at again.
@@ -39,7 +42,7 @@ from ..budget import BudgetError
 from ..store.base import Store
 from ..store.blobs import BlobStore, RunDirBlobStore
 from ..stream import records as R
-from ..stream.files import iter_stream_files, read_whole_frames
+from ..stream.files import iter_stream_files, last_frame, read_whole_frames
 from ..stream.frames import MAGIC, scan
 from ..stream.identity import StreamId
 from .artifact_index import LocalArtifactIndex
@@ -154,6 +157,10 @@ class DirectoryTailer:
             return 0
         if size == tail.seen_size or size <= tail.offset:
             return 0
+        if tail.mark is None:
+            tail.mark = self.store.acked(tail.key)
+            if self._skip_indexed(tail, size):
+                return 0
         try:
             records, consumed, damage = self._read(tail, size)
         except OSError as exc:
@@ -183,6 +190,21 @@ class DirectoryTailer:
         if consumed == 0 or tail.offset >= size:
             tail.seen_size = size  # nothing more whole until the file grows
         return len(fresh)
+
+    def _skip_indexed(self, tail: _Tail, size: int) -> bool:
+        """On first sight: whether every whole frame of the file is at or below the
+        store's mark (the SDK numbers a file's records in order), read from its last
+        frame; then the tail moves past them, done when they end with a ``Finish``."""
+        if tail.mark is None or tail.mark < 0:
+            return False
+        last, end = last_frame(tail.path)
+        if not last or last[-1].seq > tail.mark:
+            return False
+        tail.offset = max(tail.offset, end)
+        tail.done = any(type(r) is R.Finish for r in last)
+        if tail.offset >= size:
+            tail.seen_size = size
+        return True
 
     def _read(self, tail: _Tail, size: int) -> tuple[list[R.AnyRecord], int, str | None]:
         """Whole frames from the tail's offset: (records, bytes consumed, damage)."""

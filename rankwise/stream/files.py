@@ -328,10 +328,16 @@ def read_last_frame(path: Path) -> list[R.AnyRecord]:
     damaged). Hops from frame header to frame header, so it reads 8 bytes a frame, not
     the file: cheap enough to ask on every poll whether a stream has finished.
     """
+    return last_frame(path)[0]
+
+
+def last_frame(path: Path) -> tuple[list[R.AnyRecord], int]:
+    """``read_last_frame``'s records, and where that frame ends (the end of the file's
+    whole frames by their headers; 0 when the records are empty)."""
     try:
         with open(path, "rb") as f:
             if f.read(len(MAGIC)) != MAGIC:
-                return []
+                return [], 0
             size = os.fstat(f.fileno()).st_size
             pos, last = len(MAGIC), -1
             while pos + HEADER.size <= size:
@@ -341,14 +347,14 @@ def read_last_frame(path: Path) -> list[R.AnyRecord]:
                     break
                 last, pos = pos, pos + HEADER.size + length
             if last < 0:
-                return []
+                return [], 0
             f.seek(last)
             buf = f.read(pos - last)
     except OSError:
-        return []
+        return [], 0
     for body, stop in iter_frames(buf):
         try:
-            return R.decode_payload(memoryview(buf)[body:stop])
+            return R.decode_payload(memoryview(buf)[body:stop]), pos
         except ValueError:  # msgspec.DecodeError is a ValueError
-            return []
-    return []
+            return [], 0
+    return [], 0

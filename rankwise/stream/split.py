@@ -121,9 +121,31 @@ def split_records(buf: bytearray, n: int, layouts: list[Layout]) -> tuple[Parts,
     end, reason = len(MAGIC), ""
     v = Views(buf, n)
     known: dict[tuple[Any, ...], int] = {}
+    # The records of the frames msgspec splits, gathered over consecutive such frames
+    # (small frames are the common case: numpy calls per frame would cost more than the
+    # records), and sorted into Metrics and others when a fast frame or the end comes.
+    slow_start: list[int] = []
+    slow_len: list[int] = []
+
+    def sort_slow() -> None:
+        if not slow_start:
+            return
+        offsets = np.array(slow_start, np.int64)
+        size = np.array(slow_len, np.int64)
+        head = v.u8[offsets]
+        metric = (head >= 0x95) & (head <= 0x9F) & (v.u8[offsets + 1] == 2)
+        m_start.append(offsets[metric])
+        m_len.append(size[metric].astype(np.int32))  # a record is far below 2 GiB
+        m_lid.append(np.full(int(metric.sum()), -1, np.int32))
+        o_start.append(offsets[~metric])
+        o_len.append(size[~metric])
+        slow_start.clear()
+        slow_len.clear()
+
     for body, stop in iter_frames(data, len(MAGIC)):
         fast = split_alike(v, body, stop, layouts, known)
         if fast is not None:
+            sort_slow()
             m_start.append(fast[0])
             m_len.append(fast[1])
             m_lid.append(fast[2])
@@ -134,20 +156,14 @@ def split_records(buf: bytearray, n: int, layouts: list[Layout]) -> tuple[Parts,
         except (msgspec.DecodeError, ValueError) as exc:
             reason = f"frame with a valid checksum failed to decode: {exc}"
             break
-        size = np.fromiter(map(len, raws), np.int64, len(raws))
-        offsets = np.empty_like(size)
-        if len(size):
-            offsets[0] = 0
-            np.cumsum(size[:-1], out=offsets[1:])
-            offsets += stop - int(size.sum())  # the records end the payload
-        head = v.u8[offsets]
-        metric = (head >= 0x95) & (head <= 0x9F) & (v.u8[offsets + 1] == 2)
-        m_start.append(offsets[metric])
-        m_len.append(size[metric].astype(np.int32))  # a record is far below 2 GiB
-        m_lid.append(np.full(int(metric.sum()), -1, np.int32))
-        o_start.append(offsets[~metric])
-        o_len.append(size[~metric])
+        sizes = list(map(len, raws))
+        at = stop - sum(sizes)  # the records end the payload
+        for size in sizes:
+            slow_start.append(at)
+            slow_len.append(size)
+            at += size
         end = stop
+    sort_slow()
 
     def joined(pieces: list[np.ndarray], dtype: type) -> np.ndarray:
         return np.concatenate(pieces) if pieces else np.empty(0, dtype)

@@ -28,12 +28,13 @@ DRIFT, STRAGGLER, HOT_NODE = 137, 300, 5
 FAILED, KILLED, CRASHED = 700, (900, 901), 1000
 
 
-def values(rank: int, steps: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """Each metric's values of ``rank`` over ``steps`` steps."""
+def values(rank: int, steps: int, seed: int = 0, drift: int = DRIFT) -> dict[str, np.ndarray]:
+    """Each metric's values of ``rank`` over ``steps`` steps (``drift``: the rank whose
+    loss drifts)."""
     rng = np.random.default_rng(seed * 10_000 + rank)
     s = np.arange(steps, dtype=np.float64)
     loss = 2.0 * np.exp(-s / (steps / 3)) + 0.3 + rng.normal(0, 0.01, steps)
-    if rank == DRIFT:
+    if rank == drift:
         loss += np.linspace(0, 1.0, steps) ** 2
     step_time = 0.25 + rng.normal(0, 0.005, steps)
     if rank == STRAGGLER:
@@ -44,9 +45,9 @@ def values(rank: int, steps: int, seed: int = 0) -> dict[str, np.ndarray]:
     return {"train/loss": loss, "train/step_time": step_time, "system/gpu_temp": temp}
 
 
-def _stream(rank: int, steps: int, ranks: int) -> list[R.AnyRecord]:
+def _stream(rank: int, steps: int, ranks: int, drift: int) -> list[R.AnyRecord]:
     node = rank // PER_NODE
-    vals = values(rank, steps)
+    vals = values(rank, steps, drift=drift)
     last = steps if rank not in (FAILED, *KILLED) else steps // 2
     recs: list[R.AnyRecord] = [
         R.StreamStart(
@@ -69,13 +70,14 @@ def _stream(rank: int, steps: int, ranks: int) -> list[R.AnyRecord]:
     return recs
 
 
-def make_1024_run(db: Path, steps: int = 120, ranks: int = RANKS) -> None:
-    """Write the run into the SQLite store at ``db`` (created and migrated)."""
+def make_1024_run(db: Path, steps: int = 120, ranks: int = RANKS, drift: int = DRIFT) -> None:
+    """Write the run into the SQLite store at ``db`` (created and migrated); ``drift``
+    moves the drifting loss to another rank."""
     with open_store(db) as store:
         store.migrate()
         batch: list[tuple[StreamId, list[R.AnyRecord]]] = []
         for r in range(ranks):
-            batch.append((StreamId(PROJECT, RUN, f"rank-{r}", 0), _stream(r, steps, ranks)))
+            batch.append((StreamId(PROJECT, RUN, f"rank-{r}", 0), _stream(r, steps, ranks, drift)))
             if len(batch) == 128:
                 store.ingest(batch)
                 batch = []

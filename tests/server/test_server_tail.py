@@ -60,6 +60,37 @@ def test_restart_resumes_from_the_index_and_doubles_nothing(tmp_path: Path, stor
     assert [r["step"] for r in store.history("p", "r")] == list(range(12))
 
 
+class _CountingTailer(DirectoryTailer):
+    """A tailer that counts the stream reads it makes."""
+
+    reads = 0
+
+    def _read(self, tail, size):  # type: ignore[no-untyped-def]
+        self.reads += 1
+        return super()._read(tail, size)
+
+
+def test_restart_does_not_read_what_is_indexed(tmp_path: Path, store) -> None:
+    root = tmp_path / "data"
+    path = stream_path(root)
+    done = path.parent / "rank-1.0.rwlog"  # finished: its last frame holds the Finish
+    done.write_bytes(body(records("rank-1", steps=12), per_frame=4))
+    recs = records(steps=12)
+    data = body(recs[:11], per_frame=4)  # start + steps 0-9, still running
+    path.write_bytes(data + body(recs[11:12])[len(MAGIC) : len(MAGIC) + 5])  # + a torn frame
+    first = _CountingTailer(root, store, discover_interval=0)
+    assert first.poll() == 11 + 14 and first.reads == 2
+    again = _CountingTailer(root, store, discover_interval=0)  # a new `rankwise ui`
+    assert again.poll() == 0 and again.reads == 0  # every whole frame is indexed
+    tails = {t.path.name: t for t in again._tails.values()}
+    assert tails["rank-1.0.rwlog"].done and not tails["rank-0.0.rwlog"].done
+    assert tails["rank-0.0.rwlog"].offset == len(data)  # the torn frame is read later
+    path.write_bytes(data + body(recs[11:])[len(MAGIC) :])  # the rest: step 10, 11, finish
+    assert again.poll() == 3 and again.reads == 1
+    assert [r["step"] for r in store.history("p", "r", label="rank-0")] == list(range(12))
+    assert again.poll() == 0 and again.reads == 1
+
+
 def test_damage_is_warned_once_and_the_rest_is_indexed(
     tmp_path: Path,
     store,

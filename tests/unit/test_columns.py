@@ -345,3 +345,57 @@ def test_another_record_out_of_order_among_metrics(tmp_path: Path, where: int) -
     records.insert(1 + where, replayed)
     data = _write(path, records, 2)
     _check(path, data)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(st.lists(metrics, max_size=12), min_size=1, max_size=4),
+    st.one_of(st.none(), st.integers(-5, 2**40)),
+    st.integers(1, 5),
+)
+def test_cross_rank_last_from_columns_is_from_records(
+    tmp_path: Path, streams: list[list[Item]], upto: int | None, per_frame: int
+) -> None:
+    """``CrossRankLast.add_columns`` (what ``rankwise show`` folds the cross-rank summary
+    from) gives what ``add()`` of each record gives, or declines (a key of bools and
+    numbers), as ``LocalRun.summaries`` then reads the records."""
+    from rankwise.read.summary import CrossRankLast
+
+    # Steps from a few values, so that streams share last steps and upto cuts them.
+    streams = [[(s % 4 if s > 3 else s, t, v, w) for s, t, v, w in items] for items in streams]
+    want, got = CrossRankLast(upto), CrossRankLast(upto)
+    for i, items in enumerate(streams):
+        path = tmp_path / f"rank-{i}.0.rwlog"
+        records = _stream(items)
+        _write(path, records, per_frame)
+        for r in records:
+            if type(r) is R.Metrics:
+                want.add(r.step, r.values, r.weight)
+        if not got.add_columns(read_columns(path)):
+            assert any(
+                isinstance(v, bool) for _, _, vals, _ in items for v in vals.values()
+            )  # declined only for a stream that logged a bool
+            for r in records:
+                if type(r) is R.Metrics:
+                    got.add(r.step, r.values, r.weight)
+    assert repr(got.result()) == repr(want.result())
+
+
+@pytest.mark.parametrize("per_frame", [1, 3, 4])
+def test_small_frames_of_many_keys(tmp_path: Path, per_frame: int) -> None:
+    """A log() call of more than 15 keys is a map16, which msgspec splits: frames of a
+    few such records (a flush every 0.25 s), heartbeats among them, and a frame of
+    fixmap records the fast split takes in between."""
+    many = [f"m{k:02d}" for k in range(20)]
+    items: list[Item] = [
+        (s, 1.0 + s, {k: s * 0.5 + j for j, k in enumerate(many)}, None) for s in range(30)
+    ]
+    items[12:16] = [(s, 1.0 + s, {"a": float(s)}, None) for s in range(12, 16)]
+    path = tmp_path / "rank-0.0.rwlog"
+    data = _write(path, _stream(items), per_frame)
+    _check(path, data)
+    cols = read_columns(path)
+    assert cols.values["m07"][:3].tolist() == [7.0, 7.5, 8.0]
+    assert np.isnan(cols.values["m07"][12:16]).all() and cols.values["a"][13] == 13.0

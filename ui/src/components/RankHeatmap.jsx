@@ -4,7 +4,9 @@
 // loss, a node's hot GPUs show as stripes. Drawn on a canvas: one pixel per cell, scaled
 // without smoothing; with more ranks than pixel rows each row shows, per bucket, the rank
 // furthest from the median (lib/ranks.js foldRows). Hover for the cell; click to add the
-// rank to the lines drawn.
+// rank to the lines drawn. A run of more than PAGE ranks is shown a window of PAGE ranks
+// at a time (the route's offset/limit), paged with the head's buttons; the window's median
+// and scores are its own.
 
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api } from "../api.js";
@@ -22,6 +24,8 @@ const MODES = [
 const MAX_HEIGHT = 512;
 /** Buckets asked for: about one per two CSS pixels, at most this many. */
 const MAX_BUCKETS = 1000;
+/** Ranks a window (the route's most a reply). */
+export const PAGE = 1024;
 
 function fmtValue(v) {
   if (!Number.isFinite(v)) return "–";
@@ -34,17 +38,21 @@ export function RankHeatmap({ project, runId, metrics, metric, setMetric, onPick
   const canvas = useRef(null);
   const [mode, setMode] = useState("deviation");
   const [hover, setHover] = useState(null);
+  const [offset, setOffset] = useState(0);
+  useEffect(() => setOffset(0), [project, runId]);
   const heat = useLoad(
     async (signal) => {
       const width = box.current?.clientWidth || 1000;
       const buckets = Math.max(16, Math.min(MAX_BUCKETS, Math.floor(width / 2)));
-      const got = await api.heatmap(project, runId, { key: metric, buckets }, { signal });
+      const params = { key: metric, buckets, offset, limit: PAGE };
+      const got = await api.heatmap(project, runId, params, { signal });
       const cells = decodeCells(got.values, got.rows.length, got.buckets);
       return { ...got, cells, dev: deviations(cells, got.median, got.buckets) };
     },
-    [project, runId, metric],
+    [project, runId, metric, offset],
   );
   const data = heat.data;
+  const total = data?.total_rows ?? 0;
   useEffect(() => {
     if (data) onRows?.(data.rows);
   }, [data]); // eslint-disable-line react-hooks/exhaustive-deps -- onRows is a fresh closure each render
@@ -76,6 +84,7 @@ export function RankHeatmap({ project, runId, metrics, metric, setMetric, onPick
     g.drawImage(off, 0, 0, c.width, c.height);
     c.parentElement?.setAttribute("data-state", "drawn");
     c.parentElement?.setAttribute("data-drawn", `${data.key}:${mode}`); // what the picture shows
+    c.parentElement?.setAttribute("data-drawn-rows", `${data.offset}-${data.offset + data.rows.length - 1}`);
     if (!performance.getEntriesByName("rankwise:heatmap").length) performance.mark("rankwise:heatmap");
   }, [picture, data, mode]);
 
@@ -109,9 +118,11 @@ export function RankHeatmap({ project, runId, metrics, metric, setMetric, onPick
         {data ? (
           <span class="muted small" data-heatmap-size>
             {fmtInt(data.rows.length)} ranks × {fmtInt(data.buckets)} buckets
-            {data.total_rows > data.rows.length ? ` (first ${fmtInt(data.rows.length)} of ${fmtInt(data.total_rows)})` : ""}
             {picture && picture.rows < data.rows.length ? `; ${(data.rows.length / picture.rows).toFixed(0)} ranks a pixel row, the furthest from the median shown` : ""}
           </span>
+        ) : null}
+        {total > PAGE ? (
+          <Pager offset={offset} total={total} rows={data?.rows} loading={heat.loading} setOffset={setOffset} />
         ) : null}
       </div>
       {heat.error ? <ErrorBox error={heat.error} onRetry={heat.reload} /> : null}
@@ -152,6 +163,46 @@ export function RankHeatmap({ project, runId, metrics, metric, setMetric, onPick
         </div>
       ) : null}
     </section>
+  );
+}
+
+/**
+ * The rank window's controls, for a run of more than PAGE ranks: previous and next
+ * window, a list of every window, and which rows of how many are shown (rows in rank
+ * order; the label names the ranks of the window's first and last rows).
+ */
+function Pager({ offset, total, rows, loading, setOffset }) {
+  const pages = Math.ceil(total / PAGE);
+  const page = Math.floor(offset / PAGE);
+  const end = Math.min(total, offset + PAGE);
+  const first = rows?.[0]?.rank;
+  const last = rows?.[rows.length - 1]?.rank;
+  // The window's ranks when its rows have them (a rank per row), else its rows' numbers.
+  const shown = first >= 0 && last >= 0 && !loading ? `ranks ${fmtInt(first)}–${fmtInt(last)}` : `rows ${fmtInt(offset)}–${fmtInt(end - 1)}`;
+  return (
+    <span class="heatmap-pager small" data-heatmap-pager role="group" aria-label="Rank window">
+      <button type="button" data-heatmap-prev disabled={page === 0} onClick={() => setOffset(offset - PAGE)} title={`The previous ${fmtInt(PAGE)} ranks`}>
+        ‹ Prev
+      </button>
+      <select
+        value={page}
+        data-heatmap-window
+        aria-label="Ranks shown"
+        onChange={(e) => setOffset(Number(e.currentTarget.value) * PAGE)}
+      >
+        {Array.from({ length: pages }, (_, i) => (
+          <option key={i} value={i}>
+            {fmtInt(i * PAGE)}–{fmtInt(Math.min(total, (i + 1) * PAGE) - 1)}
+          </option>
+        ))}
+      </select>
+      <button type="button" data-heatmap-next disabled={page >= pages - 1} onClick={() => setOffset(offset + PAGE)} title={`The next ${fmtInt(PAGE)} ranks`}>
+        Next ›
+      </button>
+      <span class="muted" data-heatmap-window-label aria-live="polite">
+        {shown} shown of {fmtInt(total)}{loading ? " · loading…" : ""}
+      </span>
+    </span>
   );
 }
 
