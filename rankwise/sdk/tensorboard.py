@@ -4,12 +4,13 @@ The ``add_*`` methods of ``torch.utils.tensorboard.SummaryWriter`` and
 ``tensorboardX.SummaryWriter`` are wrapped: each call runs the writer's own method first
 (the event files are written exactly as before), then hands the same value to
 ``run.log()`` of the process's recording run, with ``global_step`` as the step
-(``add_scalar``'s one value through ``Run._log_one``, the same without a dict). Wrapping
-was chosen over tailing the event files because it costs one tuple on the queue per call
-(``benchmarks/bench_tensorboard.py``: about 0.35 µs, around 5 % of ``add_scalar`` alone)
-and keeps tensors as they are: ``log()`` reads them on the writer thread
-(``rankwise.sdk.values``), histograms and images are binned and encoded on the media
-encoder's thread, so nothing is read back on the training thread. For tensorboardX,
+(``add_scalar``'s one value queued as ``Run._log_one`` does, without a dict, by a wrapper
+made with the writer's own parameters). Wrapping was chosen over tailing the event files
+because it costs one tuple on the queue per call (``benchmarks/bench_tensorboard.py``: a
+few percent of ``add_scalar`` alone; benchmarks/README.md) and keeps tensors as they
+are: ``log()`` reads them on the writer thread (``rankwise.sdk.values``), histograms and
+images are binned and encoded on the media encoder's thread, so nothing is read back on
+the training thread. For tensorboardX,
 capturing its scalar events on its own logger thread (``EventsWriter.write_event``)
 instead was measured and not kept (``bench_tensorboard.py scalar --logger-thread``): the
 training thread paid more than for the wrapper (1.11–1.15 against 1.09–1.11 of ``add_scalar``
