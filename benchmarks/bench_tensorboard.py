@@ -98,7 +98,9 @@ def own_cost(tb: Any, rounds: int, n: int) -> float:
     class Null:
         _rankwise_ns = ""  # no key prefix, as for a process's only writer
 
-        def add_scalar(self, tag: str, value: Any, step: Any = None, walltime: Any = None) -> None:
+        def add_scalar(
+            self, tag: str, scalar_value: Any, global_step: Any = None, walltime: Any = None
+        ) -> None:  # the writers' parameter names: the capture's wrapper is made from them
             return None
 
     plain = Null.add_scalar

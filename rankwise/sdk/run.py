@@ -206,7 +206,9 @@ class Run:
         thread. No dict is made or copied: ``(time, step, None, key, value)`` is queued
         and the writer thread makes the dict (``sdk/writer.py``). Whatever log() would
         not queue at once (a step not an int or going back, no room left, a rich value
-        armed, a closed run, a row held by ``commit=False``) goes through ``log()``."""
+        armed, a closed run, a row held by ``commit=False``) goes through ``log()``. The
+        ``add_scalar`` that the capture makes inlines these checks and the append (its
+        ``_SCALAR_SOURCE``) and calls this for the rest: keep the two in step."""
         room = self._room - 4  # the call's units: CALL_UNITS + one value
         if (
             room < 0

@@ -4,12 +4,13 @@ The ``add_*`` methods of ``torch.utils.tensorboard.SummaryWriter`` and
 ``tensorboardX.SummaryWriter`` are wrapped: each call runs the writer's own method first
 (the event files are written exactly as before), then hands the same value to
 ``run.log()`` of the process's recording run, with ``global_step`` as the step
-(``add_scalar``'s one value through ``Run._log_one``, the same without a dict). Wrapping
-was chosen over tailing the event files because it costs one tuple on the queue per call
-(``benchmarks/bench_tensorboard.py``: about 0.35 µs, around 5 % of ``add_scalar`` alone)
-and keeps tensors as they are: ``log()`` reads them on the writer thread
-(``rankwise.sdk.values``), histograms and images are binned and encoded on the media
-encoder's thread, so nothing is read back on the training thread. For tensorboardX,
+(``add_scalar``'s one value queued as ``Run._log_one`` does, without a dict, by a wrapper
+made with the writer's own parameters). Wrapping was chosen over tailing the event files
+because it costs one tuple on the queue per call (``benchmarks/bench_tensorboard.py``: a
+few percent of ``add_scalar`` alone; benchmarks/README.md) and keeps tensors as they
+are: ``log()`` reads them on the writer thread (``rankwise.sdk.values``), histograms and
+images are binned and encoded on the media encoder's thread, so nothing is read back on
+the training thread. For tensorboardX,
 capturing its scalar events on its own logger thread (``EventsWriter.write_event``)
 instead was measured and not kept (``bench_tensorboard.py scalar --logger-thread``): the
 training thread paid more than for the wrapper (1.11–1.15 against 1.09–1.11 of ``add_scalar``
@@ -32,12 +33,14 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.util
+import inspect
 import os
 from collections.abc import Callable
 from threading import get_ident
 from typing import Any
 
 from .. import _log
+from .run import _MAX_STEP, _now  # noqa: F401 (the made add_scalar's globals)
 
 # The run the wrapped writers report to (the process's recording run), or None.
 _target: Any = None
@@ -223,10 +226,88 @@ def _wrapped(original: Any, record: Any, name: str) -> Any:
     return method
 
 
+# add_scalar, the hot one, made with the writer's own parameters (names and defaults) so
+# that CPython specializes the calls to it as it does those to the writer's method (not
+# those to a ``*args, **kw`` function), and with ``Run._log_one``'s fast path inlined (one
+# frame less): what it would not queue at once it hands to ``_log_one`` (the same checks,
+# then ``log()``). Keep the two in step.
+_SCALAR_SOURCE = """
+def make(original):
+    def add_scalar(self, {params}):
+        out = original(self, {params})
+        run = _target
+        if run is None or run._closed or (_inside and get_ident() in _inside):
+            return out
+        try:
+            try:
+                ns = self._rankwise_ns  # the writer's key prefix, set by _namespace
+            except AttributeError:
+                ns = _namespace(self)
+            if ns:
+                tag = ns + tag
+            if global_step is None:
+                global_step = max(run._step, 0)
+            room = run._room - 4  # the call's units: CALL_UNITS + one value
+            if (
+                room >= 0
+                and global_step.__class__ is int
+                and run._step <= global_step <= _MAX_STEP
+                and run._held is None
+            ):
+                run._step = global_step
+                run._room = room
+                run._queue.append((_now(), global_step, None, tag, scalar_value))
+            else:
+                run._log_one(tag, scalar_value, global_step)
+        except Exception as exc:
+            _failed("add_scalar", exc)
+        return out
+    return add_scalar
+"""
+# The names the made add_scalar starts with, and those its body uses besides: a writer
+# method with other parameters gets the general wrapper (_wrapped_scalar_any).
+_SCALAR_FIRST = ("self", "tag", "scalar_value", "global_step")
+_SCALAR_TAKEN = frozenset(
+    ("make", "original", "out", "run", "ns", "room", "exc", "max", "AttributeError",
+     "Exception", "_target", "_inside", "get_ident", "_namespace", "_failed", "_now",
+     "_MAX_STEP", "int")
+)  # fmt: skip
+_VARIADIC = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
+
+
 def _wrapped_scalar(original: Any) -> Any:
-    """``add_scalar``, the hot one: its arguments by name, no helper calls, the writer's
-    method called without ``*args, **kw`` when there are none, and the value handed to
-    ``Run._log_one`` (no dict made on this thread)."""
+    """``add_scalar``: its arguments by name and passed on as they came (the writer's own
+    defaults filled in), no helper calls, and the value queued as ``Run._log_one`` does
+    (no dict made on this thread). A writer method whose parameters are not plain ones
+    starting ``self, tag, scalar_value, global_step`` gets ``_wrapped_scalar_any``."""
+    code = getattr(original, "__code__", None)
+    if (
+        code is None
+        or code.co_flags & _VARIADIC
+        or code.co_kwonlyargcount
+        or code.co_posonlyargcount
+    ):
+        return _wrapped_scalar_any(original)
+    names = code.co_varnames[: code.co_argcount]
+    if (
+        names[:4] != _SCALAR_FIRST
+        or _SCALAR_TAKEN.intersection(names)
+        or not all(n.isidentifier() for n in names)
+    ):
+        return _wrapped_scalar_any(original)
+    made: dict[str, Any] = {}
+    source = _SCALAR_SOURCE.format(params=", ".join(names[1:]))
+    exec(compile(source, f"<rankwise add_scalar of {code.co_filename}>", "exec"), globals(), made)
+    add_scalar: Any = functools.wraps(original)(made["make"](original))
+    add_scalar.__defaults__ = original.__defaults__
+    add_scalar._rankwise = True
+    return add_scalar
+
+
+def _wrapped_scalar_any(original: Any) -> Any:
+    """``add_scalar`` of any signature: its first arguments by name, the writer's method
+    called without ``*args, **kw`` when there are none, and the value handed to
+    ``Run._log_one``."""
 
     @functools.wraps(original)
     def add_scalar(

@@ -227,19 +227,33 @@ def test_a_lone_writer_in_a_train_folder_keeps_it_as_prefix(tmp_path: Path) -> N
     assert [(r["step"], r["train/loss"]) for r in got.history()] == [(3, 1.5), (3, 2.5)]
 
 
-def test_add_scalar_lands_exactly_once_on_every_path(tmp_path: Path) -> None:
-    """The capture's fast path (``Run._log_one``: a flat queue item, no dict) and each
-    case it hands to ``log()``: a queue bound far below the calls (the caller waits,
-    nothing is dropped), a step that is not an int or goes back, a row held by
-    ``log(commit=False)``, a rich value made meanwhile, arguments passed on to the writer.
-    Mixed with ``log()`` calls, every value lands once, at its step. After the lone-writer
-    test: this writer's key prefix depends on the log directories seen before."""
+@pytest.mark.parametrize("wrapper", ["made", "any"])
+def test_add_scalar_lands_exactly_once_on_every_path(
+    tmp_path: Path, wrapper: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The capture's fast path (a flat queue item, no dict: inlined in the ``add_scalar``
+    made with the writer's own parameters, ``Run._log_one`` in the general wrapper for
+    other signatures) and each case it hands to ``log()``: a queue bound far below the
+    calls (the caller waits, nothing is dropped), a step that is not an int or goes back,
+    a row held by ``log(commit=False)``, a rich value made meanwhile, arguments passed on
+    to the writer. Mixed with ``log()`` calls, every value lands once, at its step. After
+    the lone-writer test: this writer's key prefix depends on the log directories seen
+    before."""
+    import inspect
+
     import numpy as np
     import tensorboardX
+
+    from rankwise.sdk import tensorboard as tb
 
     settings = {"max_queue_bytes": 1024, "flush_interval": 0.01}  # 16 units: 4 calls
     run = rankwise.init(project="paths", dir=tmp_path / "data", system=False,
                         tensorboard=True, settings=settings)  # fmt: skip
+    cls = tensorboardX.SummaryWriter
+    variadic = cls.add_scalar.__code__.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+    assert not variadic  # the writer's own parameters: calls to it are specialized
+    if wrapper == "any":
+        monkeypatch.setattr(cls, "add_scalar", tb._wrapped_scalar_any(cls.add_scalar.__wrapped__))
     writer = tensorboardX.SummaryWriter(str(tmp_path / "tb" / "paths"))
     n = 3000
     for i in range(n):
@@ -268,6 +282,34 @@ def test_add_scalar_lands_exactly_once_on_every_path(tmp_path: Path) -> None:
     assert stream.dropped == 0 and stream.last_step == n + 3
     events = [e for e in _events(tmp_path / "tb" / "paths") if e.step == n + 3]
     assert [e.wall_time for e in events] == [1.0e9]  # the writer's own call got walltime
+
+
+def test_a_writer_method_of_another_signature_gets_the_general_wrapper() -> None:
+    """The fast ``add_scalar`` is made from the writer's parameters only when they are
+    plain ones starting ``self, tag, scalar_value, global_step`` and none shadows a name
+    its body uses; any other method is wrapped by ``_wrapped_scalar_any``, still
+    recording."""
+    import inspect
+
+    from rankwise.sdk import tensorboard as tb
+
+    def plain(self: Any, tag: str, scalar_value: Any, global_step: Any = None,
+              walltime: Any = None) -> None: ...  # fmt: skip
+
+    def keyword_only(self: Any, tag: str, scalar_value: Any, global_step: Any = None,
+                     *, walltime: Any = None) -> None: ...  # fmt: skip
+
+    def other_names(self: Any, tag: str, value: Any, step: Any = None) -> None: ...
+
+    def shadowing(self: Any, tag: str, scalar_value: Any, global_step: Any = None,
+                  run: Any = None) -> None: ...  # fmt: skip
+
+    variadic = inspect.CO_VARARGS | inspect.CO_VARKEYWORDS
+    made = tb._wrapped_scalar(plain)
+    assert not made.__code__.co_flags & variadic and made.__defaults__ == (None, None)
+    assert inspect.signature(made) == inspect.signature(plain) and made.__wrapped__ is plain
+    for method in (keyword_only, other_names, shadowing):
+        assert tb._wrapped_scalar(method).__code__.co_flags & variadic, method.__name__
 
 
 def _events(folder: Path) -> list[Any]:
