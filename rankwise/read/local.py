@@ -29,6 +29,12 @@ from ..wire.runs import CrossRankValue, RunInfo, StreamInfo, numpy_available
 from .fold import StreamFacts, fold_run
 from .summary import CrossRankLast, complete_step
 
+# Api.run() keeps the columns it read (for the first scan() and the cross-rank summary)
+# of at most this many bytes of stream files: a run of 1,024 ranks x 10,000 steps is
+# 10 GB of files, and keeping all of them held 4.9 GB. Past it, a stream's columns are
+# read again when asked (the same values, later).
+KEEP_BYTES = 512 * 1024 * 1024
+
 if TYPE_CHECKING:
     from ..artifacts.artifact import Artifact
     from ..media.table import Table
@@ -37,6 +43,13 @@ if TYPE_CHECKING:
     from ..wire.artifacts import VersionInfo
     from ..wire.media import MediaKey
     from .media import HistogramSeries, MediaFile, Streams
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1  # load_stream says why
 
 
 def _read(path: Path) -> tuple[list[R.AnyRecord], str | None]:
@@ -283,11 +296,15 @@ class LocalReader:
 
     def load(self, project: str, path: Path, keep: bool = False) -> RunInfo:
         # keep: the run was asked for by id, so its history is likely read next: keep the
-        # columns read for the fold (every key) for the first scan()/history_df().
+        # columns read for the fold (every key) for the first scan()/history_df() and the
+        # cross-rank summary, of up to KEEP_BYTES of files.
         now = time.time()
-        loaded = [
-            load_stream(label, inc, p, keep) for label, inc, p in list_streams(path / "streams")
-        ]
+        loaded = []
+        budget = KEEP_BYTES if keep else 0
+        for label, inc, p in list_streams(path / "streams"):
+            size = _size(p)
+            loaded.append(load_stream(label, inc, p, 0 <= size <= budget))
+            budget -= max(size, 0)
         run = fold_run(
             project, path.name, [f for f, _, _ in loaded], self.crash_timeout, now, local_pids=True
         )

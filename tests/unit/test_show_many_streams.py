@@ -5,6 +5,7 @@ table is whole. The run is 100 stream files written as the SDK writes them."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,3 +43,35 @@ def test_many_streams_list_the_odd_ones(tmp_path: Path, capsys: pytest.CaptureFi
     assert cli(["show", "small", "--dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert len(_stream_rows(out)) == 8 and "more streams" not in out
+
+
+def test_api_run_keeps_columns_of_a_bounded_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Api.run()`` keeps the columns it read of at most ``KEEP_BYTES`` of stream files
+    (a 1,024-rank run kept 4.9 GB); the streams past it are read again when asked, and
+    every read gives what keeping them all gives."""
+    from rankwise import Api
+    from rankwise.read import local
+
+    d = streams_dir(tmp_path, "p", "r")
+    d.mkdir(parents=True)
+    for r in range(6):  # ranks at different last steps: rank 5 lags (the complete step)
+        key = StreamId("p", "r", f"rank-{r}", 0)
+        recs = make_stream(key, 40 - 5 * (r == 5), rank=r, world=6)
+        (d / stream_filename(key.label, 0)).write_bytes(body(recs))
+
+    def read() -> tuple[Any, Any, Any, int]:
+        run = Api(str(tmp_path)).run("r", project="p")
+        kept = len(run._from._kept_columns)  # type: ignore[attr-defined]
+        rows = run.history(keys=["loss"])
+        return run.summary_cross_rank, run.summary_ranks, rows, kept
+
+    whole = read()
+    assert whole[3] == 6
+    one = (d / stream_filename("rank-0", 0)).stat().st_size
+    monkeypatch.setattr(local, "KEEP_BYTES", 2 * one)
+    bounded = read()
+    assert bounded[3] == 2
+    assert bounded[:3] == whole[:3]
+    assert whole[0]["loss"].step == 34  # the lagging rank's last step: it was folded
