@@ -65,7 +65,7 @@ class _CountingTailer(DirectoryTailer):
 
     reads = 0
 
-    def _read(self, tail, size):  # type: ignore[no-untyped-def]
+    def _read(self, tail, size):
         self.reads += 1
         return super()._read(tail, size)
 
