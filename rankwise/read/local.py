@@ -34,6 +34,9 @@ from .summary import CrossRankLast, complete_step
 # 10 GB of files, and keeping all of them held 4.9 GB. Past it, a stream's columns are
 # read again when asked (the same values, later).
 KEEP_BYTES = 512 * 1024 * 1024
+# Of a stream past it, its last rows (from this many rows from the end, whole steps):
+# the cross-rank summary of a finished run, or of ranks a few steps apart, needs no more.
+TAIL_ROWS = 64
 
 if TYPE_CHECKING:
     from ..artifacts.artifact import Artifact
@@ -94,11 +97,14 @@ class LocalRun:
         folds: dict[tuple[str, int], StreamFold],
         columns: dict[str, MetricColumns] | None = None,
         root: Path | None = None,
+        tails: dict[str, MetricColumns] | None = None,
     ) -> None:
         self._folds = folds
         # Api.run() keeps what it read to fold the streams (every key, by path): the
-        # first scan() uses it instead of reading the files again.
+        # first scan() uses it instead of reading the files again. Past KEEP_BYTES it
+        # keeps each stream's last rows only, for the cross-rank summary.
         self._kept_columns = columns or {}
+        self._tails = tails or {}
         self._root = root if root is not None else Path(DEFAULT)  # the data directory
 
     def _fold(self, info: StreamInfo) -> StreamFold:
@@ -115,6 +121,9 @@ class LocalRun:
             # From the columns (those Api.run() kept, else read now: no record objects);
             # without numpy, or for a key mixing bools and numbers, record by record.
             cols = self._kept_columns.get(info.path)
+            last = self._tails.get(info.path) if cols is None else None
+            if last is not None and fold.add_tail(last, self._fold(info).metric_keys):
+                continue
             if cols is None and numpy_available():
                 from ..stream.columns import read_columns
 
@@ -300,10 +309,19 @@ class LocalReader:
         # cross-rank summary, of up to KEEP_BYTES of files.
         now = time.time()
         loaded = []
+        tails: dict[str, MetricColumns] = {}
         budget = KEEP_BYTES if keep else 0
         for label, inc, p in list_streams(path / "streams"):
             size = _size(p)
-            loaded.append(load_stream(label, inc, p, 0 <= size <= budget))
+            facts, fold, cols = load_stream(label, inc, p, keep)
+            if cols is not None and not 0 <= size <= budget:
+                from ..stream.columns import tail
+
+                last = tail(cols, TAIL_ROWS)
+                if last is not None:
+                    tails[str(p)] = last
+                cols = None
+            loaded.append((facts, fold, cols))
             budget -= max(size, 0)
         run = fold_run(
             project, path.name, [f for f, _, _ in loaded], self.crash_timeout, now, local_pids=True
@@ -314,7 +332,7 @@ class LocalReader:
         edits = [e for _, fold, _ in loaded for e in live_edits(fold.edits)] + read_edits(path)
         if edits:
             run = apply_edits(run, edits)
-        return run.attach(LocalRun(folds, columns, self.dir))
+        return run.attach(LocalRun(folds, columns, self.dir, tails))
 
     def find(
         self, project: str, filters: dict[str, Any] | None, order: str | None

@@ -101,6 +101,19 @@ class CrossRankLast:
                 held[1].extend(pts)
         return True
 
+    def add_tail(self, tail: MetricColumns, keys: Iterable[str]) -> bool:
+        """``add_columns`` of a stream's last rows (``columns.tail``: every row from some
+        step on, steps never going back) when they hold what it needs: for each of
+        ``keys`` (every key the stream logged) a row at or below ``upto``, so that its
+        last such step is among them, with all its rows. False, adding nothing, when one
+        is missing (read the whole stream)."""
+        upto = None if self.upto is None else tail.step <= self.upto
+        for key in keys:
+            present = tail.present.get(key)
+            if present is None or not (present if upto is None else present & upto).any():
+                return False
+        return self.add_columns(tail)
+
     def result(self, defined: Mapping[str, Any] | None = None) -> dict[str, CrossRankValue]:
         """Each metric's value; ``defined`` (``RunInfo.defined_metrics``) sets each one's
         ``reduce``, the line ``value`` reads (``rankwise.metric_defs``)."""

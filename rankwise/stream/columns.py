@@ -75,6 +75,28 @@ class MetricColumns:
         return rec.values[key]
 
 
+def tail(cols: MetricColumns, rows: int) -> MetricColumns | None:
+    """The last rows of ``cols``: every row whose step is at least the step ``rows``
+    rows from the end (so a step's rows are never split), with the value and presence
+    columns of every key and nothing else (no other records, no record bytes). None
+    when its steps go back somewhere (then a later row may not be a later step)."""
+    step = cols.step
+    if len(step) > 1 and not bool((step[1:] >= step[:-1]).all()):
+        return None
+    cut = int(np.searchsorted(step, step[-rows], "left")) if len(step) > rows else 0
+    return MetricColumns(
+        seq=cols.seq[cut:].copy(),
+        step=step[cut:].copy(),
+        time=cols.time[cut:].copy(),
+        weight=cols.weight[cut:].copy(),
+        values={k: v[cut:].copy() for k, v in cols.values.items()},
+        present={k: m[cut:].copy() for k, m in cols.present.items()},
+        kinds=cols.kinds,
+        damage=cols.damage,
+        ascending=cols.ascending,
+    )
+
+
 def read_columns(path: Path, keys: list[str] | None = None) -> MetricColumns:
     """The file's ``Metrics`` records as columns (``keys``: only those value columns;
     ``present`` always covers every key). Raises ``OSError`` when unreadable."""

@@ -69,9 +69,54 @@ def test_api_run_keeps_columns_of_a_bounded_size(
 
     whole = read()
     assert whole[3] == 6
+    assert whole[0]["loss"].step == 34  # the lagging rank's last step: it was folded
     one = (d / stream_filename("rank-0", 0)).stat().st_size
     monkeypatch.setattr(local, "KEEP_BYTES", 2 * one)
+    from rankwise.stream import columns
+
+    reads: list[str] = []
+    real = columns.read_columns
+
+    def counted(path: Path, keys: Any = None) -> Any:
+        reads.append(path.name)
+        return real(path, keys)
+
+    monkeypatch.setattr(columns, "read_columns", counted)
+    # Past the budget each stream keeps its last rows: the last 10 reach step 34, so
+    # the summary needs no file read again.
+    monkeypatch.setattr(local, "TAIL_ROWS", 10)
+    run = Api(str(tmp_path)).run("r", project="p")
+    reads.clear()
+    assert run.summary_cross_rank == whole[0] and reads == []
+    assert read()[:3] == whole[:3]
+    # The last 3 rows (steps 37-39) of the 40-step ranks past the budget do not reach
+    # it: those streams are read again, and the summary is the same.
+    monkeypatch.setattr(local, "TAIL_ROWS", 3)
+    run = Api(str(tmp_path)).run("r", project="p")
+    reads.clear()
+    assert run.summary_cross_rank == whole[0]
+    assert sorted(reads) == [stream_filename(f"rank-{r}", 0) for r in (2, 3, 4)]
     bounded = read()
     assert bounded[3] == 2
     assert bounded[:3] == whole[:3]
-    assert whole[0]["loss"].step == 34  # the lagging rank's last step: it was folded
+
+
+def test_a_tail_keeps_whole_steps_and_refuses_steps_going_back() -> None:
+    import numpy as np
+
+    from rankwise.stream.columns import MetricColumns, tail
+
+    def cols(steps: list[int]) -> MetricColumns:
+        n = len(steps)
+        return MetricColumns(
+            seq=np.arange(n), step=np.array(steps), time=np.arange(n, dtype=float),
+            weight=np.full(n, np.nan), values={"a": np.arange(n, dtype=float)},
+            present={"a": np.ones(n, bool)},
+        )  # fmt: skip
+
+    got = tail(cols([0, 1, 1, 2, 2, 2, 3]), 3)
+    assert got is not None and got.step.tolist() == [2, 2, 2, 3]  # step 2 whole
+    assert got.values["a"].tolist() == [3.0, 4.0, 5.0, 6.0] and got.others == []
+    whole = tail(cols([0, 1]), 5)
+    assert whole is not None and whole.step.tolist() == [0, 1]
+    assert tail(cols([0, 2, 1]), 2) is None
