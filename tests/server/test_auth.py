@@ -444,6 +444,8 @@ def test_first_loopback_start_prints_one_admin_token(tmp_path: Path) -> None:
     srv.start(wait=False)
     try:
         token = wait_until(lambda: _printed_token(log), timeout=30)
+        # The token is printed before the socket is bound: wait for the server's line.
+        wait_until(lambda: "server at" in log.read_text(), timeout=30)
         r = httpx.get(srv.url + "/api/v1/tokens", headers=bearer(token), timeout=5)
         assert r.status_code == 200 and r.json()["tokens"][0]["role"] == "admin"
     finally:
