@@ -6,6 +6,11 @@ import { useCallback, useEffect, useMemo, useRef, useState } from "preact/hooks"
 /** Live polling period of the dashboard (ms): pages are at most this far behind. */
 export const LIVE_MS = 1000;
 
+/** A poll's request still out after this long (ms) is given up and asked again: a reply
+ * lost with its connection (a proxy, a server restarted under load) must not stop a live
+ * page from following its run, since polls wait for the request before them. */
+export const STALE_MS = 20000;
+
 /**
  * The dashboard's one data-loading hook: every server read that a page or a chart shows
  * goes through it, so each gets the same rules.
@@ -15,6 +20,8 @@ export const LIVE_MS = 1000;
  *   for that read and for `reload()`, false for the polls below.
  * * Every `interval` ms while `interval` is truthy and the page is visible it runs again
  *   quietly, but never while a request is still on its way: a slow server is not flooded.
+ *   A request out for `STALE_MS` is aborted and asked again (a lost reply never stops a
+ *   live page).
  * * The data on screen stays while the next answer loads (no flicker when live).
  * * Unmounting aborts the request in flight.
  *
@@ -33,14 +40,17 @@ export function useLoad(load, deps, opts = 0) {
   loadRef.current = load;
   const seq = useRef(0);
   const inflight = useRef(null);
+  const sentAt = useRef(0);
 
-  // quiet: a poll (skipped while a request is out; an error keeps the data on screen).
+  // quiet: a poll (skipped while a request is out, unless it has been out STALE_MS; an
+  // error keeps the data on screen).
   const run = useCallback(
     (quiet) => {
-      if (quiet && inflight.current) return;
+      if (quiet && inflight.current && Date.now() - sentAt.current < STALE_MS) return;
       const ctl = new AbortController();
       inflight.current?.abort();
       inflight.current = ctl;
+      sentAt.current = Date.now();
       const mine = ++seq.current;
       if (!quiet) setState((s) => ({ ...s, loading: true }));
       Promise.resolve()

@@ -5,7 +5,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { h, render } from "preact";
 import { act } from "preact/test-utils";
-import { useLoad } from "../src/hooks.js";
+import { STALE_MS, useLoad } from "../src/hooks.js";
 
 /** A load function whose calls the test answers by hand. */
 function controlled() {
@@ -94,6 +94,23 @@ describe("useLoad", () => {
     calls[1].resolve(2);
     await settle();
     expect(probe.seen.data).toBe(2);
+  });
+
+  it("a request out for STALE_MS is given up and asked again: a lost reply never stops polling", async () => {
+    const { load, calls } = controlled();
+    await mount({ load, deps: [], opts: { interval: 1000 } });
+    calls[0].resolve(1);
+    await settle();
+    await act(() => vi.advanceTimersByTime(1000));
+    expect(calls).toHaveLength(2); // this poll's reply never comes
+    await act(() => vi.advanceTimersByTime(STALE_MS - 1000));
+    expect(calls).toHaveLength(2); // not yet stale: polls still wait for it
+    await act(() => vi.advanceTimersByTime(1000));
+    expect(calls).toHaveLength(3);
+    expect(calls[1].signal.aborted).toBe(true);
+    calls[2].resolve(3);
+    await settle();
+    expect(probe.seen.data).toBe(3);
   });
 
   it("a failed first read is an error without data; a failed poll keeps the data", async () => {
