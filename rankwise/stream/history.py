@@ -62,7 +62,7 @@ def fold_columns(path: Path, keys: list[str] | None = None) -> tuple[StreamFold,
         return fold, cols
     logged = [k for k, m in cols.present.items() if m.any()]
     # last_values is filled in the order keys were first logged, as dict.update does.
-    fold.last_values = {k: cols.last_value(k) for k in sorted(logged, key=cols.first.__getitem__)}
+    fold.last_values = cols.last_values(sorted(logged, key=cols.first.__getitem__))
     fold.metric_keys = set(logged)
     fold.metrics_records += n
     fold.points += int(sum(int(np.count_nonzero(m)) for m in cols.present.values()))
