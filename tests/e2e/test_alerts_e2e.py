@@ -170,13 +170,24 @@ def test_each_event_reaches_each_receiver_once_through_a_kill(db: str, tmp_path:
         )
         assert proc.returncode != 0, "rank 0 SIGKILLed itself: the job must fail"
 
+        seen: dict[str, Any] = {}
+
         def decided() -> Any:
             run_id, events = deliveries(db)
             kinds = {e.kind for e in events}
             tried = all(d.attempts >= 1 for e in events for d in e.deliveries)
+            seen.update(missing=sorted(KINDS - kinds), untried=sorted(
+                e.kind for e in events if any(d.attempts < 1 for d in e.deliveries)
+            ))  # fmt: skip
             return (run_id, events) if kinds >= KINDS and tried else None
 
-        run_id, events = wait_until(decided, timeout=60, every=0.3)
+        try:
+            run_id, events = wait_until(decided, timeout=120, every=0.3)  # loaded: minutes
+        except BaseException:  # say which kinds never came, and the job's and servers' logs
+            print(f"events: {seen}\njob stderr: {proc.stderr[-3000:]}")
+            for s in servers:
+                print(f"{s.log}: {s.log.read_text()[-3000:]}")
+            raise
         # Decided, tried, and delivered nowhere: the receivers were failing.
         assert all(len(e.deliveries) == 3 for e in events)
         assert all(d.state == "pending" for e in events for d in e.deliveries)
@@ -193,7 +204,7 @@ def test_each_event_reaches_each_receiver_once_through_a_kill(db: str, tmp_path:
             _, evs = deliveries(db)
             return evs if all(d.state == "delivered" for e in evs for d in e.deliveries) else None
 
-        events = wait_until(delivered, timeout=60, every=0.3)
+        events = wait_until(delivered, timeout=120, every=0.3)
         time.sleep(3 * TUNED["evaluate_every"] + 1)  # more passes: nothing is sent again
         events = deliveries(db)[1]
         ids = {e.id for e in events}
