@@ -10,7 +10,9 @@ acknowledged within the load window over its real duration: under the offered lo
 the server does not keep up) with the drain (seconds from the load's end to the last
 acknowledgement),
 the server's CPU (100% = one core) and peak RSS, the data lag p50/p99 (from a metrics
-record's creation to the ack that covered it: what the dashboard's freshness is), the
+record's creation to the ack that covered it: what the dashboard's freshness is; then
+``slag50``/``slag99``, the same of the records made in the steady window, from the
+20th second to the load's end, leaving out the start's flood of new streams), the
 upload interval the server advised (median and largest of the replies that carried one,
 ``rankwise.server.pacing``; 0: none), the client processes' own CPU, and whether the
 check passed. The rank count at which p99 passes 2 s is named at the end.
@@ -164,8 +166,9 @@ def row(store: str, got: dict[str, object]) -> str:
         f"{store:9s} {got['ranks']:5d} {got['ack_p50_s']:8.3f} {got['ack_p99_s']:8.3f} "
         f"{got['points_offered_per_s']:9,d} {got['throughput_per_s']:6,d} {got['drain_s']:7.1f}"
         f" {got['server_cpu_pct']:6.1f} {got['server_rss_max_mb']:7.1f}"
-        f" {got['lag_p50_s']:6.2f} {got['lag_p99_s']:6.2f} {got['advised_p50_s']:5.1f}"
-        f" {got['advised_max_s']:5.1f} {got['clients_cpu_pct']:6.1f}"
+        f" {got['lag_p50_s']:6.2f} {got['lag_p99_s']:6.2f}"
+        f" {got['lag_p50_steady_s']:6.2f} {got['lag_p99_steady_s']:6.2f}"
+        f" {got['advised_p50_s']:5.1f} {got['advised_max_s']:5.1f} {got['clients_cpu_pct']:6.1f}"
         f"  {'yes' if got['verified'] else 'NO'}   {statuses}"
     )
 
@@ -208,7 +211,7 @@ def _rows(args: argparse.Namespace, counts: list[int], dsn: str | None, cluster:
     print(f"{args.seconds:g} s of load per row; ack latency per acknowledged POST")
     print(
         "store     ranks  p50 (s)  p99 (s) offered/s thru/s drain s  cpu %  rss MB"
-        "  lag50  lag99 pace50 pacemx clicpu  exact  replies"
+        "  lag50  lag99 slag50 slag99 pace50 pacemx clicpu  exact  replies"
     )
     broke: dict[str, int | None] = {}
     for store in args.stores.split(","):

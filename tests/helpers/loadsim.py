@@ -93,6 +93,7 @@ class Stats:
     served: dict[str, int] = field(default_factory=dict)  # server URL -> uploads it acked
     # Seconds from a metrics record's creation to the ack that covered it (data lag).
     lags: list[float] = field(default_factory=list)
+    lag_made: list[float] = field(default_factory=list)  # each of those records' creation
     advised: list[float] = field(default_factory=list)  # upload intervals the server asked
     cpu_s: float = 0.0  # the client processes' own CPU seconds
 
@@ -219,8 +220,10 @@ class SimRank:
                 stats.points += points
                 now = time.time()
                 stats.points_at.append((now, points))
-                stats.lags += [now - t for f, last, _, p, t in self.frames
-                               if p and f > self.acked and last <= mark]  # fmt: skip
+                made = [t for f, last, _, p, t in self.frames
+                        if p and f > self.acked and last <= mark]  # fmt: skip
+                stats.lags += [now - t for t in made]
+                stats.lag_made += made
             self.acked = max(self.acked, mark)
             self.drop_acked()
             return None
@@ -376,6 +379,7 @@ def run_clients(cfg: Config, clients: int) -> Stats:
         for k, v in got["served"].items():
             merged.served[k] = merged.served.get(k, 0) + v
         merged.lags += got["lags"]
+        merged.lag_made += got["lag_made"]
         merged.advised += got["advised"]
         merged.cpu_s += got["cpu_s"]
     for p in procs:
@@ -621,6 +625,10 @@ def simulate(
     # Steady state: the acks from `warmup` s into the load until training ends (the start,
     # when every rank creates its stream and series at once, and the final drain apart).
     steady = [x for x, at in zip(lat, stats.acked_at) if warmup <= at - t0_wall <= seconds]
+    # The data lag of the records made in the same window (whenever they were acked).
+    lag_steady = [
+        x for x, made in zip(stats.lags, stats.lag_made) if warmup <= made - t0_wall <= seconds
+    ]
     expected = sum(stats.steps.values()) * METRICS
     thru, drain = throughput(stats)
     return {
@@ -656,6 +664,8 @@ def simulate(
         "latency_mean_s": round(statistics.fmean(lat), 4) if lat else None,
         "lag_p50_s": round(pct(stats.lags, 0.5), 3),
         "lag_p99_s": round(pct(stats.lags, 0.99), 3),
+        "lag_p50_steady_s": round(pct(lag_steady, 0.5), 3),
+        "lag_p99_steady_s": round(pct(lag_steady, 0.99), 3),
         "advised_max_s": max(stats.advised, default=0.0),
         "advised_p50_s": round(pct(stats.advised, 0.5), 2) if stats.advised else 0.0,
         "clients_cpu_pct": round(100.0 * stats.cpu_s / max(1e-9, wall), 1),
