@@ -28,6 +28,10 @@ MAX_DEPTH = 64
 MAX_RECORD_ITEMS = 100_000
 MAX_RECORD_BYTES = 4 * 1024 * 1024
 MAX_UPLOAD_ITEMS = 1_000_000
+# Metric keys in one ``Metrics`` record: the SDK's writer cuts a wider ``log()`` call
+# into records of at most this many keys (same step and time), so the server never
+# refuses what it wrote.
+MAX_KEYS_PER_RECORD = 10_000
 
 _json = msgspec.json.Encoder()
 

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import _log
+from ..budget import MAX_KEYS_PER_RECORD
 from ..stream import records as R
 from ..stream.frames import encode_frame
 from .values import coerce
@@ -204,6 +205,9 @@ class StreamWriter:
                     self.last_values.update(values)
                     if step > self.last_step:
                         self.last_step = step
+                    if len(values) > MAX_KEYS_PER_RECORD:  # a record the server takes
+                        self._wide(batch, t, step, values, _weight(weight, self))
+                        continue
                     batch.append(R.Metrics(self._seq, t, step, values, _weight(weight, self)))
                     self._seq += 1
                     self.metrics_records += 1
@@ -224,6 +228,30 @@ class StreamWriter:
             self.progress.set()
             for event in events:
                 event.set()
+
+    def _wide(
+        self,
+        batch: list[R.AnyRecord],
+        t: float,
+        step: int,
+        values: dict[str, Any],
+        weight: float | None,
+    ) -> None:
+        """A ``log()`` call of more than ``MAX_KEYS_PER_RECORD`` keys, as records of at
+        most that many, each with the call's step, time and weight (a server refuses a
+        wider record, and the local index skips its file)."""
+        keys = list(values)
+        n = MAX_KEYS_PER_RECORD
+        self.warn_once(
+            "wide",
+            f"a log() call of {len(keys)} keys is stored as {-(-len(keys) // n)} records of "
+            f"at most {n} keys at step {step} (history() shows a row per record; shown once)",
+        )
+        for a in range(0, len(keys), n):
+            part = {k: values[k] for k in keys[a : a + n]}
+            batch.append(R.Metrics(self._seq, t, step, part, weight))
+            self._seq += 1
+            self.metrics_records += 1
 
     def _hand_rich(self, t: float, step: int) -> None:
         found, self._rich = self._rich, []

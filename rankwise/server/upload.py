@@ -40,7 +40,7 @@ from typing import Any, BinaryIO, Protocol
 import msgspec
 
 from .. import budget, names
-from ..budget import BudgetError
+from ..budget import MAX_KEYS_PER_RECORD, BudgetError
 from ..store.base import Store
 from ..store.ingest import StreamConflict, StreamGone, StreamKeyRefused
 from ..stream import records as R
@@ -61,9 +61,8 @@ class Blobs(Protocol):
     def open(self, project: str, digest: str) -> BinaryIO | None: ...
 
 
-# A log() call with more keys than this is no training loop's; these bound a request's
-# memory and the rows one upload can add.
-MAX_KEYS_PER_RECORD = 10_000
+# These bound a request's memory and the rows one upload can add (the SDK cuts a wider
+# log() call into records of at most ``MAX_KEYS_PER_RECORD`` keys).
 MAX_KEYS_PER_UPLOAD = 100_000
 # Console lines: the SDK writes at most 1,000 per record (``sdk.console``) and, counting
 # each line in a frame's size, about 66,000 per frame; a line costs it at least 10 bytes

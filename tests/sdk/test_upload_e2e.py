@@ -151,3 +151,35 @@ def test_server_down_from_before_init_then_sync(tmp_path: Path) -> None:
         assert "0 new bytes" in second
         assert_same_history(local, rankwise.Api(server=url).run("offline"), db)
         assert rankwise.Api(server=url).run("offline").state == "finished"
+
+
+def test_a_log_call_wider_than_a_record_reaches_the_server_whole(
+    data_dir: Path, thread_server: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A server refuses a record of more than ``MAX_KEYS_PER_RECORD`` keys (413): the
+    writer cuts a wider call into records it takes, each with the call's step, and says
+    so once. Every value reaches the server; the local reader sees the same."""
+    from rankwise.budget import MAX_KEYS_PER_RECORD
+
+    wide = MAX_KEYS_PER_RECORD + 2_345
+    keys = [f"layer{j}/grad_norm" for j in range(wide)]
+    settings = {"flush_interval": 0.02, "upload_interval": 0.05, "upload_timeout": 20}
+    run = rankwise.init(project="wide", server=thread_server, settings=settings)
+    for step in range(3):
+        run.log({k: step + j * 1e-3 for j, k in enumerate(keys)}, step=step)
+    run.log({"loss": 0.5}, step=3)
+    run.finish()
+    err = capfd.readouterr().err
+    assert err.count(f"a log() call of {wide} keys is stored as 2 records") == 1, err
+    remote = rankwise.Api(server=thread_server).run(run.id, "wide")
+    local = rankwise.Api(dir=data_dir).run(run.id, "wide")
+    assert remote.state == local.state == "finished"
+    assert remote.streams[0].points == local.streams[0].points == 3 * wide + 1
+    for reader in (remote, local):
+        got = reader.history(keys=[keys[0], keys[-1]])
+        assert [(r["step"], r.get(keys[0]), r.get(keys[-1])) for r in got] == [
+            row
+            for step in range(3)
+            for row in ((step, float(step), None), (step, None, step + (wide - 1) * 1e-3))
+        ]
+    assert remote.summary[keys[-1]] == 2 + (wide - 1) * 1e-3 and remote.summary["loss"] == 0.5
