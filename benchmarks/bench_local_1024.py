@@ -11,7 +11,9 @@ processes:
 
 * ``rankwise show scale/local-1024 --dir DIR``: ``--rounds`` times (the first right after
   the files were written, so they are in the page cache either way). ``show`` reads the
-  stream files themselves (``rankwise.read.local``; it keeps no index);
+  stream files themselves (``rankwise.read.local``; it keeps no index), a big run's in
+  a worker process a CPU (``rankwise.read.parallel``; ``--workers N`` passes
+  ``show --workers N``, 1: in its own process); its CPU time counts its workers';
 * ``rankwise ui --dir DIR``: start to serving (its first pass indexes the whole directory
   into ``DIR/.rankwise/index.db`` before it serves), then the run page in headless
   Chromium at 1280x800 (``bench_dashboard_1024.measure``: first charts mark, heatmap
@@ -20,7 +22,7 @@ processes:
 
     .venv/bin/python benchmarks/bench_local_1024.py [--ranks 1024] [--metrics 50]
         [--steps 10000] [--per-frame 4] [--jobs 2] [--rounds 3] [--keep DIR]
-        [--no-ui] [--build-only]
+        [--workers N] [--no-ui] [--build-only]
 
 ``--keep DIR`` keeps the data directory and reuses it when the sizes match; without it
 it goes to a temporary directory, removed afterwards. Needs the dashboard built
@@ -112,15 +114,33 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "rankwise.cli", *args]
 
 
-def time_show(root: Path, rounds: int) -> tuple[list[float], list[float], list[float], str]:
-    """Seconds (wall and CPU) and peak memory (GB) of each ``rankwise show`` (a fresh
-    process each), and the last one's output."""
-    secs, cpus, peaks, text = [], [], [], ""
+def _reap_orphans() -> bool:
+    """Adopt this process's orphaned descendants (Linux ``PR_SET_CHILD_SUBREAPER``): the
+    forkserver that ``rankwise show``'s worker pool starts outlives ``show`` by a moment
+    and is then this process's to wait for, with its workers' CPU time."""
+    try:
+        import ctypes
+
+        return int(ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def time_show(
+    root: Path, rounds: int, workers: int | None
+) -> tuple[list[float], list[float], list[float], list[float], list[float], str]:
+    """Seconds (wall, CPU with its worker processes' and CPU of its own process) and
+    peak memory (GB) of each ``rankwise show`` (a fresh process each; ``workers``: its
+    ``--workers``), the peak of its workers (the largest one's, 0 without), and the last
+    one's output."""
+    secs, cpus, own, peaks, worker_peaks, text = [], [], [], [], [], ""
     env = subprocess_env()
+    adopted = _reap_orphans()
+    more = ["--workers", str(workers)] if workers is not None else []
     for _ in range(rounds):
         t0 = time.perf_counter()
         proc = subprocess.Popen(
-            _cli("show", f"{PROJECT}/{RUN}", "--dir", str(root)),
+            _cli("show", f"{PROJECT}/{RUN}", "--dir", str(root), *more),
             stdout=subprocess.PIPE, text=True, env=env,
         )  # fmt: skip
         assert proc.stdout is not None
@@ -131,8 +151,18 @@ def time_show(root: Path, rounds: int) -> tuple[list[float], list[float], list[f
         if proc.returncode:
             sys.exit(f"rankwise show exited with {proc.returncode}")
         peaks.append(usage.ru_maxrss / 1e6)  # KB on Linux
-        cpus.append(usage.ru_utime + usage.ru_stime)
-    return secs, cpus, peaks, text
+        cpu, worker_peak = usage.ru_utime + usage.ru_stime, 0.0
+        while adopted:  # the forkserver and the resource tracker, once they exit
+            try:
+                _, _, orphan = os.wait4(-1, 0)
+            except ChildProcessError:
+                break
+            cpu += orphan.ru_utime + orphan.ru_stime  # its workers' too (it reaps them)
+            worker_peak = max(worker_peak, orphan.ru_maxrss / 1e6)
+        cpus.append(cpu)
+        own.append(usage.ru_utime + usage.ru_stime)
+        worker_peaks.append(worker_peak)
+    return secs, cpus, own, peaks, worker_peaks, text
 
 
 def time_python(rounds: int) -> list[float]:
@@ -195,6 +225,9 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2, help="processes writing the files")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--keep", type=Path, default=None, help="keep (and reuse) the directory")
+    ap.add_argument(
+        "--workers", type=int, default=None, help="`rankwise show --workers` (default: its own)"
+    )
     ap.add_argument("--no-ui", action="store_true", help="time `rankwise show` only")
     ap.add_argument("--build-only", action="store_true", help="write the files, time nothing")
     a = ap.parse_args()
@@ -224,9 +257,11 @@ def main() -> None:
         if a.build_only:
             return
         print(f"rankwise --help (interpreter + CLI import): {_ms(time_python(a.rounds))}")
-        shows, cpus, peaks, text = time_show(root, a.rounds)
-        print(f"rankwise show: {_ms(shows)} (first, then again); CPU {_ms(cpus)}; peak "
-              f"memory {', '.join(f'{g:.2f}' for g in peaks)} GB")  # fmt: skip
+        shows, cpus, own, peaks, wpeaks, text = time_show(root, a.rounds, a.workers)
+        print(f"rankwise show: {_ms(shows)} (first, then again); CPU {_ms(cpus)}, of which "
+              f"its own process {_ms(own)}; peak "
+              f"memory {', '.join(f'{g:.2f}' for g in peaks)} GB; its largest worker's "
+              f"{', '.join(f'{g:.2f}' for g in wpeaks)} GB")  # fmt: skip
         print("  " + "\n  ".join(text.splitlines()[:6]))
         if a.no_ui:
             return

@@ -36,6 +36,15 @@ class Api:
     applies its own). With ``server=`` the same methods return the same objects, read
     through the HTTP API (``rankwise.read.remote``), authenticated with ``token`` (a read
     token; default ``RANKWISE_TOKEN``).
+
+    ``workers``: with a data directory, how many processes may read a big run's stream
+    files (at least ``read.parallel.MIN_FILES`` files, ``MIN_BYTES`` in all) when a run
+    is loaded: 1, the default, reads them in this process; more reads them in
+    ``min(workers, CPUs, files)`` processes, this one and a pool of worker processes
+    started for that read (``"forkserver"``; ``rankwise.read.parallel``), which gives the
+    same ``RunInfo``. A script that sets it runs its code under
+    ``if __name__ == "__main__":``, as for any process pool. The CLI (``rankwise show``,
+    ``rankwise runs``) passes the CPU count.
     """
 
     def __init__(
@@ -44,10 +53,11 @@ class Api:
         crash_timeout: float = 60.0,
         server: str | None = None,
         token: str | None = None,
+        workers: int = 1,
     ) -> None:
         self.dir = default_dir(dir, read=True)
         self.crash_timeout = crash_timeout
-        self._local = LocalReader(self.dir, crash_timeout)
+        self._local = LocalReader(self.dir, crash_timeout, workers)
         self._remote: RemoteReader | None = None
         if server is not None:
             from .read.remote import RemoteReader

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..api import Api, RunInfo
 from ..errors import RunNotFoundError, UsageError
+from ..read.parallel import cpus
 from ..stream.records import STATES
 from ..wire.runs import CrossRankValue, StreamInfo
 from ._format import ago, table
@@ -20,6 +21,12 @@ def add_run_commands(sub: Any) -> None:
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--dir", default=None, help="data directory (RANKWISE_DIR, ./rankwise-runs)")
         p.add_argument("--project", default=None, help="only this project")
+        p.add_argument(
+            "--workers",
+            type=int,
+            default=None,
+            help="processes reading a big run's stream files (default: the CPUs; 1: none)",
+        )
 
     p = sub.add_parser("runs", help="list runs")
     common(p)
@@ -76,7 +83,11 @@ def _state(run: RunInfo) -> str:
 
 
 def _local_api(args: argparse.Namespace) -> Api:
-    api = Api(args.dir)
+    # A big run's stream files are read in worker processes (rankwise.read.parallel).
+    workers = getattr(args, "workers", None)
+    if workers is not None and workers < 1:
+        raise UsageError("--workers must be at least 1")
+    api = Api(args.dir, workers=workers or cpus())
     api.projects()  # a missing data directory: Api's UsageError, naming --dir
     return api
 

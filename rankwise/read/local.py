@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from .. import filters as F
 from .._datadir import DEFAULT
@@ -87,6 +87,25 @@ def load_stream(
         fold.apply(records)
     facts = StreamFacts.of(label, incarnation, fold, damage=damage, path=str(path))
     return facts, fold, (cols if keep else None)
+
+
+# One stream file to read (rankwise.read.parallel): label, incarnation, path, what to keep
+# of its columns (all of them, its last rows, or none) and how many last rows.
+Keep = Literal["full", "tail"] | None
+Job = tuple[str, int, str, Keep, int]
+Loaded = tuple[StreamFacts, StreamFold, "MetricColumns | None"]
+
+
+def load_job(job: Job) -> Loaded:
+    """One file, folded, with what ``job`` keeps of its columns: ``LocalReader.load``
+    runs it here or in a worker process (what it returns is pickled back)."""
+    label, incarnation, path, keep, tail_rows = job
+    facts, fold, cols = load_stream(label, incarnation, Path(path), keep is not None)
+    if cols is not None and keep == "tail":
+        from ..stream.columns import tail
+
+        cols = tail(cols, tail_rows)
+    return facts, fold, cols
 
 
 class LocalRun:
@@ -279,9 +298,11 @@ class LocalRun:
 class LocalReader:
     """What ``Api`` reads with when given a data directory."""
 
-    def __init__(self, root: Path, crash_timeout: float) -> None:
+    def __init__(self, root: Path, crash_timeout: float, workers: int = 1) -> None:
         self.dir = root
         self.crash_timeout = crash_timeout
+        # Processes reading a big run's stream files (rankwise.read.parallel): 1, this one.
+        self.workers = workers
 
     def check_dir(self) -> None:
         """A data directory that does not exist is a mistake, not an empty list (the CLI
@@ -307,22 +328,30 @@ class LocalReader:
         # keep: the run was asked for by id, so its history is likely read next: keep the
         # columns read for the fold (every key) for the first scan()/history_df() and the
         # cross-rank summary, of up to KEEP_BYTES of files.
+        from .parallel import map_files, pool_size
+
         now = time.time()
-        loaded = []
-        tails: dict[str, MetricColumns] = {}
+        jobs: list[Job] = []
+        sizes: list[int] = []
         budget = KEEP_BYTES if keep else 0
         for label, inc, p in list_streams(path / "streams"):
             size = _size(p)
-            facts, fold, cols = load_stream(label, inc, p, keep)
-            if cols is not None and not 0 <= size <= budget:
-                from ..stream.columns import tail
-
-                last = tail(cols, TAIL_ROWS)
-                if last is not None:
-                    tails[str(p)] = last
-                cols = None
-            loaded.append((facts, fold, cols))
+            # Within the budget every column, past it the last rows (whole steps).
+            what: Keep = ("full" if 0 <= size <= budget else "tail") if keep else None
+            jobs.append((label, inc, str(p), what, TAIL_ROWS))
+            sizes.append(size)
             budget -= max(size, 0)
+        # A big run's files in worker processes when asked (rankwise.read.parallel).
+        workers = pool_size(self.workers, sizes)
+        loaded = map_files(load_job, jobs, workers, sizes)
+        tails: dict[str, MetricColumns] = {}
+        for (_, _, p_, what, _), (_, _, cols) in zip(jobs, loaded, strict=True):
+            if what == "tail" and cols is not None:
+                tails[p_] = cols
+        loaded = [
+            (f, fold, cols if what == "full" else None)
+            for (_, _, _, what, _), (f, fold, cols) in zip(jobs, loaded, strict=True)
+        ]
         run = fold_run(
             project, path.name, [f for f, _, _ in loaded], self.crash_timeout, now, local_pids=True
         )
