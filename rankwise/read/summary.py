@@ -132,13 +132,14 @@ class CrossRankLast:
                                           max=shown, sum=shown, reduce=line, **counts)  # fmt: skip
                 continue
             vals = [v for v, _ in pts]
-            mean = math.fsum(vals) / len(vals)
+            total = _fsum(vals)
+            mean = total / len(vals)
             ws = [w for _, w in pts]
             wmean = mean
             if all(w is not None and math.isfinite(w) for w in ws):
-                wtot = math.fsum(w for w in ws if w is not None)
+                wtot = _fsum([w for w in ws if w is not None])
                 if wtot > 0:
-                    wmean = math.fsum(v * (w or 0.0) for v, w in pts) / wtot
+                    wmean = _fsum([v * (w or 0.0) for v, w in pts]) / wtot
             out[key] = CrossRankValue(
                 step=step,
                 n=len(vals),
@@ -146,7 +147,7 @@ class CrossRankLast:
                 wmean=wmean,
                 min=min(vals),
                 max=max(vals),
-                sum=math.fsum(vals),
+                sum=total,
                 reduce=reduce_of(defined or {}, key),
                 **counts,
             )
@@ -175,3 +176,13 @@ def environment(start: Any) -> dict[str, Any]:
         "rankwise_version": start.rankwise_version,
         "host": start.host,
     }
+
+
+def _fsum(values: list[float]) -> float:
+    """``math.fsum``, or where the exact sum is past the largest float, the float sum
+    (±Inf, or NaN for +Inf plus -Inf): what the store's aggregates hold for the same
+    values, where ``fsum`` would raise."""
+    try:
+        return math.fsum(values)
+    except (OverflowError, ValueError):
+        return float(sum(values))

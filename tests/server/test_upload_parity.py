@@ -22,9 +22,10 @@ from typing import Any
 import httpx
 import pytest
 
+from rankwise.budget import MAX_KEYS_PER_RECORD
 from rankwise.server import ServerSettings, create_app
 from rankwise.server.indexer import DirectoryTailer
-from rankwise.server.upload import MAX_KEYS_PER_RECORD, Limits
+from rankwise.server.upload import Limits
 from rankwise.store import open_store
 from rankwise.store.base import Store
 from rankwise.stream import records as R

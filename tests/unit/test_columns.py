@@ -383,6 +383,20 @@ def test_cross_rank_last_from_columns_is_from_records(
     assert repr(got.result()) == repr(want.result())
 
 
+def test_cross_rank_values_past_the_largest_float_are_infinite_not_an_error() -> None:
+    """Ranks whose values sum past the largest float: the cross-rank sum and mean are
+    +Inf (as the store's aggregates hold them), where ``math.fsum`` raises."""
+    from rankwise.read.summary import CrossRankLast
+
+    summary = CrossRankLast(None)
+    for rank in range(3):
+        summary.add(7, {"big": 1e308, "w": 1e308 * (-1) ** rank}, 2.0)
+    got = summary.result()
+    assert got["big"].sum == got["big"].mean == got["big"].wmean == math.inf
+    assert (got["big"].n, got["big"].max) == (3, 1e308)
+    assert got["w"].sum == 1e308 and math.isfinite(got["w"].mean)
+
+
 @pytest.mark.parametrize("per_frame", [1, 3, 4])
 def test_small_frames_of_many_keys(tmp_path: Path, per_frame: int) -> None:
     """A log() call of more than 15 keys is a map16, which msgspec splits: frames of a
