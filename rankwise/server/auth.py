@@ -54,6 +54,7 @@ from urllib.parse import urlsplit
 
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from .. import tokens as T
 from ..store.base import Store
@@ -110,6 +111,13 @@ class Principal:
 LOCAL = Principal(None, "local")
 
 
+class _Miss:
+    """``Verifier.verify_cached``'s answer when the store must be asked."""
+
+
+MISS = _Miss()
+
+
 class Verifier:
     """Token checks with a short-lived cache of token rows and batched ``last_used``."""
 
@@ -121,6 +129,24 @@ class Verifier:
         self._used: dict[str, float] = {}
         self._flushed = float("-inf")  # the first use is written at once, later ones batched
         self._lock = threading.Lock()
+
+    def verify_cached(self, token: str) -> T.TokenInfo | _Miss | None:
+        """``verify`` from memory alone, or ``MISS`` when that needs the store (the row is
+        not cached, or ``last_used`` is due to be written): what the event loop may call
+        without blocking on the database."""
+        parsed = T.parse(token)
+        if parsed is None:
+            return None
+        role, token_id, secret = parsed
+        now = time.monotonic()
+        with self._lock:
+            hit = self._cache.get(token_id) if self.ttl > 0 else None
+            if hit is None or hit[1] <= now or now - self._flushed >= self.touch_every:
+                return MISS
+            if not T.matches(hit[0], role, secret):
+                return None
+            self._used[token_id] = time.time()
+            return hit[0]
 
     def verify(self, token: str) -> T.TokenInfo | None:
         """The token's row when ``token`` is live and whole, else None."""
@@ -228,25 +254,35 @@ def _session_principal(request: Request, sid: str) -> Principal | None:
     return Principal(found.token, "session")
 
 
-def authenticate(
+async def authenticate(
     request: Request,
     creds: Annotated[HTTPAuthorizationCredentials | None, Security(bearer_scheme)],
     cookie: Annotated[str | None, Security(session_scheme)],
 ) -> Principal:
-    """The request's principal; 401 when it has none (plain ``def``: runs in a thread)."""
+    """The request's principal; 401 when it has none. On the event loop: a token whose
+    row is cached is checked in memory (``Verifier.verify_cached``, every upload of a
+    busy server), anything that reads the store (a token not cached, a session) in a
+    worker thread."""
     _refuse_query_tokens(request)
     if not request.app.state.settings.auth:
         if request.method not in SAFE_METHODS:
             check_local_write(request)
         who = LOCAL
     elif "authorization" in request.headers:
-        info = None if creds is None else request.app.state.verifier.verify(creds.credentials)
+        info: T.TokenInfo | None = None
+        if creds is not None:
+            verifier: Verifier = request.app.state.verifier
+            cached = verifier.verify_cached(creds.credentials)
+            if isinstance(cached, _Miss):
+                info = await run_in_threadpool(verifier.verify, creds.credentials)
+            else:
+                info = cached
         if info is None:
             raise AuthError()
         who = Principal(info, "bearer")
     else:
         sid = session_id(request)  # ``cookie`` only documents it in the OpenAPI schema
-        found = _session_principal(request, sid) if sid else None
+        found = await run_in_threadpool(_session_principal, request, sid) if sid else None
         if found is None:
             raise AuthError()
         if request.method not in SAFE_METHODS:
@@ -320,12 +356,12 @@ def _policy(kind: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
 
 
 @_policy("public")
-def public() -> None:
+async def public() -> None:
     """No credentials needed (the dashboard shell, static assets, login)."""
 
 
 @_policy("authenticated")
-def authenticated(who: Who) -> Principal:
+async def authenticated(who: Who) -> Principal:
     return who
 
 
@@ -335,7 +371,7 @@ def _check_project(who: Principal, project: str | None) -> None:
 
 
 @_policy("ingest")
-def ingest(request: Request, who: Who) -> Principal:
+async def ingest(request: Request, who: Who) -> Principal:
     if who.role not in ("ingest", "admin"):
         raise _forbidden(f"this {who.role} token cannot upload: use an ingest token")
     # /ingest names the project in its query, the blob routes in their path.
@@ -345,7 +381,7 @@ def ingest(request: Request, who: Who) -> Principal:
 
 
 @_policy("read")
-def read(request: Request, who: Who) -> Principal:
+async def read(request: Request, who: Who) -> Principal:
     if who.role not in ("read", "write", "admin"):
         raise _forbidden(f"this {who.role} token cannot read: use a read token")
     _check_project(who, request.path_params.get("project"))
@@ -353,7 +389,7 @@ def read(request: Request, who: Who) -> Principal:
 
 
 @_policy("write")
-def write(request: Request, who: Who) -> Principal:
+async def write(request: Request, who: Who) -> Principal:
     """Editing runs (name, tags, notes, group, job type): a write token of the project,
     an ingest token of it (what writes its runs) or an admin token."""
     if who.role not in ("write", "ingest", "admin"):
@@ -367,7 +403,7 @@ def write(request: Request, who: Who) -> Principal:
 
 
 @_policy("delete")
-def delete(request: Request, who: Who) -> Principal:
+async def delete(request: Request, who: Who) -> Principal:
     """Deleting, restoring and purging runs: a write token of the project or an admin
     token (never an ingest token: a leaked training token must not erase runs)."""
     if who.role not in ("write", "admin"):
@@ -380,7 +416,7 @@ def delete(request: Request, who: Who) -> Principal:
 
 
 @_policy("read_or_ingest")
-def read_or_ingest(request: Request, who: Who) -> Principal:
+async def read_or_ingest(request: Request, who: Who) -> Principal:
     """Artifact file downloads: any token of the project, read, write or ingest (a
     training job fetches the model it uses with its ingest token). Nothing is written."""
     if who.role not in ("read", "write", "ingest", "admin"):
@@ -390,7 +426,7 @@ def read_or_ingest(request: Request, who: Who) -> Principal:
 
 
 @_policy("admin")
-def admin(who: Who) -> Principal:
+async def admin(who: Who) -> Principal:
     if who.role != "admin":
         raise _forbidden("only an admin token may do this")
     return who

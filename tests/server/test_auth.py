@@ -563,3 +563,52 @@ def test_verifier_caches_rows_and_batches_last_used(tmp_path: Path) -> None:
         uncached.verify(token)
     assert reads == 5
     store.close()
+
+
+def test_cached_tokens_are_checked_on_the_event_loop_as_strictly(tmp_path: Path) -> None:
+    """With the token cache on (the default), a cached token is checked in memory
+    (``Verifier.verify_cached``): the same answers as the database path. A wrong secret
+    for a cached id is 401, a token of another project 403, an unknown id 401 (cached
+    as unknown), a revoked one 401 once the TTL has passed, and ``last_used`` is still
+    written (batched, through the database path)."""
+    store = open_store(f"sqlite:///{tmp_path / 'c.db'}")
+    store.migrate()
+    settings = ServerSettings(
+        static_dir=tmp_path / "n", token_cache_ttl=1.0, token_touch_interval=0.5
+    )
+    good = store.create_token("ingest", ["p"], "good").value
+    other = store.create_token("ingest", ["q"], "other").value
+    parsed = T.parse(good)
+    assert parsed is not None
+    _, token_id, secret = parsed
+    forged = good.removesuffix(secret) + "x" * len(secret)
+    unknown = good.replace(f"_{token_id}_", f"_{'0' * len(token_id)}_", 1)
+    assert T.parse(forged) and T.parse(unknown)
+
+    def used() -> Any:
+        return {t.id: t.last_used for t in store.list_tokens()}[token_id]
+
+    data = {p: body(records(steps=2, project=p)) for p in "pq"}
+    params = {"project": "p", "run": "r", "label": "rank-0", "incarnation": 0}
+    headers = {"Content-Type": "application/x-rankwise-stream"}
+
+    def post(token: str, project: str = "p") -> int:
+        r = httpx.post(url + "/api/v1/ingest", params={**params, "project": project},
+                       content=data[project], headers={**headers, **bearer(token)}, timeout=10)  # fmt: skip
+        return r.status_code
+
+    app = create_app(store, settings)
+    with serve_in_thread(app, token_env=False) as url:
+        for _ in range(3):  # the first reads the row, the others are served from memory
+            assert post(good) == 200
+            assert post(forged) == 401
+            assert post(unknown) == 401
+            assert post(other) == 403
+            assert post(other, project="q") == 200
+        first = wait_until(used, timeout=10)
+        time.sleep(0.6)  # past token_touch_interval: the next use is written again
+        assert post(good) == 200
+        wait_until(lambda: used() != first, timeout=10)
+        store.revoke_token(token_id)
+        wait_until(lambda: post(good) == 401, timeout=10)  # within the cache's TTL
+    store.close()

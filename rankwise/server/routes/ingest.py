@@ -20,6 +20,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from ... import names
+from ...store.base import Store
+from ...stream import records as R
 from ...stream import wire
 from ...stream.identity import StreamId
 from ...wire.envelopes import AckReply
@@ -27,7 +29,7 @@ from ..bodies import decode_body, read_body, sender
 from ..encoding import ApiError, error_reply, reply
 from ..group_commit import GroupCommit, store_unavailable
 from ..pacing import Admission, Pacer, Refusal
-from ..upload import Limits, check_body, refusal_of
+from ..upload import Blobs, Limits, check_body, refusal_of
 from .deps import Responses, answers, refusal
 from .deps import blobs as _blobs
 from .deps import store as _store
@@ -37,12 +39,13 @@ _logger = logging.getLogger("rankwise.server")
 router = APIRouter(tags=["ingest"])
 
 
-def stream_key(
+async def stream_key(
     project: Annotated[str, Query(pattern=ID_PATTERN)],
     run: Annotated[str, Query(pattern=ID_PATTERN)],
     label: Annotated[str, Query(pattern=ID_PATTERN)],
     incarnation: Annotated[int, Query(ge=0)],
 ) -> StreamId:
+    """(``async``: a plain ``def`` dependency costs every upload a worker-thread hop.)"""
     return StreamId(project, run, label, incarnation)
 
 
@@ -112,10 +115,10 @@ async def ingest(request: Request, key: Key) -> Response:
         limits = Limits(settings.max_keys_per_run, settings.max_table_cells)
         try:  # decode -> check -> commit; CPU work in threads, never on the event loop
             encoding = request.headers.get("content-encoding", "")
-            data = await run_in_threadpool(decode_body, raw, encoding, limit) if encoding else raw
             acked, fresh = await run_in_threadpool(
-                check_body, _store(request), key, data, limits, _blobs(request)
-            )
+                _decode_and_check, raw, encoding, limit, _store(request), key, limits,
+                _blobs(request),
+            )  # fmt: skip
             if fresh:  # waits for its group-commit batch without holding a thread
                 secret = request.headers.get(wire.STREAM_KEY_HEADER)
                 acked = await asyncio.wrap_future(commit.submit(key, fresh, secret))
@@ -133,6 +136,16 @@ async def ingest(request: Request, key: Key) -> Response:
         return _paced(pacer, reply(request, AckReply(acked_seq=acked)))
     finally:
         admission.inflight -= 1
+
+
+def _decode_and_check(
+    raw: bytes, encoding: str, limit: int, store: Store, key: StreamId, limits: Limits,
+    blobs: Blobs | None,
+) -> tuple[int, list[R.AnyRecord]]:  # fmt: skip
+    """Undo the body's encoding and check it, in one worker-thread hop (each hop costs
+    an upload about as much as decompressing it)."""
+    data = decode_body(raw, encoding, limit) if encoding else raw
+    return check_body(store, key, data, limits, blobs)
 
 
 def _paced(pacer: Pacer, response: Response) -> Response:
