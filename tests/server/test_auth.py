@@ -593,8 +593,13 @@ def test_cached_tokens_are_checked_on_the_event_loop_as_strictly(tmp_path: Path)
     headers = {"Content-Type": "application/x-rankwise-stream"}
 
     def post(token: str, project: str = "p") -> int:
-        r = httpx.post(url + "/api/v1/ingest", params={**params, "project": project},
-                       content=data[project], headers={**headers, **bearer(token)}, timeout=10)  # fmt: skip
+        r = httpx.post(
+            url + "/api/v1/ingest",
+            params={**params, "project": project},
+            content=data[project],
+            headers={**headers, **bearer(token)},
+            timeout=10,
+        )
         return r.status_code
 
     app = create_app(store, settings)
