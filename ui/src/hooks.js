@@ -102,6 +102,39 @@ export function useLoad(load, deps, opts = 0) {
   return { ...state, reload };
 }
 
+/**
+ * A text box's value that is committed `ms` after typing stops (`commit(value)`, e.g.
+ * into the URL) and follows `external` (that URL's value) when it changes from elsewhere
+ * (back, a saved view, Clear). The echo of a value this box committed never overwrites
+ * what was typed since: under load the URL catches up after more keys were pressed, and
+ * taking it then dropped them ("trial-a" became "triala").
+ *
+ * Returns `[value, setValue]`.
+ */
+export function useTypedValue(external, commit, ms = 250) {
+  const [value, setValue] = useState(external);
+  const sent = useRef(new Set());
+  const commitRef = useRef(commit);
+  commitRef.current = commit;
+  useEffect(() => {
+    if (sent.current.has(external)) {
+      sent.current.delete(external); // our own value coming back: what was typed stays
+      return;
+    }
+    sent.current.clear();
+    setValue(external);
+  }, [external]);
+  useEffect(() => {
+    if (value === external) return undefined;
+    const id = setTimeout(() => {
+      sent.current.add(value);
+      commitRef.current(value);
+    }, ms);
+    return () => clearTimeout(id);
+  }, [value]); // eslint-disable-line react-hooks/exhaustive-deps -- only typing restarts the debounce
+  return [value, setValue];
+}
+
 /** `fn` every `ms` while the document is visible; nothing when `ms` is falsy. */
 export function useInterval(fn, ms) {
   const ref = useRef(fn);

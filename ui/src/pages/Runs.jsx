@@ -3,7 +3,7 @@
 
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { api } from "../api.js";
-import { useLoad, useNow } from "../hooks.js";
+import { useLoad, useNow, useTypedValue } from "../hooks.js";
 import { href, navigate } from "../router.js";
 import { fmtDuration, fmtRanks, fmtShortTime, fmtTime, fmtValue, runDuration, runRank } from "../lib/format.js";
 import { numericSummaryKeys, summaryValue } from "../lib/metrics.js";
@@ -258,13 +258,7 @@ function SaveView({ project, f, onSaved }) {
 }
 
 function Filters({ f, set, choices, summaryKeys }) {
-  const [q, setQ] = useState(f.q);
-  useEffect(() => setQ(f.q), [f.q]);
-  useEffect(() => {
-    if (q === f.q) return undefined;
-    const id = setTimeout(() => set({ q }), 250);
-    return () => clearTimeout(id);
-  }, [q]); // eslint-disable-line react-hooks/exhaustive-deps -- `set` and `f` are new each render (every poll): only typing restarts the debounce
+  const [q, setQ] = useTypedValue(f.q, (typed) => set({ q: typed }));
   const toggleState = (s) =>
     set({ state: f.state.includes(s) ? f.state.filter((x) => x !== s) : [...f.state, s] });
   const toggleTag = (t) => set({ tag: f.tag.includes(t) ? f.tag.filter((x) => x !== t) : [...f.tag, t] });
