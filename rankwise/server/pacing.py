@@ -16,9 +16,15 @@ The controller, once a second:
   and apply) and the event loop's lag (how late a timer fires), over the last second;
 * above ``target``, the interval grows in proportion (at most doubling each second, up to
   ``max_interval``); after ``CALM_WINDOWS`` seconds in a row below a third of it, it
-  shrinks by a fifth a second (``SHRINK``), and under ``FLOOR`` (the SDK's default
+  shrinks by a fifth (``SHRINK``), and under ``FLOOR`` (the SDK's default
   ``upload_interval``) the advice stops. Growing fast and shrinking slowly keeps it from
   oscillating: uploaders hear of a new interval only at their next post.
+* It shrinks at most once per interval: not before one interval has passed since it last
+  changed, when every uploader has posted and heard it. Calm seconds before that may
+  only be ranks still waiting out the longer interval they were told; shrinking on them
+  (it used to shrink a fifth every calm second) brought 1,000 ranks back together, the
+  next seconds were slow, the interval doubled, and the data lag followed the peaks of
+  that sawtooth.
 
 Uploaders spread their waits (0.8-1.2 times the advice), so ranks that were refused or
 paced together do not stay in step.
@@ -78,6 +84,7 @@ class Pacer:
         # window, never under FIRST_CAPACITY): what this process has shown it can do.
         self.capacity = FIRST_CAPACITY
         self._probe: asyncio.Task[None] | None = None
+        self._changed = clock()  # when the interval last changed
 
     @property
     def enabled(self) -> bool:
@@ -129,15 +136,24 @@ class Pacer:
             return
         pressure = max(_p90(times), lag)
         self._calm = self._calm + 1 if pressure < self.target / 3 else 0
+        before = self.interval
         if pressure > self.target:
             grown = max(FLOOR, self.interval) * min(2.0, pressure / self.target)
             self.interval = min(self.max_interval, grown)
-        elif self._calm >= CALM_WINDOWS and self.interval > 0:
+        elif self._calm >= CALM_WINDOWS and self.interval > 0 and self._heard(now):
             # Slowly: uploaders hear of a shorter interval only at their next post, so the
             # load it brings shows an interval later; shrinking fast would oscillate.
             self.interval *= SHRINK
             if self.interval < FLOOR:
                 self.interval = 0.0
+        if self.interval != before:
+            self._changed = now
+
+    def _heard(self, now: float) -> bool:
+        """Whether every uploader has posted since the interval last changed: until then
+        the calm may only be ranks still waiting out the longer interval they were told,
+        and shrinking again would bring them back together (the sawtooth)."""
+        return now - self._changed >= self.interval
 
     def start_probe(self) -> None:
         """Measure the running event loop's lag (once per process; call from the loop)."""

@@ -108,6 +108,24 @@ def test_it_shrinks_slowly_after_calm_and_then_stops() -> None:
     assert seen[-1] == 0.0 and pacer.header() is None  # under the floor: no advice at all
 
 
+def test_it_shrinks_at_most_once_per_interval() -> None:
+    """Uploaders hear of a new interval only at their next post: calm seconds within
+    one interval of the last change may be ranks still waiting out the longer one, so
+    the interval holds until a whole interval has passed since it changed."""
+    clock = Clock()
+    pacer = Pacer(max_interval=10.0, target=0.5, clock=clock)
+    changes = [(clock.now, 0.0)]  # (when the interval changed, to what)
+    for pressure in [5.0] * 6 + [0.01] * 40:
+        _second(pacer, clock, pressure)
+        if pacer.interval != changes[-1][1]:
+            changes.append((clock.now, pacer.interval))
+    changes = changes[[b for _, b in changes].index(10.0) :]
+    assert len(changes) >= 4, changes  # it does come down
+    for (t0, held), (t1, _) in itertools.pairwise(changes):
+        assert t1 - t0 >= held - 1e-9, f"{held} s held for only {t1 - t0} s: {changes}"
+    assert [b for _, b in changes[1:3]] == pytest.approx([8.0, 6.4])
+
+
 def test_admission_follows_what_the_process_has_shown_it_can_finish() -> None:
     """Little's law: with ``capacity`` uploads finished a second, ``inflight`` uploads in
     progress take ``inflight / capacity`` seconds; past the budget a new one is refused."""
