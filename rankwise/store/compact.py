@@ -36,9 +36,14 @@ from .tx import Tx, marks
 
 # Small transactions: on SQLite an ingest batch waits for the compaction transaction in
 # progress (one writer), so one must stay short. 64 streams of 10 uploads each took
-# 0.5-1.1 s at 1,000 ranks; 16 take 75-170 ms for the same CPU in all.
-STREAMS_PER_TX = 16
-ROWS_PER_TX = 160
+# 0.5-1.1 s at 1,000 ranks; 16 took 75-170 ms for the same CPU in all, and still kept the
+# ingest's p90 over the pacer's target while a round ran, so the server asked uploaders
+# for longer intervals (that cannot relieve compaction: it is per point and per series).
+# With 4, the steady data lag p99 at 1,000 ranks halved (8.8 s against 18.7 s at the
+# median of 6 alternating runs; benchmarks/README.md) for the same compaction CPU at 64
+# ranks (bench_append.py).
+STREAMS_PER_TX = 4
+ROWS_PER_TX = 40
 DEFAULT_EVERY = 10.0
 
 _log = logging.getLogger("rankwise.compact")
