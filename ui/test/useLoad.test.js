@@ -2,9 +2,10 @@
 // useLoad, the dashboard's one data-loading hook, driven through a real Preact render:
 // aborts on unmount and on new parameters, never overlapping polls, error states.
 
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { h, render } from "preact";
 import { act } from "preact/test-utils";
+import { freshRoot } from "./freshRoot.js";
 import { STALE_MS, useLoad } from "../src/hooks.js";
 
 /** A load function whose calls the test answers by hand. */
@@ -24,7 +25,7 @@ function controlled() {
   return { load, calls };
 }
 
-let root;
+const dom = freshRoot({ fakeTimers: true });
 const probe = { seen: null }; // the hook's latest return value
 function Probe({ load, deps, opts }) {
   // The probe hands the test's own load and deps through, as a page would inline them.
@@ -32,22 +33,10 @@ function Probe({ load, deps, opts }) {
   probe.seen = useLoad(load, deps, opts);
   return null;
 }
-const mount = (props) => act(() => render(h(Probe, props), root));
+const mount = (props) => act(() => render(h(Probe, props), dom.root));
 const settle = () => act(async () => {
   await Promise.resolve();
   await Promise.resolve();
-});
-
-
-beforeEach(() => {
-  vi.useFakeTimers();
-  root = document.createElement("div");
-  document.body.appendChild(root);
-});
-afterEach(() => {
-  render(null, root);
-  root.remove();
-  vi.useRealTimers();
 });
 
 describe("useLoad", () => {
@@ -65,7 +54,7 @@ describe("useLoad", () => {
   it("aborts the request in flight on unmount", async () => {
     const { load, calls } = controlled();
     await mount({ load, deps: ["a"] });
-    await act(() => render(null, root));
+    await act(() => render(null, dom.root));
     expect(calls[0].signal.aborted).toBe(true);
   });
 

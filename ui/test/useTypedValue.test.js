@@ -2,12 +2,13 @@
 // useTypedValue: the runs page's search box. It commits after typing stops and follows
 // the URL, but the URL's late echo of what it committed never drops keys typed since.
 
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { h, render } from "preact";
 import { act } from "preact/test-utils";
+import { freshRoot } from "./freshRoot.js";
 import { useTypedValue } from "../src/hooks.js";
 
-let root;
+const dom = freshRoot({ fakeTimers: true });
 const probe = { value: null, set: null };
 function Box({ external, commit }) {
   const [value, setValue] = useTypedValue(external, commit, 250);
@@ -15,19 +16,9 @@ function Box({ external, commit }) {
   probe.set = setValue;
   return null;
 }
-const show = (props) => act(() => render(h(Box, props), root));
+const show = (props) => act(() => render(h(Box, props), dom.root));
 const type = (text) => act(() => probe.set(text));
 
-beforeEach(() => {
-  vi.useFakeTimers();
-  root = document.createElement("div");
-  document.body.appendChild(root);
-});
-afterEach(() => {
-  render(null, root);
-  root.remove();
-  vi.useRealTimers();
-});
 
 describe("useTypedValue", () => {
   it("keeps what was typed when the URL catches up with an earlier value", async () => {
