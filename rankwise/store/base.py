@@ -87,7 +87,8 @@ class RunStore(Protocol):
 
 class CompactStore(Protocol):
     """Uploads are stored whole as they arrive and folded into series later
-    (``rankwise.store.compact``); every read folds what it needs first."""
+    (``rankwise.store.compact``); every read merges what is still pending, in memory
+    (``rankwise.store.pending_view``)."""
 
     def compact(self, runs: Sequence[int] | None = None, wait: bool = True) -> int:
         """Fold the pending uploads (of the run ids ``runs``, default all) now; returns

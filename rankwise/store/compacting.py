@@ -3,9 +3,10 @@
 * ``compact()`` folds every pending upload (all streams, in transactions of at most
   ``STREAMS_PER_TX`` streams each); the background ``Compactor`` thread, started by a
   store's first ingest, calls it every ``RANKWISE_COMPACT_EVERY`` seconds.
-* ``_read_settled(project, run_id, fn)``: how every read of a run's points runs; it
-  first folds that run's pending uploads (when there are any: one indexed probe otherwise), so
-  a read never misses an acknowledged value.
+* ``_read_merged(project, run_id, fn)``: how every read of a run's points runs; ``fn``
+  gets the run's pending uploads as its snapshot sees them and merges them in memory
+  (``rankwise.store.pending_view``), so a read never misses an acknowledged value and
+  never writes.
 * ``_compact_lock(tx, wait)``: one compactor at a time per database. SQLite's writer
   lock already is one; PostgreSQL overrides it with an advisory transaction lock.
 """
@@ -14,12 +15,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar, cast
+from typing import TypeVar
 
 from .compact import Compactor, compact_every, compact_streams
-from .pending import pending_runs
+from .migrations import PENDING
+from .pending_view import EMPTY, BlockCache, PendingView
 from .sqlbase import SQLBase
-from .tx import Tx
+from .tx import Tx, marks
 
 T = TypeVar("T")
 _starting = threading.Lock()
@@ -30,6 +32,7 @@ class Compacting(SQLBase):
     """See the module docstring."""
 
     _compactor: Compactor | None = None
+    _blocks: BlockCache | None = None
 
     def _compact_lock(self, tx: Tx, wait: bool) -> bool:
         """Take this database's compaction lock for ``tx`` (False: held elsewhere and
@@ -58,36 +61,48 @@ class Compacting(SQLBase):
             after = last
         return total
 
-    def _read_settled(self, project: str, run_id: str, fn: Callable[[Tx], T]) -> T:
-        """``fn`` in a read transaction that first checks for the run's pending uploads;
-        when there are some, they are folded first and ``fn`` runs in a new one (see the
-        module docstring). The usual case, nothing pending, is one transaction."""
+    def _read_merged(self, project: str, run_id: str, fn: Callable[[Tx, PendingView], T]) -> T:
+        """``fn(tx, pending)`` in one read transaction: ``pending`` holds the run's uploads
+        not yet compacted, as that snapshot sees them (``rankwise.store.pending_view``),
+        for ``fn`` to merge with what it reads of the chunks and aggregate blocks. A read
+        never writes."""
         if not self._pending_kept():
-            return self._read(fn)
+            return self._read(lambda tx: fn(tx, EMPTY))
 
-        def guarded(tx: Tx) -> tuple[bool, Any]:
+        def read(tx: Tx) -> T:
             row = tx.one("SELECT id FROM runs WHERE project = ? AND run_id = ?", (project, run_id))
-            if row is not None and pending_runs(tx, [int(row[0])]):
-                return False, int(row[0])
-            return True, fn(tx)
+            return fn(tx, EMPTY if row is None else self._pending_of(tx, int(row[0])))
 
-        done, got = self._read(guarded)
-        if done:
-            return cast(T, got)
-        self.compact([got])
-        return self._read(fn)
+        return self._read(read)
 
-    def _settle_in(self, tx: Tx, runs: Sequence[int]) -> None:
-        """Within the write transaction ``tx``: fold the pending uploads of ``runs``."""
-        if not runs or not self._pending_kept() or not pending_runs(tx, runs):
-            return
-        self._compact_lock(tx, True)
-        after = -1
-        for _ in range(_MAX_TX):
-            _, last = compact_streams(tx, runs, after)
-            if last is None:
-                return
-            after = last
+    def _pending_kept_in(self, tx: Tx) -> bool:
+        """``_pending_kept()`` asked inside ``tx`` (a write may not open a read)."""
+        if getattr(self, "_direct", False):
+            row = tx.one("SELECT MAX(version) FROM schema_version")
+            return bool(row and row[0] is not None and int(row[0]) >= PENDING)
+        return True
+
+    def _pending_of(self, tx: Tx, run: int) -> PendingView:
+        """The run's pending uploads in ``tx``'s snapshot (decoded once per process)."""
+        if self._blocks is None:
+            with _starting:
+                if self._blocks is None:
+                    self._blocks = BlockCache()
+        return PendingView.of_run(tx, run, self._blocks)
+
+    def _pending_runs_of(self, tx: Tx, runs: Sequence[int]) -> dict[int, PendingView]:
+        """``_pending_of`` of each of ``runs`` that has pending uploads."""
+        if not runs or not self._pending_kept_in(tx):
+            return {}
+        out: dict[int, PendingView] = {}
+        ids = sorted(set(runs))
+        for a in range(0, len(ids), 500):
+            part = ids[a : a + 500]
+            for (run,) in tx.all(
+                f"SELECT DISTINCT run FROM upload_blocks WHERE run IN ({marks(len(part))})", part
+            ):
+                out[int(run)] = self._pending_of(tx, int(run))
+        return out
 
     def start_compactor(self) -> None:
         """Start the background compactor (idempotent; ``close`` stops it)."""
@@ -96,6 +111,12 @@ class Compacting(SQLBase):
         with _starting:
             if self._compactor is None:
                 self._compactor = Compactor(lambda: self.compact(wait=False), compact_every())
+
+    def _stored_pending(self, points: int) -> None:
+        """An ingest stored ``points`` pending: the compactor may start a round early."""
+        got = self._compactor
+        if got is not None:
+            got.added(points)
 
     def _stop_compactor(self) -> None:
         got, self._compactor = self._compactor, None

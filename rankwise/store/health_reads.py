@@ -33,6 +33,7 @@ from . import query
 from . import runs as run_rows
 from .chunks import decode_xy
 from .ingest import decode_fold
+from .pending_view import EMPTY, PendingView
 from .sqlbase import SQLBase
 from .tx import Tx, marks
 from .types import ConsoleQuery
@@ -222,8 +223,11 @@ class HealthReads(SQLBase):
 
     # -- system ----------------------------------------------------------------------------
 
-    def _system_series_ids(self, tx: Tx, sids: Sequence[int]) -> list[tuple[int, int, str]]:
-        """(stream id, metric id, key) of the system series of streams ``sids``."""
+    def _system_series_ids(
+        self, tx: Tx, sids: Sequence[int], pending: PendingView = EMPTY
+    ) -> list[tuple[int, int, str]]:
+        """(stream id, metric id, key) of the system series of streams ``sids``, those
+        with only pending points too."""
         out: list[tuple[int, int, str]] = []
         for a in range(0, len(sids), 500):
             part = list(sids[a : a + 500])
@@ -236,19 +240,30 @@ class HealthReads(SQLBase):
                     part,
                 )
             ]
+        wanted, have = set(sids), {(s, m) for s, m, _ in out}
+        more = [(s, m) for s, m in pending.series() if m < 0 and s in wanted and (s, m) not in have]
+        if more:
+            ids = sorted({-m for _, m in more})
+            names = {
+                -int(i): str(n)
+                for i, n in tx.all(
+                    f"SELECT id, name FROM system_keys WHERE id IN ({marks(len(ids))})", ids
+                )
+            }
+            out += [(s, m, names[m]) for s, m in more if m in names]
         return out
 
     def system_keys(self, project: str, run_id: str) -> list[str] | None:
         """The system keys the run's streams sampled (``node/cpu_percent``,
         ``gpu/0/util_percent``, ...), sorted; None for an unknown run."""
 
-        def read(tx: Tx) -> list[str] | None:
+        def read(tx: Tx, pending: PendingView) -> list[str] | None:
             meta = self._stream_meta(tx, project, run_id)
             if not meta:
                 return None
-            return sorted({k for _, _, k in self._system_series_ids(tx, list(meta))})
+            return sorted({k for _, _, k in self._system_series_ids(tx, list(meta), pending)})
 
-        result: list[str] | None = self._read_settled(project, run_id, read)
+        result: list[str] | None = self._read_merged(project, run_id, read)
         return result
 
     def system_series(
@@ -267,19 +282,19 @@ class HealthReads(SQLBase):
         if max_points < 1:
             raise UsageError(f"max_points={max_points} must be at least 1")
 
-        def read(tx: Tx) -> list[SystemSeries] | None:
+        def read(tx: Tx, pending: PendingView) -> list[SystemSeries] | None:
             meta = self._stream_meta(tx, project, run_id)
             if not meta:
                 return None
             # One line per (label, stored key): a label's incarnations continue its line.
             lines: dict[tuple[str, str], tuple[int, list[int]]] = {}
-            for sid, mid, key in self._system_series_ids(tx, list(meta)):
+            for sid, mid, key in self._system_series_ids(tx, list(meta), pending):
                 if T.quantity(key)[0] == chart:
                     lines.setdefault((meta[sid].label, key), (mid, []))[1].append(sid)
             by_label = {s.label: s for s in meta.values()}  # the latest incarnation
             out = []
             for (label, key), (mid, sids) in lines.items():
-                got = query.series_of(tx, label, sids, mid, "time", lo, hi, max_points)
+                got = query.series_of(tx, label, sids, mid, "time", lo, hi, max_points, pending)
                 s, gpu = by_label[label], T.quantity(key)[1]
                 out.append(
                     SystemSeries(
@@ -298,7 +313,7 @@ class HealthReads(SQLBase):
             out.sort(key=lambda x: (x.node, x.gpu if x.gpu is not None else -1, x.rank, x.key))
             return out
 
-        result: list[SystemSeries] | None = self._read_settled(project, run_id, read)
+        result: list[SystemSeries] | None = self._read_merged(project, run_id, read)
         return result
 
     # -- health ----------------------------------------------------------------------------
@@ -312,7 +327,7 @@ class HealthReads(SQLBase):
         its state and open stall; with the run and the ``now`` to assess at (the time
         for a running run, else its last record's). None for an unknown run."""
 
-        def read(tx: Tx) -> tuple[RunInfo, list[StreamSteps], float] | None:
+        def read(tx: Tx, pending: PendingView) -> tuple[RunInfo, list[StreamSteps], float] | None:
             rows = tx.all(
                 f"SELECT s.id, s.fold, {run_rows.STREAM_COLS} FROM streams s "
                 "JOIN runs r ON r.id = s.run "
@@ -343,14 +358,18 @@ class HealthReads(SQLBase):
             for s in run.streams:  # sorted by label then incarnation: the latest wins
                 latest[s.label] = s
             out = []
+            since: dict[int, float] = {}
             for s in latest.values():
                 # Where the stream's window ends, as rankwise.health measures it.
                 end = at if s.state == "running" else min(at, s.last_seen or at)
+                since[ids[(s.label, s.incarnation)]] = end - window
+            windows = _step_windows(tx, since, pending)
+            for s in latest.values():
                 key = (s.label, s.incarnation)
                 out.append(
                     StreamSteps(
                         label=s.label,
-                        points=_step_window(tx, ids[key], end - window),
+                        points=windows[ids[key]],
                         rank=s.rank,
                         node=s.node,
                         host=s.host,
@@ -361,7 +380,7 @@ class HealthReads(SQLBase):
                 )
             return run, out, at
 
-        result: tuple[RunInfo, list[StreamSteps], float] | None = self._read_settled(
+        result: tuple[RunInfo, list[StreamSteps], float] | None = self._read_merged(
             project, run_id, read
         )
         return result
@@ -371,7 +390,7 @@ class HealthReads(SQLBase):
     ) -> list[StallEvent] | None:
         """The watchdog's stall reports (and the clearing ones), newest first."""
 
-        def read(tx: Tx) -> list[StallEvent] | None:
+        def read(tx: Tx, pending: PendingView) -> list[StallEvent] | None:
             meta = self._stream_meta(tx, project, run_id)
             if not meta:
                 return None
@@ -390,7 +409,7 @@ class HealthReads(SQLBase):
                 began = float(t) - (0.0 if cleared else float(idle))
                 if int(sid) not in progress:  # one read per stream, from its first stall on
                     first = min(float(r[1]) - float(r[2]) for r in rows if r[0] == sid)
-                    progress[int(sid)] = _step_window(tx, int(sid), first)
+                    progress[int(sid)] = _step_window(tx, int(sid), first, pending)
                 out.append(
                     StallEvent(
                         label=s.label,
@@ -406,7 +425,7 @@ class HealthReads(SQLBase):
                 )
             return out
 
-        result: list[StallEvent] | None = self._read(read)
+        result: list[StallEvent] | None = self._read_merged(project, run_id, read)
         return result
 
 
@@ -424,33 +443,67 @@ def _step_at(points: list[tuple[int, float]], t: float) -> int | None:
     return max(steps) if steps else None
 
 
-def _step_window(tx: Tx, sid: int, since: float) -> list[tuple[int, float]]:
-    """A stream's step points: the first, the last before ``since``, all from ``since``."""
-    meta = tx.all(
-        "SELECT id, t_lo, t_hi FROM chunks WHERE stream = ? AND metric = ? ORDER BY id",
-        (sid, T.STEPS),
-    )
-    if not meta:
-        return []
-    wanted = {int(meta[0][0])}
-    before = None
-    for cid, t_lo, t_hi in meta:
-        if t_hi >= since:
-            wanted.add(int(cid))
-        if t_lo < since:
-            before = int(cid)  # chunks are in seq order; the last that starts before
-    if before is not None:
-        wanted.add(before)
-    ids = sorted(wanted)
-    steps, times = [], []
-    for n, xs, ys, kind in tx.all(
-        f"SELECT n, xs, ys, kind FROM chunks WHERE id IN ({marks(len(ids))}) ORDER BY id", ids
-    ):
-        step, t, _ = decode_xy(int(n), xs, ys, kind)
-        steps.append(step)
-        times.append(t)
-    step, t = np.concatenate(steps), np.concatenate(times)
-    inside = np.flatnonzero(t >= since)
-    early = np.flatnonzero(t < since)
-    keep = sorted({0, *early[-1:].tolist(), *inside.tolist()})
-    return list(zip(step[keep].tolist(), t[keep].tolist()))
+def _step_window(
+    tx: Tx, sid: int, since: float, pending: PendingView = EMPTY
+) -> list[tuple[int, float]]:
+    """A stream's step points: the first, the last before ``since``, all from ``since``
+    (the pending ones after the stored ones: they are the stream's latest)."""
+    return _step_windows(tx, {sid: since}, pending)[sid]
+
+
+def _step_windows(
+    tx: Tx, since: dict[int, float], pending: PendingView = EMPTY
+) -> dict[int, list[tuple[int, float]]]:
+    """``_step_window`` of many streams (stream id -> its ``since``): a query for their
+    chunks' time ranges and one for the chunks wanted, per 500 streams or chunks."""
+    sids = sorted(since)
+    meta: dict[int, list[tuple[int, float, float]]] = {}
+    for a in range(0, len(sids), 500):
+        part = sids[a : a + 500]
+        for sid, cid, t_lo, t_hi in tx.all(
+            "SELECT stream, id, t_lo, t_hi FROM chunks "
+            f"WHERE stream IN ({marks(len(part))}) AND metric = ? ORDER BY stream, id",
+            [*part, T.STEPS],
+        ):
+            meta.setdefault(int(sid), []).append((int(cid), float(t_lo), float(t_hi)))
+    ids: list[int] = []
+    for sid, rows in meta.items():
+        wanted = {rows[0][0]}
+        before = None
+        for cid, t_lo, t_hi in rows:
+            if t_hi >= since[sid]:
+                wanted.add(cid)
+            if t_lo < since[sid]:
+                before = cid  # chunks are in seq order; the last that starts before
+        if before is not None:
+            wanted.add(before)
+        ids += wanted
+    ids.sort()
+    cols: dict[int, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+    for a in range(0, len(ids), 500):
+        part = ids[a : a + 500]
+        for sid, n, xs, ys, kind in tx.all(
+            f"SELECT stream, n, xs, ys, kind FROM chunks WHERE id IN ({marks(len(part))}) "
+            "ORDER BY id",
+            part,
+        ):
+            step, t, _ = decode_xy(int(n), xs, ys, kind)
+            got = cols.setdefault(int(sid), ([], []))
+            got[0].append(step)
+            got[1].append(t)
+    out: dict[int, list[tuple[int, float]]] = {}
+    for sid in sids:
+        steps, times = cols.get(sid, ([], []))
+        late = pending.points(sid, T.STEPS)
+        if late is not None:
+            steps.append(late.step)
+            times.append(late.time)
+        if not steps:
+            out[sid] = []
+            continue
+        step, t = np.concatenate(steps), np.concatenate(times)
+        inside = np.flatnonzero(t >= since[sid])
+        early = np.flatnonzero(t < since[sid])
+        keep = sorted({0, *early[-1:].tolist(), *inside.tolist()})
+        out[sid] = list(zip(step[keep].tolist(), t[keep].tolist()))
+    return out

@@ -29,6 +29,7 @@ from ..stream import records as R
 from ..wire.charts import XAxis
 from ..wire.heatmap import HeatmapReply, HeatmapRow
 from .chunks import decode_xy, decode_y, unpack_ints
+from .pending_view import EMPTY, PendingView
 from .sqlbase import SQLBase
 from .tx import Tx, marks
 
@@ -137,7 +138,7 @@ class HeatmapReads(SQLBase):
         """One page of the heatmap's rows; None for an unknown run."""
         check_heatmap(x, buckets, offset, limit)
 
-        def read(tx: Tx) -> HeatmapReply | None:
+        def read(tx: Tx, pending: PendingView) -> HeatmapReply | None:
             every = self._heatmap_rows(tx, project, run_id)
             if every is None:
                 return None
@@ -146,7 +147,7 @@ class HeatmapReads(SQLBase):
             sids = [s for r in page for s in r.sids]
             a, b = lo, hi
             if mrow is not None and sids and (a is None or b is None):
-                first, last = self._bounds(tx, sids, int(mrow[0]), x)
+                first, last = self._bounds(tx, sids, int(mrow[0]), x, pending)
                 if first is not None and last is not None:
                     a = first if a is None else a
                     b = last if b is None else b
@@ -159,7 +160,7 @@ class HeatmapReads(SQLBase):
                 k = max(1, min(buckets, int(np.floor(b) - np.ceil(a)) + 1))
             cells = np.full((len(page), k), np.nan)
             if mrow is not None and sids:
-                cells = self._cells(tx, page, int(mrow[0]), x, a, b, k)
+                cells = self._cells(tx, page, int(mrow[0]), x, a, b, k, pending)
             med, score = bucket_stats(cells)
             rows = [
                 HeatmapRow(
@@ -179,14 +180,17 @@ class HeatmapReads(SQLBase):
                 median=[None if np.isnan(v) else float(v) for v in med],
             )  # fmt: skip
 
-        return self._read_settled(project, run_id, read)
+        return self._read_merged(project, run_id, read)
 
     def _bounds(
-        self, tx: Tx, sids: list[int], metric: int, x: XAxis
+        self, tx: Tx, sids: list[int], metric: int, x: XAxis, pending: PendingView = EMPTY
     ) -> tuple[float | None, float | None]:
         """The x range the streams logged the metric over (None, None: nothing)."""
         lo_v: float | None = None
         hi_v: float | None = None
+        late, _ = pending.xs(sids, metric, x)
+        if late.shape[0]:
+            lo_v, hi_v = float(late.min()), float(late.max())
         for i in range(0, len(sids), 500):
             part = sids[i : i + 500]
             got = tx.one(
@@ -200,9 +204,18 @@ class HeatmapReads(SQLBase):
         return lo_v, hi_v
 
     def _cells(
-        self, tx: Tx, page: list[_Row], metric: int, x: XAxis, a: float, b: float, k: int
+        self,
+        tx: Tx,
+        page: list[_Row],
+        metric: int,
+        x: XAxis,
+        a: float,
+        b: float,
+        k: int,
+        pending: PendingView = EMPTY,
     ) -> np.ndarray:
-        """rows x k means of each row's finite values per bucket of ``[a, b]``."""
+        """rows x k means of each row's finite values per bucket of ``[a, b]`` (the
+        pending points too)."""
         row_of = {sid: i for i, r in enumerate(page) for sid in r.sids}
         sids = list(row_of)
         total = np.zeros(len(page) * k)
@@ -259,6 +272,13 @@ class HeatmapReads(SQLBase):
                     col, value = col[keep], value[keep]
                 at_parts.append(col + base)
                 ys_parts.append(value)
+            for sid in part if pending else ():
+                xv, value = pending.xs([sid], metric, x)
+                keep = np.isfinite(value) & (xv >= a) & (xv <= b)
+                if keep.any():
+                    col = np.clip(np.floor((xv[keep] - a) * scale).astype(np.intp), 0, k - 1)
+                    at_parts.append(col + row_of[sid] * k)
+                    ys_parts.append(value[keep])
             if at_parts:  # one bincount over the batch's points, not one per chunk
                 at = np.concatenate(at_parts)
                 total += np.bincount(at, np.concatenate(ys_parts), len(total))

@@ -63,6 +63,12 @@ def encode_block(metrics: dict[int, Points], health: dict[int, Points]) -> bytes
 Part = tuple[str, bytes, bytes, bytes, bytes, bytes | None]
 
 
+def block_groups(blob: bytes) -> list[_Group]:
+    """A block as stored: its groups, each ``[seq, step, time, weight | None,
+    [[series id, aggregated, kind, value], ...]]`` (columns as raw bytes)."""
+    return _dec.decode(blob)
+
+
 def block_parts(blob: bytes) -> list[tuple[int, bool, Part]]:
     """The series of one block, undecoded: (series id, aggregated, part)."""
     out = []

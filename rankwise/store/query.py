@@ -40,6 +40,7 @@ from .aggregate import Agg
 from .blocks import BLOCK
 from .chunks import AXIS_ROLES, MID, SUB, UNIT_BYTES, decode, decode_xy, units
 from .downsample import F8, bucket_of, extremes, m4
+from .pending_view import EMPTY, PendingView
 from .tx import Tx, marks
 
 _AXIS_COL = {"step": 0, "time": 1}
@@ -72,18 +73,24 @@ def series_of(
     lo: float | None,
     hi: float | None,
     max_points: int,
+    pending: PendingView = EMPTY,
 ) -> Series:
-    """One label's series (all its incarnations), downsampled to ``max_points``."""
+    """One label's series (all its incarnations), downsampled to ``max_points``; the
+    points not yet compacted (``pending``) count as single-point units."""
     where, extra = _where(streams, x, lo, hi)
     params = [*streams, metric, *extra]
     meta = tx.all(
         f"SELECT id, n, step_lo, step_hi, t_lo, t_hi, head FROM chunks WHERE {where} ORDER BY id",
         params,
     )
-    if not meta:
-        return Series(label, [], [])
     lo_f = -np.inf if lo is None else float(lo)
     hi_f = np.inf if hi is None else float(hi)
+    late_x, late_y = pending.xs(list(streams), metric, x)
+    if late_x.shape[0] and (lo is not None or hi is not None):
+        keep = (late_x >= lo_f) & (late_x <= hi_f)
+        late_x, late_y = late_x[keep], late_y[keep]
+    if not meta and not late_x.shape[0]:
+        return Series(label, [], [])
     xi = _AXIS_COL[x]
     inside: list[tuple[Any, ...]] = []
     partial: list[tuple[Any, ...]] = []
@@ -91,7 +98,7 @@ def series_of(
         x_lo, x_hi = (row[2], row[3]) if x == "step" else (row[4], row[5])
         (inside if lo_f <= x_lo and x_hi <= hi_f else partial).append(row)
     n_inside: int = sum(int(r[1]) for r in inside)
-    n_total: int = n_inside + sum(int(r[1]) for r in partial)
+    n_total: int = n_inside + sum(int(r[1]) for r in partial) + late_x.shape[0]
     level = choose_level(n_total, n_inside, len(inside), max_points)
     if level == "raw":
         partial, inside = meta, []
@@ -118,6 +125,10 @@ def series_of(
         xs_parts.append(pts[:, :, xi].ravel())
         ys_parts.append(pts[:, :, 2].ravel())
         ux_parts.append(np.repeat(reps[:, roles[0], xi], len(roles)))
+    if late_x.shape[0]:
+        xs_parts.append(late_x)
+        ys_parts.append(late_y)
+        ux_parts.append(late_x)
     xv = np.concatenate(xs_parts)
     yv = np.concatenate(ys_parts)
     if level == "raw":
@@ -175,28 +186,47 @@ def _raw(tx: Tx, ids: list[int], x: XAxis, lo: float, hi: float) -> tuple[F8, F8
 
 
 def band_of(
-    tx: Tx, run: int, metric: int, x: XAxis, lo: float | None, hi: float | None, max_points: int
+    tx: Tx,
+    run: int,
+    metric: int,
+    x: XAxis,
+    lo: float | None,
+    hi: float | None,
+    max_points: int,
+    pending: Agg | None = None,
 ) -> Band:
     """The cross-rank aggregate per step; downsampled keeping each bucket's first, last
-    and the extremes of ``min``, ``max``, ``mean`` and ``wmean``."""
+    and the extremes of ``min``, ``max``, ``mean`` and ``wmean``. ``pending``: the
+    aggregate of the run's points not yet compacted, merged in."""
     sql = "SELECT block, data FROM aggs WHERE run = ? AND metric = ?"
     params: list[Any] = [run, metric]
+    conds: list[str] = []
     if x == "step":
         if lo is not None:
-            sql += " AND block >= ?"
+            conds.append("block >= ?")
             params.append(int(np.floor(lo)) // BLOCK)
         if hi is not None:
-            sql += " AND block <= ?"
+            conds.append("block <= ?")
             params.append(int(np.ceil(hi)) // BLOCK)
     else:
         if lo is not None:
-            sql += " AND t_hi >= ?"
+            conds.append("t_hi >= ?")
             params.append(float(lo))
         if hi is not None:
-            sql += " AND t_lo <= ?"
+            conds.append("t_lo <= ?")
             params.append(float(hi))
+        if conds and pending is not None and len(pending):
+            # A step's time is its earliest point's: the blocks the pending points
+            # touch are read whatever their stored times, merged, then filtered.
+            touched = sorted(set((pending.step // BLOCK).tolist()))
+            conds = [f"(({' AND '.join(conds)}) OR block IN ({marks(len(touched))}))"]
+            params += touched
+    if conds:
+        sql += " AND " + " AND ".join(conds)
     rows = tx.all(sql + " ORDER BY block", params)
     agg = Agg.concat([Agg.from_bytes(data, int(block) * BLOCK) for block, data in rows])
+    if pending is not None and len(pending):
+        agg = agg.merge(pending)
     if x == "step":
         agg = agg.between(
             None if lo is None else int(np.ceil(lo)), None if hi is None else int(np.floor(hi))
@@ -251,11 +281,13 @@ def band_of(
     )
 
 
-def last_complete_of(tx: Tx, run: int, upto: int | None) -> dict[int, CrossRankValue]:
+def last_complete_of(
+    tx: Tx, run: int, upto: int | None, pending: PendingView = EMPTY
+) -> dict[int, CrossRankValue]:
     """Per metric id, the cross-rank aggregate at its last step ``<= upto`` (any step
     when None), as ``rankwise.read.summary`` folds it from files (a step of NaN alone says
     NaN). Reads one stored block per metric (two where the newest one holds only later
-    steps), never the whole run."""
+    steps), never the whole run; the points not yet compacted (``pending``) merged in."""
     cap = "" if upto is None else " AND b.block <= ?"
     params: list[Any] = [run] + ([] if upto is None else [upto // BLOCK])
     rows = tx.all(
@@ -263,15 +295,17 @@ def last_complete_of(tx: Tx, run: int, upto: int | None) -> dict[int, CrossRankV
         f"(SELECT MAX(b.block) FROM aggs b WHERE b.run = a.run AND b.metric = a.metric{cap})",
         params,
     )
-    return _last_values(tx, run, upto, rows)
+    return _cross_values(_with_pending(_last_aggs(tx, run, upto, rows), pending, upto))
 
 
 def last_complete_of_runs(
-    tx: Tx, uptos: dict[int, int | None]
+    tx: Tx, uptos: dict[int, int | None], pending: dict[int, PendingView] | None = None
 ) -> dict[int, dict[int, CrossRankValue]]:
     """``last_complete_of`` of many runs (run id -> its ``upto``): one query for the
     newest block of each metric of each run, one for their data; a run with a newest
-    block past its ``upto`` is read alone."""
+    block past its ``upto`` is read alone. ``pending``: the runs' points not yet
+    compacted, per run that has some."""
+    pending = pending or {}
     out: dict[int, dict[int, CrossRankValue]] = {run: {} for run in uptos}
     ids = list(uptos)
     found: dict[int, list[tuple[Any, Any, Any]]] = {}
@@ -296,20 +330,22 @@ def last_complete_of_runs(
             if upto is not None and int(block) > upto // BLOCK:
                 alone.add(int(run))
             found.setdefault(int(run), []).append((metric, block, data))
-    for run, rows in found.items():
+    for run in uptos:
+        view = pending.get(run, EMPTY)
         if run in alone:
-            out[run] = last_complete_of(tx, run, uptos[run])
-        else:
-            out[run] = _last_values(tx, run, uptos[run], rows)
+            out[run] = last_complete_of(tx, run, uptos[run], view)
+        elif run in found or view:
+            last = _last_aggs(tx, run, uptos[run], found.get(run, []))
+            out[run] = _cross_values(_with_pending(last, view, uptos[run]))
     return out
 
 
-def _last_values(
+def _last_aggs(
     tx: Tx, run: int, upto: int | None, rows: Sequence[tuple[Any, Any, Any]]
-) -> dict[int, CrossRankValue]:
-    """``last_complete_of`` from the (metric, block, data) of each metric's newest
-    block up to ``upto``."""
-    out: dict[int, CrossRankValue] = {}
+) -> dict[int, Agg]:
+    """Per metric, its last stored step ``<= upto`` (a one-step ``Agg``), from the
+    (metric, block, data) of each metric's newest block up to ``upto``."""
+    out: dict[int, Agg] = {}
     for metric, block, data in rows:
         agg = Agg.from_bytes(data, int(block) * BLOCK).between(None, upto)
         if not len(agg) and int(block) > 0:
@@ -320,10 +356,31 @@ def _last_values(
             )
             if prev:
                 agg = Agg.from_bytes(prev[0][1], int(prev[0][0]) * BLOCK).between(None, upto)
-        if not len(agg):
+        if len(agg):
+            out[int(metric)] = agg.between(int(agg.step[-1]), None)
+    return out
+
+
+def _with_pending(last: dict[int, Agg], pending: PendingView, upto: int | None) -> dict[int, Agg]:
+    """``last`` with the pending points: a metric's last step is the later of its last
+    stored and last pending step ``<= upto``; the same step in both merges."""
+    for metric in pending.logged():
+        mine = pending.last(metric, upto)
+        if not len(mine):
             continue
+        stored = last.get(metric)
+        if stored is None or mine.step[0] > stored.step[0]:
+            last[metric] = mine
+        elif mine.step[0] == stored.step[0]:
+            last[metric] = stored.merge(mine)
+    return last
+
+
+def _cross_values(last: dict[int, Agg]) -> dict[int, CrossRankValue]:
+    out: dict[int, CrossRankValue] = {}
+    for metric, agg in last.items():
         i = len(agg) - 1
-        out[int(metric)] = CrossRankValue(
+        out[metric] = CrossRankValue(
             step=int(agg.step[i]),
             n=int(agg.col("n")[i]),
             mean=float(agg.shown(agg.mean())[i]),
@@ -342,9 +399,11 @@ def history_of(
     tx: Tx,
     streams: dict[int, tuple[str, int]],
     metrics: dict[int, str],
+    pending: PendingView = EMPTY,
 ) -> list[dict[str, Any]]:
     """One row per logged ``Metrics`` record holding any of ``metrics``, as
-    ``rankwise.Api`` returns them: sorted by step, then time (then stream and seq)."""
+    ``rankwise.Api`` returns them: sorted by step, then time (then stream and seq); the
+    points not yet compacted (``pending``) too."""
     if not streams or not metrics:
         return []
     rows: dict[tuple[int, int], dict[str, Any]] = {}
@@ -356,10 +415,17 @@ def history_of(
         "ORDER BY id",
         [*sids, *mids],
     )
-    for sid, mid, n, kind, xs, ys, seqs, weights in found:
-        p = decode(int(n), kind, xs, ys, seqs, weights)
+    got = [
+        (sid, mid, decode(int(n), kind, xs, ys, seqs, weights), weights is not None)
+        for sid, mid, n, kind, xs, ys, seqs, weights in found
+    ]
+    for sid in sids:  # then the points not yet compacted
+        for mid in mids:
+            p = pending.points(sid, mid)
+            if p is not None:
+                got.append((sid, mid, p, True))
+    for sid, mid, p, has_w in got:
         name, label = metrics[mid], streams[sid][0]
-        has_w = weights is not None
         for seq, step, t, v, w in zip(
             p.seq.tolist(), p.step.tolist(), p.time.tolist(), p.value.tolist(),
             p.weight.tolist(),

@@ -161,11 +161,11 @@ class RunFilters(SQLBase):
             "summary = excluded.summary, cross_rank = excluded.cross_rank, info = excluded.info"
         )
         rows = []
-        self._settle_in(tx, [pk for pk, _, _ in part])  # the cross-rank values read below
         infos = self._runs(tx, project, [r for _, r, _ in part], now, [p for p, _, _ in part])
         found_of = query.last_complete_of_runs(
             tx,
             {pk: complete_step(infos[rid].streams) for pk, rid, _ in part if rid in infos},
+            self._pending_runs_of(tx, [pk for pk, _, _ in part]),  # merged, not folded
         )
         ids = sorted({mid for found in found_of.values() for mid in found})
         names: dict[int, str] = {}

@@ -19,7 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..errors import UsageError
@@ -38,6 +38,7 @@ from .health_reads import HealthReads
 from .heatmap_reads import HeatmapReads
 from .ingest import Presented, apply_stream, decode_fold, metric_names
 from .media_reads import MediaReads
+from .pending_view import PendingView
 from .reports import Reports
 from .run_cache import FINGERPRINT_SQL, Fingerprint, RunCache
 from .run_edits import RunEdits, apply_edits, edits_of_project, edits_of_run, edits_ready
@@ -186,6 +187,8 @@ class SQLStore(
         out.update(self._apply(todo, mids, keys))
         if todo and not self._direct:
             self.start_compactor()
+            self._stored_pending(sum(len(r.values) for _, _, recs in todo for r in recs
+                                     if type(r) is R.Metrics))  # fmt: skip
         return out
 
     def _apply(
@@ -437,17 +440,29 @@ class SQLStore(
         return None if row is None else int(row[0])
 
     def metric_keys(self, project: str, run_id: str) -> list[str]:
-        rows = self._read_settled(
-            project,
-            run_id,
-            lambda tx: tx.all(
-                "SELECT DISTINCT m.name FROM series x JOIN streams s ON s.id = x.stream "
-                "JOIN runs r ON r.id = s.run JOIN metrics m ON m.id = x.metric "
-                "WHERE r.project = ? AND r.run_id = ? ORDER BY m.name",
-                (project, run_id),
-            ),
-        )
-        return [r[0] for r in rows]
+        def read(tx: Tx, pending: PendingView) -> list[str]:
+            names = [
+                str(r[0])
+                for r in tx.all(
+                    "SELECT DISTINCT m.name FROM series x JOIN streams s ON s.id = x.stream "
+                    "JOIN runs r ON r.id = s.run JOIN metrics m ON m.id = x.metric "
+                    "WHERE r.project = ? AND r.run_id = ? ORDER BY m.name",
+                    (project, run_id),
+                )
+            ]
+            more = set(self._metric_names(tx, pending.logged()).values()) - set(names)
+            return sorted([*names, *more]) if more else names
+
+        return self._read_merged(project, run_id, read)
+
+    def _metric_names(self, tx: Tx, ids: Iterable[int]) -> dict[int, str]:
+        wanted = sorted(ids)
+        out: dict[int, str] = {}
+        for a in range(0, len(wanted), 500):
+            part = wanted[a : a + 500]
+            rows = tx.all(f"SELECT id, name FROM metrics WHERE id IN ({marks(len(part))})", part)
+            out.update((int(i), str(n)) for i, n in rows)
+        return out
 
     def series(
         self,
@@ -463,7 +478,7 @@ class SQLStore(
     ) -> list[Series]:
         _check_axis(x, max_points)
 
-        def read(tx: Tx) -> list[Series]:
+        def read(tx: Tx, pending: PendingView) -> list[Series]:
             metric = self._metric_id(tx, key)
             if metric is None:
                 return []
@@ -472,12 +487,12 @@ class SQLStore(
                 if labels is None or label in labels:
                     by_label.setdefault(label, []).append(sid)
             out = [
-                query.series_of(tx, label, sids, metric, x, lo, hi, max_points)
+                query.series_of(tx, label, sids, metric, x, lo, hi, max_points, pending)
                 for label, sids in by_label.items()
             ]
             return [s for s in out if s.x]
 
-        return self._read_settled(project, run_id, read)
+        return self._read_merged(project, run_id, read)
 
     def band(
         self,
@@ -492,23 +507,24 @@ class SQLStore(
     ) -> Band:
         _check_axis(x, max_points)
 
-        def read(tx: Tx) -> Band:
+        def read(tx: Tx, pending: PendingView) -> Band:
             metric = self._metric_id(tx, key)
             run = tx.one("SELECT id FROM runs WHERE project = ? AND run_id = ?", (project, run_id))
             if metric is None or run is None:
                 return Band([], [], [], [], [], [], [])
-            return query.band_of(tx, int(run[0]), metric, x, lo, hi, max_points)
+            mine = pending.agg(metric)
+            return query.band_of(tx, int(run[0]), metric, x, lo, hi, max_points, mine)
 
-        return self._read_settled(project, run_id, read)
+        return self._read_merged(project, run_id, read)
 
     def cross_rank_last(
         self, project: str, run_id: str, upto: int | None = None
     ) -> dict[str, CrossRankValue]:
-        def read(tx: Tx) -> dict[str, CrossRankValue]:
+        def read(tx: Tx, pending: PendingView) -> dict[str, CrossRankValue]:
             run = tx.one("SELECT id FROM runs WHERE project = ? AND run_id = ?", (project, run_id))
             if run is None:
                 return {}
-            found = query.last_complete_of(tx, int(run[0]), upto)
+            found = query.last_complete_of(tx, int(run[0]), upto, pending)
             if not found:
                 return {}
             names = tx.all(
@@ -516,25 +532,34 @@ class SQLStore(
             )
             return {name: found[int(i)] for i, name in names}
 
-        return self._read_settled(project, run_id, read)
+        return self._read_merged(project, run_id, read)
 
     def stored_points(self, project: str, run_id: str) -> dict[tuple[str, str], int]:
-        """Per (label, metric key), how many points the run's chunks hold (a label's
-        incarnations together), counted in SQL. A point stored twice counts twice here,
+        """Per (label, metric key), how many points the run holds (a label's
+        incarnations together): its chunks' counts, summed in SQL, and its pending
+        uploads'. A point stored twice counts twice here,
         while ``history`` (one row per stream and seq) shows it once."""
-        rows = self._read_settled(
-            project,
-            run_id,
-            lambda tx: tx.all(
+
+        def read(tx: Tx, pending: PendingView) -> dict[tuple[str, str], int]:
+            rows = tx.all(
                 "SELECT s.label, m.name, SUM(c.n) FROM chunks c "
                 "JOIN streams s ON s.id = c.stream JOIN runs r ON r.id = s.run "
                 "JOIN metrics m ON m.id = c.metric "
                 "WHERE r.project = ? AND r.run_id = ? AND s.acked_seq >= 0 "
                 "GROUP BY s.label, m.name",
                 (project, run_id),
-            ),
-        )
-        return {(label, name): int(n) for label, name, n in rows}
+            )
+            out = {(str(label), str(name)): int(n) for label, name, n in rows}
+            if pending:
+                names = self._metric_names(tx, pending.logged())
+                labels = {sid: label for sid, _, label, _ in self._streams(tx, project, run_id)}
+                for sid, mid in pending.series():
+                    if mid in names and sid in labels:
+                        key = (labels[sid], names[mid])
+                        out[key] = out.get(key, 0) + pending.count(sid, mid)
+            return out
+
+        return self._read_merged(project, run_id, read)
 
     def history(
         self,
@@ -546,7 +571,7 @@ class SQLStore(
         if isinstance(keys, str):
             keys = [keys]
 
-        def read(tx: Tx) -> list[dict[str, Any]]:
+        def read(tx: Tx, pending: PendingView) -> list[dict[str, Any]]:
             streams = {
                 sid: (lab, inc)
                 for sid, _run, lab, inc in self._streams(tx, project, run_id)
@@ -559,8 +584,10 @@ class SQLStore(
                 f"WHERE x.stream IN ({marks(len(streams))})",
                 list(streams),
             )
+            named = {int(i): str(n) for i, n in rows}
+            named.update(self._metric_names(tx, pending.logged(set(streams)) - set(named)))
             wanted = None if keys is None else set(keys)
-            metrics = {int(i): n for i, n in rows if wanted is None or n in wanted}
-            return query.history_of(tx, streams, metrics)
+            metrics = {i: n for i, n in named.items() if wanted is None or n in wanted}
+            return query.history_of(tx, streams, metrics, pending)
 
-        return self._read_settled(project, run_id, read)
+        return self._read_merged(project, run_id, read)

@@ -10,9 +10,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .tx import Tx
+
+if TYPE_CHECKING:
+    from .pending_view import PendingView
 
 T = TypeVar("T")
 
@@ -48,13 +51,13 @@ class SQLBase:
         where the schema has the column, else ``""``."""
         return f" AND {alias}.deleted_at IS NULL" if self._trash(tx) else ""
 
-    def _read_settled(self, project: str, run_id: str, fn: Callable[[Tx], T]) -> T:
-        """``_read(fn)`` after folding the run's pending uploads
-        (``rankwise.store.compacting``)."""
+    def _read_merged(self, project: str, run_id: str, fn: Callable[[Tx, PendingView], T]) -> T:
+        """``fn(tx, pending)`` in one read transaction, ``pending`` the run's uploads not
+        yet compacted (``rankwise.store.compacting``)."""
         raise NotImplementedError
 
-    def _settle_in(self, tx: Tx, runs: Sequence[int]) -> None:
-        """Within the write transaction ``tx``: fold the pending uploads of ``runs``."""
+    def _pending_runs_of(self, tx: Tx, runs: Sequence[int]) -> dict[int, PendingView]:
+        """The pending uploads of each of ``runs`` that has some, in ``tx``'s snapshot."""
         raise NotImplementedError
 
     def _pending_kept(self) -> bool:

@@ -484,6 +484,7 @@ def test_series_downsampled_keeps_extremes(
     recs = make_stream(key, n, values=lambda s: {"loss": float(y[s])})
     for a in range(0, len(recs), 7000):
         store.ingest([(key, recs[a : a + 7000])])
+    store.compact()  # the stored tiers are read (pending points would count as raw ones)
     for lo, hi in [(None, None), (10_000.0, 100_000.5), (77_000.0, None)]:
         (s,) = store.series("p", "long", "loss", lo=lo, hi=hi, max_points=max_points)
         if lo is None:  # the whole series is read at the expected level
