@@ -19,6 +19,11 @@ check passed. The rank count at which p99 passes 2 s is named at the end.
 
     python benchmarks/bench_load.py [--ranks 100,300,1000] [--seconds 30] [--tick 1]
         [--clients 4] [--pg-workers 2] [--replicas 2] [--stores sqlite,postgres]
+        [--dashboard 2]
+
+``--dashboard S`` keeps a run page open on the run while it loads: every S seconds it
+reads what the page polls (the band of 4 metrics and the health strip) and the row is
+followed by how long each poll took (p50/p99).
 
 ``--tick T`` spaces each rank's steps T seconds apart (each step still writes what one
 second does): the offered load is ``50 / T`` values a second per rank, for rank counts
@@ -197,6 +202,9 @@ def main() -> None:
     ap.add_argument("--full-for", type=float, default=3.0)
     ap.add_argument("--disk-mb", type=int, default=256)
     ap.add_argument("--json", default=None, help="also write every row here (JSON lines)")
+    ap.add_argument(
+        "--dashboard", type=float, default=None, help="poll the run page every S seconds"
+    )
     args = ap.parse_args()
     counts = [int(n) for n in args.ranks.split(",")]
     dsn = os.environ.get("RANKWISE_TEST_POSTGRES")
@@ -258,8 +266,12 @@ def _rows(args: argparse.Namespace, counts: list[int], dsn: str | None, cluster:
                     on_tick=_all(ticks),
                     port=port,
                     via=proxy.url if proxy is not None else None,
+                    dashboard=args.dashboard,
                 )
             print(row(store if replicas == 1 else f"{store}x{replicas}", got), flush=True)
+            if got.get("page_reads"):
+                print(f"  run page polled {got['page_reads']} times: {got['page_p50_s']:.3f} s "
+                      f"at p50, {got['page_p99_s']:.3f} s at p99", flush=True)  # fmt: skip
             if args.json:
                 with open(args.json, "a") as f:
                     f.write(json.dumps({"store": store, **got}) + "\n")

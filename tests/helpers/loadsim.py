@@ -558,6 +558,7 @@ def simulate(
     duplicate: int = 0,
     warmup: float = 20.0,
     tick: float = 1.0,
+    dashboard: float | None = None,
 ) -> dict[str, Any]:
     """One load run against a fresh ``rankwise server``; the figures, verified.
 
@@ -569,7 +570,8 @@ def simulate(
     of a rank sent to two at once; the CPU and RSS figures are their sum. ``tick``: the
     seconds between a rank's steps (each step writes what one second does by default:
     ``tick`` 4 is a quarter of the step rate, for rank counts whose clients the machine
-    cannot drive at full rate)."""
+    cannot drive at full rate). ``dashboard``: every that many seconds, read what a run
+    page polls (the band of 4 metrics and the health strip) and time it."""
     import threading
 
     port = port or _free_port()
@@ -603,14 +605,38 @@ def simulate(
             if on_tick is not None:
                 on_tick(time.monotonic() - t0, server)
 
+    page_reads: list[float] = []
+
+    def read_page() -> None:
+        """A dashboard open on the run: what its page polls, timed as a whole."""
+        import httpx
+
+        auth = {"Authorization": f"Bearer {server.token}"} if server.token else {}
+        at = f"/projects/{PROJECT}/runs/{run_id}"
+        with httpx.Client(base_url=server.url + "/api/v1", headers=auth, timeout=300) as c:
+            while not done.wait(dashboard):
+                t = time.monotonic()
+                try:
+                    for key in KEYS[:4]:
+                        c.get(at + "/series", params={"key": key, "streams": "none"})
+                    c.get(at + "/health")
+                except httpx.HTTPError:
+                    continue
+                page_reads.append(time.monotonic() - t)
+
     watcher = threading.Thread(target=watch, daemon=True)
+    reader = threading.Thread(target=read_page, daemon=True)
     t_start, t0_wall = time.monotonic(), time.time()
     watcher.start()
+    if dashboard:
+        reader.start()
     try:
         stats = run_clients(cfg, clients)
     finally:
         done.set()
         watcher.join(30)
+        if dashboard:
+            reader.join(300)
         wall = time.monotonic() - t_start
         for s in servers:
             s.stop()
@@ -669,6 +695,9 @@ def simulate(
         "advised_max_s": max(stats.advised, default=0.0),
         "advised_p50_s": round(pct(stats.advised, 0.5), 2) if stats.advised else 0.0,
         "clients_cpu_pct": round(100.0 * stats.cpu_s / max(1e-9, wall), 1),
+        "page_reads": len(page_reads),
+        "page_p50_s": round(pct(page_reads, 0.5), 3) if page_reads else None,
+        "page_p99_s": round(pct(page_reads, 0.99), 3) if page_reads else None,
     }
 
 
