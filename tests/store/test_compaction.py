@@ -294,11 +294,18 @@ def test_background_compactor_folds_and_a_second_one_waits(
 # -- a compaction killed half way ------------------------------------------------------------
 
 
+class _NoCompactor:
+    """Stands in for a store's background compactor: never folds."""
+
+    def added(self, points: int) -> None:
+        pass
+
+
 def _ingest_held(st: SQLStore, upto: int = 150) -> int:
     """Ranks 0..2's records up to ``upto`` in uploads of 10, left pending (this store's
     own compactor kept from folding them); how many rows wait."""
     st.migrate()
-    st._compactor = object()  # type: ignore[assignment]  # keep this one from folding
+    st._compactor = _NoCompactor()  # type: ignore[assignment]  # keep this one from folding
     try:
         for first in range(0, upto, 10):
             for rank in range(3):
