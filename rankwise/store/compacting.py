@@ -28,6 +28,13 @@ _starting = threading.Lock()
 _MAX_TX = 100_000  # a bound on one call's transactions (never reached in practice)
 
 
+def keeps_pending(tx: Tx) -> bool:
+    """Whether the database's schema keeps uploads whole (``upload_blocks``: version
+    ``migrations.PENDING`` on)."""
+    row = tx.one("SELECT MAX(version) FROM schema_version")
+    return bool(row and row[0] is not None and int(row[0]) >= PENDING)
+
+
 class Compacting(SQLBase):
     """See the module docstring."""
 
@@ -77,10 +84,7 @@ class Compacting(SQLBase):
 
     def _pending_kept_in(self, tx: Tx) -> bool:
         """``_pending_kept()`` asked inside ``tx`` (a write may not open a read)."""
-        if getattr(self, "_direct", False):
-            row = tx.one("SELECT MAX(version) FROM schema_version")
-            return bool(row and row[0] is not None and int(row[0]) >= PENDING)
-        return True
+        return not getattr(self, "_direct", False) or keeps_pending(tx)
 
     def _pending_of(self, tx: Tx, run: int) -> PendingView:
         """The run's pending uploads in ``tx``'s snapshot (decoded once per process)."""

@@ -17,7 +17,6 @@ encoding (summaries, sub-blocks) that compaction does once for many uploads.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -25,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .chunks import _DTYPE, F8, Points
-from .tx import Tx, marks
+from .tx import Tx
 
 # A block: groups of series logged by the same records (a training loop logs the same
 # dict every step, so one group usually holds every metric of the upload), each
@@ -140,14 +139,3 @@ def store_block(
         "INSERT INTO upload_blocks (run, stream, seq_lo, seq_hi, data) VALUES (?, ?, ?, ?, ?)",
         (run, stream, seqs[0], seqs[1], encode_block(metrics, health)),
     )
-
-
-def pending_runs(tx: Tx, runs: Iterable[int] | None = None) -> bool:
-    """Whether any upload (of ``runs``, default any run) waits to be compacted."""
-    if runs is None:
-        return tx.one("SELECT 1 FROM upload_blocks LIMIT 1") is not None
-    wanted = sorted(set(runs))
-    if not wanted:
-        return False
-    sql = f"SELECT 1 FROM upload_blocks WHERE run IN ({marks(len(wanted))}) LIMIT 1"
-    return tx.one(sql, wanted) is not None

@@ -29,7 +29,7 @@ and no bucket holding a non-finite value is drawn without one that says so.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -62,6 +62,17 @@ def _where(
     if x == "step":  # integer columns compare with integers, in both databases
         a, b = int(np.floor(a)), int(np.ceil(b))
     return sql + _RANGE[x], [a, b]
+
+
+def metric_names(tx: Tx, ids: Iterable[int]) -> dict[int, str]:
+    """Metric id -> name of ``ids`` (the known ones), 500 ids a query."""
+    wanted = sorted(set(ids))
+    out: dict[int, str] = {}
+    for a in range(0, len(wanted), 500):
+        part = wanted[a : a + 500]
+        rows = tx.all(f"SELECT id, name FROM metrics WHERE id IN ({marks(len(part))})", part)
+        out.update((int(i), str(n)) for i, n in rows)
+    return out
 
 
 def series_of(

@@ -167,14 +167,7 @@ class RunFilters(SQLBase):
             {pk: complete_step(infos[rid].streams) for pk, rid, _ in part if rid in infos},
             self._pending_runs_of(tx, [pk for pk, _, _ in part]),  # merged, not folded
         )
-        ids = sorted({mid for found in found_of.values() for mid in found})
-        names: dict[int, str] = {}
-        for a in range(0, len(ids), 500):
-            got = tx.all(
-                f"SELECT id, name FROM metrics WHERE id IN ({marks(len(ids[a : a + 500]))})",
-                ids[a : a + 500],
-            )
-            names.update((int(mid), str(name)) for mid, name in got)
+        names = query.metric_names(tx, {mid for found in found_of.values() for mid in found})
         for pk, rid, stamp in part:
             info = infos.get(rid)
             if info is None:

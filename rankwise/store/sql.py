@@ -19,7 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..errors import UsageError
@@ -33,7 +33,7 @@ from . import query, runs
 from .alerts import Alerts
 from .artifacts import ArtifactWrites
 from .base import RunQuery
-from .compacting import Compacting
+from .compacting import Compacting, keeps_pending
 from .health_reads import HealthReads
 from .heatmap_reads import HeatmapReads
 from .ingest import Presented, apply_stream, decode_fold, metric_names
@@ -122,12 +122,7 @@ class SQLStore(
     def _pending_kept(self) -> bool:
         """Whether the schema keeps uploads whole (``upload_blocks``); see ``_direct``."""
         if self._direct:
-
-            def below(tx: Tx) -> bool:
-                row = tx.one("SELECT MAX(version) FROM schema_version")
-                return not (row and row[0] is not None and int(row[0]) >= M.PENDING)
-
-            self._direct = self._read(below)
+            self._direct = not self._read(keeps_pending)
         return not self._direct
 
     def migrate(self, target: int | None = None) -> None:
@@ -450,19 +445,10 @@ class SQLStore(
                     (project, run_id),
                 )
             ]
-            more = set(self._metric_names(tx, pending.logged()).values()) - set(names)
+            more = set(query.metric_names(tx, pending.logged()).values()) - set(names)
             return sorted([*names, *more]) if more else names
 
         return self._read_merged(project, run_id, read)
-
-    def _metric_names(self, tx: Tx, ids: Iterable[int]) -> dict[int, str]:
-        wanted = sorted(ids)
-        out: dict[int, str] = {}
-        for a in range(0, len(wanted), 500):
-            part = wanted[a : a + 500]
-            rows = tx.all(f"SELECT id, name FROM metrics WHERE id IN ({marks(len(part))})", part)
-            out.update((int(i), str(n)) for i, n in rows)
-        return out
 
     def series(
         self,
@@ -525,12 +511,7 @@ class SQLStore(
             if run is None:
                 return {}
             found = query.last_complete_of(tx, int(run[0]), upto, pending)
-            if not found:
-                return {}
-            names = tx.all(
-                f"SELECT id, name FROM metrics WHERE id IN ({marks(len(found))})", list(found)
-            )
-            return {name: found[int(i)] for i, name in names}
+            return {name: found[i] for i, name in query.metric_names(tx, found).items()}
 
         return self._read_merged(project, run_id, read)
 
@@ -551,7 +532,7 @@ class SQLStore(
             )
             out = {(str(label), str(name)): int(n) for label, name, n in rows}
             if pending:
-                names = self._metric_names(tx, pending.logged())
+                names = query.metric_names(tx, pending.logged())
                 labels = {sid: label for sid, _, label, _ in self._streams(tx, project, run_id)}
                 for sid, mid in pending.series():
                     if mid in names and sid in labels:
@@ -585,7 +566,7 @@ class SQLStore(
                 list(streams),
             )
             named = {int(i): str(n) for i, n in rows}
-            named.update(self._metric_names(tx, pending.logged(set(streams)) - set(named)))
+            named.update(query.metric_names(tx, pending.logged(set(streams)) - set(named)))
             wanted = None if keys is None else set(keys)
             metrics = {i: n for i, n in named.items() if wanted is None or n in wanted}
             return query.history_of(tx, streams, metrics, pending)
