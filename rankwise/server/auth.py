@@ -295,6 +295,24 @@ async def authenticate(
 Who = Annotated[Principal, Depends(authenticate)]
 
 
+async def cached_bearer(request: Request) -> Principal | None:
+    """The request's principal when a bearer token whose row is cached settles it on
+    the loop, with nothing else to check or read (``authenticate``'s busiest case); None
+    when ``authenticate`` must decide (no token, a token in the URL, a miss, a session,
+    auth off), so every other case keeps its one answer."""
+    if not request.app.state.settings.auth:
+        return None
+    creds = await bearer_scheme(request)
+    if creds is None or any(name in request.query_params for name in QUERY_TOKEN_NAMES):
+        return None
+    info = request.app.state.verifier.verify_cached(creds.credentials)
+    if info is None or isinstance(info, _Miss):
+        return None
+    who = Principal(info, "bearer")
+    request.state.principal = who
+    return who
+
+
 def check_same_origin(request: Request) -> None:
     """Fetch Metadata, else ``Origin``/``Referer`` against ``Host``: 403 when cross-site."""
     site = request.headers.get("sec-fetch-site")
@@ -370,9 +388,12 @@ def _check_project(who: Principal, project: str | None) -> None:
         raise _forbidden(f"this token may not access project {project!r}")
 
 
+UPLOAD_ROLES = ("ingest", "admin")
+
+
 @_policy("ingest")
 async def ingest(request: Request, who: Who) -> Principal:
-    if who.role not in ("ingest", "admin"):
+    if who.role not in UPLOAD_ROLES:
         raise _forbidden(f"this {who.role} token cannot upload: use an ingest token")
     # /ingest names the project in its query, the blob routes in their path.
     _check_project(who, request.query_params.get("project"))

@@ -617,3 +617,98 @@ def test_cached_tokens_are_checked_on_the_event_loop_as_strictly(tmp_path: Path)
         store.revoke_token(token_id)
         wait_until(lambda: post(good) == 401, timeout=10)  # within the cache's TTL
     store.close()
+
+
+def test_a_cached_upload_skips_the_dependencies_and_every_answer_is_theirs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``POST /ingest`` answers its busiest case (a cached bearer token allowed to upload
+    to the project, plain parameters) without solving FastAPI's dependencies; every
+    answer, that case's and every case around it, equals the declared route's (the same
+    app with the lean path off), sent three times so the tokens are cached."""
+    import fastapi.routing
+
+    from rankwise.server.routes import ingest as ingest_routes
+
+    solved: list[str] = []
+    solve = fastapi.routing.solve_dependencies  # type: ignore[attr-defined]
+
+    async def counted(*args: Any, **kwargs: Any) -> Any:
+        solved.append(kwargs["request"].url.path)
+        return await solve(*args, **kwargs)
+
+    monkeypatch.setattr(fastapi.routing, "solve_dependencies", counted)
+    data = {p: body(records(steps=2, project=p)) for p in "pq"}
+
+    def cases(tokens: dict[str, str]) -> list[tuple[str, Any, dict[str, str]]]:
+        plain = {"project": "p", "run": "r", "label": "rank-0", "incarnation": "0"}
+        out = []
+        for who in ("ingest_p", "admin", "read_p", "ingest_q", "forged"):
+            out.append((who, plain, bearer(tokens[who])))
+        for name, params in {
+            "other project": {**plain, "project": "q"},
+            "incarnation -1": {**plain, "incarnation": "-1"},
+            "incarnation 00": {**plain, "incarnation": "00"},
+            "incarnation x": {**plain, "incarnation": "x"},
+            "incarnation huge": {**plain, "incarnation": "9" * 30},
+            "no label": {k: v for k, v in plain.items() if k != "label"},
+            "token in the URL": {**plain, "token": "x"},
+        }.items():
+            out.append((name, params, bearer(tokens["ingest_p"])))
+        repeated: Any = [*plain.items(), ("project", "q")]
+        out.append(("repeated project", repeated, bearer(tokens["ingest_p"])))
+        out.append(("basic scheme", plain, {"Authorization": "Basic " + tokens["ingest_p"]}))
+        return out
+
+    def answers(lean: bool) -> list[tuple[str, int, Any]]:
+        if not lean:
+            monkeypatch.setattr(
+                ingest_routes._LeanRoute, "get_route_handler", APIRoute.get_route_handler
+            )
+        store = open_store(f"sqlite:///{tmp_path / f'lean-{lean}.db'}")
+        store.migrate()
+        tokens = {
+            "ingest_p": store.create_token("ingest", ["p"], "p").value,
+            "ingest_q": store.create_token("ingest", ["q"], "q").value,
+            "read_p": store.create_token("read", ["p"], "r").value,
+            "admin": store.create_token("admin", None, "a").value,
+        }
+        parsed = T.parse(tokens["ingest_p"])
+        assert parsed is not None
+        secret = parsed[2]
+        tokens["forged"] = tokens["ingest_p"].removesuffix(secret) + "x" * len(secret)
+        settings = ServerSettings(static_dir=tmp_path / "n", token_touch_interval=60.0)
+        out = []
+        with serve_in_thread(create_app(store, settings), token_env=False) as url:
+            for _ in range(3):
+                for name, params, auth_header in cases(tokens):
+                    project = dict(params).get("project", "p")
+                    r = httpx.post(
+                        url + INGEST,
+                        params=params,
+                        content=data[project if project in data else "p"],
+                        headers={"Content-Type": "application/x-rankwise-stream", **auth_header},
+                        timeout=10,
+                    )
+                    reply = r.json()
+                    reply.get("error", {}).pop("request_id", None)
+                    out.append((name, r.status_code, reply))
+        store.close()
+        return out
+
+    solved.clear()
+    lean = answers(lean=True)
+    lean_solved = solved.count(INGEST)
+    solved.clear()
+    declared = answers(lean=False)
+    assert lean == declared
+    statuses = {name: status for name, status, _ in lean}
+    assert statuses["ingest_p"] == statuses["admin"] == 200
+    assert statuses["read_p"] == statuses["ingest_q"] == statuses["other project"] == 403
+    assert statuses["forged"] == 401 and statuses["token in the URL"] == 400
+    assert statuses["incarnation -1"] == statuses["no label"] == 422
+    # The declared route solves every request. The lean one skips at least the plain
+    # uploads of the cached ingest_p and admin tokens (ingest_p, admin, incarnation 00)
+    # once the first round has cached them: 3 cases x 2 rounds.
+    assert solved.count(INGEST) == len(declared)
+    assert lean_solved <= len(declared) - 3 * 2, (lean_solved, len(declared))

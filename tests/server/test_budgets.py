@@ -214,7 +214,7 @@ def test_a_large_manifest_is_checked_off_the_event_loop(
     to check): other requests are answered while it is checked, not after it."""
     from rankwise.server.routes import artifacts as route
 
-    real = route.check_commit
+    real = route.check_commit  # type: ignore[attr-defined]
     span: list[float] = []
 
     def check_commit(name: str, req: Any) -> str:
