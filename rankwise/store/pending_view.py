@@ -9,7 +9,8 @@ folded, never both nor neither) and merges them with what is compacted:
 * points (series, history, system lines, step progress, heatmap cells) are the stored
   chunks' followed by the pending ones, per (stream, metric), in seq order;
 * cross-rank aggregates (band, last values) are the stored blocks ``Agg.merge``\\ d with
-  the pending points' own (``PendingView.agg``), exactly as compaction would store them.
+  the pending points' own (``PendingView.agg``, and ``lasts`` for every metric's last
+  step at once), exactly as compaction would store them.
 
 ``BlockCache`` keeps, for the 16 runs read last, each stream's pending rows: those no
 read has needed yet as stored bytes (about 0.8 KB an upload of 50 metrics), the others
@@ -17,8 +18,12 @@ decoded into segments (``_Seg``): the groups of a stream logged alike (a loop lo
 same dict every step) share one seq, step, time and weight column, and each kind's
 values are one matrix with a row per series, so that taking in an upload costs a few
 numpy calls whatever its number of metrics, and a series is a row of it. A read lists
-the run's pending rows (``id, stream, seq_lo``, in id order): when the listing is the
-last one plus new rows (the usual case), only those are fetched and appended; otherwise
+the run's pending rows (``id, stream, seq_lo``, in id order); on SQLite, while the newest
+row it last saw is still there and as many rows are up to it, only the rows after it
+(``_added``: with one writer an id is one more than the largest when stored). When the
+listing is the last one plus new rows (the usual case), only those are fetched and
+appended, and nothing new is nothing to do: the run's ``PendingView`` is kept with what
+it worked out (which series each stream holds). Otherwise
 each stream's held rows are matched against the listing, the ones a compaction took are
 cut off the front by seq, and a stream that does not line up (a read of an older
 snapshot) is read anew. Rows never change once written, so what is kept is always what
@@ -238,32 +243,66 @@ def _by_stream(listed: list[Any]) -> dict[int, list[_Key]]:
     return out
 
 
+def _listing(tx: Tx, run: int) -> list[Any]:
+    """Every pending row of the run: (id, stream, seq_lo), in id order."""
+    return tx.all("SELECT id, stream, seq_lo FROM upload_blocks WHERE run = ? ORDER BY id", (run,))
+
+
+def _added(tx: Tx, run: int, last: list[Any]) -> list[Any] | None:
+    """The rows stored since ``last`` (the run's listing as a read saw it), when that is
+    all that changed; None when it cannot be told so cheaply (nothing seen yet, a
+    database of several writers, or rows of ``last`` gone), the run is then listed whole.
+
+    With one writer (SQLite) a row's id is one more than the table's largest when it is
+    stored, so while the newest row of ``last`` is still there (the same stream and
+    ``seq_lo``: a row, once deleted, never comes back) every row stored since has a larger
+    id, and none of ``last`` is gone when as many rows as it held are there up to it. On
+    PostgreSQL ids are taken before commit, so a row may appear below one seen before."""
+    if not last or tx.for_update:  # ``for_update``: rows can be locked, several writers
+        return None
+    top, stream, lo = last[-1]
+    kept = tx.one(
+        "SELECT stream, seq_lo, (SELECT COUNT(*) FROM upload_blocks WHERE run = ? AND id <= ?)"
+        " FROM upload_blocks WHERE id = ?",
+        (run, top, top),
+    )
+    if kept is None or (int(kept[0]), int(kept[1]), int(kept[2])) != (stream, lo, len(last)):
+        return None
+    return tx.all(
+        "SELECT id, stream, seq_lo FROM upload_blocks WHERE run = ? AND id > ? ORDER BY id",
+        (run, top),
+    )
+
+
 class BlockCache:
     """Each run's pending points as last read, per stream (see the module docstring);
     thread-safe."""
 
     def __init__(self, max_runs: int = MAX_RUNS) -> None:
-        # Per run: the listing last read (id order) and the tails it gave.
-        self._runs: OrderedDict[int, tuple[list[Any], dict[int, _Tail]]] = OrderedDict()
+        # Per run: the listing last read (id order) and the view of the tails it gave
+        # (one view while nothing changes: what it works out once, it keeps).
+        self._runs: OrderedDict[int, tuple[list[Any], PendingView]] = OrderedDict()
         self._lock = threading.Lock()
         self._max = max_runs
 
-    def tails(self, tx: Tx, run: int) -> dict[int, _Tail]:
-        """The run's pending points in ``tx``'s snapshot, per stream."""
-        listed = tx.all(
-            "SELECT id, stream, seq_lo FROM upload_blocks WHERE run = ? ORDER BY id", (run,)
-        )
+    def view(self, tx: Tx, run: int) -> PendingView:
+        """The run's pending points in ``tx``'s snapshot."""
+        with self._lock:
+            last, seen = self._runs.get(run, ([], EMPTY))
+        fresh = _added(tx, run, last)
+        if fresh is not None and not fresh:  # nothing stored or compacted since
+            return seen
+        listed = last + fresh if fresh is not None else _listing(tx, run)
         if not listed:
             with self._lock:
                 self._runs.pop(run, None)
-            return {}
-        with self._lock:
-            last, held = self._runs.get(run, ([], {}))
+            return EMPTY
         if listed == last:  # nothing stored or compacted since the last read
-            return held
+            return seen
+        held = seen._tails
         plan: dict[int, tuple[_Tail, int, list[_Key]]] = {}
         fetch: list[int] = []
-        if last and listed[: len(last)] == last:  # only new uploads: the usual case
+        if last and (fresh or listed[: len(last)] == last):  # only new uploads: usual
             for stream, keys in _by_stream(listed[len(last) :]).items():
                 tail = held.get(stream) or _EMPTY_TAIL
                 if tail.keys and keys[0] <= tail.keys[-1]:
@@ -290,12 +329,13 @@ class BlockCache:
             stream: tail.after(drop, [(k, data[k[1]]) for k in new]) if drop or new else tail
             for stream, (tail, drop, new) in plan.items()
         }
+        view = PendingView(now)
         with self._lock:
-            self._runs[run] = (listed, now)
+            self._runs[run] = (listed, view)
             self._runs.move_to_end(run)
             while len(self._runs) > self._max:
                 self._runs.popitem(last=False)
-        return now
+        return view
 
 
 class PendingView:
@@ -309,7 +349,7 @@ class PendingView:
 
     @classmethod
     def of_run(cls, tx: Tx, run: int, cache: BlockCache | None = None) -> PendingView:
-        return cls((cache or BlockCache(1)).tails(tx, run))
+        return (cache or BlockCache(1)).view(tx, run)
 
     def __bool__(self) -> bool:
         return bool(self._tails)
@@ -369,23 +409,42 @@ class PendingView:
                 got.append(p)
         return got
 
-    def last(self, metric: int, upto: int | None) -> Agg:
-        """The cross-rank aggregate of the metric's last pending step ``<= upto`` (any
-        step when None) alone: empty when there is none."""
-        got = self._aggregated(metric)
-        if not got:
-            return Agg.empty()
-        step = np.concatenate([p.step for p in got])
-        ok = step if upto is None else step[step <= upto]
-        if not ok.shape[0]:
-            return Agg.empty()
-        at = np.flatnonzero(step == ok.max())
-        return Agg.from_points(
-            step[at],
-            np.concatenate([p.fvalue() for p in got])[at],
-            np.concatenate([p.weight for p in got])[at],
-            np.concatenate([p.time for p in got])[at],
-        )
+    def lasts(self, upto: int | None) -> dict[int, Agg]:
+        """Per metric that aggregates across ranks, the cross-rank aggregate of its last
+        pending step ``<= upto`` (any step when None) alone; a metric with no such step is
+        left out. Every metric at once: each segment's last step is found once for all
+        the series logged in it, and the segments logged alike (a loop logs the same dict
+        every step, on every rank) are read as one matrix, not series by series. The
+        points of a step are taken in stream, then seq order, as a merged read of each
+        stream's points gives them."""
+        alike: dict[_Sig, _Lasts] = {}
+        for stream in self._order:
+            for sig, seg in self._tails[stream].decoded().items():
+                if not any(aggregated for _, aggregated, _ in sig[0]):
+                    continue
+                step = seg.step
+                ok = step if upto is None else step[step <= upto]
+                if ok.shape[0]:
+                    at = np.flatnonzero(step == ok.max())
+                    alike.setdefault(sig, _Lasts()).add(stream, seg, at)
+        found: dict[int, list[tuple[np.ndarray, ...]]] = {}
+        for sig, got in alike.items():
+            cols, mats = got.joined()
+            where = self._where(sig)
+            for sid, aggregated, _ in sig[0]:
+                if aggregated:
+                    kind, row = where[sid]
+                    found.setdefault(sid, []).append((*cols, mats[kind][row]))
+        return {sid: _last_of(parts) for sid, parts in found.items()}
+
+    @staticmethod
+    def _where(sig: _Sig) -> dict[int, tuple[str, int]]:
+        rows: dict[str, int] = {}
+        where = {}
+        for sid, _, kind in sig[0]:
+            where[sid] = (kind, rows.get(kind, 0))
+            rows[kind] = rows.get(kind, 0) + 1
+        return where
 
     def agg(self, metric: int) -> Agg:
         """The cross-rank aggregate of the metric's pending points, every stream of the
@@ -399,6 +458,54 @@ class PendingView:
             np.concatenate([p.weight for p in got]),
             np.concatenate([p.time for p in got]),
         )
+
+
+class _Lasts:
+    """The points at their last step of the segments logged alike (one ``_Sig``), stream
+    after stream: joined into one column each, and one matrix per kind."""
+
+    __slots__ = ("mats", "seq", "step", "stream", "time", "weight")
+
+    def __init__(self) -> None:
+        self.stream: list[np.ndarray] = []
+        self.step: list[np.ndarray] = []
+        self.seq: list[np.ndarray] = []
+        self.weight: list[np.ndarray] = []
+        self.time: list[np.ndarray] = []
+        self.mats: dict[str, list[np.ndarray]] = {}
+
+    def add(self, stream: int, seg: _Seg, at: np.ndarray) -> None:
+        self.stream.append(np.full(len(at), stream))
+        self.step.append(seg.step[at])
+        self.seq.append(seg.seq[at])
+        self.weight.append(seg.weight[at])
+        self.time.append(seg.time[at])
+        for kind, mat in seg.mats.items():
+            self.mats.setdefault(kind, []).append(mat[:, at])
+
+    def joined(self) -> tuple[tuple[np.ndarray, ...], dict[str, np.ndarray]]:
+        """((stream, step, seq, weight, time), the value matrix of each kind)."""
+        cols = tuple(
+            np.concatenate(c) for c in (self.stream, self.step, self.seq, self.weight, self.time)
+        )
+        return cols, {k: np.concatenate(m, axis=1) for k, m in self.mats.items()}
+
+
+def _last_of(parts: list[tuple[np.ndarray, ...]]) -> Agg:
+    """The aggregate of the points at the latest step of ``parts`` (each: stream, step,
+    seq, weight, time and value columns), in stream, then seq order."""
+    if len(parts) == 1:
+        stream, step, seq, weight, time, value = parts[0]
+        order = None  # one part: in stream order already, each stream's in seq order
+    else:
+        stream, step, seq, weight, time, value = (
+            np.concatenate([p[i] for p in parts]) for i in range(6)
+        )
+        order = np.lexsort((seq, stream))
+    at = np.flatnonzero(step == step.max())
+    if order is not None:
+        at = order[np.isin(order, at)]
+    return Agg.from_points(step[at], value[at].astype(np.float64), weight[at], time[at])
 
 
 EMPTY = PendingView({})

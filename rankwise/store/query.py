@@ -375,10 +375,7 @@ def _last_aggs(
 def _with_pending(last: dict[int, Agg], pending: PendingView, upto: int | None) -> dict[int, Agg]:
     """``last`` with the pending points: a metric's last step is the later of its last
     stored and last pending step ``<= upto``; the same step in both merges."""
-    for metric in pending.logged():
-        mine = pending.last(metric, upto)
-        if not len(mine):
-            continue
+    for metric, mine in pending.lasts(upto).items():
         stored = last.get(metric)
         if stored is None or mine.step[0] > stored.step[0]:
             last[metric] = mine

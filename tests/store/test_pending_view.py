@@ -99,3 +99,26 @@ def test_a_kept_view_equals_a_fresh_one(ops: list[tuple[Any, ...]]) -> None:
                 assert mine == fresh
                 for seqs, _ in fresh.values():
                     assert np.all(np.diff(seqs) > 0)  # in seq order, nothing twice
+
+
+def test_the_last_step_across_ways_of_logging_sums_in_stream_order() -> None:
+    """Four ranks log ``x`` at step 1, rank 1 with another key too (another way of
+    logging, so its point lies in another segment): the pending cross-rank value adds
+    the ranks' points in stream order, as the compacted run does, so the two agree to
+    the last bit where the order changes the sum (1 + 1e16 - 1e16 + 3 is 4 in this
+    order, 5 with rank 1's point last)."""
+    path = Path(tempfile.mkdtemp()) / "s.db"
+    with SQLiteStore(path) as store:
+        store.migrate()
+        for rank, x in enumerate((1.0, 1e16, -1e16, 3.0)):
+            key = StreamId("p", "r", f"rank-{rank}", 0)
+            values: dict[str, object] = {"x": x, **({"other": 0.0} if rank == 1 else {})}
+            start = R.StreamStart(0, T0, "p", "r", key.label, 0, rank=rank, world_size=4)
+            store.ingest([(key, [start, R.Metrics(1, T0 + 1, 1, values)])])
+        pending = store.cross_rank_last("p", "r")["x"]
+        waiting = store._read(lambda tx: tx.one("SELECT COUNT(*) FROM upload_blocks"))
+        assert waiting == (4,)  # read from the pending rows: nothing compacted yet
+        store.compact()
+        folded = store.cross_rank_last("p", "r")["x"]
+        assert (pending.sum, pending.mean, pending.n) == (folded.sum, folded.mean, folded.n)
+        assert folded.sum == 4.0  # the order it was stored in
