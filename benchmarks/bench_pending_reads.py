@@ -14,6 +14,9 @@ process alone):
 * what the same first read cost when a read folded the run's pending uploads first
   (``store.compact([run])``, then the band): the write every read paid before.
 
+The store's own compactor is held off (``RANKWISE_COMPACT_EVERY``, ``COMPACT_POINTS``)
+so that what is pending stays pending while it is read.
+
     python benchmarks/bench_pending_reads.py [--ranks 1000] [--stored 60] [--pending 10]
         [--repeats 5] [--db sqlite|postgres]
 """
@@ -83,6 +86,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--db", default="sqlite", choices=["sqlite", "postgres"])
     args = ap.parse_args()
+    os.environ["RANKWISE_COMPACT_EVERY"] = "1e9"  # what is pending stays so while read
+    from rankwise.store import compact as compaction
+
+    compaction.COMPACT_POINTS = 1 << 62  # nor early, however many points are stored
     rows: dict[str, list[float]] = {}
     per_upload: list[float] = []
     for _ in range(args.repeats):
