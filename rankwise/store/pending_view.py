@@ -52,6 +52,16 @@ MAX_RUNS = 16  # runs whose pending points one process keeps
 _Sig = tuple[tuple[tuple[int, bool, str], ...], bool]
 
 
+def _where_of(sig: _Sig) -> dict[int, tuple[str, int]]:
+    """Each series of ``sig``: (its kind, its row in that kind's value matrix)."""
+    rows: dict[str, int] = {}
+    where = {}
+    for sid, _, kind in sig[0]:
+        where[sid] = (kind, rows.get(kind, 0))
+        rows[kind] = rows.get(kind, 0) + 1
+    return where
+
+
 class _Seg:
     """A stream's pending points of the groups logged alike (``_Sig``): the seq, step,
     time and weight columns once, and the values of each kind as one matrix with a row
@@ -68,13 +78,7 @@ class _Seg:
     ) -> None:
         self.seq, self.step, self.time, self.weight = cols
         self.mats = mats
-        if where is None:  # each series' (kind, row of that kind's matrix)
-            rows: dict[str, int] = {}
-            where = {}
-            for sid, _, kind in sig[0]:
-                where[sid] = (kind, rows.get(kind, 0))
-                rows[kind] = rows.get(kind, 0) + 1
-        self.where = where
+        self.where = _where_of(sig) if where is None else where
 
     @classmethod
     def of(cls, sig: _Sig, groups: list[Any]) -> _Seg:
@@ -430,21 +434,12 @@ class PendingView:
         found: dict[int, list[tuple[np.ndarray, ...]]] = {}
         for sig, got in alike.items():
             cols, mats = got.joined()
-            where = self._where(sig)
+            where = _where_of(sig)
             for sid, aggregated, _ in sig[0]:
                 if aggregated:
                     kind, row = where[sid]
                     found.setdefault(sid, []).append((*cols, mats[kind][row]))
         return {sid: _last_of(parts) for sid, parts in found.items()}
-
-    @staticmethod
-    def _where(sig: _Sig) -> dict[int, tuple[str, int]]:
-        rows: dict[str, int] = {}
-        where = {}
-        for sid, _, kind in sig[0]:
-            where[sid] = (kind, rows.get(kind, 0))
-            rows[kind] = rows.get(kind, 0) + 1
-        return where
 
     def agg(self, metric: int) -> Agg:
         """The cross-rank aggregate of the metric's pending points, every stream of the
