@@ -27,6 +27,7 @@ from ..store.base import Store
 from ..store.blobs import BlobStore, FsspecBlobStore, LocalBlobStore, default_root, open_blob_store
 from .alert_watch import start_alerts
 from .app import create_app
+from .arenas import limit_arenas
 from .config import AlertSettings, ServerSettings
 from .guard import GuardedH11Protocol, install_accept_log
 from .indexer import DirectoryTailer
@@ -253,8 +254,10 @@ GIL_SWITCH_INTERVAL = 0.0005
 
 
 def tune_gil() -> None:
-    """Set this server process's GIL switch interval (see ``GIL_SWITCH_INTERVAL``)."""
+    """Set this server process's GIL switch interval (see ``GIL_SWITCH_INTERVAL``) and
+    cap its malloc arenas (``arenas.limit_arenas``), before it starts its threads."""
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
+    limit_arenas()
 
 
 def serve_db(
