@@ -12,12 +12,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import jsonschema  # type: ignore[import-untyped]
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.checks import positive_data_acceptance
+from schemathesis.core.parameters import ParameterLocation
 
 from rankwise import names
 from rankwise.server import ServerSettings, create_app
@@ -104,6 +106,8 @@ def fuzz(operation: Any, mode: GenerationMode, credentials: list[dict[str, str]]
     strategy = operation.as_strategy(generation_mode=mode)
     if mode is GenerationMode.POSITIVE:
         strategy = strategy.filter(valid_beyond_the_document)
+    else:
+        strategy = strategy.filter(lambda case: not body_valid_after_all(operation, case))
 
     @settings(
         max_examples=EXAMPLES,
@@ -120,6 +124,29 @@ def fuzz(operation: Any, mode: GenerationMode, credentials: list[dict[str, str]]
             case.call_and_validate(headers={**HOST, **headers}, excluded_checks=excluded)
 
     check()
+
+
+def body_valid_after_all(operation: Any, case: Any) -> bool:
+    """A negative case whose only broken part is its JSON body, which the document
+    accepts all the same. Schemathesis breaks one branch of a ``oneOf`` with a value
+    another branch allows (a report block's ``type`` outside the table block's enum, as a
+    histogram block's): no negative data, so its acceptance is no failure."""
+    meta = case._meta
+    if meta is None or not isinstance(case.body, dict | list):
+        return False
+    broken = {where for where, info in meta.components.items() if info.mode.is_negative}
+    if broken != {ParameterLocation.BODY}:
+        return False
+    raw = operation.schema.raw_schema
+    spec = raw["paths"][operation.path][operation.method.lower()]
+    schema = spec.get("requestBody", {}).get("content", {}).get("application/json", {})
+    if "schema" not in schema:
+        return False
+    validator = jsonschema.Draft202012Validator(
+        {**schema["schema"], "components": raw.get("components", {})},
+        format_checker=jsonschema.Draft202012Validator.FORMAT_CHECKER,
+    )
+    return bool(validator.is_valid(case.body))
 
 
 def valid_beyond_the_document(case: Any) -> bool:
