@@ -10,7 +10,9 @@ builtin ``exit(n)``/``quit(n)``  failed, exit code n (wrapped like ``sys.exit``)
                                 sees it leave ``__main__``); finished, 0 before 3.12
 uncaught exception              failed, with type, message and traceback
 KeyboardInterrupt (SIGINT)      killed, signal 2
-SIGTERM (torchrun, scancel)     killed, signal 15; then the previous handler runs
+SIGTERM (torchrun, scancel)     killed, signal 15; then the previous handler runs. One
+                                that lands while an uncaught exception is ending the runs
+                                waits for their Finish records (failed, the exception's)
 SIGKILL, OOM killer, os._exit   nothing can run: readers see a dead pid or a stale
                                 heartbeat and call the stream crashed
 ==============================  =========================================================
@@ -74,7 +76,9 @@ _uncaught_callbacks: list[Callable[[str], None]] = []
 _installed = False
 _exit_code: Any = None
 _exception: BaseException | None = None
-_lock = threading.Lock()
+# Reentrant: the SIGTERM handler asks for the open runs on the main thread, between the
+# bytecodes of whatever it interrupted there, which may hold this lock (forget, open_runs).
+_lock = threading.RLock()
 # Runs being ended right now (Ending.end) and a signal that arrived meanwhile: a SIGTERM
 # handler runs on the main thread, between the bytecodes of whatever ``end`` it
 # interrupted there, so it must not end the process before that ``end`` has written
@@ -174,10 +178,7 @@ def _wrap_excepthook() -> None:
         # Finish record; it reaches the terminal after the runs ended, as before, so
         # the Finish record is written at once (a launcher's SIGTERM follows quickly).
         _note_traceback(exc_type, exc, tb)
-        if isinstance(exc, KeyboardInterrupt):
-            _end_all("killed", exit_code=130, signal=2, error=exc)
-        else:
-            _end_all("failed", exit_code=1, error=exc)
+        _end_uncaught(exc)
         try:
             previous(exc_type, exc, tb)
         finally:
@@ -186,6 +187,13 @@ def _wrap_excepthook() -> None:
                 _redeliver()  # the SIGTERM that came while the runs were ending
 
     sys.excepthook = excepthook
+
+
+def _end_uncaught(exc: BaseException, timeout: float | None = None) -> None:
+    if isinstance(exc, KeyboardInterrupt):
+        _end_all("killed", exit_code=130, signal=2, error=exc, timeout=timeout)
+    else:
+        _end_all("failed", exit_code=1, error=exc, timeout=timeout)
 
 
 def _note_traceback(exc_type: Any, exc: BaseException, tb: Any) -> None:
@@ -302,7 +310,12 @@ def _install_signal(signum: int) -> None:
         if _ending and not open_runs():  # an end() it interrupted finishes first
             _deferred = sig
             return
-        _end_all("killed", exit_code=128 + sig, signal=sig, timeout=_signal_timeout())
+        if _in_hook and _exception is not None:
+            # An uncaught exception came first (a launcher's SIGTERM follows a rank's
+            # error at once): it is the cause, and the runs end as it would end them.
+            _end_uncaught(_exception, timeout=_signal_timeout())
+        else:
+            _end_all("killed", exit_code=128 + sig, signal=sig, timeout=_signal_timeout())
         if callable(previous):
             previous(sig, frame)
             return
@@ -325,7 +338,7 @@ def _signal_timeout() -> float:
 
 def _after_fork() -> None:
     global _open, _lock
-    _lock = threading.Lock()
+    _lock = threading.RLock()
     for run in _open:
         run.forked()
     _open = []

@@ -582,6 +582,21 @@ class Run:
             raise UsageError(f"state={state!r} is not one of {', '.join(END_STATES)}")
         if self._closed:
             return
+        # From here a SIGTERM (a launcher's, just as a failing rank is ending) waits for
+        # the Finish record: were it to land once the run is closed but before the hold,
+        # its own end() would find the run ended and the process would die without one.
+        with self._ending(self):
+            if not self._closed:  # unless a SIGTERM's end() came first and did it all
+                self._end(state, exit_code, signal, error, timeout)
+
+    def _end(
+        self,
+        state: str,
+        exit_code: int,
+        signal: int | None,
+        error: BaseException | None,
+        timeout: float | None,
+    ) -> None:
         if self._held is not None:  # log(commit=False) with no call after it
             held_step, values, weight = self._held
             self._held = None
@@ -598,25 +613,24 @@ class Run:
             record.error_type = type(error).__qualname__
             record.error_message = str(error)
             record.traceback = "".join(tb_module.format_exception(error))
-        with self._ending(self):  # a SIGTERM meanwhile waits for the Finish record
-            if state != "finished" and self.path is not None:
-                # Within the SIGTERM hold: it may take half a second (``dead_peers``).
-                record.peers_gone = dead_peers(self.path, self._start, error)
-            limit = self._settings.finish_timeout if timeout is None else timeout
-            deadline = time.monotonic() + limit
-            if self._media is not None or media_base.made():
-                # rich values the writer finds late reach the encoder before it stops
-                writer.sync(timeout=max(0.0, deadline - time.monotonic()))
-            self._media_done = True
-            self._stop_components(after_writer=False, deadline=deadline)
-            if not writer.close(record, max(0.0, deadline - time.monotonic())):
-                left = len(writer.queue)
-                _log.warn(
-                    f"stream {self.label!r} of run {self.id!r} was not fully written within "
-                    f"{limit:.0f}s ({left} log calls still queued); what reached "
-                    f"{self.path} is kept"
-                )
-            self._stop_components(after_writer=True, deadline=deadline)
+        if state != "finished" and self.path is not None:
+            # Within the SIGTERM hold: it may take half a second (``dead_peers``).
+            record.peers_gone = dead_peers(self.path, self._start, error)
+        limit = self._settings.finish_timeout if timeout is None else timeout
+        deadline = time.monotonic() + limit
+        if self._media is not None or media_base.made():
+            # rich values the writer finds late reach the encoder before it stops
+            writer.sync(timeout=max(0.0, deadline - time.monotonic()))
+        self._media_done = True
+        self._stop_components(after_writer=False, deadline=deadline)
+        if not writer.close(record, max(0.0, deadline - time.monotonic())):
+            left = len(writer.queue)
+            _log.warn(
+                f"stream {self.label!r} of run {self.id!r} was not fully written within "
+                f"{limit:.0f}s ({left} log calls still queued); what reached "
+                f"{self.path} is kept"
+            )
+        self._stop_components(after_writer=True, deadline=deadline)
 
     @property
     def finish_timeout(self) -> float:

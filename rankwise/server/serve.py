@@ -182,6 +182,7 @@ def serve_ui(
 
     # Blobs are served from the run folders that wrote them: nothing is copied.
     settings = dataclasses.replace(settings, tails_dir=root, blobs=RunDirBlobStore(root))
+    tune_gil()  # its tailer writes the index as a server's ingest does
     store = open_db(index_url(root), crash_timeout)
     store.local_pids = True  # the streams are this host's own files, not uploads
     store.replace_config_destinations(alert_destinations)

@@ -144,7 +144,9 @@ def test_a_raised_error_leads_ahead_of_the_collective_errors(raised: Job) -> Non
 
 def test_a_sigkilled_rank_leads_ahead_of_its_peers(killed: Job) -> None:
     for run in _readers(killed):
-        assert run.state == "crashed" and run.crashed == ["rank-1"]
+        streams = [(s.label, s.state, s.error_type) for s in run.streams]
+        said = (streams, killed.stderr[-4000:])
+        assert run.state == "crashed" and run.crashed == ["rank-1"], said
         first = run.first_failure
         assert first is not None
         assert (first.label, first.state, first.error_type) == ("rank-1", "crashed", None)

@@ -7,7 +7,8 @@ test may kill the process as soon as it reads it. Scenarios:
 
 ending:   ok, exception, sys_exit_3, raise_systemexit_3, builtin_exit_3,
           main_raises_systemexit_3, caught_systemexit, with_raises, keyboard_interrupt,
-          wait (sleeps until the test sends a signal)
+          wait (sleeps until the test sends a signal), sigterm_at_format_N (SIGTERM
+          at the N-th formatting of the uncaught exception), sigterm_in_the_hooks_lock
 fork:     fork (os.fork child uses the run, prints, exits through atexit),
           dataloader (torch DataLoader, 2 fork-context workers that log)
 leak:     leak_wrap, leak_redirect (init/log/finish cycles; fds and threads each cycle)
@@ -130,6 +131,37 @@ elif scenario == "with_raises":
 elif scenario == "keyboard_interrupt":
     start()
     raise KeyboardInterrupt
+
+elif scenario.startswith("sigterm_at_format_"):
+    # A launcher's SIGTERM lands just as an uncaught exception is ending the run: at the
+    # n-th time the exception is made a string (the traceback noted among the console
+    # lines, the Finish record's message and traceback, the printed traceback).
+    import signal
+
+    class Boom(RuntimeError):
+        formatted = 0
+
+        def __str__(self) -> str:
+            Boom.formatted += 1
+            if Boom.formatted == int(scenario.rsplit("_", 1)[1]):
+                os.kill(os.getpid(), signal.SIGTERM)  # its handler runs before this returns
+            return "the peer went away"
+
+    start(console="wrap")
+    raise Boom()
+
+elif scenario == "sigterm_in_the_hooks_lock":
+    # The SIGTERM lands while the main thread is inside the hooks' bookkeeping (as when
+    # it interrupts forget() or open_runs() of an ending run): the handler must not
+    # wait for a lock its own thread holds.
+    import signal
+
+    from rankwise.sdk import hooks
+
+    start()
+    with hooks._lock:
+        os.kill(os.getpid(), signal.SIGTERM)
+    sys.exit("the signal did not end the process")
 
 elif scenario == "wait":
     start()

@@ -161,6 +161,31 @@ def test_signal_from_outside_is_killed(tmp_path: Path, signum: int, exit_code: i
     assert xs(run) == [0, 1, 2, 3, 4]
 
 
+@pytest.mark.parametrize("at", [1, 2, 3, 4])
+def test_a_sigterm_as_an_uncaught_error_ends_the_run_waits_for_its_finish(
+    tmp_path: Path, at: int
+) -> None:
+    """torchrun SIGTERMs the other ranks as soon as one fails, while theirs are ending
+    on their own error (a peer gone): wherever the signal lands, the Finish record is
+    written, the error's, and the signal still ends the process. It once landed after
+    the run was marked ended but before the hold, and the process died without one."""
+    out = run_scenario(tmp_path, f"sigterm_at_format_{at}")
+    assert out.returncode == -signal.SIGTERM, out.stderr[-3000:]
+    run = read_run(tmp_path, f"sigterm_at_format_{at}")
+    stream = only_stream(run)
+    assert (run.state, stream.state, stream.exit_code) == ("failed", "failed", 1), out.stderr
+    assert (stream.error_type, stream.error_message) == ("Boom", "the peer went away")
+    assert [r.state for r in records(stream) if isinstance(r, R.Finish)] == ["failed"]
+    assert xs(run) == [0, 1, 2, 3, 4]
+
+
+def test_a_sigterm_inside_the_hooks_bookkeeping_still_ends_the_run(tmp_path: Path) -> None:
+    out = run_scenario(tmp_path, "sigterm_in_the_hooks_lock", timeout=30)
+    assert out.returncode == -signal.SIGTERM, out.stderr[-3000:]
+    stream = only_stream(read_run(tmp_path, "sigterm_in_the_hooks_lock"))
+    assert (stream.state, stream.signal, stream.exit_code) == ("killed", signal.SIGTERM, 143)
+
+
 def test_sigkill_is_crashed(tmp_path: Path) -> None:
     proc = start_scenario(tmp_path, "wait")  # "ready": what it logged is in the file
     proc.kill()

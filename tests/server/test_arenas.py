@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -54,3 +55,35 @@ def test_the_server_caps_its_malloc_arenas_unless_the_operator_chose() -> None:
     assert free > 2, free  # without the cap each thread takes its own
     said, theirs = _arenas("capped", MALLOC_ARENA_MAX="4")  # the environment's, left alone
     assert said == "False" and 2 < theirs <= 4, (said, theirs)
+
+
+_SERVES = """
+import sys
+from pathlib import Path
+from rankwise.server import serve
+
+def seen(*args, **kwargs):  # what the process is tuned to when it would start serving
+    print(sys.getswitchinterval(), flush=True)
+    raise SystemExit(0)
+
+serve._Server.run = seen
+serve.uvicorn_config = lambda *a, **k: None
+if sys.argv[1] == "ui":
+    serve.serve_ui(sys.argv[2], port=0, announce=lambda url: None)
+else:
+    serve.serve_db("sqlite:///" + sys.argv[2] + "/store.db", port=0, announce=lambda url: None)
+"""
+
+
+@pytest.mark.parametrize("how", ["ui", "server"])
+def test_rankwise_ui_and_server_are_tuned_before_they_serve(how: str, tmp_path: Path) -> None:
+    """`rankwise ui`'s tailer writes its index as a server's ingest does: both get the
+    short switch interval (and the arena cap, tested above) before their threads start."""
+    from rankwise.server.serve import GIL_SWITCH_INTERVAL
+
+    out = subprocess.run(
+        [sys.executable, "-c", _SERVES, how, str(tmp_path)],
+        capture_output=True, text=True, cwd=REPO, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert float(out.stdout.split()[-1]) == GIL_SWITCH_INTERVAL != sys.getswitchinterval()
