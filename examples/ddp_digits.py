@@ -14,6 +14,7 @@ CPU and nccl on GPU.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import time
 
@@ -125,6 +126,11 @@ def main() -> None:
 
     run.summary["final_step"] = step
     run.finish()
+    # Drop what holds the gloo process group (the DDP wrapper, the optimizer) and end the
+    # group while the interpreter is alive: left to its teardown, gloo's threads can abort
+    # the process ("terminate called without an active exception").
+    del model, optimizer
+    gc.collect()
     dist.destroy_process_group()
     if rank == 0:
         print(f"run {run.project}/{run.id}: {step} steps on {world} ranks, dir {run.dir}")

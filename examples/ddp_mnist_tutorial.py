@@ -34,6 +34,7 @@ gloo is used on CPU and nccl on GPU.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 from pathlib import Path
@@ -223,6 +224,11 @@ def main() -> None:
     if rank == 0:
         save_artifacts(run, model, accuracies, args)
     run.finish()
+    # Drop what holds the gloo process group (the DDP wrapper, the optimizer) and end the
+    # group while the interpreter is alive: left to its teardown, gloo's threads can abort
+    # the process ("terminate called without an active exception").
+    del model, optimizer
+    gc.collect()
     dist.destroy_process_group()
     if rank == 0:
         print(f"run {run.project}/{run.id}: {step} steps on {world} ranks, dir {run.dir}")

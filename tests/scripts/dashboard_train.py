@@ -11,6 +11,7 @@ key carry HTML on purpose: the dashboard must show them as text, never run them.
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import time
 
@@ -85,6 +86,11 @@ def main() -> None:
             run.log(values, step=step, weight=batch)
         run.summary["final_loss"] = loss.item()
         run.finish()
+    # Drop what holds the gloo process group (the DDP wrapper, the optimizer) and end the
+    # group while the interpreter is alive: left to its teardown, gloo's threads can abort
+    # the process ("terminate called without an active exception").
+    del model, opt, out, loss
+    gc.collect()
     dist.destroy_process_group()
     if rank == 0:
         print(

@@ -6,6 +6,7 @@ with ``log_test_predictions``), only the import changed, on scikit-learn's 8x8 d
 ``test_loss``/``accuracy``/``mnist_predictions`` table of ``wandb.Image`` rows."""
 
 import argparse
+import gc
 
 import torch
 import torch.distributed as dist
@@ -128,6 +129,11 @@ def main():
     if rank == 0:
         print(f"RUN {wandb.run.id} {accuracy}", flush=True)
         wandb.finish()
+    # Drop what holds the gloo process group (the DDP wrapper, the optimizer) and end the
+    # group while the interpreter is alive: left to its teardown, gloo's threads can abort
+    # the process ("terminate called without an active exception").
+    del model, optimizer
+    gc.collect()
     dist.destroy_process_group()
 
 
