@@ -13,6 +13,7 @@ KeyboardInterrupt (SIGINT)      killed, signal 2
 SIGTERM (torchrun, scancel)     killed, signal 15; then the previous handler runs. One
                                 that lands while an uncaught exception is ending the runs
                                 waits for their Finish records (failed, the exception's)
+                                and for its traceback to be printed
 SIGKILL, OOM killer, os._exit   nothing can run: readers see a dead pid or a stale
                                 heartbeat and call the stream crashed
 ==============================  =========================================================
@@ -312,10 +313,12 @@ def _install_signal(signum: int) -> None:
             return
         if _in_hook and _exception is not None:
             # An uncaught exception came first (a launcher's SIGTERM follows a rank's
-            # error at once): it is the cause, and the runs end as it would end them.
+            # error at once): it is the cause, and the runs end as it would end them;
+            # the excepthook then prints its traceback and re-delivers the signal.
             _end_uncaught(_exception, timeout=_signal_timeout())
-        else:
-            _end_all("killed", exit_code=128 + sig, signal=sig, timeout=_signal_timeout())
+            _deferred = sig
+            return
+        _end_all("killed", exit_code=128 + sig, signal=sig, timeout=_signal_timeout())
         if callable(previous):
             previous(sig, frame)
             return

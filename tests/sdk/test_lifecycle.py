@@ -161,7 +161,7 @@ def test_signal_from_outside_is_killed(tmp_path: Path, signum: int, exit_code: i
     assert xs(run) == [0, 1, 2, 3, 4]
 
 
-@pytest.mark.parametrize("at", [1, 2, 3, 4])
+@pytest.mark.parametrize("at", [1, 2, 3, 4, 5])
 def test_a_sigterm_as_an_uncaught_error_ends_the_run_waits_for_its_finish(
     tmp_path: Path, at: int
 ) -> None:
@@ -177,6 +177,8 @@ def test_a_sigterm_as_an_uncaught_error_ends_the_run_waits_for_its_finish(
     assert (stream.error_type, stream.error_message) == ("Boom", "the peer went away")
     assert [r.state for r in records(stream) if isinstance(r, R.Finish)] == ["failed"]
     assert xs(run) == [0, 1, 2, 3, 4]
+    # The rank's own traceback still reaches its terminal (torchrun's output), whole.
+    assert out.stderr.rstrip().endswith("Boom: the peer went away"), out.stderr[-3000:]
 
 
 def test_a_sigterm_inside_the_hooks_bookkeeping_still_ends_the_run(tmp_path: Path) -> None:
