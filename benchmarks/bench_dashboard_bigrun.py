@@ -35,7 +35,8 @@ import numpy as np
 from rankwise.store import open_store
 from rankwise.store.blocks import merge_blocks
 from rankwise.store.chunks import Points
-from rankwise.store.ingest import append_series, decode_fold, encode_fold
+from rankwise.store.fold_cache import decode_fold, encode_fold
+from rankwise.store.ingest import append_series
 from rankwise.stream import records as R
 from rankwise.stream.identity import StreamId
 

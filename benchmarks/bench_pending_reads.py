@@ -7,9 +7,11 @@ record of 50 values, console lines, heartbeats and system samples, as
 process alone):
 
 * the band of one metric (every rank's pending points, aggregated), the series of one
-  rank, the cross-rank last values and the metric keys: read from a store whose cache is
-  cold (a new store object: the process's first read of the run), warm (nothing new since
-  the last read), and after one more upload per rank (the read decodes only those);
+  rank, the cross-rank last values, the metric keys, the health strip's read and the run
+  (its streams' folds: what each chart's read pays to learn the run): read from a store
+  whose cache is cold (a new store object: the process's first read of the run), warm
+  (nothing new since the last read), and after one more upload per rank (the read
+  decodes only those);
 * the memory the kept pending points take (``tracemalloc``, per pending upload);
 * what the same first read cost when a read folded the run's pending uploads first
   (``store.compact([run])``, then the band): the write every read paid before.
@@ -71,6 +73,7 @@ def _reads(store: Any) -> dict[str, float]:
         ("last", lambda: store.cross_rank_last(P, RUN)),
         ("keys", lambda: store.metric_keys(P, RUN)),
         ("health", lambda: store.health_streams(P, RUN, window=60.0)),
+        ("run", lambda: store.get_run(P, RUN)),
     ):
         t0 = time.perf_counter()
         fn()

@@ -32,7 +32,6 @@ from . import health as T
 from . import query
 from . import runs as run_rows
 from .chunks import decode_xy
-from .ingest import decode_fold
 from .pending_view import EMPTY, PendingView
 from .sqlbase import SQLBase
 from .tx import Tx, marks
@@ -342,7 +341,7 @@ class HealthReads(SQLBase):
             folds: dict[tuple[str, int], StreamFold] = {}
             facts = []
             for row in rows:
-                fold = decode_fold(row[1])
+                fold = self._folds.decode(int(row[0]), row[1])
                 key = (row[2], int(row[3]))  # label, incarnation
                 ids[key] = int(row[0])
                 folds[key] = fold

@@ -43,11 +43,11 @@ from . import media as rich
 from .alert_ingest import Found, decide_found, found
 from .blocks import merge_blocks
 from .chunks import MERGE_BELOW, Points, decode, encode_many, split
+from .fold_cache import decode_fold, encode_fold
 from .pending import store_block
 from .tx import Tx, marks
 
 _enc = msgspec.msgpack.Encoder()
-_fold_dec = msgspec.msgpack.Decoder(StreamFold)
 
 
 class StreamGone(LookupError):
@@ -111,14 +111,6 @@ def kinds_of(records: Sequence[R.AnyRecord]) -> set[type]:
 def record_digest(rec: R.AnyRecord) -> bytes:
     """A digest of one record, the same for the same record however it arrives."""
     return hashlib.blake2b(_enc.encode(rec), digest_size=16).digest()
-
-
-def encode_fold(fold: StreamFold) -> bytes:
-    return _enc.encode(fold)
-
-
-def decode_fold(blob: bytes | None) -> StreamFold:
-    return StreamFold() if blob is None else _fold_dec.decode(blob)
 
 
 def contiguous(records: Sequence[R.AnyRecord], mark: int) -> list[R.AnyRecord]:

@@ -673,7 +673,7 @@ def _v11_first_nonfinite(tx: Tx) -> None:
     gets them here, once, from its float chunks. Reads then never scan a history.
     """
     from .chunks import decode_xy
-    from .ingest import decode_fold, encode_fold
+    from .fold_cache import decode_fold, encode_fold
 
     names = {int(i): str(n) for i, n in tx.all("SELECT id, name FROM metrics")}
     for (sid,) in tx.all("SELECT id FROM streams ORDER BY id"):

@@ -34,9 +34,10 @@ from .alerts import Alerts
 from .artifacts import ArtifactWrites
 from .base import RunQuery
 from .compacting import Compacting, keeps_pending
+from .fold_cache import FoldCache
 from .health_reads import HealthReads
 from .heatmap_reads import HeatmapReads
-from .ingest import Presented, apply_stream, decode_fold, metric_names
+from .ingest import Presented, apply_stream, metric_names
 from .media_reads import MediaReads
 from .pending_view import PendingView
 from .reports import Reports
@@ -93,6 +94,7 @@ class SQLStore(
         # after a migration; once False it stays False.
         self._direct = True
         self._run_cache = RunCache()  # ended runs' folds (``run_cache``)
+        self._folds = FoldCache()  # each stream's last decoded fold (``fold_cache``)
 
     # -- transactions: ``_write``/``_read`` (``SQLBase``) are provided by each store ---------
 
@@ -364,13 +366,14 @@ class SQLStore(
         info = self._run_cache.get(project, run_id, mark)
         if info is None:
             rows = tx.all(
-                f"SELECT s.fold, {runs.STREAM_COLS} FROM streams s JOIN runs r "
+                f"SELECT s.id, s.fold, {runs.STREAM_COLS} FROM streams s JOIN runs r "
                 "ON r.id = s.run WHERE r.project = ? AND r.run_id = ? AND s.acked_seq >= 0",
                 (project, run_id),
             )
             if not rows:
                 return None
-            streams = [runs.stream_facts(r[1:], decode_fold(r[0])) for r in rows]
+            folds = self._folds
+            streams = [runs.stream_facts(r[2:], folds.decode(int(r[0]), r[1])) for r in rows]
             info = runs.run_info(
                 project, run_id, streams, self.crash_timeout, now, local_pids=self.local_pids
             )
@@ -396,13 +399,13 @@ class SQLStore(
         for a in range(0, len(keys), 500):
             part = keys[a : a + 500]
             rows = tx.all(
-                f"SELECT r.run_id, s.fold, {runs.STREAM_COLS} FROM streams s "
+                f"SELECT r.run_id, s.id, s.fold, {runs.STREAM_COLS} FROM streams s "
                 "JOIN runs r ON r.id = s.run WHERE r.project = ? AND s.acked_seq >= 0 "
                 f"AND {column} IN ({marks(len(part))})",
                 (project, *part),
             )
             for row in rows:
-                facts = runs.stream_facts(row[2:], decode_fold(row[1]))
+                facts = runs.stream_facts(row[3:], self._folds.decode(int(row[1]), row[2]))
                 grouped.setdefault(str(row[0]), []).append(facts)
         edits = edits_of_project(tx, project) if grouped else {}
         return {

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 from .tx import Tx
 
 if TYPE_CHECKING:
+    from .fold_cache import FoldCache
     from .pending_view import PendingView
 
 T = TypeVar("T")
@@ -27,6 +28,7 @@ class SQLBase:
     crash_timeout: float  # seconds without news before a running stream counts as crashed
     # Whether a stream's (host, pid) may be checked against this host's processes.
     local_pids: bool
+    _folds: FoldCache  # each stream's last decoded fold (``fold_cache``)
 
     def _write(self, fn: Callable[[Tx], T]) -> T:
         """Run ``fn`` in a write transaction; commit when it returns."""

@@ -102,7 +102,7 @@ def test_the_store_keeps_the_first_at_ingest_and_the_files_agree(
 
 
 def test_migration_11_finds_the_first_in_older_data(tmp_path: Path) -> None:
-    from rankwise.store.ingest import decode_fold, encode_fold
+    from rankwise.store.fold_cache import decode_fold, encode_fold
     from rankwise.store.sqlite import SQLiteStore
 
     with SQLiteStore(tmp_path / "old.db") as old:

@@ -22,7 +22,7 @@ from rankwise.errors import SchemaTooNewError, UsageError
 from rankwise.store import migrations as M
 from rankwise.store import open_store
 from rankwise.store.base import RunQuery
-from rankwise.store.ingest import decode_fold
+from rankwise.store.fold_cache import decode_fold
 from rankwise.store.sql import SQLStore
 from rankwise.stream import records as R
 from rankwise.stream.identity import StreamId
