@@ -49,6 +49,8 @@ class TcpProxy:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for _ in range(3):  # the aborted transports close their sockets in the next turns
+            await asyncio.sleep(0)
 
     async def _listen(self) -> None:
         self._server = await asyncio.start_server(
@@ -67,14 +69,22 @@ class TcpProxy:
     async def _pipe_client(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
+        # Held from the moment it is accepted: a cut (or the shutdown's cancel) while the
+        # target's connection opens must close it too, or it leaks (a ResourceWarning).
+        self._writers.add(writer)
+        up_w: asyncio.StreamWriter | None = None
         try:
-            up_r, up_w = await asyncio.open_connection(self.host, self.target_port)
-        except OSError:
-            writer.transport.abort()
-            return
-        self._writers.update((writer, up_w))
-        await asyncio.gather(_pump(reader, up_w), _pump(up_r, writer))
-        self._writers.difference_update((writer, up_w))
+            try:
+                up_r, up_w = await asyncio.open_connection(self.host, self.target_port)
+            except OSError:
+                return
+            self._writers.add(up_w)
+            await asyncio.gather(_pump(reader, up_w), _pump(up_r, writer))
+        finally:
+            for w in (writer, up_w):
+                if w is not None:
+                    w.transport.abort()
+                    self._writers.discard(w)
 
 
 async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
