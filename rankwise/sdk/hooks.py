@@ -86,6 +86,7 @@ _lock = threading.RLock()
 # its Finish record (a launcher sends SIGTERM just as a failing rank is ending).
 _ending = 0
 _deferred: int | None = None
+_deferred_previous: Any = None  # the handler that was installed before ours, for it
 
 
 @contextlib.contextmanager
@@ -106,11 +107,16 @@ _in_hook = False  # inside the excepthook: it re-delivers after printing the tra
 
 
 def _redeliver() -> None:
-    global _deferred
+    global _deferred, _deferred_previous
     sig, _deferred = _deferred, None
-    if sig is not None:
-        signal.signal(sig, signal.SIG_DFL)
-        os.kill(os.getpid(), sig)
+    previous, _deferred_previous = _deferred_previous, None
+    if sig is None:
+        return
+    if callable(previous):  # the program's own handler, as when the signal is not held
+        previous(sig, sys._getframe())
+        return
+    signal.signal(sig, signal.SIG_DFL)
+    os.kill(os.getpid(), sig)
 
 
 def register(run: Ending) -> None:
@@ -307,16 +313,16 @@ def _install_signal(signum: int) -> None:
         return  # the program chose to ignore it: so do we
 
     def handler(sig: int, frame: Any) -> None:
-        global _deferred
+        global _deferred, _deferred_previous
         if _ending and not open_runs():  # an end() it interrupted finishes first
-            _deferred = sig
+            _deferred, _deferred_previous = sig, previous
             return
         if _in_hook and _exception is not None:
             # An uncaught exception came first (a launcher's SIGTERM follows a rank's
             # error at once): it is the cause, and the runs end as it would end them;
             # the excepthook then prints its traceback and re-delivers the signal.
             _end_uncaught(_exception, timeout=_signal_timeout())
-            _deferred = sig
+            _deferred, _deferred_previous = sig, previous
             return
         _end_all("killed", exit_code=128 + sig, signal=sig, timeout=_signal_timeout())
         if callable(previous):

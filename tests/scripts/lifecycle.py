@@ -8,7 +8,8 @@ test may kill the process as soon as it reads it. Scenarios:
 ending:   ok, exception, sys_exit_3, raise_systemexit_3, builtin_exit_3,
           main_raises_systemexit_3, caught_systemexit, with_raises, keyboard_interrupt,
           wait (sleeps until the test sends a signal), sigterm_at_format_N (SIGTERM
-          at the N-th formatting of the uncaught exception), sigterm_in_the_hooks_lock
+          at the N-th formatting of the uncaught exception; own_handler_sigterm_at_format_N
+          with a handler of the program's own), sigterm_in_the_hooks_lock
 fork:     fork (os.fork child uses the run, prints, exits through atexit),
           dataloader (torch DataLoader, 2 fork-context workers that log)
 leak:     leak_wrap, leak_redirect (init/log/finish cycles; fds and threads each cycle)
@@ -132,11 +133,15 @@ elif scenario == "keyboard_interrupt":
     start()
     raise KeyboardInterrupt
 
-elif scenario.startswith("sigterm_at_format_"):
+elif scenario.startswith(("sigterm_at_format_", "own_handler_sigterm_at_format_")):
     # A launcher's SIGTERM lands just as an uncaught exception is ending the run: at the
     # n-th time the exception is made a string (the traceback noted among the console
-    # lines, the Finish record's message and traceback, the printed traceback).
+    # lines, the Finish record's message and traceback, the printed traceback). With
+    # "own_handler", the program installed a SIGTERM handler of its own before init().
     import signal
+
+    if scenario.startswith("own_handler"):
+        signal.signal(signal.SIGTERM, lambda sig, frame: print("own handler ran", flush=True))
 
     class Boom(RuntimeError):
         formatted = 0

@@ -181,6 +181,20 @@ def test_a_sigterm_as_an_uncaught_error_ends_the_run_waits_for_its_finish(
     assert out.stderr.rstrip().endswith("Boom: the peer went away"), out.stderr[-3000:]
 
 
+@pytest.mark.parametrize("at", [1, 2, 3, 4, 5])
+def test_a_held_sigterm_goes_to_the_programs_own_handler(tmp_path: Path, at: int) -> None:
+    """Held while the error ends the run, the signal is then handed to the handler the
+    program installed before ours, as an unheld one is: here it only prints, so the
+    process ends by its exception."""
+    scenario = f"own_handler_sigterm_at_format_{at}"
+    out = run_scenario(tmp_path, scenario)
+    assert out.returncode == 1, out.stderr[-3000:]
+    assert out.stdout.count("own handler ran") == 1, out.stdout
+    stream = only_stream(read_run(tmp_path, scenario))
+    assert (stream.state, stream.error_type) == ("failed", "Boom")
+    assert out.stderr.rstrip().endswith("Boom: the peer went away"), out.stderr[-3000:]
+
+
 def test_a_sigterm_inside_the_hooks_bookkeeping_still_ends_the_run(tmp_path: Path) -> None:
     out = run_scenario(tmp_path, "sigterm_in_the_hooks_lock", timeout=30)
     assert out.returncode == -signal.SIGTERM, out.stderr[-3000:]
