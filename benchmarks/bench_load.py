@@ -186,6 +186,12 @@ def main() -> None:
         "--tick", type=float, default=1.0, help="seconds between a rank's steps (1: 50 values/s)"
     )
     ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument(
+        "--per-node",
+        type=int,
+        default=0,
+        help="ranks per node sharing one uploader (POST /ingest/batch; 0: each rank posts)",
+    )
     ap.add_argument("--stores", default="sqlite,postgres")
     ap.add_argument("--pg-workers", type=int, default=2)
     ap.add_argument("--max-inflight", type=int, default=None)
@@ -267,6 +273,7 @@ def _rows(args: argparse.Namespace, counts: list[int], dsn: str | None, cluster:
                     port=port,
                     via=proxy.url if proxy is not None else None,
                     dashboard=args.dashboard,
+                    per_node=args.per_node,
                 )
             print(row(store if replicas == 1 else f"{store}x{replicas}", got), flush=True)
             if got.get("page_reads"):

@@ -71,6 +71,10 @@ class Settings:
     upload_interval: float = 1.0
     # Cap of the exponential backoff between retries while the server is unreachable (s).
     upload_backoff_max: float = 30.0
+    # Remote mode: the processes of one node that write one run share one uploader, which
+    # posts all their streams in one request (rankwise.sdk.node_upload): a server takes a
+    # job of thousands of ranks at one upload a second. Env RANKWISE_NODE_UPLOAD=1.
+    node_upload: bool = False
     # What ran, recorded at init off the training thread (rankwise.sdk.provenance): the
     # git commit, branch, remote and dirty flag; the diff of tracked files (a blob); the
     # installed packages. Each can be turned off (RANKWISE_GIT=0 ...). The capture gives

@@ -34,6 +34,7 @@ from .run import Run, process_start_time
 from .writer import StreamWriter
 
 if TYPE_CHECKING:
+    from .node_upload import NodeUploader
     from .uploader import Uploader
 
 current: Run | None = None
@@ -199,7 +200,9 @@ def init(
     return run
 
 
-def _set_url(run: Run, uploader: Uploader | None, project: str, run_id: str, root: Path) -> None:
+def _set_url(
+    run: Run, uploader: Uploader | NodeUploader | None, project: str, run_id: str, root: Path
+) -> None:
     """The run's server (None: local mode) and the address of its page: on the server, else
     on the ``rankwise ui`` serving ``root`` (None: none known)."""
     server_url = uploader.server if uploader is not None else None
@@ -266,7 +269,9 @@ def _stamp(start: R.StreamStart, incarnation: int, root: Path, path: Path) -> No
     start.key_digest = _stream_key(path)
 
 
-def _announce(run: Run, uploader: Uploader | None, project: str, run_id: str, root: Path) -> None:
+def _announce(
+    run: Run, uploader: Uploader | NodeUploader | None, project: str, run_id: str, root: Path
+) -> None:
     """The primary's one line naming the run and where to see it. No link to a server page
     that a refused token will never fill (the uploader's first answer, a round trip,
     decides; a server that does not answer soon gets its link: the records reach it when
@@ -294,14 +299,15 @@ def _finish_previous(previous: Run) -> None:
 
 def _attach_uploader(
     run: Run, writer: StreamWriter, server: str | None, opts: Settings
-) -> Uploader | None:
+) -> Uploader | NodeUploader | None:
     """Remote mode: upload the stream file as it grows (see ``rankwise.sdk.uploader``).
     Returns the uploader (None in local mode)."""
     if not server or run.path is None:
         return None
     from .._http import normalize_url
     from ..stream.identity import StreamId
-    from . import orphans
+    from . import node_upload, orphans
+    from .node_upload import NodeUploader
     from .uploader import Uploader
 
     server = normalize_url(server)  # a bad URL is a usage error here, not a warning later
@@ -313,7 +319,15 @@ def _attach_uploader(
         if run.state != "finished":
             orphans.adopt(server, own, deadline)
 
-    uploader = Uploader(server, run.path, ref, opts, on_drained=adopt_orphans)
+    uploader: Uploader | NodeUploader | None = None
+    if opts.node_upload:
+        try:
+            share = node_upload.share_dir(server, opts.token, run.path.parent)
+            uploader = NodeUploader(server, run.path, ref, opts, share, on_drained=adopt_orphans)
+        except OSError as exc:  # no private share here: this process uploads alone
+            _log.warn(f"node_upload is off for this process ({exc}); it uploads its own stream")
+    if uploader is None:
+        uploader = Uploader(server, run.path, ref, opts, on_drained=adopt_orphans)
     writer.flush_listeners.append(uploader.wake)
     run.add_component(uploader, after_writer=True)
     uploader.start()

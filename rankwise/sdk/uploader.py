@@ -131,6 +131,20 @@ class StreamUpload:
         return max(0, size - (len(MAGIC) if self.offset is None else self.offset))
 
     def pump(self) -> bool:
+        frames = self.take()
+        if frames is None:
+            return False
+        try:
+            reply = self._request("POST", INGEST, MAGIC + frames)
+        except (_MissingBlobs, _Rewind, _TooLarge) as refused:
+            self.refused(frames, refused)
+            return True
+        self.took(frames, int(reply["acked_seq"]))
+        return True
+
+    def take(self) -> bytes | None:
+        """The whole frames to send next (their blobs stored first), or None: nothing new.
+        Raises ``GiveUp`` for a damaged file."""
         if self.offset is None:
             self.resume()
         assert self.offset is not None
@@ -139,30 +153,36 @@ class StreamUpload:
         if not frames:
             if damage:
                 raise GiveUp(f"{self.path} is damaged at offset {self.offset} ({damage})")
-            return False
+            return None
         self.blobs.send_for(files.records_naming_blobs(frames, self.acked))
-        try:
-            reply = self._request("POST", INGEST, MAGIC + frames)
-        except _MissingBlobs as missing:
-            self.blobs.send_missing(missing.digests)
-            return True
-        except _Rewind as rewind:
-            self._resume_at(rewind.mark)
-            return True
-        except _TooLarge:
+        return frames
+
+    def took(self, frames: bytes, mark: int) -> None:
+        """The server acknowledged ``frames`` (``take``'s) with the stream's ``mark``."""
+        assert self.offset is not None
+        self.acked = max(self.acked, mark)
+        self.offset += len(frames)
+        self.sent_bytes += len(frames)
+        if self.watch_finish and not self.finished:
+            self.finished = files.has_finish(frames)
+
+    def refused(self, frames: bytes, refused: Exception) -> None:
+        """Act on a refusal of ``frames`` that a resend answers: send the missing blobs,
+        rewind to the server's mark, or halve the batch (``GiveUp`` when one frame is
+        over the server's limit)."""
+        if isinstance(refused, _MissingBlobs):
+            self.blobs.send_missing(refused.digests)
+        elif isinstance(refused, _Rewind):
+            self._resume_at(refused.mark)
+        elif isinstance(refused, _TooLarge):
             if sum(1 for _ in iter_frames(frames)) <= 1:
                 raise GiveUp(
                     f"a frame of {len(frames)} bytes in {self.path} is over the server's body "
                     "limit: start the server with a larger --max-body-mb"
                 ) from None
             self.max_batch = max(1, len(frames) // 2)  # at least one whole frame still goes
-            return True
-        self.acked = max(self.acked, int(reply["acked_seq"]))
-        self.offset += len(frames)
-        self.sent_bytes += len(frames)
-        if self.watch_finish and not self.finished:
-            self.finished = files.has_finish(frames)
-        return True
+        else:
+            raise refused
 
     def _request(self, method: str, path: str, body: bytes | None) -> dict[str, Any]:
         import httpx
@@ -191,15 +211,8 @@ class StreamUpload:
         if status == 200:
             return _http.decode(response)  # type: ignore[no-any-return]
         message = _http.error_message(response)
-        if status == 409:
-            error = _http.error_body(response)
-            if error.get("missing_blobs"):
-                raise _MissingBlobs([str(d) for d in error["missing_blobs"]])
-            raise _Rewind(int(error.get("acked_seq", -1)))
-        if status == 413:
-            raise _TooLarge(message)
-        if status == 410:  # the run was deleted on the server: nothing more is taken
-            raise RunDeleted(message)
+        if status in (409, 413, 410):
+            raise stream_refusal(status, _http.error_body(response), message)
         if status == 415 and self.encoding != "identity":
             self.encoding = "gzip" if self.encoding == "zstd" else "identity"
             raise Retry(f"server cannot read this encoding: {message}")
@@ -211,6 +224,18 @@ class StreamUpload:
             raise Refused(refusal(str(self.client.base_url), self.ref.project, status, message))
         hint = " (is it a rankwise server?)" if status == 404 else ""
         raise GiveUp(f"server at {self.client.base_url}{hint} answered {status}: {message}")
+
+
+def stream_refusal(status: int, error: dict[str, Any], message: str) -> Exception:
+    """The exception for a refusal of one stream's upload (409, 410, 413), from the
+    error object: what ``StreamUpload.refused`` acts on, or ``RunDeleted``."""
+    if status == 409:
+        if error.get("missing_blobs"):
+            return _MissingBlobs([str(d) for d in error["missing_blobs"]])
+        return _Rewind(int(error.get("acked_seq", -1)))
+    if status == 413:
+        return _TooLarge(message)
+    return RunDeleted(message)  # 410: the run was deleted on the server
 
 
 class _Rewind(Exception):

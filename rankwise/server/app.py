@@ -37,6 +37,7 @@ from .routes import (
     blobs,
     health,
     ingest,
+    ingest_batch,
     login,
     manage,
     media,
@@ -84,6 +85,7 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
         app.add_exception_handler(cls, _store_down)
     # Every route has one policy (rankwise.server.auth); a test walks app.routes for it.
     app.include_router(ingest.router, prefix=API, dependencies=[Depends(auth.ingest)])
+    app.include_router(ingest_batch.router, prefix=API, dependencies=[Depends(auth.ingest)])
     app.include_router(blobs.router, prefix=API, dependencies=[Depends(auth.ingest)])
     app.include_router(blobs.read_router, prefix=API, dependencies=[Depends(auth.read)])
     app.include_router(manage.read_router, prefix=API, dependencies=[Depends(auth.read)])

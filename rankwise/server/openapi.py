@@ -27,7 +27,7 @@ from ..wire.artifacts import (
 )
 from ..wire.auth import NewTokenReply, TokensReply, WhoAmI
 from ..wire.charts import CompareReply, SeriesReply
-from ..wire.envelopes import AckReply, ErrorReply
+from ..wire.envelopes import AckReply, BatchReply, ErrorReply, IngestBatch
 from ..wire.health import (
     ConsolePage,
     HangReply,
@@ -68,6 +68,8 @@ STRUCTS: tuple[type, ...] = (
     DestinationInfo,
     DeliveryTest,
     AckReply,
+    BatchReply,
+    IngestBatch,
     MetricsReply,
     HistoryReply,
     SeriesReply,

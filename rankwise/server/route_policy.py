@@ -61,6 +61,7 @@ ROUTES: dict[str, Policy] = {
     f"{API}/tokens/{{token_id}}": _READ,
     # upload (rankwise.server.routes.ingest)
     f"{API}/ingest": Policy(caps={"POST": "upload"}),
+    f"{API}/ingest/batch": Policy(caps={"POST": "upload"}),
     f"{API}/ack": _READ,
     # blobs (rankwise.server.routes.blobs)
     f"{API}/blobs/{{project}}/missing": _BLOB,

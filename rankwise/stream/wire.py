@@ -10,6 +10,9 @@ from __future__ import annotations
 
 # The body of ``POST /api/v1/ingest``: MAGIC + whole frames (``rankwise.stream.frames``).
 STREAM_CONTENT_TYPE = "application/x-rankwise-stream"
+# The body of ``POST /api/v1/ingest/batch``: several streams' uploads in one request
+# (``rankwise.wire.envelopes.IngestBatch`` in MessagePack).
+BATCH_CONTENT_TYPE = "application/x-rankwise-batch"
 # Replies in MessagePack when a request's Accept names it (floats exact, NaN kept).
 MSGPACK = "application/msgpack"
 # Ingest replies under load: post at most every this many seconds (``server.pacing``).

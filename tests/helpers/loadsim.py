@@ -51,11 +51,12 @@ from rankwise.sdk.retry import retry_after
 from rankwise.sdk.uploader import INGEST
 from rankwise.stream import records as R
 from rankwise.stream.frames import MAGIC, encode_frame
-from rankwise.stream.wire import STREAM_CONTENT_TYPE, UPLOAD_INTERVAL_HEADER
+from rankwise.stream.wire import BATCH_CONTENT_TYPE, STREAM_CONTENT_TYPE, UPLOAD_INTERVAL_HEADER
 
 from .rawhttp import Connection, HttpError
 
 PROJECT = "load"
+BATCH = "/api/v1/ingest/batch"
 METRICS = 50
 KEYS = [f"train/m{j:02d}" for j in range(METRICS)]
 
@@ -77,6 +78,9 @@ class Config:
     replicas: list[str] = field(default_factory=list)  # more servers: uploads rotate over them
     duplicate: int = 0  # every n-th upload goes to two replicas at once (0: never)
     tick: float = 1.0  # seconds between a rank's training steps (its records of "a second")
+    # >1: the ranks of each node of this many share one uploader, which posts all their
+    # streams in one request (``POST /api/v1/ingest/batch``) as the SDK's node upload does
+    per_node: int = 0
 
 
 @dataclass
@@ -161,6 +165,19 @@ class SimRank:
             points += pts if first > self.acked else 0
         return (MAGIC + b"".join(out) if out else b""), points
 
+    def acknowledged(self, mark: int, points: int, stats: Stats) -> None:
+        """The server holds this stream up to ``mark``: count what was new, once."""
+        if mark > self.acked:  # counted once, however many replicas acknowledged it
+            stats.points += points
+            now = time.time()
+            stats.points_at.append((now, points))
+            made = [t for f, last, _, p, t in self.frames
+                    if p and f > self.acked and last <= mark]  # fmt: skip
+            stats.lags += [now - t for t in made]
+            stats.lag_made += made
+        self.acked = max(self.acked, mark)
+        self.drop_acked()
+
     def drop_acked(self) -> None:
         # Frames at or below the mark are kept only while a 409 could rewind to them.
         while len(self.frames) > 64 and self.frames[0][1] <= self.acked:
@@ -212,20 +229,10 @@ class SimRank:
             stats.acked_at.append(time.time())
             where = url.removesuffix(INGEST) or self.cfg.url
             stats.served[where] = stats.served.get(where, 0) + 1
-            mark = int(r.json()["acked_seq"])
             self.advised = advised_interval(r.headers.get(UPLOAD_INTERVAL_HEADER))
             if self.advised:
                 stats.advised.append(self.advised)
-            if mark > self.acked:  # counted once, however many replicas acknowledged it
-                stats.points += points
-                now = time.time()
-                stats.points_at.append((now, points))
-                made = [t for f, last, _, p, t in self.frames
-                        if p and f > self.acked and last <= mark]  # fmt: skip
-                stats.lags += [now - t for t in made]
-                stats.lag_made += made
-            self.acked = max(self.acked, mark)
-            self.drop_acked()
+            self.acknowledged(int(r.json()["acked_seq"]), points, stats)
             return None
         if r.status_code == 409:
             self.acked = int(r.json()["error"].get("acked_seq", -1))
@@ -317,14 +324,115 @@ async def _rank_task(
     await asyncio.gather(train(), upload())
 
 
+async def _node_task(
+    sims: list[SimRank], client: Client, stats: Stats, t_end: float, drain: float
+) -> None:
+    """The ranks of one node, each training on its own, and the node's one uploader
+    posting every stream's new frames in one request (``/ingest/batch``)."""
+    loop = asyncio.get_running_loop()
+    trained = [loop.create_future() for _ in sims]
+
+    async def train(sim: SimRank, done: asyncio.Future[None]) -> None:
+        await asyncio.sleep(random.uniform(0, 1.0))
+        n, next_tick = 0, time.monotonic()
+        while time.monotonic() < t_end:
+            sim.tick(n)
+            n += 1
+            next_tick += sim.cfg.tick
+            await asyncio.sleep(max(0.0, next_tick - time.monotonic()))
+        stats.steps[sim.rank] = sim.step
+        sim.finish()
+        done.set_result(None)
+
+    async def upload() -> None:
+        await asyncio.sleep(random.uniform(0, 1.0))
+        give_up, advised = t_end + drain, 0.0
+        while time.monotonic() < give_up:
+            done = all(f.done() for f in trained)
+            if done and all(s.acked >= s.seq for s in sims):
+                return
+            t0 = time.monotonic()
+            wait, advised = await _post_batch(sims, client, stats, advised)
+            if wait is None:
+                pace = advised * random.uniform(0.8, 1.2) if advised else 1.0
+                wait = 0.05 if done else max(0.0, max(1.0, pace) - (time.monotonic() - t0))
+            await asyncio.sleep(wait)
+        stats.undrained.extend(s.rank for s in sims if s.acked < s.seq)
+
+    await asyncio.gather(upload(), *(train(s, d) for s, d in zip(sims, trained, strict=True)))
+
+
+async def _post_batch(
+    sims: list[SimRank], client: Client, stats: Stats, advised: float
+) -> tuple[float | None, float]:
+    """One ``/ingest/batch`` of what is new in each stream: (the wait a refusal asks,
+    the interval the server advised)."""
+    import msgspec
+
+    share = 4 * 1024 * 1024 // len(sims)
+    taken = [(sim, *sim.body(share)) for sim in sims]
+    taken = [(sim, body, points) for sim, body, points in taken if body]
+    if not taken:
+        return None, advised
+    cfg = sims[0].cfg
+    parts = [{"project": PROJECT, "run": cfg.run_id, "label": sim.label, "incarnation": 0,
+              "body": body} for sim, body, _ in taken]  # fmt: skip
+    encoding = sims[0].encoding
+    headers = {"Accept": "application/json", "Content-Type": BATCH_CONTENT_TYPE}
+    if cfg.token:
+        headers["Authorization"] = f"Bearer {cfg.token}"
+    if encoding != "identity":
+        headers["Content-Encoding"] = encoding
+    content = compress(msgspec.msgpack.encode({"parts": parts}), encoding)
+    where = sims[0]._targets()[0].removesuffix(INGEST)  # the replicas in turn, if any
+    t0 = time.perf_counter()
+    try:
+        r = await client.post(where + BATCH, {}, headers, content)
+    except HttpError as exc:
+        stats.count(str(exc))
+        return random.uniform(0.5, 1.5), advised
+    stats.count(str(r.status_code))
+    if r.status_code in (429, 503):
+        wait = retry_after(r.headers.get("retry-after")) or 1.0
+        return wait * random.uniform(1.0, 1.5), advised
+    if r.status_code != 200:
+        return random.uniform(0.5, 1.5), advised
+    stats.latencies.append(time.perf_counter() - t0)
+    stats.acked_at.append(time.time())
+    stats.served[where or cfg.url] = stats.served.get(where or cfg.url, 0) + 1
+    advised = advised_interval(r.headers.get(UPLOAD_INTERVAL_HEADER))
+    if advised:
+        stats.advised.append(advised)
+    for (sim, _, points), answer in zip(taken, r.json()["parts"], strict=True):
+        if "acked_seq" in answer:
+            sim.acknowledged(int(answer["acked_seq"]), points, stats)
+        else:
+            stats.count(f"part {answer['error']['status']}")
+            if answer["error"]["status"] == 409:
+                sim.acked = int(answer["error"].get("acked_seq", -1))
+    return None, advised
+
+
 async def _client_main(cfg: Config) -> Stats:
     stats = Stats()
     t_end = time.monotonic() + cfg.seconds
     stats.load_from = time.time()
     stats.load_to = stats.load_from + cfg.seconds
     sims = [SimRank(cfg, r) for r in cfg.ranks]
+    if cfg.per_node > 1:
+        nodes = [sims[i : i + cfg.per_node] for i in range(0, len(sims), cfg.per_node)]
+        await asyncio.gather(*(_node_client(n, cfg, stats, t_end) for n in nodes))
+        return stats
     await asyncio.gather(*(_rank_client(s, cfg, stats, t_end) for s in sims))
     return stats
+
+
+async def _node_client(sims: list[SimRank], cfg: Config, stats: Stats, t_end: float) -> None:
+    client = Client(cfg.proxy or cfg.url)
+    try:
+        await _node_task(sims, client, stats, t_end, cfg.drain_timeout)
+    finally:
+        client.close()
 
 
 async def _rank_client(sim: SimRank, cfg: Config, stats: Stats, t_end: float) -> None:
@@ -348,7 +456,12 @@ def run_clients(cfg: Config, clients: int) -> Stats:
     out = ctx.Queue()
     procs = []
     for i in range(clients):
-        part = Config(**{**asdict(cfg), "ranks": cfg.ranks[i::clients]})
+        ranks = cfg.ranks[i::clients]
+        if cfg.per_node > 1:  # whole nodes to each client process
+            k = cfg.per_node
+            nodes = [cfg.ranks[j : j + k] for j in range(0, len(cfg.ranks), k)]
+            ranks = [r for node in nodes[i::clients] for r in node]
+        part = Config(**{**asdict(cfg), "ranks": ranks})
         if part.ranks:
             p = ctx.Process(target=_client_process, args=(part, out), daemon=True)
             p.start()
@@ -559,6 +672,7 @@ def simulate(
     warmup: float = 20.0,
     tick: float = 1.0,
     dashboard: float | None = None,
+    per_node: int = 0,
 ) -> dict[str, Any]:
     """One load run against a fresh ``rankwise server``; the figures, verified.
 
@@ -570,8 +684,10 @@ def simulate(
     of a rank sent to two at once; the CPU and RSS figures are their sum. ``tick``: the
     seconds between a rank's steps (each step writes what one second does by default:
     ``tick`` 4 is a quarter of the step rate, for rank counts whose clients the machine
-    cannot drive at full rate). ``dashboard``: every that many seconds, read what a run
-    page polls (the band of 4 metrics and the health strip) and time it."""
+    cannot drive at full rate). ``per_node``: ranks of a node sharing one uploader that
+    posts their streams together (``/ingest/batch``). ``dashboard``: every that many
+    seconds, read what a run page polls (the band of 4 metrics and the health strip) and
+    time it."""
     import threading
 
     port = port or _free_port()
@@ -581,7 +697,8 @@ def simulate(
         servers.append(Server(db, _free_port(), *server_args, token=server.token).start())
     run_id = f"load-{ranks}-{int(time.time())}"
     cfg = Config(server.url, run_id, list(range(ranks)), seconds, via, drain_timeout, server.token,
-                 [s.url for s in servers] if replicas > 1 else [], duplicate, tick)  # fmt: skip
+                 [s.url for s in servers] if replicas > 1 else [], duplicate, tick,
+                 per_node)  # fmt: skip
     done = threading.Event()
     cpu_window: list[tuple[float, float, float]] = []  # (wall, cpu, rss)
 

@@ -228,6 +228,7 @@ NO_JSON = {
     ("DELETE", "/api/v1/session"),
     ("POST", "/api/v1/session"),  # its body needs a live token: tested below
     ("POST", "/api/v1/ingest"),  # its body is a stream: tested below
+    ("POST", "/api/v1/ingest/batch"),  # streams in MessagePack: test_ingest_batch.py
     ("PUT", "/api/v1/blobs/{project}/{digest}"),  # its body is raw bytes: tested below
     ("GET", "/api/v1/blobs/{project}/{digest}"),  # the blob's own bytes: tested below
     # an artifact file's own bytes: tested below

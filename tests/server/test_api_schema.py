@@ -29,8 +29,10 @@ from tests.helpers.streams import records
 
 EXAMPLES = 10
 # An upload body is opaque bytes to the schema: sent as generated (the ingest decoder is
-# fuzzed with well-formed and broken streams in test_ingest_fuzz.py).
+# fuzzed with well-formed and broken streams in test_ingest_fuzz.py; a batch's parts in
+# test_ingest_batch.py).
 schemathesis.serializer.alias("application/x-rankwise-stream", "application/octet-stream")
+schemathesis.serializer.alias("application/x-rankwise-batch", "application/octet-stream")
 HOST = {"Host": "localhost"}  # the app answers only allowed hosts; "testserver" is not one
 
 
@@ -89,7 +91,7 @@ def fuzz(operation: Any, mode: GenerationMode, credentials: list[dict[str, str]]
     # A run filter's grammar and an edit's value rules are the server's too.
     method = operation.method.upper()
     opaque = (
-        operation.path == "/api/v1/ingest"
+        operation.path in ("/api/v1/ingest", "/api/v1/ingest/batch")
         or (method == "PUT" and operation.path.startswith("/api/v1/blobs/"))
         or (method == "POST" and operation.path.startswith("/api/v1/artifacts/"))
         or (method == "POST" and operation.path == "/api/v1/alerts/destinations")
