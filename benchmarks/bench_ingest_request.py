@@ -11,8 +11,12 @@ figure is the process's CPU (``time.process_time``, every thread) per request, w
 does not grow when other work shares the machine; wall time per request is printed
 beside it.
 
+``--per-node K``: the ranks of a node post together, K streams in one ``POST
+/api/v1/ingest/batch`` (the SDK's ``node_upload``); the figure is then the CPU per
+stream's upload, so the two modes compare directly.
+
     python benchmarks/bench_ingest_request.py [--ranks 200] [--requests 4000]
-        [--concurrency 16] [--rounds 3] [--no-auth]
+        [--concurrency 16] [--rounds 3] [--no-auth] [--per-node 8]
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from rankwise.server import ServerSettings, create_app
 from rankwise.store import open_store
 from rankwise.stream import records as R
 from rankwise.stream.frames import MAGIC, encode_frame
-from rankwise.stream.wire import STREAM_CONTENT_TYPE
+from rankwise.stream.wire import BATCH_CONTENT_TYPE, STREAM_CONTENT_TYPE
 
 KEYS = [f"train/m{j:02d}" for j in range(50)]
 
@@ -60,11 +64,32 @@ class Rank:
 
 
 async def post(app: Any, rank: Rank, encoding: str, token: str | None) -> int:
-    body = compress(rank.take(), encoding)
     query = {"project": "p", "run": "run", "label": f"rank-{rank.rank}", "incarnation": 0}
+    return await _post(
+        app, "/api/v1/ingest", urlencode(query), compress(rank.take(), encoding),
+        STREAM_CONTENT_TYPE, encoding, token, rank.rank,
+    )  # fmt: skip
+
+
+async def post_node(app: Any, node: list[Rank], encoding: str, token: str | None) -> int:
+    """One ``/ingest/batch`` of every rank of ``node``."""
+    import msgspec
+
+    parts = [{"project": "p", "run": "run", "label": f"rank-{r.rank}", "incarnation": 0,
+              "body": r.take()} for r in node]  # fmt: skip
+    body = compress(msgspec.msgpack.encode({"parts": parts}), encoding)
+    return await _post(
+        app, "/api/v1/ingest/batch", "", body, BATCH_CONTENT_TYPE, encoding, token, node[0].rank
+    )
+
+
+async def _post(
+    app: Any, path: str, query: str, body: bytes, content_type: str, encoding: str,
+    token: str | None, client: int,
+) -> int:  # fmt: skip
     headers = [
         (b"host", b"127.0.0.1"),
-        (b"content-type", STREAM_CONTENT_TYPE.encode()),
+        (b"content-type", content_type.encode()),
         (b"content-length", str(len(body)).encode()),
         (b"accept", b"application/json"),
     ]
@@ -74,9 +99,9 @@ async def post(app: Any, rank: Rank, encoding: str, token: str | None) -> int:
         headers.append((b"authorization", f"Bearer {token}".encode()))
     scope = {
         "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-        "scheme": "http", "path": "/api/v1/ingest", "raw_path": b"/api/v1/ingest",
-        "query_string": urlencode(query).encode(), "root_path": "", "headers": headers,
-        "client": ("127.0.0.1", 10_000 + rank.rank), "server": ("127.0.0.1", 80),
+        "scheme": "http", "path": path, "raw_path": path.encode(),
+        "query_string": query.encode(), "root_path": "", "headers": headers,
+        "client": ("127.0.0.1", 10_000 + client), "server": ("127.0.0.1", 80),
     }  # fmt: skip
     sent = False
     status: list[int] = []
@@ -112,11 +137,21 @@ async def one_round(args: argparse.Namespace) -> tuple[float, float]:
             rank.tick()
             if await post(app, rank, encoding, token) != 200:
                 raise SystemExit("the first upload was refused")
-        t0, c0, i = time.perf_counter(), time.process_time(), 0
+        k = max(1, args.per_node)
+        nodes = [ranks[j : j + k] for j in range(0, len(ranks), k)]
+        t0, c0, i, n = time.perf_counter(), time.process_time(), 0, 0
         codes: dict[int, int] = {}
         while i < args.requests:
             batch = []
             for _ in range(args.concurrency):
+                if k > 1:
+                    node = nodes[n % len(nodes)]
+                    n += 1
+                    for rank in node:
+                        rank.tick()
+                    batch.append(post_node(app, node, encoding, token))
+                    i += len(node)
+                    continue
                 rank = ranks[i % len(ranks)]
                 rank.tick()
                 batch.append(post(app, rank, encoding, token))
@@ -137,13 +172,15 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-auth", action="store_true")
+    ap.add_argument("--per-node", type=int, default=0, help="streams per /ingest/batch request")
     args = ap.parse_args()
     got = [asyncio.run(one_round(args)) for _ in range(args.rounds)]
     cpu = statistics.median(c for c, _ in got)
     wall = statistics.median(w for _, w in got)
     rounds = ", ".join(f"{c:.0f}" for c, _ in got)
+    how = f", {args.per_node} a request" if args.per_node > 1 else ""
     print(
-        f"{args.requests} uploads of {args.ranks} ranks, {args.concurrency} at a time, "
+        f"{args.requests} uploads of {args.ranks} ranks{how}, {args.concurrency} at a time, "
         f"auth {'off' if args.no_auth else 'on'}: {cpu:.0f} µs CPU per upload (median of "
         f"[{rounds}]), {wall:.0f} µs wall"
     )

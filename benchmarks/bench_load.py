@@ -19,7 +19,12 @@ check passed. The rank count at which p99 passes 2 s is named at the end.
 
     python benchmarks/bench_load.py [--ranks 100,300,1000] [--seconds 30] [--tick 1]
         [--clients 4] [--pg-workers 2] [--replicas 2] [--stores sqlite,postgres]
-        [--dashboard 2]
+        [--dashboard 2] [--per-node 8]
+
+``--per-node K`` groups the ranks in nodes of K that share one uploader, as the SDK's
+``node_upload`` does: each node posts all its streams' new frames in one ``POST
+/api/v1/ingest/batch`` a second (or at the interval the server asks), so the server
+takes a K-th of the requests for the same records. The ack latency is then per batch.
 
 ``--dashboard S`` keeps a run page open on the run while it loads: every S seconds it
 reads what the page polls (the band of 4 metrics and the health strip) and the row is

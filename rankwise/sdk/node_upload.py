@@ -315,7 +315,10 @@ class NodeUploader:
             if self._closing.is_set() and self._at_end(state.get("offset")):
                 self._drained.set()
                 return True
-        self._wake.wait(CLOSING_EVERY if self._closing.is_set() else FOLLOW_EVERY)
+        # Often until the first outcome is known (init waits on it for its link) and
+        # while the run ends; about once a second while it trains.
+        soon = self._closing.is_set() or not self._attempted.is_set()
+        self._wake.wait(CLOSING_EVERY if soon else FOLLOW_EVERY)
         self._wake.clear()
         return False
 

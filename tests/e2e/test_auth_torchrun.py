@@ -27,9 +27,12 @@ WORLD = 3
 REFUSED = "refused the upload"
 
 
-def _torchrun(data: Path, run_id: str, url: str, token: str, cwd: Path) -> tuple[str, str]:
+def _torchrun(
+    data: Path, run_id: str, url: str, token: str, cwd: Path, **extra: str
+) -> tuple[str, str]:
     env = subprocess_env(
         **FAST_ENV,
+        **extra,
         RANKWISE_DIR=str(data),
         RANKWISE_SERVER=url,
         RANKWISE_TOKEN=token,
@@ -49,13 +52,15 @@ def _secret(token: str) -> str:
     return T.parse(token)[2]
 
 
-def test_torchrun_with_ingest_token_uploads_exactly_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("shared", [False, True], ids=["alone", "node upload"])
+def test_torchrun_with_ingest_token_uploads_exactly_once(tmp_path: Path, shared: bool) -> None:
+    extra = {"RANKWISE_NODE_UPLOAD": "1", "TMPDIR": str(tmp_path)} if shared else {}
     db = f"sqlite:///{tmp_path / 'db.sqlite'}"
     with ServerProcess.db(db, tmp_path / "server.log") as srv:
         with open_store(db) as store:
             ingest = store.create_token("ingest", ["up"], "ranks").value
         data = tmp_path / "data"
-        _, err = _torchrun(data, "good", srv.url, ingest, tmp_path)
+        _, err = _torchrun(data, "good", srv.url, ingest, tmp_path, **extra)
         assert REFUSED not in err and "not uploaded" not in err, err
         local = rankwise.Api(dir=data).run("good", project="up")
         remote = rankwise.Api(server=srv.url, token=srv.token).run("good", project="up")
@@ -66,10 +71,17 @@ def test_torchrun_with_ingest_token_uploads_exactly_once(tmp_path: Path) -> None
         assert _secret(ingest).encode() not in f.read_bytes()
 
 
-@pytest.mark.parametrize("how", ["wrong", "revoked", "other project"])
+@pytest.mark.parametrize(
+    "how", ["wrong", "revoked", "other project", "wrong, node upload", "other project, node upload"]
+)
 def test_refused_token_keeps_training_warns_once_then_sync_uploads(
     tmp_path: Path, how: str
 ) -> None:
+    # With node upload one process posts for the node: a wrong token is refused for the
+    # whole request, another project's part by part; each rank still says so itself.
+    shared = how.endswith("node upload")
+    extra = {"RANKWISE_NODE_UPLOAD": "1", "TMPDIR": str(tmp_path)} if shared else {}
+    how = how.removesuffix(", node upload")
     db = f"sqlite:///{tmp_path / 'db.sqlite'}"
     with ServerProcess.db(db, tmp_path / "server.log") as srv:
         with open_store(db) as store:
@@ -82,7 +94,7 @@ def test_refused_token_keeps_training_warns_once_then_sync_uploads(
             else:
                 bad = store.create_token("ingest", ["elsewhere"], "other").value
         data = tmp_path / "data"
-        _, err = _torchrun(data, "refused", srv.url, bad, tmp_path)
+        _, err = _torchrun(data, "refused", srv.url, bad, tmp_path, **extra)
         assert err.count(REFUSED) == WORLD, err  # once per rank
         refusals = [line for line in err.splitlines() if REFUSED in line]
         for line in refusals:  # one short line per rank, naming the one fix

@@ -175,3 +175,27 @@ def test_a_server_without_the_batch_route_gets_one_upload_per_stream(tmp_path: P
     store.close()
     assert all("not uploaded" not in err for _, err in outs), outs
     assert seen[BATCH] >= 1 and seen[INGEST] > 0, seen
+
+
+def test_the_share_is_a_private_folder_or_none(tmp_path: Path, monkeypatch: Any) -> None:
+    """Another user's folder, a link or a folder others can write are refused (the
+    process then uploads alone); two runs' streams, or two servers, never share."""
+    from rankwise.sdk.node_upload import share_dir
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read TMPDIR again
+    a = share_dir("http://s:1", "tok", tmp_path / "run-a" / "streams")
+    assert a.parent.name == f"rankwise-{os.getuid()}" and (a.stat().st_mode & 0o777) == 0o700
+    assert share_dir("http://s:1", "tok", tmp_path / "run-a" / "streams") == a
+    assert share_dir("http://s:1", "tok", tmp_path / "run-b" / "streams") != a
+    assert share_dir("http://s:2", "tok", tmp_path / "run-a" / "streams") != a
+    a.parent.chmod(0o755)
+    with pytest.raises(OSError, match="not a private directory"):
+        share_dir("http://s:1", "tok", tmp_path / "run-a" / "streams")
+    a.parent.chmod(0o700)
+    a.parent.rename(tmp_path / "elsewhere")
+    (tmp_path / f"rankwise-{os.getuid()}").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(OSError, match="not a private directory"):
+        share_dir("http://s:1", "tok", tmp_path / "run-a" / "streams")
