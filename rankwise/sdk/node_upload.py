@@ -127,16 +127,19 @@ class _Member:
         start = read_stream_start(upload.path)  # whose it is: host, pid and its start time
         self.writer = (start.host, start.pid, start.pid_start_time) if start else None
         self.limit = BATCH_BYTES  # raw bytes a request may carry of it (halved on a 413)
+        self.dirty = False  # its state changed since it was last saved
         self.stopped: str | None = None  # "refused", "deleted", "gave up"
         self.problem: str | None = None
 
     def stop(self, why: str, problem: str) -> None:
         self.stopped, self.problem = why, problem
+        self.dirty = True
 
     def flag(self, what: str) -> Path:
         return self.share / f"{self.name}.{what}"
 
     def save(self, reached: bool, failures: int) -> None:
+        self.dirty = False
         up = self.upload
         _write_json(
             self.flag("ack"),
@@ -352,6 +355,7 @@ class NodeUploader:
         once this process's own stream is drained or stopped and its run is ending."""
         failures = 0
         advised = 0.0
+        saved_for = -1  # members whose state was saved since the last change
         while not self._quit.is_set():
             self._join_members(client)
             me = self._members.get(self.name)
@@ -371,10 +375,15 @@ class NodeUploader:
                 self._save_all(True, failures)
                 self._attempted.set()
                 continue
+            # Each member's state, when something changed (a post, the end of an outage,
+            # a member joined): a round with nothing new writes nothing.
+            changed = any(m.dirty for m in self._members.values())
+            if sent or failures or changed or len(self._members) != saved_for:
+                self._save_all(True, 0)
+                saved_for = len(self._members)
             if failures:
                 _log.logger.info(f"upload of {self.ref} to {self.server} resumed")
                 failures = 0
-            self._save_all(True, 0)
             self._attempted.set()
             if me is not None and me.stopped is not None:
                 self._state = {"stopped": me.stopped, "problem": me.problem}

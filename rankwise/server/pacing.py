@@ -19,12 +19,6 @@ The controller, once a second:
   shrinks by a fifth (``SHRINK``), and under ``FLOOR`` (the SDK's default
   ``upload_interval``) the advice stops. Growing fast and shrinking slowly keeps it from
   oscillating: uploaders hear of a new interval only at their next post.
-* An interval set by refusals (``refused``: uploads arriving faster than this process has
-  shown it can take them, typically a job's ranks starting together) is a guess, not a
-  measured answer: it shrinks by a fifth after each interval whose uploads stayed under
-  the target, without waiting for the calm (a process kept between a third of its target
-  and the target held that guess for good, and its dashboard 2 s behind at 1,000 ranks).
-  Pressure over the target makes it a measured interval again.
 * It shrinks at most once per interval: not before one interval has passed since it last
   changed, when every uploader has posted and heard it. Calm seconds before that may
   only be ranks still waiting out the longer interval they were told; shrinking on them
@@ -91,8 +85,6 @@ class Pacer:
         self.capacity = FIRST_CAPACITY
         self._probe: asyncio.Task[None] | None = None
         self._changed = clock()  # when the interval last changed
-        # The interval is refusals' guess (``refused``), not a measured pressure's answer.
-        self._guessed = False
 
     @property
     def enabled(self) -> bool:
@@ -124,7 +116,6 @@ class Pacer:
         closes)."""
         if self.enabled and self.interval < REFUSED_FLOOR:
             self.interval = min(self.max_interval, REFUSED_FLOOR)
-            self._guessed = True
 
     def header(self) -> str | None:
         """The reply header's value, or None while there is no advice."""
@@ -149,22 +140,12 @@ class Pacer:
         if pressure > self.target:
             grown = max(FLOOR, self.interval) * min(2.0, pressure / self.target)
             self.interval = min(self.max_interval, grown)
-            self._guessed = False
-        elif (
-            self.interval > 0
-            and self._heard(now)
-            and (self._calm >= CALM_WINDOWS or (self._guessed and times))
-        ):
+        elif self._calm >= CALM_WINDOWS and self.interval > 0 and self._heard(now):
             # Slowly: uploaders hear of a shorter interval only at their next post, so the
-            # load it brings shows an interval later; shrinking fast would oscillate. An
-            # interval that refusals guessed (a job's ranks starting together) shrinks as
-            # soon as a whole interval of measured uploads stays under the target: its
-            # pressure was never measured, and under the calm rule a process busy at a
-            # half of its target kept that guess for good.
+            # load it brings shows an interval later; shrinking fast would oscillate.
             self.interval *= SHRINK
             if self.interval < FLOOR:
                 self.interval = 0.0
-                self._guessed = False
         if self.interval != before:
             self._changed = now
 

@@ -87,39 +87,6 @@ def test_event_loop_lag_counts_as_pressure() -> None:
     assert pacer.interval == pytest.approx(2.0)
 
 
-def test_a_refusals_guess_is_withdrawn_under_the_target_but_a_measured_interval_holds() -> None:
-    """The interval refusals set (a job's ranks starting together) shrinks once a whole
-    interval of uploads stayed under the target, though not calm; one that measured
-    pressure set holds there (between a third of the target and the target)."""
-    from rankwise.server.pacing import REFUSED_FLOOR
-
-    clock = Clock()
-    pacer = Pacer(max_interval=10.0, target=0.5, clock=clock)
-    pacer.refused()
-    assert pacer.interval == REFUSED_FLOOR
-    seen = []
-    for _ in range(12):
-        _second(pacer, clock, *[0.3] * 20)  # busy, under the target, never calm
-        seen.append(pacer.interval)
-    assert seen[0] == REFUSED_FLOOR  # not before a whole interval has passed
-    assert seen[-1] == 0.0, seen  # shrunk a fifth at a time, then no advice at all
-    assert all(b >= SHRINK * a - 1e-9 for a, b in itertools.pairwise(seen) if b > 0), seen
-
-    # Measured pressure makes it an answer again: the same busy seconds hold it.
-    _second(pacer, clock, *[1.0] * 20)
-    measured = pacer.interval
-    assert measured >= 1.0
-    for _ in range(12):
-        _second(pacer, clock, *[0.3] * 20)
-    assert pacer.interval == measured
-    # A refusal while a measured interval stands above the floor changes nothing.
-    if measured >= REFUSED_FLOOR:
-        pacer.refused()
-        for _ in range(6):
-            _second(pacer, clock, *[0.3] * 20)
-        assert pacer.interval == measured
-
-
 def test_it_shrinks_slowly_after_calm_and_then_stops() -> None:
     clock = Clock()
     pacer = Pacer(max_interval=10.0, target=0.5, clock=clock)
