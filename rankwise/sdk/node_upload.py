@@ -290,6 +290,7 @@ class NodeUploader:
             if self._drained.is_set() or self._state.get("stopped"):
                 _forget(self.share, self.name)
             if self.leading:
+                self._drop_departed()
                 fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
             os.close(self._lock_fd)
             if client is not None:
@@ -426,8 +427,18 @@ class NodeUploader:
             self._wake.wait(seconds)
         self._wake.clear()
 
+    def _drop_departed(self) -> None:
+        """Members whose owner removed its registration (drained, or stopped): their state
+        files go too (a save of this process's may have written one again after the
+        owner removed it)."""
+        for name, m in list(self._members.items()):
+            if name != self.name and not m.flag("member").exists():
+                m.forget()
+                del self._members[name]
+
     def _join_members(self, client: httpx.Client) -> None:
         """Every registered stream of the share, with the state its last uploader saved."""
+        self._drop_departed()
         for entry in self.share.glob("*.member"):
             name = entry.name.removesuffix(".member")
             if name in self._members:
