@@ -138,7 +138,7 @@ class _Member:
     def flag(self, what: str) -> Path:
         return self.share / f"{self.name}.{what}"
 
-    def save(self, reached: bool, failures: int) -> None:
+    def save(self, reached: bool, failures: int, outage: str | None = None) -> None:
         self.dirty = False
         up = self.upload
         _write_json(
@@ -149,7 +149,7 @@ class _Member:
                 "reached": reached,
                 "failures": failures,
                 "stopped": self.stopped,
-                "problem": self.problem,
+                "problem": self.problem or (f"server unreachable: {outage}" if outage else None),
             },
         )
 
@@ -259,6 +259,13 @@ class NodeUploader:
             return
         why = self._state.get("problem") or "the upload did not finish in time"
         sync = f"rankwise sync {self.path.parent.parent} --server {self.server}"
+        if not self._state.get("reached") and self._state.get("failures"):
+            _log.warn(
+                f"the server at {self.server} was not reachable during this run ({why}). "
+                f"Nothing is lost: {self.pending_bytes()} bytes of {self.ref} are in "
+                f"{self.path}. Upload them with: {sync}"
+            )
+            return
         _log.warn(
             f"{self.pending_bytes()} bytes of {self.ref} were not uploaded to {self.server} "
             f"within {self._settings.upload_timeout:g}s ({why}). Nothing is lost: they are "
@@ -364,7 +371,9 @@ class NodeUploader:
                 sent = self._send(client)
             except Retry as exc:
                 failures += 1
-                self._save_all(False, failures)
+                outage = f"server unreachable: {exc}"
+                self._state = {**self._state, "failures": failures, "problem": outage}
+                self._save_all(self._state.get("reached") is True, failures, str(exc))
                 self._attempted.set()
                 cap = self._settings.upload_backoff_max
                 self._wait(backoff_delay(failures, cap, advised=exc.after))
@@ -475,10 +484,10 @@ class NodeUploader:
         except OSError:
             return True
 
-    def _save_all(self, reached: bool, failures: int) -> None:
+    def _save_all(self, reached: bool, failures: int, outage: str | None = None) -> None:
         for m in self._members.values():
             with contextlib.suppress(OSError):
-                m.save(reached, failures)
+                m.save(reached, failures, outage)
 
     def _send(self, client: httpx.Client) -> float:
         """One request of what is new in every member; 0 when nothing was new, else the

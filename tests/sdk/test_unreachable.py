@@ -13,15 +13,22 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.runs import launch_ranks, wait_all
 from tests.helpers.servers import REPO, free_port, subprocess_env
 
 
-def test_a_run_that_never_reached_its_server_exits_promptly(tmp_path: Path) -> None:
+@pytest.mark.parametrize("shared", [False, True], ids=["alone", "node upload"])
+def test_a_run_that_never_reached_its_server_exits_promptly(tmp_path: Path, shared: bool) -> None:
     data = tmp_path / "data"
     data.mkdir()
     url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
-    procs = launch_ranks(data, "down", 2, "--steps", "20", server=url, RANKWISE_UPLOAD_TIMEOUT="60")
+    # With node upload one process tries for the node; each rank still says it itself.
+    extra = {"RANKWISE_NODE_UPLOAD": "1", "TMPDIR": str(tmp_path)} if shared else {}
+    procs = launch_ranks(
+        data, "down", 2, "--steps", "20", server=url, RANKWISE_UPLOAD_TIMEOUT="60", **extra
+    )
     for out, err in wait_all(procs, timeout=120):
         took = float(out.split("finish took")[1])
         # About the 2 s last try (5x for a loaded machine), not the 60 s upload_timeout.
