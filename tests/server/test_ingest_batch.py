@@ -134,6 +134,37 @@ def test_a_malformed_batch_is_refused_whole(served: Any, parts: str, says: str) 
     assert store.acked(StreamId("p", "r", "rank-0", 0)) == -1
 
 
+def test_what_a_batch_adds_in_all_is_bounded_as_one_upload(
+    served: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A part that would take the request past one upload's console lines or series is
+    refused (413, its uploader halves it); the parts before it land."""
+    from rankwise.server.routes import ingest_batch
+    from rankwise.stream import records as R
+    from tests.helpers.streams import start
+
+    store, client = served
+    monkeypatch.setattr(ingest_batch, "MAX_LINES", 5)
+    monkeypatch.setattr(ingest_batch, "MAX_SERIES", 3)
+
+    def talky(label: str) -> list[R.AnyRecord]:
+        return [start(label=label), R.Console(1, 1.0, "stdout", ["a", "b", "c"], [1.0] * 3)]
+
+    reply = post(client, [part("rank-0", talky("rank-0")), part("rank-1", talky("rank-1"))])
+    first, second = reply.json()["parts"]
+    assert first == {"acked_seq": 1}
+    assert second["error"]["status"] == 413 and "console lines" in second["error"]["message"]
+    assert store.acked(StreamId("p", "r", "rank-1", 0)) == -1
+
+    def wide(label: str) -> list[R.AnyRecord]:
+        return [start(label=label), R.Metrics(1, 1.0, 0, {"a": 1.0, "b": 2.0})]
+
+    reply = post(client, [part("rank-2", wide("rank-2")), part("rank-3", wide("rank-3"))])
+    assert [p.get("acked_seq") for p in reply.json()["parts"]] == [1, None]
+    # Alone, the refused part fits: the SDK's uploader sends it in a smaller batch.
+    assert post(client, [part("rank-3", wide("rank-3"))]).json()["parts"] == [{"acked_seq": 1}]
+
+
 def test_a_read_token_cannot_post_a_batch(tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'server.db'}")
     store.migrate()

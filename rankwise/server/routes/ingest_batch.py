@@ -9,7 +9,9 @@ answers it alone.
 
 * The body is an ``IngestBatch`` (MessagePack; gzip or zstd as ``/ingest``): each part is
   one stream's identity, its secret and ``MAGIC`` + whole frames. At most
-  ``MAX_PARTS`` parts, each stream at most once (422 otherwise, nothing applied).
+  ``MAX_PARTS`` parts, each stream at most once (422 otherwise, nothing applied). What
+  the parts add in all is bounded as one upload's is: a part that would take the
+  request past ``MAX_LINES`` console lines or ``MAX_SERIES`` series is refused (413).
 * The request is admitted, read and bounded as an upload (429, 408, 413, 415); the token
   must be an ingest or admin token. Each part is then checked alone (``check_body``, the
   same checks as ``/ingest``) and its fresh records go to the group commit, so parts of
@@ -44,13 +46,25 @@ from ..bodies import decode_body, read_body, sender
 from ..encoding import ApiError, reply
 from ..group_commit import GroupCommit, store_unavailable
 from ..pacing import Admission, Pacer
-from ..upload import Blobs, Limits, UploadRefused, check_body, refusal_of
+from ..upload import (
+    MAX_CONSOLE_LINES_PER_UPLOAD,
+    MAX_KEYS_PER_UPLOAD,
+    Blobs,
+    Limits,
+    UploadRefused,
+    check_body,
+    refusal_of,
+)
 from .deps import Responses, answers, refusal
 from .deps import blobs as _blobs
 from .deps import store as _store
 from .ingest import _paced, _retry_later
 
 MAX_PARTS = 512  # streams in one request (a node has a few dozen ranks at most)
+# What one request may add in all, as one ``/ingest`` upload may (``server.upload``): the
+# console lines (each a stored row) and the (stream, metric key) series of its parts.
+MAX_LINES = MAX_CONSOLE_LINES_PER_UPLOAD
+MAX_SERIES = MAX_KEYS_PER_UPLOAD
 _logger = logging.getLogger("rankwise.server")
 _DECODER = msgspec.msgpack.Decoder(IngestBatch)
 
@@ -185,8 +199,11 @@ _Outcome = PartAck | tuple[int, list[R.AnyRecord]]
 def _check_parts(
     batch: IngestBatch, principal: Any, store: Store, limits: Limits, blobs: Blobs | None
 ) -> list[tuple[StreamId, _Outcome]]:
-    """Each part checked alone, in one worker-thread hop for the whole request."""
+    """Each part checked alone, in one worker-thread hop for the whole request; a part
+    that would take the request's console lines or series past what one upload may add
+    is refused (413: its uploader sends it in a smaller batch)."""
     out: list[tuple[StreamId, _Outcome]] = []
+    lines = series = 0
     for part in batch.parts:
         key = StreamId(part.project, part.run, part.label, part.incarnation)
         if principal is not None and not principal.allows(part.project):
@@ -194,10 +211,33 @@ def _check_parts(
             out.append((key, _answer(refused)))
             continue
         try:
-            out.append((key, check_body(store, key, part.body, limits, blobs)))
+            acked, fresh = check_body(store, key, part.body, limits, blobs)
         except Exception as exc:
             out.append((key, _refused_part(key, exc)))
+            continue
+        n, k = _rows(fresh)
+        if lines + n > MAX_LINES or series + k > MAX_SERIES:
+            refused = UploadRefused(
+                413,
+                f"this batch would add more than {MAX_LINES} console lines or {MAX_SERIES} "
+                "series in all: send fewer or smaller parts a request",
+            )
+            out.append((key, _answer(refused)))
+            continue
+        lines, series = lines + n, series + k
+        out.append((key, (acked, fresh)))
     return out
+
+
+def _rows(records: list[R.AnyRecord]) -> tuple[int, int]:
+    """The console lines and distinct metric keys of one part's fresh records."""
+    lines, keys = 0, set[str]()
+    for rec in records:
+        if isinstance(rec, R.Console):
+            lines += len(rec.lines)
+        elif isinstance(rec, R.Metrics):
+            keys.update(rec.values)
+    return lines, len(keys)
 
 
 def _refused_part(key: StreamId, exc: Exception) -> PartAck:
