@@ -135,6 +135,16 @@ class _Member:
         self.stopped, self.problem = why, problem
         self.dirty = True
 
+    def give_up(self, exc: Exception) -> None:
+        """Stop sending this stream for a permanent refusal of it (``GiveUp`` and its
+        kinds, or its file unreadable)."""
+        if isinstance(exc, Refused):
+            self.stop("refused", str(exc))
+        elif isinstance(exc, RunDeleted):
+            self.stop("deleted", str(exc))
+        else:
+            self.stop("gave up", str(exc))
+
     def flag(self, what: str) -> Path:
         return self.share / f"{self.name}.{what}"
 
@@ -499,14 +509,8 @@ class NodeUploader:
             m.upload.max_batch = min(m.limit, share)
             try:
                 frames = m.upload.take()
-            except Refused as exc:
-                m.stop("refused", str(exc))
-                continue
-            except RunDeleted as exc:
-                m.stop("deleted", str(exc))
-                continue
             except (GiveUp, OSError) as exc:
-                m.stop("gave up", str(exc))
+                m.give_up(exc)
                 continue
             if frames is not None:
                 parts.append((m, frames))
@@ -590,10 +594,8 @@ class NodeUploader:
                 m.stop("refused", refusal(self.server, m.upload.ref.project, status, message))
             else:
                 m.stop("gave up", f"the server at {self.server} refused {m.upload.ref}: {message}")
-        except RunDeleted as exc:
-            m.stop("deleted", str(exc))
         except GiveUp as exc:
-            m.stop("gave up", str(exc))
+            m.give_up(exc)
 
     def _send_one_by_one(self, parts: list[tuple[_Member, bytes]]) -> float:
         advised = 0.0
@@ -605,13 +607,12 @@ class NodeUploader:
                     m.upload.refused(frames, refused)
                     m.limit = min(m.limit, m.upload.max_batch)
                 except GiveUp as exc:
-                    m.stop("gave up", str(exc))
+                    m.give_up(exc)
                 continue
-            except RunDeleted as exc:
-                m.stop("deleted", str(exc))
-                continue
+            except Refused:  # the token's refusal is every stream's: the caller stops all
+                raise
             except GiveUp as exc:
-                m.stop("gave up", str(exc))
+                m.give_up(exc)
                 continue
             m.upload.took(frames, int(reply["acked_seq"]))
             advised = max(advised, m.upload.advised)

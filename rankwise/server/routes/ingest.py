@@ -153,19 +153,10 @@ async def ingest(request: Request, key: Key) -> Response:
     admission: Admission = state.admission
     commit: GroupCommit = state.group_commit
     pacer: Pacer = state.pacer
-    pacer.start_probe()  # once per process, on the event loop
-    refused = admission.admit(admission.inflight, commit.expected_wait())
-    if refused is not None:
-        return _paced(pacer, _retry_later(request, refused))
-    who = sender(request)
-    refused = admission.receive(who)
-    if refused is not None:
-        return _retry_later(request, refused)
+    raw = await admitted_body(request)
+    if isinstance(raw, Response):
+        return raw
     limit = settings.max_body_bytes
-    try:
-        raw = await read_body(request, limit, settings.body_deadline)
-    finally:
-        admission.received(who)
     admission.inflight += 1
     try:
         started = time.monotonic()  # what the pacer weighs: this process's own time
@@ -193,6 +184,26 @@ async def ingest(request: Request, key: Key) -> Response:
         return _paced(pacer, reply(request, AckReply(acked_seq=acked)))
     finally:
         admission.inflight -= 1
+
+
+async def admitted_body(request: Request) -> bytes | Response:
+    """An upload's raw body, once admitted (``pacing.Admission``) and read within the
+    server's limits (413, 408); or the 429 to answer now."""
+    state, settings = request.app.state, request.app.state.settings
+    admission: Admission = state.admission
+    pacer: Pacer = state.pacer
+    pacer.start_probe()  # once per process, on the event loop
+    refused = admission.admit(admission.inflight, state.group_commit.expected_wait())
+    if refused is not None:
+        return _paced(pacer, _retry_later(request, refused))
+    who = sender(request)
+    refused = admission.receive(who)
+    if refused is not None:
+        return _retry_later(request, refused)
+    try:
+        return await read_body(request, settings.max_body_bytes, settings.body_deadline)
+    finally:
+        admission.received(who)
 
 
 def _decode_and_check(

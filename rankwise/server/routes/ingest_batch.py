@@ -42,7 +42,7 @@ from ...stream import records as R
 from ...stream import wire
 from ...stream.identity import StreamId
 from ...wire.envelopes import BatchReply, ErrorDetail, IngestBatch, PartAck
-from ..bodies import decode_body, read_body, sender
+from ..bodies import decode_body
 from ..encoding import ApiError, reply
 from ..group_commit import GroupCommit, store_unavailable
 from ..pacing import Admission, Pacer
@@ -58,7 +58,7 @@ from ..upload import (
 from .deps import Responses, answers, refusal
 from .deps import blobs as _blobs
 from .deps import store as _store
-from .ingest import _paced, _retry_later
+from .ingest import _paced, _retry_later, admitted_body
 
 MAX_PARTS = 512  # streams in one request (a node has a few dozen ranks at most)
 # What one request may add in all, as one ``/ingest`` upload may (``server.upload``): the
@@ -103,19 +103,10 @@ async def ingest_batch(request: Request) -> Response:
     admission: Admission = state.admission
     commit: GroupCommit = state.group_commit
     pacer: Pacer = state.pacer
-    pacer.start_probe()
-    refused = admission.admit(admission.inflight, commit.expected_wait())
-    if refused is not None:
-        return _paced(pacer, _retry_later(request, refused))
-    who = sender(request)
-    refused = admission.receive(who)
-    if refused is not None:
-        return _retry_later(request, refused)
+    raw = await admitted_body(request)
+    if isinstance(raw, Response):
+        return raw
     limit = settings.max_body_bytes
-    try:
-        raw = await read_body(request, limit, settings.body_deadline)
-    finally:
-        admission.received(who)
     principal = getattr(request.state, "principal", None)
     started = time.monotonic()
     limits = Limits(settings.max_keys_per_run, settings.max_table_cells)
