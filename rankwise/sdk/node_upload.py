@@ -78,6 +78,7 @@ from .uploader import (
     _warn_deleted_once,
     stream_ref,
     stream_refusal,
+    warn_left,
 )
 
 if TYPE_CHECKING:
@@ -267,20 +268,10 @@ class NodeUploader:
             return
         if self._refused or self._warned:
             return
-        why = self._state.get("problem") or "the upload did not finish in time"
-        sync = f"rankwise sync {self.path.parent.parent} --server {self.server}"
-        if not self._state.get("reached") and self._state.get("failures"):
-            _log.warn(
-                f"the server at {self.server} was not reachable during this run ({why}). "
-                f"Nothing is lost: {self.pending_bytes()} bytes of {self.ref} are in "
-                f"{self.path}. Upload them with: {sync}"
-            )
-            return
-        _log.warn(
-            f"{self.pending_bytes()} bytes of {self.ref} were not uploaded to {self.server} "
-            f"within {self._settings.upload_timeout:g}s ({why}). Nothing is lost: they are "
-            f"in {self.path}. Upload them with: {sync}"
-        )
+        never = not self._state.get("reached") and bool(self._state.get("failures"))
+        left, timeout = self.pending_bytes(), self._settings.upload_timeout
+        problem = self._state.get("problem")
+        warn_left(self.path, self.server, self.ref, left, timeout, problem, never)
 
     # -- the thread ------------------------------------------------------------------
 

@@ -270,6 +270,27 @@ def _warn_deleted_once(ref: StreamId, message: str) -> None:
     )
 
 
+def warn_left(
+    path: Path, server: str, ref: StreamId, left: int, timeout: float, problem: str | None,
+    never: bool,
+) -> None:  # fmt: skip
+    """The one line an uploader (``Uploader``, ``NodeUploader``) prints at the end when
+    ``left`` bytes of its stream are not uploaded: what, where, and the ``rankwise sync``
+    command; ``never``: the server was not reachable at any moment of the run."""
+    why = problem or "the upload did not finish in time"
+    sync = f"rankwise sync {path.parent.parent} --server {server}"
+    if never:
+        _log.warn(
+            f"the server at {server} was not reachable during this run ({why}). "
+            f"Nothing is lost: {left} bytes of {ref} are in {path}. Upload them with: {sync}"
+        )
+        return
+    _log.warn(
+        f"{left} bytes of {ref} were not uploaded to {server} within {timeout:g}s ({why}). "
+        f"Nothing is lost: they are in {path}. Upload them with: {sync}"
+    )
+
+
 URGENT_FOR = 5.0  # seconds of unpaced uploads after Uploader.urgent()
 
 
@@ -370,20 +391,8 @@ class Uploader:
         if self._refused:
             return
         self._interrupt.set()
-        why = self._problem or "the upload did not finish in time"
-        sync = f"rankwise sync {self.path.parent.parent} --server {self.server}"
-        if never:
-            _log.warn(
-                f"the server at {self.server} was not reachable during this run ({why}). "
-                f"Nothing is lost: {self.pending_bytes()} bytes of {self.ref} are in "
-                f"{self.path}. Upload them with: {sync}"
-            )
-            return
-        _log.warn(
-            f"{self.pending_bytes()} bytes of {self.ref} were not uploaded to {self.server} "
-            f"within {self._settings.upload_timeout:g}s ({why}). Nothing is lost: they are "
-            f"in {self.path}. Upload them with: {sync}"
-        )
+        left, timeout = self.pending_bytes(), self._settings.upload_timeout
+        warn_left(self.path, self.server, self.ref, left, timeout, self._problem, never)
 
     def _last_try(self, until: float) -> None:
         """Keep retrying until ``until``, or until the server answers (the caller then

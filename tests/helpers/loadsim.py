@@ -287,6 +287,20 @@ class _Reply:
         return json.loads(self.body)
 
 
+async def _train(sim: SimRank, stats: Stats, t_end: float, done: asyncio.Future[None]) -> None:
+    """A rank's training: a tick every ``cfg.tick`` seconds until ``t_end``, then its
+    finish record; ``done`` is set then."""
+    n, next_tick = 0, time.monotonic()
+    while time.monotonic() < t_end:
+        sim.tick(n)
+        n += 1
+        next_tick += sim.cfg.tick
+        await asyncio.sleep(max(0.0, next_tick - time.monotonic()))
+    stats.steps[sim.rank] = sim.step
+    sim.finish()
+    done.set_result(None)
+
+
 async def _rank_task(
     sim: SimRank, client: Client, stats: Stats, t_end: float, drain: float
 ) -> None:
@@ -296,15 +310,7 @@ async def _rank_task(
     training = asyncio.get_running_loop().create_future()
 
     async def train() -> None:
-        n, next_tick = 0, time.monotonic()
-        while time.monotonic() < t_end:
-            sim.tick(n)
-            n += 1
-            next_tick += sim.cfg.tick
-            await asyncio.sleep(max(0.0, next_tick - time.monotonic()))
-        stats.steps[sim.rank] = sim.step
-        sim.finish()
-        training.set_result(None)
+        await _train(sim, stats, t_end, training)
 
     async def upload() -> None:
         give_up = t_end + drain
@@ -333,16 +339,8 @@ async def _node_task(
     trained = [loop.create_future() for _ in sims]
 
     async def train(sim: SimRank, done: asyncio.Future[None]) -> None:
-        await asyncio.sleep(random.uniform(0, 1.0))
-        n, next_tick = 0, time.monotonic()
-        while time.monotonic() < t_end:
-            sim.tick(n)
-            n += 1
-            next_tick += sim.cfg.tick
-            await asyncio.sleep(max(0.0, next_tick - time.monotonic()))
-        stats.steps[sim.rank] = sim.step
-        sim.finish()
-        done.set_result(None)
+        await asyncio.sleep(random.uniform(0, 1.0))  # ranks do not start in lockstep
+        await _train(sim, stats, t_end, done)
 
     async def upload() -> None:
         await asyncio.sleep(random.uniform(0, 1.0))
