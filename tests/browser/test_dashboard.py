@@ -311,6 +311,22 @@ run.finish()
 """
 
 
+def _live_diagnosis(url: str, page: Any, writer: Any) -> str:
+    """Why a live run's page did not show *finished*: the server's run reply now, the
+    writer's exit code and the page's head (it failed once in CI under load)."""
+    try:
+        reply = httpx.get(f"{url}/api/v1/projects/live/runs/live-1", timeout=30).json()
+        said = {k: reply.get(k) for k in ("state", "steps", "updated_at")}
+        said["streams"] = [(s.get("label"), s.get("state")) for s in reply.get("streams", [])]
+    except Exception as exc:  # the diagnosis must not hide the failure
+        said = {"error": repr(exc)}
+    head = page.locator(".run-head").first.inner_text(timeout=5_000)
+    return (
+        f"the page never showed finished: server says {said}, writer exit "
+        f"{writer.returncode}, page head {head!r}"
+    )
+
+
 def test_live_run_updates_without_a_reload(browser: Any, tmp_path: Path) -> None:
     """A running run's chart follows the writer without a reload. How far behind it is
     gets printed: a speed figure, not asserted on a shared machine."""
@@ -347,7 +363,10 @@ def test_live_run_updates_without_a_reload(browser: Any, tmp_path: Path) -> None
                 lags.append(max(0.0, now - later[0]) if later else 0.0)
                 page.wait_for_timeout(100)
             # Generous bounds: they catch a page that stopped following, not a slow one.
-            page.locator(".run-head .state-finished").wait_for(timeout=60_000)
+            try:
+                page.locator(".run-head .state-finished").wait_for(timeout=60_000)
+            except Exception:  # what the server said, beside what the page shows
+                raise AssertionError(_live_diagnosis(server.url, page, writer)) from None
             wait_until(lambda: card.get_attribute("data-lastx") == str(steps - 1), timeout=60)
             lags.sort()
             print(f"\nlive lag over {len(lags)} samples: median {lags[len(lags) // 2]:.2f} s, "
