@@ -29,6 +29,9 @@ How the processes agree, with nothing but the node's own filesystem:
   A member whose process died is uploaded to its end, then forgotten.
 * A server without the batch route (404 or 405) gets one ``/ingest`` per stream from the
   node's uploader instead: still one uploader for the node.
+* A member whose run is ending sends its own stream itself once the node's uploader has
+  moved none of it and saved nothing for ``ALONE_AFTER`` seconds: a holder of the lock
+  that is stopped or stuck never holds another rank's exit.
 
 If the share cannot be set up (no private directory), the process uploads alone.
 """
@@ -87,6 +90,10 @@ if TYPE_CHECKING:
 BATCH = "/api/v1/ingest/batch"
 FOLLOW_EVERY = 1.0  # a member's look at its state (and at the lock) while training
 CLOSING_EVERY = 0.1  # the same once its run is ending
+# A member whose run is ending sends its stream itself once the node's uploader has moved
+# none of it, and saved nothing, for this long: that process may be stopped (SIGSTOP, a
+# debugger) or stuck holding the interpreter, and a rank's exit must not wait on it.
+ALONE_AFTER = 10.0
 
 
 def share_dir(server: str, token: str | None, streams: Path) -> Path:
@@ -139,12 +146,7 @@ class _Member:
     def give_up(self, exc: Exception) -> None:
         """Stop sending this stream for a permanent refusal of it (``GiveUp`` and its
         kinds, or its file unreadable)."""
-        if isinstance(exc, Refused):
-            self.stop("refused", str(exc))
-        elif isinstance(exc, RunDeleted):
-            self.stop("deleted", str(exc))
-        else:
-            self.stop("gave up", str(exc))
+        self.stop(_why(exc), str(exc))
 
     def flag(self, what: str) -> Path:
         return self.share / f"{self.name}.{what}"
@@ -166,6 +168,13 @@ class _Member:
 
     def forget(self) -> None:
         _forget(self.share, self.name)
+
+
+def _why(exc: Exception) -> str:
+    """A stream's permanent refusal as its state says it: refused, deleted, gave up."""
+    if isinstance(exc, Refused):
+        return "refused"
+    return "deleted" if isinstance(exc, RunDeleted) else "gave up"
 
 
 def _forget(share: Path, name: str) -> None:
@@ -211,6 +220,8 @@ class NodeUploader:
         self._unpaced_until = 0.0
         self._batch_route = True
         self._advised = 0.0  # the upload interval the server last asked for
+        self._moved_at = time.monotonic()  # when this stream's saved offset last moved
+        self._closing_at = 0.0  # when stop() began
         _write_json(self._flag("member"), {"path": str(path), "pid": os.getpid()})
         self._lock_fd = os.open(share / "lock", os.O_RDWR | os.O_CREAT, 0o600)
         self._thread = threading.Thread(target=self._run, name="rankwise-node-upload", daemon=True)
@@ -249,6 +260,7 @@ class NodeUploader:
         return max(0, size - (offset if isinstance(offset, int) else len(MAGIC)))
 
     def stop(self, deadline: float) -> None:
+        self._closing_at = time.monotonic()
         self._closing.set()
         with contextlib.suppress(OSError):
             self._flag("closing").touch()
@@ -289,7 +301,7 @@ class NodeUploader:
                 if self.leading:
                     if self._lead(client):
                         break
-                elif self._follow():
+                elif self._follow(client):
                     break
         except Exception as exc:  # never let the thread die silently
             self._state["problem"] = f"node upload stopped: {exc!r}"
@@ -313,10 +325,15 @@ class NodeUploader:
             return False
         return True
 
-    def _follow(self) -> bool:
+    def _follow(self, client: httpx.Client) -> bool:
         """One look at this stream's state as the node's uploader wrote it; True when
         there is nothing more to wait for."""
         state = _read_json(self._flag("ack"))
+        now = time.monotonic()
+        if state is not None and state.get("offset") != self._state.get("offset"):
+            self._moved_at = now
+        if self._closing.is_set() and self._stalled(now):
+            return self._drain_alone(client)
         if state is not None:
             self._state = state
             if state.get("reached") or state.get("failures") or state.get("stopped"):
@@ -333,6 +350,47 @@ class NodeUploader:
         self._wake.wait(CLOSING_EVERY if soon else FOLLOW_EVERY)
         self._wake.clear()
         return False
+
+    def _stalled(self, now: float) -> bool:
+        """The node's uploader has moved none of this ending stream and saved nothing
+        for ``ALONE_AFTER`` seconds (an outage it reports is not a stall)."""
+        since = max(self._moved_at, self._closing_at)
+        if now - since < ALONE_AFTER:
+            return False
+        try:
+            saved = time.time() - self._flag("ack").stat().st_mtime
+        except OSError:
+            saved = ALONE_AFTER
+        return saved >= ALONE_AFTER
+
+    def _drain_alone(self, client: httpx.Client) -> bool:
+        """Send this stream to its end without the node's uploader, as a process without
+        node upload does (the store takes each record once, whoever sends it)."""
+        _log.logger.info(f"{self.ref}: the node's uploader is not moving; uploading it alone")
+        upload = StreamUpload(client, self.path, self.ref, max_batch=BATCH_BYTES)
+        failures = 0
+        while not self._quit.is_set():
+            try:
+                more = upload.pump()
+            except Retry as exc:
+                failures += 1
+                outage = f"server unreachable: {exc}"
+                self._state = {**self._state, "failures": failures, "problem": outage}
+                self._attempted.set()
+                cap = self._settings.upload_backoff_max
+                self._wake.wait(backoff_delay(failures, cap, advised=exc.after))
+                continue
+            except GiveUp as exc:
+                why = _why(exc)
+                self._state = {"stopped": why, "problem": str(exc)}
+                self._warn_stopped(why, str(exc))
+                return True
+            self._state = {"offset": upload.offset, "reached": True}
+            self._attempted.set()
+            if not more:
+                self._drained.set()
+                return True
+        return True
 
     def _at_end(self, offset: object) -> bool:
         try:

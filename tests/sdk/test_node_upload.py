@@ -199,3 +199,55 @@ def test_the_share_is_a_private_folder_or_none(tmp_path: Path, monkeypatch: Any)
     (tmp_path / f"rankwise-{os.getuid()}").symlink_to(tmp_path / "elsewhere")
     with pytest.raises(OSError, match="not a private directory"):
         share_dir("http://s:1", "tok", tmp_path / "run-a" / "streams")
+
+
+@pytest.mark.slow
+def test_a_rank_does_not_wait_at_exit_on_a_stopped_nodes_uploader(
+    tmp_path: Path, server: Any
+) -> None:
+    """The process uploading for the node is SIGSTOPped (a debugger, a stuck C call
+    holding the interpreter): it keeps the lock, but the other ranks' exits do not wait
+    for it; each sends its own stream once the node's uploader has moved none of it for
+    ``ALONE_AFTER`` seconds, and everything lands once."""
+    from rankwise.sdk.node_upload import ALONE_AFTER
+
+    url, db, _, _ = server
+    data = tmp_path / "data"
+    data.mkdir()
+    progress = tmp_path / "progress"
+    procs = launch_ranks(
+        data,
+        "stopped",
+        3,
+        "--steps",
+        "60",
+        "--sleep",
+        "0.05",
+        "--progress",
+        str(progress),
+        server=url,
+        RANKWISE_UPLOAD_TIMEOUT="60",
+        **node_env(tmp_path),
+    )
+    leader = None
+    try:
+        wait_until(lambda: progress.exists() and int(progress.read_text() or 0) >= 10)
+        share = next((tmp_path / "tmp").glob("rankwise-*/upload-*"))
+        wait_until(lambda: lock_holder(share) is not None)
+        leader = lock_holder(share)
+        os.kill(leader, signal.SIGSTOP)
+        others = [p for p in procs if p.pid != leader]
+        outs = wait_all(others, timeout=120)
+    finally:
+        if leader is not None:
+            os.kill(leader, signal.SIGCONT)
+    for out, err in outs:
+        took = float(out.split("finish took")[1])
+        # About ALONE_AFTER, far under the 60 s upload_timeout (5x for a loaded machine).
+        assert took < 5 * ALONE_AFTER, (out, err)
+        assert "not uploaded" not in err, err
+    wait_all([p for p in procs if p.pid == leader])
+    local = rankwise.Api(dir=data).run("stopped")
+    remote = rankwise.Api(server=url).run("stopped")
+    assert_same_history(local, remote, db)
+    assert remote.state == "finished" and len(remote.streams) == 3
