@@ -26,7 +26,14 @@ from ..divergence import StreamNonFinite, divergence, first_nonfinite
 from ..failures import Failure, StreamEnd, first_failure
 from ..hang import HangReport, RankPosition, hang_report
 from ..stream import records as R
-from ..stream.fold import FirstNonFinite, StreamFold, StreamState, run_state, stream_state
+from ..stream.fold import (
+    FirstNonFinite,
+    LocalPids,
+    StreamFold,
+    StreamState,
+    run_state,
+    stream_state,
+)
 from ..wire.runs import MetricDefinition, RunInfo, StreamInfo, Unsynced
 from .code import code_of, nodes_of
 from .summary import environment
@@ -158,7 +165,7 @@ def fold_run(
     crash_timeout: float,
     now: float,
     with_rank_summaries: bool = True,
-    local_pids: bool = False,
+    local_pids: LocalPids = False,
 ) -> RunInfo:
     """The run of ``facts`` (one per stream file), every state settled for ``now``."""
     facts = sorted(facts, key=lambda s: (s.label, s.incarnation))
@@ -213,7 +220,7 @@ def fold_run(
 
 
 def _settled_streams(
-    facts: Sequence[StreamFacts], crash_timeout: float, now: float, local_pids: bool
+    facts: Sequence[StreamFacts], crash_timeout: float, now: float, local_pids: LocalPids
 ) -> list[StreamInfo]:
     """Each stream's info, its state settled for ``now`` (in the order of ``facts``)."""
     states = [

@@ -62,6 +62,10 @@ class _Tail:
     warned: bool = False
 
 
+def _ident(key: StreamId) -> tuple[str, str, str, int]:
+    return (key.project, key.run_id, key.label, key.incarnation)
+
+
 class _RunFolders:
     """The run folders' blobs as ``check_upload`` asks them (``upload.Blobs``): none is
     missing, since one the folders lack is lost for good (no uploader will send it), and
@@ -102,6 +106,7 @@ class DirectoryTailer:
         self.discover_interval = discover_interval
         self.chunk = chunk
         self._tails: dict[Path, _Tail] = {}
+        self._by_stream: dict[tuple[str, str, str, int], _Tail] = {}
         self._artifacts = LocalArtifactIndex(self.root, store)
         self._last_discover = 0.0
         self._stop = threading.Event()
@@ -148,7 +153,26 @@ class DirectoryTailer:
     def _discover(self) -> None:
         for found in iter_stream_files(self.root):
             if found.path not in self._tails:
-                self._tails[found.path] = _Tail(found.id, found.path)
+                tail = _Tail(found.id, found.path)
+                self._tails[found.path] = tail
+                self._by_stream[_ident(found.id)] = tail
+
+    def read_to_end(self, start: R.StreamStart) -> bool:
+        """Whether this stream's file has been read to its end (the store's
+        ``local_pids``: until then a dead writer's stream is not judged crashed, since
+        its Finish may be in what is not read yet). Called from request threads."""
+        tail = self._by_stream.get((start.project, start.run_id, start.label, start.incarnation))
+        if tail is None:
+            return False
+        if tail.done:
+            return True
+        try:
+            size = tail.path.stat().st_size
+        except OSError:
+            return True  # the file is gone: nothing more will be read
+        # All read, or all that is whole: a torn last frame (SIGKILL mid-write) is never
+        # completed by a dead writer.
+        return tail.offset >= size or tail.seen_size == size
 
     def _follow(self, tail: _Tail) -> int:
         try:

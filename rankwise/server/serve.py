@@ -188,6 +188,7 @@ def serve_ui(
     store.replace_config_destinations(alert_destinations)
     limits = Limits(settings.max_keys_per_run, settings.max_table_cells)
     tailer = DirectoryTailer(root, store, limits=limits, blobs=settings.blobs)
+    store.local_pids = tailer.read_to_end  # a dead writer's stream: crashed once all read
     if announce is None:
         _say_indexing(root)
     tailer.poll()  # the first pass before serving: the dashboard opens on full data

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ..alerting import Destination
     from ..artifacts.manifest import Entry
     from ..health import StreamSteps
+    from ..stream.fold import LocalPids
     from ..tokens import NewToken, TokenInfo
     from ..wire.alerts import AlertEvent
     from ..wire.artifacts import ArtifactSummary, CommitRequest, RunArtifacts, VersionInfo
@@ -60,7 +61,7 @@ class RunStore(Protocol):
 
     # Whether a stream's (host, pid) may be checked against this host's processes when
     # its state is settled: only for ``rankwise ui``'s index of local files.
-    local_pids: bool
+    local_pids: LocalPids
 
     def ingest(
         self,

@@ -34,6 +34,7 @@ import msgspec
 
 from .. import filters as F
 from ..read.summary import complete_step
+from ..stream.fold import LocalPids
 from ..stream.records import END_STATES
 from ..wire.runs import RunInfo
 from .run_edits import apply_edits, edits_of_project
@@ -112,7 +113,7 @@ class RunFilters(SQLBase):
     """Store methods for run filters; mixed into ``SQLStore``."""
 
     crash_timeout: float
-    local_pids: bool
+    local_pids: LocalPids
     _run: Callable[..., RunInfo | None]
     _runs: Callable[..., dict[str, RunInfo]]
 

@@ -21,7 +21,7 @@ import msgspec
 from ..errors import UsageError
 from ..read.fold import StreamFacts, fold_run
 from ..stream import records as R
-from ..stream.fold import StreamFold
+from ..stream.fold import LocalPids, StreamFold
 from ..wire.runs import RunInfo
 from .base import RunQuery
 
@@ -68,7 +68,7 @@ def run_info(
     crash_timeout: float,
     now: float | None = None,
     full: bool = True,
-    local_pids: bool = False,
+    local_pids: LocalPids = False,
 ) -> RunInfo:
     """Fold a run's streams (``rankwise.read.fold``), settling every state for ``now``;
     ``local_pids`` as for ``rankwise.stream.fold.stream_state``."""

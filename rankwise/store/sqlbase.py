@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 from .tx import Tx
 
 if TYPE_CHECKING:
+    from ..stream.fold import LocalPids
     from .fold_cache import FoldCache
     from .pending_view import PendingView
 
@@ -27,7 +28,7 @@ class SQLBase:
     dialect: str  # "sqlite" or "postgres": picks the DDL of a migration
     crash_timeout: float  # seconds without news before a running stream counts as crashed
     # Whether a stream's (host, pid) may be checked against this host's processes.
-    local_pids: bool
+    local_pids: LocalPids
     _folds: FoldCache  # each stream's last decoded fold (``fold_cache``)
 
     def _write(self, fn: Callable[[Tx], T]) -> T:

@@ -32,7 +32,7 @@ import operator
 import os
 import socket
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
@@ -244,8 +244,14 @@ def process_alive(host: str, pid: int, start_time: float) -> bool | None:
         return None
 
 
+# Whether a stream's (host, pid) may be looked up in this host's process table: False for
+# uploads, True for files the reader reads whole, or a callable for an index that follows
+# files (``rankwise ui``'s tailer): whether it has read that stream's file to its end.
+LocalPids = bool | Callable[[R.StreamStart], bool]
+
+
 def stream_state(
-    fold: StreamFold, now: float, crash_timeout: float, local_pids: bool = False
+    fold: StreamFold, now: float, crash_timeout: float, local_pids: LocalPids = False
 ) -> str:
     """``running``, ``crashed`` or the Finish's state, as of ``now``.
 
@@ -253,7 +259,10 @@ def stream_state(
     ``rankwise ui``), so its (host, pid) may be looked up in this host's process table.
     A server judging uploaded streams passes False: an uploaded (host, pid) is only a
     claim, and checking it would answer whether a pid lives on the server (an oracle)
-    and keep a stream that names a live server pid running forever.
+    and keep a stream that names a live server pid running forever. A callable
+    ``local_pids`` says whether the index has read the stream's file to its end: until it
+    has, a dead pid alone does not make the stream crashed (its Finish may be in the part
+    not read yet: a page polled then saw a finished run as crashed, and stopped polling).
     """
     if fold.finish is not None:
         return fold.finish.state
@@ -262,6 +271,8 @@ def stream_state(
     if start is None:
         return "crashed" if age > crash_timeout else "running"
     alive = process_alive(start.host, start.pid, start.pid_start_time) if local_pids else None
+    if alive is False and callable(local_pids) and not local_pids(start):
+        alive = None  # the file is not all read: judged by its heartbeat, as an upload is
     if alive is True:
         return "running"
     if alive is False and start.pid_ns and start.pid_ns == _PID_NS and start.pid_start_time:

@@ -109,3 +109,52 @@ def test_damage_is_warned_once_and_the_rest_is_indexed(
     warnings = [r for r in caplog.records if "unreadable" in r.getMessage()]
     assert len(warnings) == 1 and "checksum" in warnings[0].getMessage()
     assert store.projects() == ["p"]
+
+
+def test_a_dead_writers_stream_is_not_crashed_before_its_file_is_read(
+    tmp_path: Path, store
+) -> None:
+    """``rankwise ui`` judges a stream whose writer is dead crashed only once its file is
+    read to the end (``DirectoryTailer.read_to_end``): a process that wrote its Finish and
+    exited, read by a tailer behind under load, read as crashed, and a page polling then
+    stopped there (the live dashboard test failed so in CI)."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from rankwise.stream import fold
+    from rankwise.stream import records as R
+    from tests.helpers.streams import start
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    born = psutil.Process(proc.pid).create_time()
+    proc.kill()
+    proc.wait()
+    now = time.time()
+    first = start(host=socket.gethostname(), pid=proc.pid, pid_start_time=born)
+    first = R.StreamStart(**{**{f: getattr(first, f) for f in first.__struct_fields__},
+                             "pid_ns": fold._PID_NS, "time": now})  # fmt: skip
+    recs: list[R.AnyRecord] = [first]
+    recs += [R.Metrics(i + 1, now, i, {"loss": 1.0 / (i + 1)}) for i in range(20)]
+    recs.append(R.Finish(21, now, "finished", last_step=19))
+    root = tmp_path / "data"
+    stream_path(root).write_bytes(body(recs, per_frame=2))
+    tailer = DirectoryTailer(root, store, discover_interval=0, chunk=100)
+    assert 0 < tailer.poll() < len(recs)  # a part of the file: no Finish indexed yet
+
+    def state() -> str:
+        run = store.get_run("p", "r")
+        assert run is not None
+        return run.state
+
+    # Before, ``local_pids`` was True here and the dead pid alone decided: crashed.
+    store.local_pids = tailer.read_to_end
+    assert not tailer.read_to_end(first)
+    assert state() == "running"
+    while tailer.poll():
+        pass
+    assert tailer.read_to_end(first)
+    assert state() == "finished"
