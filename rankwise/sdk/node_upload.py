@@ -215,7 +215,6 @@ class NodeUploader:
         self._warned = False
         self._refused = False
         self.leading = False  # this process is the node's uploader now
-        self.batches = 0  # batch requests this process posted while leading
         self._members: dict[str, _Member] = {}
         self._unpaced_until = 0.0
         self._batch_route = True
@@ -610,7 +609,6 @@ class NodeUploader:
             else 0.0
         )
         if status == 200:
-            self.batches += 1
             return list(_http.decode(response)["parts"])
         if status in (404, 405):
             return None
