@@ -9,9 +9,10 @@ collective a hung job waits in and which rank never entered it (``rankwise.hang`
   is unset and no process group exists yet, since torch reads it when the first group
   is made. A value already set is respected; ``Settings(flight_recorder=False)`` leaves
   it alone and records nothing.
-* ``entries()`` (from the watchdog's thread, on a stall) dumps the recorder through
-  ``torch._C._distributed_c10d._dump_fr_trace`` — the dump torch's own analyser
-  (``torch.distributed.flight_recorder``) reads — and keeps the last ``PER_GROUP``
+* ``entries()`` (from the watchdog's thread, on a stall) dumps the recorders through
+  ``torch._C._distributed_c10d._dump_nccl_trace`` (NCCL's groups; only in a CUDA
+  build) and ``_dump_fr_trace`` (gloo's and other backends') — the dumps torch's own
+  analyser (``torch.distributed.flight_recorder``) reads — and keeps the last ``PER_GROUP``
   entries of each process group as compact ``Collective`` records. Without torch, an
   initialised process group or a working dump it returns nothing: the hang report then
   stands on the stacks alone. When a group exists but the recorder holds nothing, it
@@ -31,6 +32,9 @@ from .. import _log
 from ..stream import records as R
 
 BUFFER_VAR = "TORCH_FR_BUFFER_SIZE"
+# torch keeps one recorder for NCCL's groups (CUDA events) and another for every other
+# backend's (gloo's): a job may use both, and each has its own dump.
+DUMPS = ("_dump_nccl_trace", "_dump_fr_trace")
 BUFFER_SIZE = "2000"
 PER_GROUP = 64
 _told = False
@@ -109,10 +113,20 @@ def entries(enabled: bool) -> list[R.Collective]:
         return []
     try:
         c10d = sys.modules["torch"]._C._distributed_c10d
-        raw = c10d._dump_fr_trace(
-            includeCollectives=True, includeStackTraces=False, onlyActive=False
-        )
-        got = parse(pickle.loads(raw))
+    except Exception:
+        return []
+    found: list[dict[str, Any]] = []
+    for name in DUMPS:
+        dump = getattr(c10d, name, None)
+        if dump is None:
+            continue
+        try:
+            raw = dump(includeCollectives=True, includeStackTraces=False, onlyActive=False)
+            found.extend(pickle.loads(raw).get("entries") or [])
+        except Exception:
+            continue
+    try:
+        got = parse({"entries": found})
     except Exception:
         got = []
     if not got:

@@ -13,9 +13,13 @@ that sample only. Keys, per sampled GPU ``i``::
 
     gpu/i/util_percent  gpu/i/mem_util_percent  gpu/i/mem_used_bytes  gpu/i/mem_total_bytes
     gpu/i/temp_c  gpu/i/power_w  gpu/i/sm_clock_mhz
-    gpu/i/pcie_tx_bytes_per_s  gpu/i/pcie_rx_bytes_per_s
+    gpu/i/pcie_tx_bytes_per_s  gpu/i/pcie_rx_bytes_per_s       (see below)
     gpu/i/nvlink_tx_bytes_per_s  gpu/i/nvlink_rx_bytes_per_s   (all links summed)
     gpu/i/ecc_corrected  gpu/i/ecc_uncorrected                 (since the driver loaded)
+
+Traffic is the rate of NVML's byte counters between two samples (so the first sample
+has none), read for NVLink and PCIe in one call. A GPU without the PCIe counters gives
+the driver's own PCIe throughput instead, which blocks 20 ms per direction to measure.
 
 and for the recording process itself ``proc/gpu/i/mem_used_bytes`` on every GPU where
 NVML lists its pid (nothing inside a container with its own pid namespace, where NVML
@@ -36,16 +40,32 @@ _PERMANENT = {
     13,  # NVML_ERROR_FUNCTION_NOT_FOUND (an older driver)
 }
 _ALL_LINKS = 0xFFFFFFFF  # scopeId asking NVML for the sum over every NVLink
-_NVLINK_TX, _NVLINK_RX = 138, 139  # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_{TX,RX}, in KiB
+# Cumulative counters read in one nvmlDeviceGetFieldValues call, as per-second rates:
+# key, field id, scopeId, scale to bytes. A field the device does not support is
+# dropped for good on that device.
+_COUNTERS: tuple[tuple[str, int, int, float], ...] = (
+    # NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_{TX,RX}: KiB over every link
+    ("nvlink_tx_bytes_per_s", 138, _ALL_LINKS, 1024.0),
+    ("nvlink_rx_bytes_per_s", 139, _ALL_LINKS, 1024.0),
+    # NVML_FI_DEV_PCIE_COUNT_{TX,RX}_BYTES (Hopper and later drivers): bytes, may wrap
+    ("pcie_tx_bytes_per_s", 197, 0, 1.0),
+    ("pcie_rx_bytes_per_s", 198, 0, 1.0),
+)
+# Without the PCIe counters: the driver's own throughput, KB/s. Each of these calls
+# samples for 20 ms before it returns (measured on an H200: the two made a sample of
+# every series take 41 ms), which is why the counters come first.
+_PCIE_SAMPLED = (
+    ("pcie_tx_bytes_per_s", "NVML_PCIE_UTIL_TX_BYTES"),
+    ("pcie_rx_bytes_per_s", "NVML_PCIE_UTIL_RX_BYTES"),
+)
+# nvmlFieldValue_t.valueType -> the union member that holds the value
+_VALUE_MEMBER = dict(enumerate(("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")))
 # Series read with one call each: key, pynvml function, arguments after the handle
 # (names of pynvml constants, or values), scale to the unit in the key.
 _SCALARS: tuple[tuple[str, str, tuple[Any, ...], float], ...] = (
     ("temp_c", "nvmlDeviceGetTemperature", ("NVML_TEMPERATURE_GPU",), 1),
     ("power_w", "nvmlDeviceGetPowerUsage", (), 0.001),  # milliwatts
     ("sm_clock_mhz", "nvmlDeviceGetClockInfo", ("NVML_CLOCK_SM",), 1),
-    # KB/s, averaged by the driver over ~20 ms
-    ("pcie_tx_bytes_per_s", "nvmlDeviceGetPcieThroughput", ("NVML_PCIE_UTIL_TX_BYTES",), 1024),
-    ("pcie_rx_bytes_per_s", "nvmlDeviceGetPcieThroughput", ("NVML_PCIE_UTIL_RX_BYTES",), 1024),
     # memory error type corrected (0) / uncorrected (1), volatile counter (0)
     ("ecc_corrected", "nvmlDeviceGetTotalEccErrors", (0, 0), 1),
     ("ecc_uncorrected", "nvmlDeviceGetTotalEccErrors", (1, 0), 1),
@@ -144,18 +164,27 @@ class Gpus:
                 value = None if None in args else self._ask(i, key, fn, h, *args)
                 if value is not None:
                     out[p + key] = value * scale if scale != 1 else int(value)
-            self._nvlink(i, h, p, out, now)
+            self._counters(i, h, p, out, now)
 
-    def _nvlink(self, i: int, h: Any, p: str, out: Values, now: float) -> None:
-        fields = [(_NVLINK_TX, _ALL_LINKS), (_NVLINK_RX, _ALL_LINKS)]
-        values = self._ask(i, "nvlink", "nvmlDeviceGetFieldValues", h, fields)
-        if values is None:
-            return
-        if any(v.nvmlReturn != 0 for v in values):
-            self._off.add((i, "nvlink"))  # no NVLink on this device
-            return
-        for name, v in zip(("tx", "rx"), values):
-            self._rates.add(out, p + f"nvlink_{name}_bytes_per_s", v.value.ullVal * 1024.0, now)
+    def _counters(self, i: int, h: Any, p: str, out: Values, now: float) -> None:
+        """NVLink and PCIe traffic as rates of NVML's counters (``_COUNTERS``); PCIe from
+        the driver's 20 ms samples only on a device without its counters."""
+        wanted = [c for c in _COUNTERS if (i, c[0]) not in self._off]
+        fields = [(field, scope) for _, field, scope, _ in wanted]
+        values = self._ask(i, "fields", "nvmlDeviceGetFieldValues", h, fields) if fields else None
+        for (key, _, _, scale), v in zip(wanted, values or ()):
+            value = _field_value(v)
+            if value is None:
+                self._off.add((i, key))  # not on this device (no NVLink, an older GPU)
+            else:
+                self._rates.add(out, p + key, value * scale, now)
+        for key, const in _PCIE_SAMPLED:
+            if (i, key) in self._off or (i, "fields") in self._off:
+                arg = getattr(self._nv, const, None)
+                fn = "nvmlDeviceGetPcieThroughput"
+                got = None if arg is None else self._ask(i, const, fn, h, arg)
+                if got is not None:
+                    out[p + key] = got * 1024
 
     def process_memory(self, pid: int, out: Values) -> None:
         """``proc/gpu/i/mem_used_bytes`` for each sampled GPU where NVML lists ``pid``."""
@@ -182,6 +211,17 @@ class Gpus:
                 uuid = uuid.decode(errors="replace")
             if str(uuid).startswith(token):
                 return i
+        return None
+
+
+def _field_value(v: Any) -> float | None:
+    """The number in one ``nvmlFieldValue_t``, or None when NVML returned an error for it."""
+    if getattr(v, "nvmlReturn", 1) != 0:
+        return None
+    member = _VALUE_MEMBER.get(getattr(v, "valueType", 3), "ullVal")
+    try:
+        return float(getattr(v.value, member))
+    except Exception:
         return None
 
 

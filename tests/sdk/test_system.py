@@ -87,7 +87,13 @@ def test_node_gpu_and_process_series_with_nvml(tmp_path: Path) -> None:
     assert last["gpu/0/mem_used_bytes"] == 2**30 and last["gpu/0/mem_total_bytes"] == 80 * 2**30
     assert last["gpu/0/temp_c"] == 60 and last["gpu/0/sm_clock_mhz"] == 1980
     assert last["gpu/0/power_w"] == 250.0
-    assert last["gpu/0/pcie_tx_bytes_per_s"] == 1000 * 1024
+    # PCIe traffic: GPU 0's byte counters as rates (3 and 4 MiB more per sample), GPU 1's
+    # from the driver's sampled throughput (no counters), asked for no other GPU.
+    assert last["gpu/0/pcie_tx_bytes_per_s"] > 0 and last["gpu/0/pcie_rx_bytes_per_s"] > 0
+    tx, rx = last["gpu/0/pcie_tx_bytes_per_s"], last["gpu/0/pcie_rx_bytes_per_s"]
+    assert abs(rx / tx - 4 / 3) < 1e-6
+    assert last["gpu/1/pcie_tx_bytes_per_s"] == 1000 * 1024
+    assert last["gpu/1/pcie_rx_bytes_per_s"] == 2000 * 1024
     assert last["gpu/0/ecc_corrected"] == 3 and last["gpu/0/ecc_uncorrected"] == 0
     assert last["gpu/0/nvlink_tx_bytes_per_s"] > 0 and last["gpu/0/nvlink_rx_bytes_per_s"] > 0
     # The process's own GPU: CUDA_VISIBLE_DEVICES=0 and its memory there.
@@ -96,6 +102,9 @@ def test_node_gpu_and_process_series_with_nvml(tmp_path: Path) -> None:
     assert not any(k.startswith(("gpu/1/power", "gpu/1/nvlink")) for k in seen)
     counts = json.loads(calls.read_text())
     assert counts["nvmlDeviceGetPowerUsage"] == len(values) + 1  # GPU 0 each time, GPU 1 once
+    assert counts["nvmlDeviceGetPcieThroughput"] == 2 * len(values)  # GPU 1 only
+    # one call a sample per GPU for every counter; GPU 1, which has none, only once
+    assert counts["nvmlDeviceGetFieldValues"] == len(values) + 1
     # The sampler opens NVML once and closes it once; the node's record of what ran
     # (rankwise.sdk.provenance) may open and close it once more for the driver and models.
     assert counts["nvmlInit"] == counts["nvmlShutdown"] and counts["nvmlInit"] in (1, 2)

@@ -4,10 +4,15 @@ jobs that exercise them end to end are in test_hang_story.py)."""
 from __future__ import annotations
 
 import dataclasses
+import pickle
+import sys
+import types
+from typing import Any
 
 import msgspec
 
 from rankwise.hang import HangReport, RankPosition, hang_report, ranks_text
+from rankwise.sdk import flight
 from rankwise.sdk.flight import BUFFER_VAR, PER_GROUP, configure, parse
 from rankwise.stream import records as R
 
@@ -170,3 +175,57 @@ def test_init_leaves_the_buffer_alone_once_the_group_exists() -> None:
         assert env == {}
     finally:
         dist.destroy_process_group()
+
+
+def _fake_torch(monkeypatch: Any, **dumps: Any) -> None:
+    """torch as a CUDA build shows it to ``flight.entries``: an initialised group and the
+    recorders' dumps (this machine's CPU build has no NCCL recorder to dump)."""
+    c10d = types.SimpleNamespace(**dumps)
+    torch = types.SimpleNamespace(_C=types.SimpleNamespace(_distributed_c10d=c10d))
+    dist = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: True)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.setitem(sys.modules, "torch.distributed", dist)
+
+
+def _dump(*entries: dict[str, Any]) -> Any:
+    def dump(includeCollectives: bool, includeStackTraces: bool, onlyActive: bool) -> bytes:
+        assert includeCollectives and not includeStackTraces and not onlyActive
+        return pickle.dumps({"version": "2.10", "entries": list(entries)})
+
+    return dump
+
+
+def _entry(pg: tuple[str, str], seq: int, op: str, state: str) -> dict[str, Any]:
+    return {
+        "process_group": pg, "collective_seq_id": seq, "profiling_name": op, "state": state,
+        "retired": state == "completed", "is_p2p": False, "input_sizes": [[1024]],
+        "input_dtypes": ["Float"], "time_created_ns": 1_700_000_000_000_000_000 + seq,
+    }  # fmt: skip
+
+
+def test_entries_read_nccls_recorder_and_gloos(monkeypatch: Any) -> None:
+    """NCCL's groups are kept by a recorder of their own (``_dump_nccl_trace``), apart
+    from gloo's (``_dump_fr_trace``): a job on GPUs, perhaps with a gloo group beside,
+    has its collectives in both. Seen on an H200 (torch 2.11): reading
+    ``_dump_fr_trace`` alone found no entry of an NCCL job."""
+    nccl = [_entry(("0", "default_pg"), s, "nccl:all_reduce", "completed") for s in (1, 2)]
+    nccl.append(_entry(("0", "default_pg"), 3, "nccl:all_reduce", "scheduled"))
+    gloo = [_entry(("1", "cpu"), 1, "gloo:barrier", "completed")]
+    _fake_torch(monkeypatch, _dump_nccl_trace=_dump(*nccl), _dump_fr_trace=_dump(*gloo))
+    got = flight.entries(True)
+    assert [(c.pg, c.seq, c.op, c.state) for c in got] == [
+        ("0 (default_pg)", 1, "nccl:all_reduce", "completed"),
+        ("0 (default_pg)", 2, "nccl:all_reduce", "completed"),
+        ("0 (default_pg)", 3, "nccl:all_reduce", "scheduled"),
+        ("1 (cpu)", 1, "gloo:barrier", "completed"),
+    ]
+    # A CPU build has no NCCL recorder; a dump that fails leaves the other one's entries.
+    _fake_torch(monkeypatch, _dump_fr_trace=_dump(*gloo))
+    assert [c.op for c in flight.entries(True)] == ["gloo:barrier"]
+
+    def broken(**_: Any) -> bytes:
+        raise RuntimeError("dump failed")
+
+    _fake_torch(monkeypatch, _dump_nccl_trace=_dump(*nccl), _dump_fr_trace=broken)
+    assert [c.seq for c in flight.entries(True)] == [1, 2, 3]
+    assert flight.entries(False) == []

@@ -1,7 +1,9 @@
 """A fake ``pynvml`` for tests: two GPUs, put first on ``sys.path`` of a subprocess.
 
-GPU 0 supports everything, NVLink included, and lists the calling process as a compute
-process; GPU 1 has no power reading and no NVLink (NOT_SUPPORTED, as an older card).
+GPU 0 supports everything, NVLink and the PCIe byte counters included, and lists the
+calling process as a compute process; GPU 1 has no power reading, no NVLink and no PCIe
+counters (NOT_SUPPORTED, as an older card), so its PCIe traffic is the driver's sampled
+throughput.
 ``FAKE_NVML_FAIL=1`` makes ``nvmlInit`` fail as it does on a machine without a driver.
 At ``nvmlShutdown`` the number of calls per function is written as JSON to
 ``FAKE_NVML_CALLS`` when that is set.
@@ -22,7 +24,10 @@ NVML_ERROR_NOT_SUPPORTED = 3
 NVML_ERROR_LIBRARY_NOT_FOUND = 12
 
 calls: Counter[str] = Counter()
-_nvlink_kib = [0, 0]
+# Cumulative counters per field id: NVLink TX/RX in KiB (1 and 2 MiB more per call),
+# PCIe TX/RX in bytes (3 and 4 MiB more per call).
+_counter = {138: 0, 139: 0, 197: 0, 198: 0}
+_step = {138: 1024, 139: 2048, 197: 3 * 2**20, 198: 4 * 2**20}
 
 
 class NVMLError(Exception):
@@ -117,10 +122,12 @@ def nvmlDeviceGetFieldValues(h: int, fields: list[tuple[int, int]]) -> list[Simp
         if h == 1:
             out.append(SimpleNamespace(nvmlReturn=NVML_ERROR_NOT_SUPPORTED, value=None))
             continue
-        _nvlink_kib[field_id - 138] += 1024 * (field_id - 137)  # TX 1 MiB, RX 2 MiB per call
-        out.append(
-            SimpleNamespace(nvmlReturn=0, value=SimpleNamespace(ullVal=_nvlink_kib[field_id - 138]))
-        )
+        if field_id not in _counter:
+            out.append(SimpleNamespace(nvmlReturn=NVML_ERROR_NOT_SUPPORTED, value=None))
+            continue
+        _counter[field_id] += _step[field_id]
+        value = SimpleNamespace(ullVal=_counter[field_id])
+        out.append(SimpleNamespace(nvmlReturn=0, valueType=3, value=value))
     return out
 
 
