@@ -11,7 +11,9 @@ processes:
 
 * ``rankwise show scale/local-1024 --dir DIR``: ``--rounds`` times (the first right after
   the files were written, so they are in the page cache either way). ``show`` reads the
-  stream files themselves (``rankwise.read.local``; it keeps no index), a big run's in
+  stream files themselves (``rankwise.read.local``; it keeps no index): the first round
+  every file, keeping each finished stream's fold checkpoint, the later rounds those
+  (``--whole``: every round reads every file, as before checkpoints), a big run's in
   a worker process a CPU (``rankwise.read.parallel``; ``--workers N`` passes
   ``show --workers N``, 1: in its own process); its CPU time counts its workers';
 * ``rankwise ui --dir DIR``: start to serving (its first pass indexes the whole directory
@@ -22,7 +24,7 @@ processes:
 
     .venv/bin/python benchmarks/bench_local_1024.py [--ranks 1024] [--metrics 50]
         [--steps 10000] [--per-frame 4] [--jobs 2] [--rounds 3] [--keep DIR]
-        [--workers N] [--no-ui] [--build-only]
+        [--workers N] [--no-ui] [--whole] [--build-only]
 
 ``--keep DIR`` keeps the data directory and reuses it when the sizes match; without it
 it goes to a temporary directory, removed afterwards. Needs the dashboard built
@@ -53,6 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_dashboard_1024 import measure
 from bench_dashboard_bigrun import STEP_SECONDS, T0, metric_names, values
 
+from rankwise.read import checkpoint
 from rankwise.stream import records as R
 from rankwise.stream.files import stream_filename, streams_dir
 from rankwise.stream.frames import MAGIC, encode_frame
@@ -127,17 +130,22 @@ def _reap_orphans() -> bool:
 
 
 def time_show(
-    root: Path, rounds: int, workers: int | None
+    root: Path, rounds: int, workers: int | None, whole: bool = False
 ) -> tuple[list[float], list[float], list[float], list[float], list[float], str]:
     """Seconds (wall, CPU with its worker processes' and CPU of its own process) and
     peak memory (GB) of each ``rankwise show`` (a fresh process each; ``workers``: its
     ``--workers``), the peak of its workers (the largest one's, 0 without), and the last
-    one's output."""
+    one's output. The run's fold checkpoints (``rankwise.read.checkpoint``) are removed
+    before the first round, and with ``whole`` before every round (each reads every
+    file); else the first round keeps them and the later ones read them."""
     secs, cpus, own, peaks, worker_peaks, text = [], [], [], [], [], ""
     env = subprocess_env()
     adopted = _reap_orphans()
     more = ["--workers", str(workers)] if workers is not None else []
-    for _ in range(rounds):
+    folds = root / PROJECT / RUN / checkpoint.FOLDER
+    for i in range(rounds):
+        if whole or i == 0:
+            shutil.rmtree(folds, ignore_errors=True)
         t0 = time.perf_counter()
         proc = subprocess.Popen(
             _cli("show", f"{PROJECT}/{RUN}", "--dir", str(root), *more),
@@ -229,6 +237,9 @@ def main() -> None:
         "--workers", type=int, default=None, help="`rankwise show --workers` (default: its own)"
     )
     ap.add_argument("--no-ui", action="store_true", help="time `rankwise show` only")
+    ap.add_argument(
+        "--whole", action="store_true", help="every `show` reads every file (no fold checkpoints)"
+    )
     ap.add_argument("--build-only", action="store_true", help="write the files, time nothing")
     a = ap.parse_args()
     if not a.no_ui and not a.build_only:
@@ -257,8 +268,9 @@ def main() -> None:
         if a.build_only:
             return
         print(f"rankwise --help (interpreter + CLI import): {_ms(time_python(a.rounds))}")
-        shows, cpus, own, peaks, wpeaks, text = time_show(root, a.rounds, a.workers)
-        print(f"rankwise show: {_ms(shows)} (first, then again); CPU {_ms(cpus)}, of which "
+        shows, cpus, own, peaks, wpeaks, text = time_show(root, a.rounds, a.workers, a.whole)
+        again = "each reading every file" if a.whole else "first, then again over its checkpoints"
+        print(f"rankwise show: {_ms(shows)} ({again}); CPU {_ms(cpus)}, of which "
               f"its own process {_ms(own)}; peak "
               f"memory {', '.join(f'{g:.2f}' for g in peaks)} GB; its largest worker's "
               f"{', '.join(f'{g:.2f}' for g in wpeaks)} GB")  # fmt: skip

@@ -26,6 +26,8 @@ from ..stream.fold import StreamFold
 from ..stream.frames import scan
 from ..wire.health import RankHealth
 from ..wire.runs import CrossRankValue, RunInfo, StreamInfo, numpy_available
+from . import checkpoint
+from .checkpoint import exists as checkpoint_exists
 from .fold import StreamFacts, fold_run
 from .summary import CrossRankLast, complete_step
 
@@ -93,19 +95,41 @@ def load_stream(
 # of its columns (all of them, its last rows, or none) and how many last rows.
 Keep = Literal["full", "tail"] | None
 Job = tuple[str, int, str, Keep, int]
-Loaded = tuple[StreamFacts, StreamFold, "MetricColumns | None"]
+# The file's facts and fold, and the columns kept with what they are: every row
+# ("full"), the last rows ("tail"), or None.
+Loaded = tuple[StreamFacts, StreamFold, "MetricColumns | None", Keep]
 
 
 def load_job(job: Job) -> Loaded:
     """One file, folded, with what ``job`` keeps of its columns: ``LocalReader.load``
-    runs it here or in a worker process (what it returns is pickled back)."""
-    label, incarnation, path, keep, tail_rows = job
-    facts, fold, cols = load_stream(label, incarnation, Path(path), keep is not None)
-    if cols is not None and keep == "tail":
-        from ..stream.columns import tail
+    runs it here or in a worker process (what it returns is pickled back). A finished
+    stream's fold and last rows come from its checkpoint when it has a valid one
+    (``rankwise.read.checkpoint``); read whole, a finished stream gets one."""
+    label, incarnation, path_s, keep, tail_rows = job
+    path = Path(path_s)
+    kept = checkpoint.read(path)
+    if kept is not None:
+        fold, rows = kept
+        facts = StreamFacts.of(label, incarnation, fold, damage=None, path=path_s)
+        if keep is None or rows is None:
+            return facts, fold, None, None
+        return facts, fold, _tail(rows, tail_rows), "tail"
+    ident = checkpoint.identity(path)
+    facts, fold, cols = load_stream(label, incarnation, path, keep=True)
+    last = _tail(cols, tail_rows) if cols is not None else None
+    if ident is not None and fold.finish is not None and facts.damage is None:
+        checkpoint.write(path, ident, fold, last)
+    if keep == "full":
+        return facts, fold, cols, "full"
+    if keep == "tail" and last is not None:
+        return facts, fold, last, "tail"
+    return facts, fold, None, None
 
-        cols = tail(cols, tail_rows)
-    return facts, fold, cols
+
+def _tail(cols: MetricColumns, rows: int) -> MetricColumns | None:
+    from ..stream.columns import tail
+
+    return tail(cols, rows)
 
 
 class LocalRun:
@@ -335,7 +359,8 @@ class LocalReader:
         sizes: list[int] = []
         budget = KEEP_BYTES if keep else 0
         for label, inc, p in list_streams(path / "streams"):
-            size = _size(p)
+            # A file with a checkpoint is likely not read at all (rankwise.read.checkpoint).
+            size = 0 if checkpoint_exists(p) else _size(p)
             # Within the budget every column, past it the last rows (whole steps).
             what: Keep = ("full" if 0 <= size <= budget else "tail") if keep else None
             jobs.append((label, inc, str(p), what, TAIL_ROWS))
@@ -344,21 +369,19 @@ class LocalReader:
         # A big run's files in worker processes when asked (rankwise.read.parallel).
         workers = pool_size(self.workers, sizes)
         loaded = map_files(load_job, jobs, workers, sizes)
-        tails: dict[str, MetricColumns] = {}
-        for (_, _, p_, what, _), (_, _, cols) in zip(jobs, loaded, strict=True):
-            if what == "tail" and cols is not None:
-                tails[p_] = cols
-        loaded = [
-            (f, fold, cols if what == "full" else None)
-            for (_, _, _, what, _), (f, fold, cols) in zip(jobs, loaded, strict=True)
-        ]
+        tails = {f.path: c for f, _, c, kind in loaded if kind == "tail" and c is not None}
         run = fold_run(
-            project, path.name, [f for f, _, _ in loaded], self.crash_timeout, now, local_pids=True
+            project,
+            path.name,
+            [f for f, _, _, _ in loaded],
+            self.crash_timeout,
+            now,
+            local_pids=True,
         )
-        folds = {(f.label, f.incarnation): fold for f, fold, _ in loaded}
-        columns = {f.path: cols for f, _, cols in loaded if cols is not None}
+        folds = {(f.label, f.incarnation): fold for f, fold, _, _ in loaded}
+        columns = {f.path: c for f, _, c, kind in loaded if kind == "full" and c is not None}
         # Edits: the live run's RunEdit records and the edits file beside the streams.
-        edits = [e for _, fold, _ in loaded for e in live_edits(fold.edits)] + read_edits(path)
+        edits = [e for _, fold, _, _ in loaded for e in live_edits(fold.edits)] + read_edits(path)
         if edits:
             run = apply_edits(run, edits)
         return run.attach(LocalRun(folds, columns, self.dir, tails))

@@ -17,6 +17,7 @@ import math
 import multiprocessing
 import os
 import pickle
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ import numpy as np
 import pytest
 
 from rankwise import Api
-from rankwise.read import local, parallel
+from rankwise.read import checkpoint, local, parallel
 from rankwise.stream.columns import MetricColumns
 from rankwise.stream.files import stream_filename, streams_dir
 from rankwise.stream.identity import StreamId
@@ -91,8 +92,8 @@ def test_what_a_worker_returns_pickles_whole(tmp_path: Path) -> None:
         for keep in ("full", "tail", None):
             got = local.load_job((name, 0, str(d / name), keep, 5))
             back = pickle.loads(pickle.dumps(got, protocol=pickle.HIGHEST_PROTOCOL))
-            facts, fold, cols = got
-            assert back[0] == facts and back[1] == fold
+            facts, fold, cols, _ = got
+            assert back[0] == facts and back[1] == fold and back[3] == got[3]
             # The facts share the fold's dicts: so do their copies (one pickle).
             assert back[0].config is back[1].config
             _same_columns(back[2], cols)
@@ -104,7 +105,14 @@ def test_what_a_worker_returns_pickles_whole(tmp_path: Path) -> None:
 
 
 def _load(root: Path, workers: int) -> Any:
+    _forget_folds(root)
     return Api(str(root), workers=workers).run("r", project="p")
+
+
+def _forget_folds(root: Path) -> None:
+    """Every stream file read whole again: the fold checkpoints an earlier read kept
+    (``rankwise.read.checkpoint``, tested in test_fold_checkpoint.py) removed."""
+    shutil.rmtree(root / "p" / "r" / checkpoint.FOLDER, ignore_errors=True)
 
 
 def _fields(run: Any) -> bytes:
@@ -151,7 +159,10 @@ def test_a_parallel_read_gives_the_sequential_run(
         _same_columns(cols, kept_seq._tails[path])
     assert repr(par.history(keys=["loss", "lr"])) == repr(seq.history(keys=["loss", "lr"]))
     # A run list (no columns kept) folds the same too.
-    listed = [Api(str(tmp_path), workers=w).runs(project="p") for w in (1, 4)]
+    listed = []
+    for w in (1, 4):
+        _forget_folds(tmp_path)
+        listed.append(Api(str(tmp_path), workers=w).runs(project="p"))
     assert [_fields(r) for r in listed[1]] == [_fields(r) for r in listed[0]]
     assert len(listed[0]) == 1 and not caplog.records
 

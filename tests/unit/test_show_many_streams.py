@@ -4,6 +4,7 @@ table is whole. The run is 100 stream files written as the SDK writes them."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ def test_api_run_keeps_columns_of_a_bounded_size(
     (a 1,024-rank run kept 4.9 GB); the streams past it are read again when asked, and
     every read gives what keeping them all gives."""
     from rankwise import Api
-    from rankwise.read import local
+    from rankwise.read import checkpoint, local
 
     d = streams_dir(tmp_path, "p", "r")
     d.mkdir(parents=True)
@@ -61,8 +62,14 @@ def test_api_run_keeps_columns_of_a_bounded_size(
         recs = make_stream(key, 40 - 5 * (r == 5), rank=r, world=6)
         (d / stream_filename(key.label, 0)).write_bytes(body(recs))
 
+    def fresh() -> Any:
+        """The run read from its files (no fold checkpoint of an earlier read used:
+        ``rankwise.read.checkpoint``, tested in test_fold_checkpoint.py)."""
+        shutil.rmtree(tmp_path / "p" / "r" / checkpoint.FOLDER, ignore_errors=True)
+        return Api(str(tmp_path)).run("r", project="p")
+
     def read() -> tuple[Any, Any, Any, int]:
-        run = Api(str(tmp_path)).run("r", project="p")
+        run = fresh()
         kept = len(run._from._kept_columns)  # type: ignore[attr-defined]
         rows = run.history(keys=["loss"])
         return run.summary_cross_rank, run.summary_ranks, rows, kept
@@ -85,14 +92,14 @@ def test_api_run_keeps_columns_of_a_bounded_size(
     # Past the budget each stream keeps its last rows: the last 10 reach step 34, so
     # the summary needs no file read again.
     monkeypatch.setattr(local, "TAIL_ROWS", 10)
-    run = Api(str(tmp_path)).run("r", project="p")
+    run = fresh()
     reads.clear()
     assert run.summary_cross_rank == whole[0] and reads == []
     assert read()[:3] == whole[:3]
     # The last 3 rows (steps 37-39) of the 40-step ranks past the budget do not reach
     # it: those streams are read again, and the summary is the same.
     monkeypatch.setattr(local, "TAIL_ROWS", 3)
-    run = Api(str(tmp_path)).run("r", project="p")
+    run = fresh()
     reads.clear()
     assert run.summary_cross_rank == whole[0]
     assert sorted(reads) == [stream_filename(f"rank-{r}", 0) for r in (2, 3, 4)]

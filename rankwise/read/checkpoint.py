@@ -1,0 +1,177 @@
+"""Fold checkpoints: a finished stream file's fold, kept beside its run, so that the next
+read of the run does not read the file again.
+
+Reading a run from its files (``Api(dir=)``, ``rankwise show``, ``rankwise runs``) folds
+every stream file end to end: about 56 ms a 10,000-step file of 50 metrics, a minute and
+more for a run of 1,024 such ranks, and ``rankwise runs`` did that for every run of the
+project each time it listed them. A finished stream's file does not change any more (a
+restarted rank writes a new incarnation), so after one read its fold is kept in
+
+    <run dir>/.folds/<label>.<incarnation>.fold
+
+as MessagePack of a ``Checkpoint``, which msgspec decodes into typed structs (never
+code): the file's size and mtime and BLAKE2b digests of its first and last ``EDGE``
+bytes, the ``StreamFold``, and the stream's last rows (``TAIL_ROWS`` of them, whole steps)
+for the cross-rank summary, when they are under ``MAX_ROWS_BYTES``. A checkpoint whose
+file differs in any of these is not used (the file is read, and the checkpoint
+rewritten). Only a stream whose file holds its ``Finish`` and no damage gets one; a
+running stream is read whole each time, as before.
+
+The folder is hidden (no reader takes it for a stream or a run), and it moves with its
+run to the trash and back and is purged with it. A checkpoint that cannot be written (a
+data directory this user cannot write) is not kept, quietly: reads stay correct, only
+slower.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from ..stream.fold import StreamFold
+
+if TYPE_CHECKING:
+    from ..stream.columns import MetricColumns
+
+_log = logging.getLogger("rankwise")
+
+FOLDER = ".folds"
+SUFFIX = ".fold"
+VERSION = 1
+EDGE = 4096  # bytes digested at each end of the stream file
+MAX_ROWS_BYTES = 4 * 1024 * 1024  # last rows bigger than this are not kept (read again)
+
+
+class Rows(msgspec.Struct, array_like=True):
+    """A ``MetricColumns``' last rows (``stream.columns.tail``): arrays as raw bytes."""
+
+    seq: bytes  # int64
+    step: bytes  # int64
+    time: bytes  # float64
+    weight: bytes  # float64
+    values: dict[str, bytes]  # float64
+    present: dict[str, bytes]  # bool
+    kinds: dict[str, list[str]]
+    ascending: bool
+
+
+class Checkpoint(msgspec.Struct, array_like=True):
+    version: int
+    size: int
+    mtime_ns: int
+    head: bytes
+    tail: bytes
+    fold: StreamFold
+    rows: Rows | None
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(Checkpoint)
+
+
+def path_of(stream: Path) -> Path:
+    """Where the checkpoint of ``<run dir>/streams/<name>.rwlog`` is kept."""
+    return stream.parent.parent / FOLDER / (stream.name.rsplit(".", 1)[0] + SUFFIX)
+
+
+def exists(stream: Path) -> bool:
+    return path_of(stream).is_file()
+
+
+def _edges(f: Any, size: int) -> tuple[bytes, bytes]:
+    head = f.read(min(EDGE, size))
+    f.seek(max(0, size - EDGE))
+    tail = f.read(EDGE)
+    return hashlib.blake2b(head, digest_size=16).digest(), hashlib.blake2b(
+        tail, digest_size=16
+    ).digest()
+
+
+def _identity(stream: Path) -> tuple[int, int, bytes, bytes]:
+    """(size, mtime_ns, head digest, tail digest) of the stream file now."""
+    with open(stream, "rb") as f:
+        st = os.fstat(f.fileno())
+        head, tail = _edges(f, st.st_size)
+    return st.st_size, st.st_mtime_ns, head, tail
+
+
+def read(stream: Path) -> tuple[StreamFold, MetricColumns | None] | None:
+    """The kept fold and last rows of ``stream``, or None when there is no checkpoint
+    or it is not this file's (any error reading either: None, the file is read)."""
+    try:
+        blob = path_of(stream).read_bytes()
+    except OSError:
+        return None
+    try:
+        ck = _decoder.decode(blob)
+        if ck.version != VERSION or (ck.size, ck.mtime_ns, ck.head, ck.tail) != _identity(stream):
+            return None
+        return ck.fold, (_columns(ck.rows) if ck.rows is not None else None)
+    except Exception:  # not ours, damaged, another version's: read the file instead
+        return None
+
+
+def write(stream: Path, identity: tuple[int, int, bytes, bytes], fold: StreamFold,
+          rows: MetricColumns | None) -> None:  # fmt: skip
+    """Keep ``fold`` (and ``rows``, the stream's last rows) for the file ``stream`` that
+    was read when it had ``identity`` (taken before reading it). Never raises."""
+    try:
+        if _identity(stream) != identity:
+            return  # it changed while it was read: nothing to keep
+        packed = _rows(rows) if rows is not None else None
+        ck = Checkpoint(VERSION, *identity, fold=fold, rows=packed)
+        target = path_of(stream)
+        target.parent.mkdir(exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        tmp.write_bytes(_encoder.encode(ck))
+        os.replace(tmp, target)
+    except Exception as exc:  # a read-only directory, a full disk: not kept
+        _log.debug("rankwise: fold checkpoint of %s not kept: %s", stream, exc)
+
+
+def identity(stream: Path) -> tuple[int, int, bytes, bytes] | None:
+    try:
+        return _identity(stream)
+    except OSError:
+        return None
+
+
+def _rows(cols: MetricColumns) -> Rows | None:
+    size = (len(cols) * (8 * 4 + 9 * len(cols.values))) if len(cols) else 0
+    if size > MAX_ROWS_BYTES:
+        return None
+    return Rows(
+        seq=cols.seq.astype("<i8").tobytes(),
+        step=cols.step.astype("<i8").tobytes(),
+        time=cols.time.astype("<f8").tobytes(),
+        weight=cols.weight.astype("<f8").tobytes(),
+        values={k: v.astype("<f8").tobytes() for k, v in cols.values.items()},
+        present={k: m.astype(bool).tobytes() for k, m in cols.present.items()},
+        kinds={k: sorted(v) for k, v in cols.kinds.items()},
+        ascending=cols.ascending,
+    )
+
+
+def _columns(rows: Rows) -> MetricColumns:
+    import numpy as np
+
+    from ..stream.columns import MetricColumns
+
+    def arr(b: bytes, dtype: str) -> Any:
+        return np.frombuffer(b, dtype=dtype).copy()
+
+    return MetricColumns(
+        seq=arr(rows.seq, "<i8"),
+        step=arr(rows.step, "<i8"),
+        time=arr(rows.time, "<f8"),
+        weight=arr(rows.weight, "<f8"),
+        values={k: arr(v, "<f8") for k, v in rows.values.items()},
+        present={k: arr(m, "?") for k, m in rows.present.items()},
+        kinds={k: set(v) for k, v in rows.kinds.items()},
+        ascending=rows.ascending,
+    )
