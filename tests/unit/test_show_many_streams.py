@@ -70,7 +70,7 @@ def test_api_run_keeps_columns_of_a_bounded_size(
 
     def read() -> tuple[Any, Any, Any, int]:
         run = fresh()
-        kept = len(run._from._kept_columns)  # type: ignore[attr-defined]
+        kept = len(run._from._kept_columns)
         rows = run.history(keys=["loss"])
         return run.summary_cross_rank, run.summary_ranks, rows, kept
 
