@@ -48,14 +48,17 @@ MAX_ROWS_BYTES = 4 * 1024 * 1024  # last rows bigger than this are not kept (rea
 
 
 class Rows(msgspec.Struct, array_like=True):
-    """A ``MetricColumns``' last rows (``stream.columns.tail``): arrays as raw bytes."""
+    """A ``MetricColumns``' last rows (``stream.columns.tail``): arrays as raw bytes,
+    the value and presence columns each one block, a key's column after another's."""
 
     seq: bytes  # int64
     step: bytes  # int64
     time: bytes  # float64
     weight: bytes  # float64
-    values: dict[str, bytes]  # float64
-    present: dict[str, bytes]  # bool
+    value_keys: list[str]
+    values: bytes  # float64, len(value_keys) x rows
+    present_keys: list[str]
+    present: bytes  # bool, len(present_keys) x rows
     kinds: dict[str, list[str]]
     ascending: bool
 
@@ -77,10 +80,6 @@ _decoder = msgspec.msgpack.Decoder(Checkpoint)
 def path_of(stream: Path) -> Path:
     """Where the checkpoint of ``<run dir>/streams/<name>.rwlog`` is kept."""
     return stream.parent.parent / FOLDER / (stream.name.rsplit(".", 1)[0] + SUFFIX)
-
-
-def exists(stream: Path) -> bool:
-    return path_of(stream).is_file()
 
 
 def _edges(f: Any, size: int) -> tuple[bytes, bytes]:
@@ -142,16 +141,25 @@ def identity(stream: Path) -> tuple[int, int, bytes, bytes] | None:
 
 
 def _rows(cols: MetricColumns) -> Rows | None:
-    size = (len(cols) * (8 * 4 + 9 * len(cols.values))) if len(cols) else 0
-    if size > MAX_ROWS_BYTES:
+    import numpy as np
+
+    n = len(cols)
+    if n * (8 * 4 + 8 * len(cols.values) + len(cols.present)) > MAX_ROWS_BYTES:
         return None
+    vkeys, pkeys = list(cols.values), list(cols.present)
+
+    def block(arrays: list[Any], dtype: str) -> bytes:
+        return np.stack(arrays).astype(dtype).tobytes() if arrays else b""
+
     return Rows(
         seq=cols.seq.astype("<i8").tobytes(),
         step=cols.step.astype("<i8").tobytes(),
         time=cols.time.astype("<f8").tobytes(),
         weight=cols.weight.astype("<f8").tobytes(),
-        values={k: v.astype("<f8").tobytes() for k, v in cols.values.items()},
-        present={k: m.astype(bool).tobytes() for k, m in cols.present.items()},
+        value_keys=vkeys,
+        values=block([cols.values[k] for k in vkeys], "<f8"),
+        present_keys=pkeys,
+        present=block([cols.present[k] for k in pkeys], "?"),
         kinds={k: sorted(v) for k, v in cols.kinds.items()},
         ascending=cols.ascending,
     )
@@ -165,13 +173,17 @@ def _columns(rows: Rows) -> MetricColumns:
     def arr(b: bytes, dtype: str) -> Any:
         return np.frombuffer(b, dtype=dtype).copy()
 
+    step = arr(rows.step, "<i8")
+    n = len(step)
+    values = arr(rows.values, "<f8").reshape(len(rows.value_keys), n)
+    present = arr(rows.present, "?").reshape(len(rows.present_keys), n)
     return MetricColumns(
         seq=arr(rows.seq, "<i8"),
-        step=arr(rows.step, "<i8"),
+        step=step,
         time=arr(rows.time, "<f8"),
         weight=arr(rows.weight, "<f8"),
-        values={k: arr(v, "<f8") for k, v in rows.values.items()},
-        present={k: arr(m, "?") for k, m in rows.present.items()},
+        values=dict(zip(rows.value_keys, values, strict=True)),
+        present=dict(zip(rows.present_keys, present, strict=True)),
         kinds={k: set(v) for k, v in rows.kinds.items()},
         ascending=rows.ascending,
     )

@@ -27,7 +27,6 @@ from ..stream.frames import scan
 from ..wire.health import RankHealth
 from ..wire.runs import CrossRankValue, RunInfo, StreamInfo, numpy_available
 from . import checkpoint
-from .checkpoint import exists as checkpoint_exists
 from .fold import StreamFacts, fold_run
 from .summary import CrossRankLast, complete_step
 
@@ -100,20 +99,28 @@ Job = tuple[str, int, str, Keep, int]
 Loaded = tuple[StreamFacts, StreamFold, "MetricColumns | None", Keep]
 
 
+def from_checkpoint(job: Job) -> Loaded | None:
+    """What ``load_job`` gives, from the stream's fold checkpoint when it has a valid one
+    (``rankwise.read.checkpoint``): its fold, and its last rows for any columns asked."""
+    label, incarnation, path_s, keep, tail_rows = job
+    kept = checkpoint.read(Path(path_s))
+    if kept is None:
+        return None
+    fold, rows = kept
+    facts = StreamFacts.of(label, incarnation, fold, damage=None, path=path_s)
+    if keep is not None and rows is not None and len(rows) > tail_rows:
+        rows = _tail(rows, tail_rows)  # kept with more rows than asked for now
+    if keep is None or rows is None:
+        return facts, fold, None, None
+    return facts, fold, rows, "tail"
+
+
 def load_job(job: Job) -> Loaded:
-    """One file, folded, with what ``job`` keeps of its columns: ``LocalReader.load``
-    runs it here or in a worker process (what it returns is pickled back). A finished
-    stream's fold and last rows come from its checkpoint when it has a valid one
-    (``rankwise.read.checkpoint``); read whole, a finished stream gets one."""
+    """One file read and folded, with what ``job`` keeps of its columns:
+    ``LocalReader.load`` runs it here or in a worker process (what it returns is pickled
+    back). A finished stream read whole gets its fold checkpoint (``from_checkpoint``)."""
     label, incarnation, path_s, keep, tail_rows = job
     path = Path(path_s)
-    kept = checkpoint.read(path)
-    if kept is not None:
-        fold, rows = kept
-        facts = StreamFacts.of(label, incarnation, fold, damage=None, path=path_s)
-        if keep is None or rows is None:
-            return facts, fold, None, None
-        return facts, fold, _tail(rows, tail_rows), "tail"
     ident = checkpoint.identity(path)
     facts, fold, cols = load_stream(label, incarnation, path, keep=True)
     last = _tail(cols, tail_rows) if cols is not None else None
@@ -358,9 +365,13 @@ class LocalReader:
         jobs: list[Job] = []
         sizes: list[int] = []
         budget = KEEP_BYTES if keep else 0
-        for label, inc, p in list_streams(path / "streams"):
-            # A file with a checkpoint is likely not read at all (rankwise.read.checkpoint).
-            size = 0 if checkpoint_exists(p) else _size(p)
+        done: dict[int, Loaded] = {}  # by place: the streams read from their checkpoints
+        for i, (label, inc, p) in enumerate(list_streams(path / "streams")):
+            kept = from_checkpoint((label, inc, str(p), "tail" if keep else None, TAIL_ROWS))
+            if kept is not None:
+                done[i] = kept
+                continue
+            size = _size(p)
             # Within the budget every column, past it the last rows (whole steps).
             what: Keep = ("full" if 0 <= size <= budget else "tail") if keep else None
             jobs.append((label, inc, str(p), what, TAIL_ROWS))
@@ -368,7 +379,8 @@ class LocalReader:
             budget -= max(size, 0)
         # A big run's files in worker processes when asked (rankwise.read.parallel).
         workers = pool_size(self.workers, sizes)
-        loaded = map_files(load_job, jobs, workers, sizes)
+        read = iter(map_files(load_job, jobs, workers, sizes))
+        loaded = [done[i] if i in done else next(read) for i in range(len(done) + len(jobs))]
         tails = {f.path: c for f, _, c, kind in loaded if kind == "tail" and c is not None}
         run = fold_run(
             project,
