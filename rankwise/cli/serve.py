@@ -15,6 +15,14 @@ from .alerts import add_serve_flags, alert_settings, ui_destinations
 def add_serve_commands(sub: Any) -> None:
     p = sub.add_parser("ui", help="index a data directory, follow live runs, serve the dashboard")
     p.add_argument("--dir", default=None, help="data directory (RANKWISE_DIR, ./rankwise-runs)")
+    p.add_argument(
+        "--first-index-seconds",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="index for at most this long before serving; the rest is indexed while it "
+        "serves (default 5)",
+    )
     _listen(p)
     _insecure(p)
     add_serve_flags(p, ui=True)
@@ -143,6 +151,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
         log_level=args.log_level,
         insecure_no_auth=args.insecure_no_auth,
         alert_destinations=destinations,
+        first_index_seconds=args.first_index_seconds,
     )
     return 0
 

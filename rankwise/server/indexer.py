@@ -14,7 +14,12 @@ Invariants:
   ``Finish`` there it is done.
 * One pass reads at most ``chunk`` bytes per file, so importing one huge file does not
   hold back the records of live runs; a file whose size did not change is not read,
-  and a stream whose ``Finish`` record was ingested is not looked at again.
+  and a stream whose ``Finish`` record was ingested is not looked at again. The first
+  pass of ``rankwise ui`` may stop at a deadline (``poll(deadline)``): it serves then,
+  and the following passes index the rest (``behind()`` says how much).
+* A stream whose file is not read to its end yet (``read_to_end``) is not judged by its
+  writer's pid: a finished run being indexed is shown running until its ``Finish`` is
+  read, never crashed in between.
 * Records are checked as an upload of them would be (``upload.check_upload``, the same
   function the ingest route calls), so ``rankwise ui`` and a server accept the same
   records. A refused chunk is warned about once and its file is indexed no further; a
@@ -115,6 +120,9 @@ class DirectoryTailer:
     def start(self) -> None:
         self._thread.start()
 
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
         if self._thread.is_alive():
@@ -128,8 +136,12 @@ class DirectoryTailer:
                 log.warning("rankwise ui: tailing pass failed: %r", exc)
             self._stop.wait(self.interval)
 
-    def poll(self) -> int:
-        """One pass: find new stream files, ingest what was appended; returns records."""
+    def poll(self, deadline: float | None = None) -> int:
+        """One pass: find new stream files, ingest what was appended; returns records.
+        With ``deadline`` (``time.monotonic()``) the pass stops after the first file it
+        indexed records of past it (files indexed before, or unchanged, are looked at
+        all the same: that is cheap): ``rankwise ui``'s first pass before it serves. A
+        pass also stops when the tailer is stopped."""
         now = time.monotonic()
         discover = now - self._last_discover >= self.discover_interval
         if discover:
@@ -139,16 +151,36 @@ class DirectoryTailer:
         for tail in list(self._tails.values()):
             if tail.done:
                 continue
+            got = 0
             try:
-                total += self._follow(tail)
+                got = self._follow(tail)
             except BudgetError as exc:  # the stream's config past its budget: for good
                 self._warn(tail, f"not indexed further: {exc}")
                 tail.done = True
             except Exception as exc:  # one bad file must not stop the others
                 self._warn(tail, f"cannot index it: {exc!r}")
+            total += got
+            if self._stop.is_set():
+                return total
+            if got and deadline is not None and time.monotonic() >= deadline:
+                return total  # the rest in the next pass (files indexed before are skipped)
         if discover and hasattr(self.store, "commit_artifact"):
             total += self._artifacts.poll()
         return total
+
+    def behind(self) -> tuple[int, int]:
+        """(bytes of stream files not indexed yet, bytes of stream files in all), of the
+        files found so far (a file given up on counts as indexed)."""
+        left = total = 0
+        for tail in list(self._tails.values()):
+            try:
+                size = tail.path.stat().st_size
+            except OSError:
+                continue
+            total += size
+            if not tail.done and tail.seen_size != size:
+                left += max(0, size - tail.offset)
+        return left, total
 
     def _discover(self) -> None:
         for found in iter_stream_files(self.root):
@@ -162,10 +194,9 @@ class DirectoryTailer:
         ``local_pids``: until then a dead writer's stream is not judged crashed, since
         its Finish may be in what is not read yet). Called from request threads."""
         tail = self._by_stream.get((start.project, start.run_id, start.label, start.incarnation))
-        if tail is None:
-            return False
-        if tail.done:
-            return True
+        if tail is None or tail.done:
+            return True  # no file of it here (any more), or one read to its Finish or given up
+
         try:
             size = tail.path.stat().st_size
         except OSError:
@@ -204,7 +235,7 @@ class DirectoryTailer:
                 )
             except UploadRefused as exc:
                 self._warn(tail, f"not indexed: {exc.message}")
-                tail.done = True
+                tail.done = True  # given up: read_to_end() is True, its state final
                 return 0
         if fresh:
             tail.mark = self.store.ingest([(tail.key, fresh)]).get(tail.key, fresh[-1].seq)

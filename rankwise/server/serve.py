@@ -15,6 +15,8 @@ import json
 import logging
 import os
 import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,9 @@ from .upload import Limits
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8585
 INDEX = Path(".rankwise") / "index.db"
+# How long `rankwise ui` indexes a directory before it serves (`--first-index-seconds`):
+# a directory of 10 GB takes minutes; the rest is indexed while it serves.
+FIRST_INDEX_SECONDS = 5.0
 _DB_ENV = "RANKWISE_SERVER_DB"
 _CRASH_ENV = "RANKWISE_SERVER_CRASH_TIMEOUT"
 # Every ServerSettings field but the blob store, as one JSON object: a knob added to
@@ -154,8 +159,13 @@ def serve_ui(
     announce: Callable[[str], None] | None = None,
     insecure_no_auth: bool = False,
     alert_destinations: Sequence[Destination] = (),
+    first_index_seconds: float = FIRST_INDEX_SECONDS,
 ) -> None:
     """Index ``root`` into ``<root>/.rankwise/index.db``, follow it, and serve it.
+
+    It serves once the directory is indexed, or after ``first_index_seconds`` of
+    indexing, whichever comes first; what is left is indexed while it serves (runs and
+    steps appear as it goes; a run whose files are not all read shows running).
 
     No login: it is one person's local directory. Off loopback that would expose it to
     the network, so a non-loopback ``host`` needs ``insecure_no_auth``.
@@ -191,7 +201,15 @@ def serve_ui(
     store.local_pids = tailer.read_to_end  # a dead writer's stream: crashed once all read
     if announce is None:
         _say_indexing(root)
-    tailer.poll()  # the first pass before serving: the dashboard opens on full data
+    # The first pass before serving, so the dashboard opens on full data, unless the
+    # directory takes longer than first_index_seconds: then the tailer's passes go on.
+    began = time.monotonic()
+    tailer.poll(deadline=began + max(0.0, first_index_seconds))
+    left, total = tailer.behind()
+    if left:
+        threading.Thread(
+            target=_say_indexed, args=(tailer, root, began), name="rankwise-indexed", daemon=True
+        ).start()
     tailer.start()
     from .edit_files import EditFiles
 
@@ -210,6 +228,11 @@ def serve_ui(
             announce(url)
             return
         waiting = " (new: runs will show as they start)" if fresh else ""
+        if left:
+            waiting = (
+                f" (still indexing {_amount(left)} of {_amount(total)}: runs and steps show "
+                "as it goes)"
+            )
         print(f"rankwise: serving {root}{waiting} at {url}", flush=True)
 
     try:
@@ -224,6 +247,21 @@ def serve_ui(
         for path in noted:
             if path is not None:
                 path.unlink(missing_ok=True)
+
+
+def _say_indexed(tailer: DirectoryTailer, root: Path, began: float) -> None:
+    """Once ``rankwise ui``, serving, has indexed what its first pass left: say so."""
+    while not tailer.stopped():
+        left, total = tailer.behind()
+        if not left:
+            took = time.monotonic() - began
+            print(f"rankwise: indexed {root} ({_amount(total)}) in {took:.0f} s", flush=True)
+            return
+        time.sleep(2.0)
+
+
+def _amount(n: int) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e9 else f"{n / 1e6:.1f} MB"
 
 
 def _say_indexing(root: Path) -> None:

@@ -261,8 +261,8 @@ def stream_state(
     claim, and checking it would answer whether a pid lives on the server (an oracle)
     and keep a stream that names a live server pid running forever. A callable
     ``local_pids`` says whether the index has read the stream's file to its end: until it
-    has, a dead pid alone does not make the stream crashed (its Finish may be in the part
-    not read yet: a page polled then saw a finished run as crashed, and stopped polling).
+    has, a stream whose writer is dead reads running (its Finish may be in the part not
+    read yet: a page polled then saw a finished run as crashed, and stopped polling).
     """
     if fold.finish is not None:
         return fold.finish.state
@@ -272,7 +272,10 @@ def stream_state(
         return "crashed" if age > crash_timeout else "running"
     alive = process_alive(start.host, start.pid, start.pid_start_time) if local_pids else None
     if alive is False and callable(local_pids) and not local_pids(start):
-        alive = None  # the file is not all read: judged by its heartbeat, as an upload is
+        # The index has not read all its file yet (rankwise ui catching up with a big
+        # directory): its Finish may be in the rest. Its heartbeat is as old as the part
+        # read, so it would read crashed: it is running until the index catches up.
+        return "running"
     if alive is True:
         return "running"
     if alive is False and start.pid_ns and start.pid_ns == _PID_NS and start.pid_start_time:

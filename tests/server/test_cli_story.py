@@ -85,6 +85,48 @@ def test_ui_on_a_new_directory_shows_runs_as_they_appear(tmp_path: Path) -> None
     assert said in log and log.index(said) < log.index("rankwise: serving"), log
 
 
+def test_ui_serves_before_a_big_directory_is_indexed_and_says_when_it_is(
+    tmp_path: Path,
+) -> None:
+    """A directory that takes longer than ``--first-index-seconds`` to index is served
+    then, and indexed while it serves (10 GB took minutes of silence before the address
+    was printed): the address line says how much is left, a line says when all is
+    indexed, and the run comes out whole."""
+    from rankwise.stream.files import stream_filename, streams_dir
+    from rankwise.stream.identity import StreamId
+    from tests.helpers.streams import body, make_stream
+
+    root = tmp_path / "data"
+    d = streams_dir(root, "p", "r")
+    d.mkdir(parents=True)
+    for r in range(3):
+        key = StreamId("p", "r", f"rank-{r}", 0)
+        (d / stream_filename(key.label, 0)).write_bytes(
+            body(make_stream(key, 300, rank=r, world=3))
+        )
+    log = tmp_path / "ui.log"
+    url = "/api/v1/projects/p/runs/r"
+    with ServerProcess(["ui", "--dir", str(root), "--first-index-seconds", "0"], log) as ui:
+
+        def whole() -> bool:
+            got = httpx.get(f"{ui.url}{url}")
+            run = got.json() if got.status_code == 200 else {}
+            return run.get("n_streams") == 3 and run.get("state") == "finished"
+
+        wait_until(whole, timeout=60)
+        assert httpx.get(f"{ui.url}{url}").json()["steps"] == 300
+        wait_until(lambda: "rankwise: indexed" in log.read_text(), timeout=30)
+    text = log.read_text()
+    serving = next(line for line in text.splitlines() if "rankwise: serving" in line)
+    assert "(still indexing " in serving and " MB: runs and steps show as it goes)" in serving
+    assert text.index("rankwise: serving") < text.index(f"rankwise: indexed {root} (")
+    # Indexed now: the next start serves at once, with nothing left to say.
+    with ServerProcess(["ui", "--dir", str(root), "--first-index-seconds", "0"], log):
+        pass
+    again = log.read_text()[len(text) :]
+    assert "still indexing" not in again and "rankwise: indexed" not in again, again
+
+
 @pytest.mark.slow
 def test_mistyped_dir_and_bad_databases_are_one_line_errors(tmp_path: Path) -> None:
     typo = tmp_path / "typo"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -109,6 +110,67 @@ def test_damage_is_warned_once_and_the_rest_is_indexed(
     warnings = [r for r in caplog.records if "unreadable" in r.getMessage()]
     assert len(warnings) == 1 and "checksum" in warnings[0].getMessage()
     assert store.projects() == ["p"]
+
+
+def _dead_writers_stream(root: Path, label: str, steps: int, age: float) -> Any:
+    """A finished stream file whose writer is a dead process of this host (its real pid,
+    start time and pid namespace), its records ``age`` seconds old; its StreamStart."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from rankwise.stream import fold
+    from rankwise.stream import records as R
+    from tests.helpers.streams import start
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    born = psutil.Process(proc.pid).create_time()
+    proc.kill()
+    proc.wait()
+    now = time.time() - age
+    first = start(host=socket.gethostname(), pid=proc.pid, pid_start_time=born, label=label)
+    first = R.StreamStart(**{**{f: getattr(first, f) for f in first.__struct_fields__},
+                             "pid_ns": fold._PID_NS, "time": now})  # fmt: skip
+    recs: list[R.AnyRecord] = [first]
+    recs += [R.Metrics(i + 1, now, i, {"loss": 1.0 / (i + 1)}) for i in range(steps)]
+    recs.append(R.Finish(steps + 1, now, "finished", last_step=steps - 1))
+    d = root / "p" / "r" / "streams"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / f"{label}.0.rwlog").write_bytes(body(recs, per_frame=2))
+    return first
+
+
+def test_a_backlog_is_indexed_after_the_first_pass_and_reads_running_meanwhile(
+    tmp_path: Path, store
+) -> None:
+    """``rankwise ui``'s first pass stops at its deadline (it serves then) and the next
+    passes index the rest. A finished run of yesterday whose files are not all read yet
+    reads running: its heartbeat is as old as the part read, and before, it read crashed
+    until its Finish was indexed."""
+    import time
+
+    root = tmp_path / "data"
+    starts = [_dead_writers_stream(root, f"rank-{r}", 40, age=86400.0) for r in range(3)]
+    tailer = DirectoryTailer(root, store, discover_interval=0, chunk=200)
+    store.local_pids = tailer.read_to_end
+    assert tailer.poll(deadline=time.monotonic()) > 0  # the first file's first chunk only
+    left, total = tailer.behind()
+    assert 0 < left < total
+    assert sum(tailer.read_to_end(s) for s in starts) == 0
+    run = store.get_run("p", "r")
+    assert run is not None and run.state == "running"
+    assert {s.state for s in run.streams} == {"running"}
+    passes = 0
+    while tailer.behind()[0]:
+        tailer.poll()
+        passes += 1
+    assert passes > 1
+    run = store.get_run("p", "r")
+    assert run is not None and run.state == "finished" and run.steps == 40
+    assert all(tailer.read_to_end(s) for s in starts)
 
 
 def test_a_dead_writers_stream_is_not_crashed_before_its_file_is_read(
