@@ -67,7 +67,11 @@ def line(project: str, run_id: str, root: Path, url: str | None) -> str:
 
 
 def say(text: str) -> None:
+    """One line to stderr, in one write: ``print`` writes the text and the newline apart,
+    and with an unbuffered stderr (``PYTHONUNBUFFERED``) another rank's line, written to
+    the same terminal between the two, ran on after this one."""
     try:
-        print(text, file=sys.stderr, flush=True)
-    except (OSError, ValueError):
-        pass  # a closed stderr must not stop training
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        pass  # a closed (or no) stderr must not stop training

@@ -137,19 +137,6 @@ class RunFilters(SQLBase):
             return [(int(pk), str(rid), str(want)) for pk, rid, want in rows]
 
         todo: list[tuple[int, str, str]] = self._read(stale)
-        for a in range(0, len(todo), REFRESH_BATCH):
-            part = todo[a : a + REFRESH_BATCH]
-
-            def index(tx: Tx, part: list[tuple[int, str, str]] = part) -> None:
-                self._index_rows(tx, project, part)
-
-            self._write(index)
-        return len(todo)
-
-    def _index_rows(self, tx: Tx, project: str, part: list[tuple[int, str, str]]) -> None:
-        from . import query
-
-        now = time.time()
         j = "CAST(? AS JSONB)" if self.dialect == "postgres" else "?"
         sql = (
             "INSERT INTO run_index (run, project, run_id, stamp, name, grp, job_type, tags, "
@@ -161,6 +148,33 @@ class RunFilters(SQLBase):
             "state = excluded.state, steps = excluded.steps, config = excluded.config, "
             "summary = excluded.summary, cross_rank = excluded.cross_rank, info = excluded.info"
         )
+        for a in range(0, len(todo), REFRESH_BATCH):
+            part = todo[a : a + REFRESH_BATCH]
+
+            def rows_of(tx: Tx, part: list[tuple[int, str, str]] = part) -> list[tuple[Any, ...]]:
+                return self._index_rows(tx, project, part)
+
+            # Folded in a read snapshot, written after: a write transaction of PostgreSQL
+            # sees each statement's own snapshot, and a compaction by another server
+            # between listing a run's pending uploads and reading them failed the fold
+            # (KeyError in pending_view). A run that changes meanwhile has a newer stamp
+            # than the one written, so the next refresh folds it again.
+            rows = self._read(rows_of)
+
+            def write(tx: Tx, rows: list[tuple[Any, ...]] = rows) -> None:
+                tx.many(sql, rows)
+
+            if rows:
+                self._write(write)
+        return len(todo)
+
+    def _index_rows(
+        self, tx: Tx, project: str, part: list[tuple[int, str, str]]
+    ) -> list[tuple[Any, ...]]:
+        """The ``run_index`` rows of ``part``'s runs, folded in ``tx`` (a read snapshot)."""
+        from . import query
+
+        now = time.time()
         rows = []
         infos = self._runs(tx, project, [r for _, r, _ in part], now, [p for p, _, _ in part])
         found_of = query.last_complete_of_runs(
@@ -196,8 +210,7 @@ class RunFilters(SQLBase):
                     _info_enc.encode(info),
                 )
             )
-        if rows:
-            tx.many(sql, rows)
+        return rows
 
     # -- finding -------------------------------------------------------------------------
 

@@ -484,3 +484,47 @@ def test_cross_rank_values_of_many_runs_read_as_each_alone(
 
     assert store._read(check) > 20
     store.close()
+
+
+def test_the_run_index_folds_in_a_snapshot_while_another_server_compacts(
+    tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On PostgreSQL a write transaction sees each statement's own snapshot: the run
+    index folded a run in one, and another server's compaction between listing the run's
+    pending uploads and reading them failed the fold (``KeyError`` in ``pending_view``,
+    seen in the alerts test through a server kill). It folds in a read snapshot now. The
+    other server's compaction is run at that very moment here."""
+    from rankwise.store import pending_view
+    from rankwise.stream.identity import StreamId
+    from tests.helpers.streams import make_stream
+
+    store = open_sql_store("postgres", tmp_path, request)
+    other = open_sql_store("postgres", tmp_path, request)
+    try:
+        store.migrate()
+        for r in range(2):
+            key = StreamId("p", "r", f"rank-{r}", 0)
+            recs = make_stream(key, 12, rank=r, world=2)
+            for a in range(0, len(recs), 3):  # uploads of 3 records: pending rows
+                store.ingest([(key, recs[a : a + 3])])
+        real = pending_view._listing
+        compacted: list[int] = []
+
+        def listed_then_compacted(tx: Any, run: int) -> Any:
+            got = real(tx, run)
+            if not compacted:
+                compacted.append(other.compact())  # the other server, committed now
+            return got
+
+        monkeypatch.setattr(pending_view, "_listing", listed_then_compacted)
+        assert store.refresh_run_index("p") == 1
+        assert compacted and compacted[0] > 0
+        monkeypatch.undo()
+        (run,), total = store.find_runs("p")
+        assert total == 1 and run.steps == 12
+        # the cross-rank line folded from the pending rows as they were: both ranks
+        found, _ = store.find_runs("p", filters={"summary_cross_rank.loss.n": 2})
+        assert [r.id for r in found] == ["r"]
+    finally:
+        store.close()
+        other.close()
