@@ -18,9 +18,12 @@ rewritten). Only a stream whose file holds its ``Finish`` and no damage gets one
 running stream is read whole each time, as before.
 
 The folder is hidden (no reader takes it for a stream or a run), and it moves with its
-run to the trash and back and is purged with it. A checkpoint that cannot be written (a
-data directory this user cannot write) is not kept, quietly: reads stay correct, only
-slower.
+run to the trash and back and is purged with it. A data directory may be shared, so
+nothing is read or written through a symbolic link: a folder that is a link is not
+used, a checkpoint is opened without following one (and only when it is a regular
+file), and one is written to a new file of a random name, then renamed. A checkpoint
+that cannot be written (a data directory this user cannot write) is not kept, quietly:
+reads stay correct, only slower.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import secrets
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +50,7 @@ SUFFIX = ".fold"
 VERSION = 1
 EDGE = 4096  # bytes digested at each end of the stream file
 MAX_ROWS_BYTES = 4 * 1024 * 1024  # last rows bigger than this are not kept (read again)
+MAX_BYTES = 64 * 1024 * 1024  # a checkpoint bigger than this is not read
 
 
 class Rows(msgspec.Struct, array_like=True):
@@ -99,12 +105,43 @@ def _identity(stream: Path) -> tuple[int, int, bytes, bytes]:
     return st.st_size, st.st_mtime_ns, head, tail
 
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+
+def _folder(stream: Path) -> Path | None:
+    """The run's checkpoint folder when it is a real folder (not a symbolic link: the
+    data directory may be shared, and nothing outside it is read or written)."""
+    folder = stream.parent.parent / FOLDER
+    try:
+        st = os.lstat(folder)
+    except FileNotFoundError:
+        return folder
+    except OSError:
+        return None
+    return folder if stat.S_ISDIR(st.st_mode) else None
+
+
+def _read_blob(path: Path) -> bytes | None:
+    """A checkpoint's bytes: a regular file of at most ``MAX_BYTES``, never through a
+    link, never a FIFO or device (opened without blocking)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_BYTES:
+            return None
+        return f.read(MAX_BYTES + 1)
+
+
 def read(stream: Path) -> tuple[StreamFold, MetricColumns | None] | None:
     """The kept fold and last rows of ``stream``, or None when there is no checkpoint
     or it is not this file's (any error reading either: None, the file is read)."""
-    try:
-        blob = path_of(stream).read_bytes()
-    except OSError:
+    folder = _folder(stream)
+    blob = _read_blob(path_of(stream)) if folder is not None else None
+    if blob is None:
         return None
     try:
         ck = _decoder.decode(blob)
@@ -124,11 +161,21 @@ def write(stream: Path, identity: tuple[int, int, bytes, bytes], fold: StreamFol
             return  # it changed while it was read: nothing to keep
         packed = _rows(rows) if rows is not None else None
         ck = Checkpoint(VERSION, *identity, fold=fold, rows=packed)
+        folder = _folder(stream)
+        if folder is None:
+            return  # a link or a file where the folder goes: not followed
+        folder.mkdir(exist_ok=True)
         target = path_of(stream)
-        target.parent.mkdir(exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-        tmp.write_bytes(_encoder.encode(ck))
-        os.replace(tmp, target)
+        tmp = target.with_name(f".{target.name}.{secrets.token_hex(8)}.tmp")
+        # a new file, never one already there (a link planted under that name)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o644)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(_encoder.encode(ck))
+            os.replace(tmp, target)  # replaces a link there, never writes through it
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
     except Exception as exc:  # a read-only directory, a full disk: not kept
         _log.debug("rankwise: fold checkpoint of %s not kept: %s", stream, exc)
 

@@ -8,6 +8,7 @@ a checkpoint that cannot be written changes nothing but the speed.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 from pathlib import Path
 from typing import Any
@@ -197,3 +198,41 @@ def test_stale_checkpoints_are_read_as_files_without_them(
     assert reads.take() == [f"rank-{r}" for r in range(6)]
     assert len(run._from._kept_columns) == 2  # type: ignore[attr-defined]
     assert _fields(run) == _whole(tmp_path)
+
+
+def test_nothing_is_read_or_written_through_a_link(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shared data directory: someone else's ``.folds`` that is a link to a folder of
+    the reader's, a checkpoint that is a link to a file of theirs, a FIFO where a
+    checkpoint goes (a read would block). Nothing is written through a link, nothing read
+    through one, nothing blocks; the run reads as a whole read gives it."""
+    _write_run(tmp_path)
+    whole = _whole(tmp_path)
+    run_dir = tmp_path / "p" / "r"
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (run_dir / checkpoint.FOLDER).symlink_to(mine, target_is_directory=True)
+    assert _fields(Api(str(tmp_path)).run("r", project="p")) == whole
+    assert list(mine.iterdir()) == []  # nothing written there
+    (run_dir / checkpoint.FOLDER).unlink()
+    Api(str(tmp_path)).run("r", project="p")  # keeps ranks 0-3
+    folds = run_dir / checkpoint.FOLDER
+    # rank 0's checkpoint a link to a good checkpoint of another file: not followed
+    elsewhere = tmp_path / "elsewhere.fold"
+    (folds / "rank-0.0.fold").rename(elsewhere)
+    (folds / "rank-0.0.fold").symlink_to(elsewhere)
+    # rank 1's a FIFO: not opened to block on
+    (folds / "rank-1.0.fold").unlink()
+    os.mkfifo(folds / "rank-1.0.fold")
+    # a link planted under a name a write might take: never written through
+    target = tmp_path / "bashrc"
+    target.write_text("mine\n")
+    monkeypatch.setattr(secrets, "token_hex", lambda n: "0" * (2 * n))
+    (folds / "rank-2.0.fold").unlink()
+    (folds / f".rank-2.0.fold.{'0' * 16}.tmp").symlink_to(target)
+    reads = Reads(monkeypatch)
+    assert _fields(Api(str(tmp_path)).run("r", project="p")) == whole
+    assert reads.take() == ["rank-0", "rank-1", "rank-2", "rank-4", "rank-5"]
+    assert target.read_text() == "mine\n"
+    assert not (folds / "rank-2.0.fold").exists()  # its write was refused, not forced
