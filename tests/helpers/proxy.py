@@ -1,17 +1,24 @@
 """A tiny TCP proxy that a test can cut and restore: a network failure, not a mock.
 
 ``TcpProxy(target_port)`` listens on a free loopback port of its own and forwards bytes
-both ways. ``cut()`` closes the listener and aborts every open connection (an upload in
+both ways. ``cut()`` closes the listener and resets every open connection (an upload in
 flight sees its connection reset); ``restore()`` listens again on the same port.
+
+Plain threads and blocking sockets, each socket closed by the one thread that owns it.
+(An asyncio version leaked a socket now and then: a connection accepted in the same turn
+as the listener's close fails to become a transport, and nobody closes it; the test then
+failed on the ResourceWarning.)
 """
 
 from __future__ import annotations
 
-import asyncio
+import socket
+import struct
 import threading
-from typing import Any
 
 from .servers import free_port
+
+_RESET = struct.pack("ii", 1, 0)  # SO_LINGER on, 0 s: the close sends a reset
 
 
 class TcpProxy:
@@ -20,79 +27,115 @@ class TcpProxy:
         self.port = free_port()
         self.url = f"http://{host}:{self.port}"
         self.cuts = 0
-        self._loop = asyncio.new_event_loop()
-        self._server: asyncio.base_events.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._thread.start()
+        self._lock = threading.Lock()
+        self._listener: socket.socket | None = None
+        self._acceptor: threading.Thread | None = None
+        self._open: set[socket.socket] = set()  # every socket of a live connection
+        self._pipes: set[threading.Thread] = set()
         self.restore()
 
-    def _call(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(10)
-
     def restore(self) -> None:
-        self._call(self._listen())
+        with self._lock:
+            if self._listener is not None:
+                return
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind((self.host, self.port))
+            listener.listen(128)
+            listener.settimeout(0.05)  # how soon the acceptor sees a cut
+            self._listener = listener
+            self._acceptor = threading.Thread(target=self._accept, args=(listener,), daemon=True)
+            self._acceptor.start()
 
     def cut(self) -> None:
         self.cuts += 1
-        self._call(self._cut())
+        self._cut()
 
     def close(self) -> None:
-        self._call(self._shutdown())
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(5)
-        self._loop.close()
+        self._cut()
+        with self._lock:
+            pipes = list(self._pipes)
+        for t in pipes:
+            t.join(10)
 
-    async def _shutdown(self) -> None:
-        await self._cut()
-        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for _ in range(3):  # the aborted transports close their sockets in the next turns
-            await asyncio.sleep(0)
+    def _cut(self) -> None:
+        with self._lock:
+            self._listener, acceptor = None, self._acceptor
+            self._acceptor = None
+            doomed = list(self._open)
+            self._open.clear()
+        if acceptor is not None:
+            acceptor.join(10)  # it closes the listener: the port is free to listen again
+        for s in doomed:  # their pipes see the reset, end, and close them
+            _reset(s)
 
-    async def _listen(self) -> None:
-        self._server = await asyncio.start_server(
-            self._pipe_client, self.host, self.port, reuse_address=True
-        )
+    def _accept(self, listener: socket.socket) -> None:
+        try:
+            while self._listener is listener:
+                try:
+                    conn, _ = listener.accept()
+                except TimeoutError:
+                    continue
+                except OSError:
+                    return
+                conn.settimeout(None)
+                with self._lock:
+                    if self._listener is not listener:  # cut while it was accepted
+                        _reset(conn)
+                        conn.close()
+                        return
+                    self._open.add(conn)
+                    pipe = threading.Thread(target=self._pipe, args=(conn,), daemon=True)
+                    self._pipes.add(pipe)
+                pipe.start()
+        finally:
+            listener.close()
 
-    async def _cut(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
-        for w in list(self._writers):
-            w.transport.abort()
-        self._writers.clear()
-
-    async def _pipe_client(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        # Held from the moment it is accepted: a cut (or the shutdown's cancel) while the
-        # target's connection opens must close it too, or it leaks (a ResourceWarning).
-        self._writers.add(writer)
-        up_w: asyncio.StreamWriter | None = None
+    def _pipe(self, conn: socket.socket) -> None:
+        up: socket.socket | None = None
         try:
             try:
-                up_r, up_w = await asyncio.open_connection(self.host, self.target_port)
+                up = socket.create_connection((self.host, self.target_port), timeout=10)
+                up.settimeout(None)
             except OSError:
                 return
-            self._writers.add(up_w)
-            await asyncio.gather(_pump(reader, up_w), _pump(up_r, writer))
+            with self._lock:
+                if conn not in self._open:  # cut while the target's connection opened
+                    return
+                self._open.add(up)
+            back = threading.Thread(target=_pump, args=(up, conn), daemon=True)
+            back.start()
+            _pump(conn, up)
+            back.join()
         finally:
-            for w in (writer, up_w):
-                if w is not None:
-                    w.transport.abort()
-                    self._writers.discard(w)
+            with self._lock:
+                self._open.discard(conn)
+                if up is not None:
+                    self._open.discard(up)
+                self._pipes.discard(threading.current_thread())
+            for s in (conn, up):
+                if s is not None:
+                    s.close()
 
 
-async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+def _pump(src: socket.socket, dst: socket.socket) -> None:
+    """Bytes from src to dst until either side ends; then both ends are shut, so the
+    pump the other way ends too."""
     try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-    except (ConnectionError, OSError):
+        while data := src.recv(65536):
+            dst.sendall(data)
+    except OSError:
         pass
-    finally:
-        writer.transport.abort()
+    for s in (src, dst):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def _reset(s: socket.socket) -> None:
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET)
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
