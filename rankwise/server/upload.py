@@ -109,10 +109,15 @@ DEFAULT_LIMITS = Limits()
 
 
 def check_body(
-    store: Store, key: StreamId, data: bytes, limits: Limits, blobs: Blobs | None
+    store: Store,
+    key: StreamId,
+    data: bytes,
+    limits: Limits,
+    blobs: Blobs | None,
+    state: tuple[str | None, int] | None = None,
 ) -> tuple[int, list[R.AnyRecord]]:
     """``check_upload`` of an upload's decoded body, posted as stream ``key``."""
-    return check_upload(store, key, decode_records(data), limits, blobs)
+    return check_upload(store, key, decode_records(data), limits, blobs, state=state)
 
 
 def check_upload(
@@ -123,6 +128,7 @@ def check_upload(
     blobs: Blobs | None = None,
     *,
     posted: bool = True,
+    state: tuple[str | None, int] | None = None,
 ) -> tuple[int, list[R.AnyRecord]]:
     """Check ``records`` of stream ``key`` whole (raising ``UploadRefused``); the
     stream's mark and the records above it, which the caller hands to the store (none:
@@ -130,10 +136,13 @@ def check_upload(
     the mark: the store checks it is the one it applied (``StreamConflict``).
     ``posted``: ``key`` is what the upload was posted as, which its stream start must name
     (the indexer's key is the file's place, so a copied run folder is indexed where it is).
+    ``state``: the stream's ``Store.upload_state``, when the caller read it already (a
+    batch reads every part's in one transaction).
     """
     if not records:
         return store.acked(key), []
-    gone, mark = store.upload_state(key)  # one read: both answers every upload needs
+    # one read: both answers every upload needs
+    gone, mark = store.upload_state(key) if state is None else state
     check_not_deleted(key, gone)
     first = records[0].seq
     for i, rec in enumerate(records):

@@ -389,6 +389,9 @@ class TrashStore(Protocol):
         """``run_gone`` of the stream's run and its ``acked`` mark, in one read (what
         every upload asks first: ``server.upload.check_upload``)."""
 
+    def upload_states(self, keys: Sequence[StreamId]) -> list[tuple[str | None, int]]:
+        """``upload_state`` of each of ``keys``, in one read."""
+
     def delete_runs(
         self, project: str, run_ids: Sequence[str], who: str, target: str | None = None
     ) -> list[str]:

@@ -109,22 +109,32 @@ class Trash(SQLBase):
 
     def upload_state(self, key: StreamId) -> tuple[str | None, int]:
         """``run_gone`` and the stream's mark (-1: unknown) in one read transaction."""
+        return self.upload_states([key])[0]
 
-        def read(tx: Tx) -> tuple[str | None, int]:
+    def upload_states(self, keys: Sequence[StreamId]) -> list[tuple[str | None, int]]:
+        """``upload_state`` of each of ``keys``, all in one read transaction (a node's
+        batch asks for a dozen streams at once: one snapshot, not one each)."""
+
+        def read(tx: Tx) -> list[tuple[str | None, int]]:
             deleted = ", r.deleted_at, r.purged_at" if self._trash(tx) else ""
-            row = tx.one(
+            sql = (
                 f"SELECT s.acked_seq{deleted} FROM runs r LEFT JOIN streams s ON s.run = r.id "
-                "AND s.label = ? AND s.incarnation = ? WHERE r.project = ? AND r.run_id = ?",
-                (key.label, key.incarnation, key.project, key.run_id),
+                "AND s.label = ? AND s.incarnation = ? WHERE r.project = ? AND r.run_id = ?"
             )
-            if row is None:
-                return None, -1
-            mark = -1 if row[0] is None else int(row[0])
-            if not deleted or row[1] is None:
-                return None, mark
-            return ("purged" if row[2] is not None else "deleted"), mark
+            out: list[tuple[str | None, int]] = []
+            for key in keys:
+                row = tx.one(sql, (key.label, key.incarnation, key.project, key.run_id))
+                if row is None:
+                    out.append((None, -1))
+                    continue
+                mark = -1 if row[0] is None else int(row[0])
+                if not deleted or row[1] is None:
+                    out.append((None, mark))
+                else:
+                    out.append((("purged" if row[2] is not None else "deleted"), mark))
+            return out
 
-        return self._read(read)
+        return self._read(read) if keys else []
 
     # -- delete and restore ------------------------------------------------------------
 

@@ -153,3 +153,24 @@ def test_artifact_versions_survive_while_used_aliased_or_latest(
     assert not blobs.has("p", gone)
     assert all(blobs.has("p", d) for d in (used, named, latest))
     assert store.pending_purges() == 0
+
+
+def test_upload_states_answer_in_one_read_as_each_alone(store: SQLStore, tmp_path: Path) -> None:
+    """A node's batch reads every part's run state and mark at once: the same answers
+    as asking for each stream alone, in the order asked, for live, deleted and purged
+    runs, a stream the run lacks and a run that does not exist."""
+    _fill(store, LocalBlobStore(tmp_path / "blobs"))
+    store.ingest(
+        [(StreamId("p", "c", "rank-0", 0), rich_stream(StreamId("p", "c", "rank-0", 0), 0, 3))]
+    )
+    store.delete_runs("p", ["a", "c"], who="alice")
+    store.purge_runs("p", ["c"], who="alice", blobs=None)
+    keys = [
+        B[0], A[1], StreamId("p", "c", "rank-0", 0), StreamId("p", "b", "rank-9", 0),
+        StreamId("p", "nope", "rank-0", 0), StreamId("p", "b", "rank-0", 1), A[0],
+    ]  # fmt: skip
+    alone = [store.upload_state(k) for k in keys]
+    assert store.upload_states(keys) == alone
+    assert [gone for gone, _ in alone] == [None, "deleted", "purged", None, None, None, "deleted"]
+    assert alone[0][1] == store.acked(B[0]) > 0 and alone[3][1] == alone[4][1] == -1
+    assert store.upload_states([]) == []

@@ -195,14 +195,22 @@ def _check_parts(
     is refused (413: its uploader sends it in a smaller batch)."""
     out: list[tuple[StreamId, _Outcome]] = []
     lines = series = 0
-    for part in batch.parts:
-        key = StreamId(part.project, part.run, part.label, part.incarnation)
-        if principal is not None and not principal.allows(part.project):
+    keys = [StreamId(p.project, p.run, p.label, p.incarnation) for p in batch.parts]
+    allowed = [principal is None or principal.allows(p.project) for p in batch.parts]
+    try:  # every part's mark and run state in one read, not one read each
+        known = store.upload_states([k for k, ok in zip(keys, allowed, strict=True) if ok])
+    except Exception as exc:
+        if store_unavailable(exc):
+            raise _Unavailable(exc) from None
+        raise
+    states = iter(known)
+    for part, key, ok in zip(batch.parts, keys, allowed, strict=True):
+        if not ok:
             refused = UploadRefused(403, f"this token may not access project {part.project!r}")
             out.append((key, _answer(refused)))
             continue
         try:
-            acked, fresh = check_body(store, key, part.body, limits, blobs)
+            acked, fresh = check_body(store, key, part.body, limits, blobs, next(states))
         except Exception as exc:
             out.append((key, _refused_part(key, exc)))
             continue
