@@ -28,6 +28,7 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
 
@@ -36,7 +37,7 @@ import numpy as np
 
 from ..stream import records as R
 from .chunks import Points
-from .tx import Tx, marks
+from .tx import Tx, insert_rows, marks
 
 STEPS = 0  # metric id of the step-progress series
 STEP_RESOLUTION = 1.0  # seconds between kept step points within one batch
@@ -114,12 +115,14 @@ def apply(
     top: int,
     system_ids: dict[str, int],
     console_bytes: int = 0,
+    console_out: ConsoleRows | None = None,
 ) -> dict[int, Points]:
     """Store the console lines and stalls of ``fresh`` (records past the mark, in seq
     order); returns the series points of its system samples and step progress, keyed by
     metric id, for the caller to append with the metrics. ``top`` is the stream's highest
     step before ``fresh``; ``console_bytes`` the console bytes (UTF-8) it received before
-    (``StreamFold.console_bytes``), against ``MAX_CONSOLE_BYTES``.
+    (``StreamFold.console_bytes``), against ``MAX_CONSOLE_BYTES``. ``console_out``: where
+    the console rows go, for the caller to write with other streams' (None: written now).
     """
     kinds = set(map(type, fresh))
     out: dict[int, Points] = {}
@@ -150,12 +153,11 @@ def apply(
                     rows.append((run, stream, t, err, clean_text(line)))
                     kept += 1
                 per_err[err] += kept
-        _insert_lines(tx, rows)
-        tx.many(
-            "INSERT INTO console_counts (stream, err, n) VALUES (?, ?, ?) ON CONFLICT "
-            "(stream, err) DO UPDATE SET n = console_counts.n + excluded.n",
-            [(stream, err, n) for err, n in enumerate(per_err) if n],
-        )
+        into = ConsoleRows() if console_out is None else console_out
+        into.lines += rows
+        into.counts += [(stream, err, n) for err, n in enumerate(per_err) if n]
+        if console_out is None:
+            into.write(tx)
     if R.Stall in kinds:
         tx.many(
             "INSERT INTO stalls (stream, seq, time, idle, cleared, location, stacks) "
@@ -190,8 +192,28 @@ def _insert_lines(tx: Tx, rows: list[tuple[Any, ...]]) -> None:
         many = _INSERT + ", ".join([_ONE] * _ROWS)
         flat = chain.from_iterable
         tx.many(many, [tuple(flat(rows[a : a + _ROWS])) for a in range(0, whole, _ROWS)])
-    if whole < len(rows):
-        tx.many(_INSERT + _ONE, rows[whole:])
+    if whole < len(rows):  # the rest in one statement too
+        rest = rows[whole:]
+        tx.run(_INSERT + ", ".join([_ONE] * len(rest)), list(chain.from_iterable(rest)))
+
+
+@dataclass
+class ConsoleRows:
+    """The console lines and per-stream line counts of one ingest call's streams, written
+    together at its end (``write``): a statement per table and call, not per stream."""
+
+    lines: list[tuple[Any, ...]] = field(default_factory=list)
+    counts: list[tuple[int, int, int]] = field(default_factory=list)  # (stream, err, n)
+
+    def write(self, tx: Tx) -> None:
+        _insert_lines(tx, self.lines)
+        # Each (stream, err) once per call (its streams are distinct): one upsert may not
+        # touch a row twice on PostgreSQL.
+        insert_rows(
+            tx, "INSERT INTO console_counts (stream, err, n) VALUES", 3, self.counts,
+            " ON CONFLICT (stream, err) DO UPDATE SET n = console_counts.n + excluded.n",
+        )  # fmt: skip
+        self.lines, self.counts = [], []
 
 
 def _step_points(mets: list[R.Metrics], top: int) -> Points | None:

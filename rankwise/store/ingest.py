@@ -10,7 +10,9 @@
    and system series, as one ``upload_blocks`` row (``rankwise.store.pending``); store
    their console lines and stalls (``rankwise.store.health``); media items, tables and
    histograms (``rankwise.store.media``);
-4. move the mark;
+4. move the mark (the ``upload_blocks`` rows, console lines and marks of all the streams
+   of one ``apply_streams`` call are written together once each stream is applied,
+   ``_Writes``: a statement per table, not per stream);
 5. decide the alert events the records show (``alert_ingest``: the first non-finite
    value of a metric, ``run.alert()``).
 
@@ -44,7 +46,7 @@ from .alert_ingest import Found, decide_found, found
 from .blocks import merge_blocks
 from .chunks import MERGE_BELOW, Points, decode, encode_many, split
 from .fold_cache import decode_fold, encode_fold
-from .pending import store_block
+from .pending import block_row, store_blocks
 from .tx import Tx, marks
 
 _enc = msgspec.msgpack.Encoder()
@@ -265,10 +267,16 @@ def apply_streams(
     marks = []
     per_run: dict[int, dict[int, list[Points]]] = {}
     events: dict[int, list[Found]] = {}
+    writes = _Writes()
+    applied: set[int] = set()
     for i, (stream, run, records) in enumerate(items):
         keys = presented[i] if presented is not None else TRUSTED
+        if stream in applied:  # a stream twice: its second part reads the first's mark
+            writes.write(tx)
+            applied.clear()
+        applied.add(stream)
         mark, points, seen = _apply_one(
-            tx, stream, run, records, metric_ids, system_ids or {}, keys, direct
+            tx, stream, run, records, metric_ids, system_ids or {}, keys, direct, writes
         )
         marks.append(mark)
         if direct:
@@ -277,6 +285,7 @@ def apply_streams(
                 into.setdefault(mid, []).append(p)
         if seen:
             events.setdefault(run, []).extend(seen)
+    writes.write(tx)
     for run in sorted(per_run):
         if per_run[run]:
             merge_blocks(tx, run, per_run[run])
@@ -301,6 +310,32 @@ def apply_stream(
     ]
 
 
+_STREAM_COLUMNS = (
+    "acked_seq", "start", "finish", "first_time", "last_time", "last_step", "points",
+    "dropped", "fold",
+)  # fmt: skip
+
+
+class _Writes:
+    """What the streams of one ``apply_streams`` call write to tables they all share, kept
+    and written together once each is applied (``write``): a statement per table and call
+    rather than per stream. On SQLite every statement hands the GIL over and, with the
+    server's other threads busy, may wait a switch interval to get it back: at a thousand
+    ranks those waits were most of the writer's time."""
+
+    def __init__(self) -> None:
+        self.blocks: list[tuple[int, int, int, int, bytes]] = []
+        self.streams: list[tuple[Any, ...]] = []  # _STREAM_COLUMNS' values, then the id
+        self.console = rank_health.ConsoleRows()
+
+    def write(self, tx: Tx) -> None:
+        store_blocks(tx, self.blocks)
+        self.console.write(tx)
+        if self.streams:
+            tx.update_rows("streams", "id", _STREAM_COLUMNS, self.streams)
+        self.blocks, self.streams = [], []
+
+
 def _apply_one(
     tx: Tx,
     stream: int,
@@ -309,7 +344,8 @@ def _apply_one(
     metric_ids: dict[str, int],
     system_ids: dict[str, int],
     presented: Presented | None,
-    direct: bool = False,
+    direct: bool,
+    out: _Writes,
 ) -> tuple[int, dict[int, Points], list[Found]]:
     row = tx.one(f"SELECT acked_seq, fold FROM streams WHERE id = ?{tx.for_update}", (stream,))
     if row is None:
@@ -350,19 +386,17 @@ def _apply_one(
     points = {metric_ids[k]: p for k, p in by_name.items()}
     seen = found(fold.start, fresh, by_name)  # alert events (``alert_ingest``)
     # Console lines, stalls, system samples and step progress; only metrics aggregate.
-    health = rank_health.apply(tx, stream, run, fresh, top, system_ids, console)
+    health = rank_health.apply(tx, stream, run, fresh, top, system_ids, console, out.console)
     rich.apply(tx, stream, run, fresh)
     if direct and (points or health):
         append_series(tx, stream, {**points, **health} if health else points)
     elif points or health:  # one row for the whole upload; the compactor folds it later
-        store_block(tx, run, stream, (fresh[0].seq, fresh[-1].seq), points, health)
+        out.blocks.append(block_row(run, stream, (fresh[0].seq, fresh[-1].seq), points, health))
     start = fold.start
     if start is not None and start.config:
         start = msgspec.structs.replace(start, config={})  # listing never needs it
     new_mark = fresh[-1].seq
-    tx.run(
-        "UPDATE streams SET acked_seq = ?, start = ?, finish = ?, first_time = ?, "
-        "last_time = ?, last_step = ?, points = ?, dropped = ?, fold = ? WHERE id = ?",
+    out.streams.append(
         (
             new_mark,
             None if start is None else _enc.encode(start),

@@ -17,6 +17,7 @@ encoding (summaries, sub-blocks) that compaction does once for many uploads.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -24,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .chunks import _DTYPE, F8, Points
-from .tx import Tx
+from .tx import Tx, insert_rows
 
 # A block: groups of series logged by the same records (a training loop logs the same
 # dict every step, so one group usually holds every metric of the upload), each
@@ -126,16 +127,19 @@ def decode_block(blob: bytes) -> list[tuple[int, bool, Points]]:
     return [(sid, agg, join_parts([part])) for sid, agg, part in block_parts(blob)]
 
 
-def store_block(
-    tx: Tx,
+def block_row(
     run: int,
     stream: int,
     seqs: tuple[int, int],
     metrics: dict[int, Points],
     health: dict[int, Points],
-) -> None:
-    """Insert one upload's row (within the transaction that moves the stream's mark)."""
-    tx.run(
-        "INSERT INTO upload_blocks (run, stream, seq_lo, seq_hi, data) VALUES (?, ?, ?, ?, ?)",
-        (run, stream, seqs[0], seqs[1], encode_block(metrics, health)),
-    )
+) -> tuple[int, int, int, int, bytes]:
+    """One upload's ``upload_blocks`` row, for ``store_blocks``."""
+    return (run, stream, seqs[0], seqs[1], encode_block(metrics, health))
+
+
+def store_blocks(tx: Tx, rows: Sequence[tuple[int, int, int, int, bytes]]) -> None:
+    """Insert uploads' rows (within the transaction that moves their streams' marks): a
+    stream's rows in seq order, as its uploads came."""
+    head = "INSERT INTO upload_blocks (run, stream, seq_lo, seq_hi, data) VALUES"
+    insert_rows(tx, head, 5, rows)

@@ -80,6 +80,12 @@ class _Tx:
             if not cur.nextset():
                 return out
 
+    def update_rows(
+        self, table: str, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        sets = ", ".join(f"{c} = ?" for c in columns)
+        self.many(f"UPDATE {table} SET {sets} WHERE {key} = ?", rows)  # pipelined
+
 
 def _first_connect(dsn: str, timeout: float) -> str | None:
     """One direct connection before the pool's: when PostgreSQL itself refuses (no such

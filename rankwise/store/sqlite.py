@@ -27,7 +27,7 @@ from ..stream import records as R
 from ..stream.identity import StreamId
 from .ingest import Presented, apply_streams
 from .sql import SQLStore
-from .tx import Tx
+from .tx import ROWS_PER_STATEMENT, Tx
 
 T = TypeVar("T")
 
@@ -71,8 +71,29 @@ class _Tx:
             raise RuntimeError(f"rowids of {table} are not consecutive ({top} + {len(rows)})")
         return [(i,) for i in range(top + 1, last + 1)]
 
+    def update_rows(
+        self, table: str, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        # One UPDATE ... FROM (VALUES ...) per ROWS_PER_STATEMENT rows: executemany steps
+        # (and hands over the GIL) once a row. UPDATE FROM is SQLite 3.33 (2020) on.
+        if not _UPDATE_FROM:
+            sets = ", ".join(f"{c} = ?" for c in columns)
+            self._c.executemany(f"UPDATE {table} SET {sets} WHERE {key} = ?", rows)
+            return
+        n = len(columns) + 1
+        sets = ", ".join(f"{c} = v.column{i + 1}" for i, c in enumerate(columns))
+        one = "(" + ", ".join("?" * n) + ")"
+        for a in range(0, len(rows), ROWS_PER_STATEMENT):
+            part = rows[a : a + ROWS_PER_STATEMENT]
+            self._c.execute(
+                f"UPDATE {table} SET {sets} FROM (VALUES {', '.join([one] * len(part))}) AS v "
+                f"WHERE {table}.{key} = v.column{n}",
+                [v for row in part for v in row],
+            )
+
 
 _RETURNING_ID = " RETURNING id"
+_UPDATE_FROM = sqlite3.sqlite_version_info >= (3, 33, 0)
 
 
 def _plain_insert(sql: str) -> str | None:

@@ -31,6 +31,31 @@ class Tx(Protocol):
         returned (None: no row), in the order of ``rows`` (PostgreSQL: pipelined)."""
         ...
 
+    def update_rows(
+        self, table: str, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+    ) -> None:
+        """``UPDATE table SET columns... WHERE key = ?`` for each row (its values, then its
+        key), as few statements as the database allows (SQLite: one per ``ROWS_PER_STATEMENT``
+        rows; PostgreSQL: pipelined)."""
+        ...
+
+
+# Rows per multi-row statement: one statement (one step of SQLite's engine, one GIL
+# handover) for many rows, with parameters well under either database's limits.
+ROWS_PER_STATEMENT = 100
+
+
+def insert_rows(
+    tx: Tx, head: str, width: int, rows: Sequence[Sequence[Any]], tail: str = ""
+) -> None:
+    """``head`` (``INSERT INTO t (a, b) VALUES``) + one ``(?, ?)`` group of ``width`` per
+    row (+ ``tail``, an ``ON CONFLICT`` clause), ``ROWS_PER_STATEMENT`` rows a statement."""
+    one = "(" + marks(width) + ")"
+    for a in range(0, len(rows), ROWS_PER_STATEMENT):
+        part = rows[a : a + ROWS_PER_STATEMENT]
+        sql = f"{head} {', '.join([one] * len(part))}{tail}"
+        tx.run(sql, [v for row in part for v in row])
+
 
 def marks(n: int) -> str:
     """``n`` comma-separated placeholders, for ``IN (...)``."""

@@ -321,3 +321,98 @@ def test_migration_4_over_data_of_version_3(tmp_path: Path) -> None:
         old.ingest([(key, recs)])
         page = old.console("p", "old", ConsoleQuery())
         assert page is not None and [ln.text for ln in page.lines] == ["after the upgrade"]
+
+
+def test_one_call_of_many_streams_writes_what_one_call_each_does(store: SQLStore) -> None:
+    """The streams of one ingest call write their pending rows, console lines and marks
+    together at its end (``ingest._Writes``): the same marks, lines, line counts, points
+    and pending rows as a call per stream, also when one stream comes twice in a call."""
+    from rankwise.store.ingest import apply_streams
+
+    def records(run: str, i: int) -> list[R.AnyRecord]:
+        label = f"rank-{i}"
+        recs: list[R.AnyRecord] = [R.StreamStart(0, 1.0, "p", run, label, 0, rank=i)]
+        for s in range(6):
+            recs.append(R.Metrics(len(recs), 2.0 + s, s, {"loss": s + i / 10, "acc": float(i)}))
+            if s % 2 == i % 2:
+                err = "stderr" if s == 4 else "stdout"
+                recs.append(R.Console(len(recs), 2.5 + s, err, [f"{i}:{s}", f"{i}:{s}b"]))
+        return recs
+
+    def twice_in_one_transaction(run: str) -> None:
+        # the same stream twice in one call: the second part continues the first's mark,
+        # which the first has not written yet
+        key, recs = StreamId("p", run, "rank-9", 0), records(run, 9)
+        sid, run_pk = store._ids(key)
+        mids = store._metrics({"loss", "acc"})
+        parts = [(sid, run_pk, recs[:5]), (sid, run_pk, recs[5:])]
+        assert store._write(lambda tx: apply_streams(tx, parts, mids)) == [4, len(recs) - 1]
+
+    def state(run: str) -> tuple[Any, ...]:
+        page = store.console("p", run, ConsoleQuery(limit=1000))
+        info = store.get_run("p", run)
+        assert page is not None and info is not None
+        pk = store._ids(StreamId("p", run, "rank-0", 0))[1]
+
+        def rows(tx: Any) -> tuple[Any, ...]:
+            labels = "(SELECT label FROM streams s WHERE s.id = b.stream)"
+            pending = tx.all(
+                f"SELECT {labels}, seq_lo, seq_hi FROM upload_blocks b WHERE run = ?", (pk,)
+            )
+            counts = tx.all(
+                f"SELECT {labels.replace('b.', 'c.')}, err, n FROM console_counts c "
+                "WHERE stream IN (SELECT id FROM streams WHERE run = ?)",
+                (pk,),
+            )
+            return sorted(map(tuple, pending)), sorted(map(tuple, counts))
+
+        return (
+            sorted((s.label, s.points, s.last_step) for s in info.streams),
+            sorted((ln.label, ln.stream, ln.time, ln.text) for ln in page.lines),
+            page.total,
+            *store._read(rows),
+            [{k: v for k, v in h.items() if k != "run"} for h in store.history("p", run)],
+        )
+
+    for i in [*range(5), 9]:  # one call a stream
+        recs = records("apart", i)
+        key = StreamId("p", "apart", f"rank-{i}", 0)
+        store.ingest([(key, recs[:5])])
+        store.ingest([(key, recs[5:])])
+    together = {StreamId("p", "both", f"rank-{i}", 0): records("both", i) for i in range(5)}
+    store.ingest([(k, recs[:5]) for k, recs in together.items()])
+    store.ingest([(k, recs[5:]) for k, recs in together.items()])
+    twice_in_one_transaction("both")
+    apart, both = state("apart"), state("both")
+    assert apart == both
+    streams, lines, total, pending, counts, history = both
+    assert [p for _, p, _ in streams] == [12] * 6 and total == len(lines) == 36
+    assert len(pending) == 12 and sum(n for _, _, n in counts) == 36
+    assert {e for _, e, _ in counts} == {0, 1} and len(history) == 36
+
+
+@pytest.mark.parametrize("update_from", [True, False])
+def test_update_rows_of_sqlite_with_and_without_update_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, update_from: bool
+) -> None:
+    """SQLite's ``update_rows``: one ``UPDATE ... FROM (VALUES ...)`` per 100 rows, or a
+    row at a time where SQLite is older than 3.33; the same rows either way (NULLs and
+    blobs included), and rows not named are left alone."""
+    import sqlite3
+
+    from rankwise.store import sqlite as S
+
+    monkeypatch.setattr(S, "_UPDATE_FROM", update_from)
+    conn = sqlite3.connect(tmp_path / "t.db", isolation_level=None)
+    conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER, b BLOB, c REAL)")
+    conn.executemany("INSERT INTO t VALUES (?, 0, NULL, 0.5)", [(i,) for i in range(260)])
+    rows = [(i * 2, bytes([i % 256]) if i % 3 else None, None, i) for i in range(0, 250, 2)]
+    S._Tx(conn).update_rows("t", "id", ("a", "b", "c"), rows)
+    got = {r[0]: r[1:] for r in conn.execute("SELECT id, a, b, c FROM t")}
+    for i in range(260):
+        want = (
+            (i * 2, bytes([i % 256]) if i % 3 else None, None)
+            if i % 2 == 0 and i < 250
+            else (0, None, 0.5)
+        )
+        assert got[i] == want, i
