@@ -47,7 +47,7 @@ from .blocks import merge_blocks
 from .chunks import MERGE_BELOW, Points, decode, encode_many, split
 from .fold_cache import decode_fold, encode_fold
 from .pending import block_row, store_blocks
-from .tx import Tx, marks
+from .tx import Tx, delete_ids, insert_rows, marks
 
 _enc = msgspec.msgpack.Encoder()
 
@@ -332,7 +332,7 @@ class _Writes:
         store_blocks(tx, self.blocks)
         self.console.write(tx)
         if self.streams:
-            tx.update_rows("streams", "id", _STREAM_COLUMNS, self.streams)
+            tx.update_rows("streams", ("id",), _STREAM_COLUMNS, self.streams)
         self.blocks, self.streams = [], []
 
 
@@ -458,7 +458,7 @@ def append_series(tx: Tx, stream: int, points: dict[int, Points]) -> None:
     plan = _plan(points, merging, old)
     updates, inserts, deletes = _chunk_rows(stream, plan)
     if deletes:  # before the inserts: SQLite may hand their ids out again, still ascending
-        tx.many("DELETE FROM chunks WHERE id = ?", deletes)
+        delete_ids(tx, "chunks", [d for (d,) in deletes])
     # Every new chunk in one go; ids come back in the order of ``inserts``.
     ids = iter(
         int(row[0])  # type: ignore[index]  # a plain INSERT always returns its row
@@ -469,22 +469,14 @@ def append_series(tx: Tx, stream: int, points: dict[int, Points]) -> None:
         )
     )
     new_series, old_series = _series_rows(stream, plan, ids, keeping, known, points)
+    # A multi-row statement per table, not one a row (``_Writes``' reason).
     if updates:
-        tx.many(
-            "UPDATE chunks SET n = ?, step_lo = ?, step_hi = ?, t_lo = ?, t_hi = ?, kind = ?, "
-            "xs = ?, ys = ?, seqs = ?, weights = ?, head = ?, subs = ? WHERE id = ?",
-            updates,
-        )
+        tx.update_rows("chunks", ("id",), _CHUNK_COLS.split(", "), updates)
     if old_series:
-        tx.many(
-            "UPDATE series SET points = ?, open_chunk = ? WHERE stream = ? AND metric = ?",
-            old_series,
-        )
+        tx.update_rows("series", ("stream", "metric"), ("points", "open_chunk"), old_series)
     if new_series:
-        tx.many(
-            "INSERT INTO series (stream, metric, points, open_chunk) VALUES (?, ?, ?, ?)",
-            new_series,
-        )
+        head = "INSERT INTO series (stream, metric, points, open_chunk) VALUES"
+        insert_rows(tx, head, 4, new_series)
 
 
 # One metric's part of an append: its id, the tail chunks merged (oldest first; the

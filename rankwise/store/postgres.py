@@ -81,10 +81,15 @@ class _Tx:
                 return out
 
     def update_rows(
-        self, table: str, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+        self,
+        table: str,
+        keys: Sequence[str],
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
     ) -> None:
         sets = ", ".join(f"{c} = ?" for c in columns)
-        self.many(f"UPDATE {table} SET {sets} WHERE {key} = ?", rows)  # pipelined
+        where = " AND ".join(f"{k} = ?" for k in keys)
+        self.many(f"UPDATE {table} SET {sets} WHERE {where}", rows)  # pipelined
 
 
 def _first_connect(dsn: str, timeout: float) -> str | None:

@@ -27,7 +27,7 @@ from ..stream import records as R
 from ..stream.identity import StreamId
 from .ingest import Presented, apply_streams
 from .sql import SQLStore
-from .tx import ROWS_PER_STATEMENT, Tx
+from .tx import Tx, rows_per_statement
 
 T = TypeVar("T")
 
@@ -62,32 +62,50 @@ class _Tx:
         table = _plain_insert(sql)
         if table is None or len(rows) == 1:
             return [self._c.execute(sql, row).fetchone() for row in rows]
-        # One executemany: within this (the only) write transaction SQLite gives each new
-        # row the table's largest rowid + 1, so the ids are the next len(rows) after it.
+        # Within this (the only) write transaction SQLite gives each new row the table's
+        # largest rowid + 1, so the ids are the next len(rows) after it.
         top = self._c.execute(f"SELECT COALESCE(MAX(rowid), 0) FROM {table}").fetchone()[0]
-        self._c.executemany(sql[: -len(_RETURNING_ID)], rows)
+        # As multi-row statements (one step each, not one a row): the same rule holds.
+        head, one = sql[: -len(_RETURNING_ID)].rsplit(" VALUES ", 1)
+        if one != "(" + ", ".join("?" * len(rows[0])) + ")":  # more than VALUES (...)
+            self._c.executemany(sql[: -len(_RETURNING_ID)], rows)
+        else:
+            step = rows_per_statement(len(rows[0]))
+            for a in range(0, len(rows), step):
+                part = rows[a : a + step]
+                flat = [v for r in part for v in r]
+                self._c.execute(f"{head} VALUES {', '.join([one] * len(part))}", flat)
         last = self._c.execute("SELECT last_insert_rowid()").fetchone()[0]
         if last != top + len(rows):  # never, by SQLite's rowid rule; checked all the same
             raise RuntimeError(f"rowids of {table} are not consecutive ({top} + {len(rows)})")
         return [(i,) for i in range(top + 1, last + 1)]
 
     def update_rows(
-        self, table: str, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+        self,
+        table: str,
+        keys: Sequence[str],
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
     ) -> None:
-        # One UPDATE ... FROM (VALUES ...) per ROWS_PER_STATEMENT rows: executemany steps
-        # (and hands over the GIL) once a row. UPDATE FROM is SQLite 3.33 (2020) on.
+        # One UPDATE ... FROM (VALUES ...) per statement's rows: executemany steps (and
+        # hands over the GIL) once a row. UPDATE FROM is SQLite 3.33 (2020) on.
         if not _UPDATE_FROM:
             sets = ", ".join(f"{c} = ?" for c in columns)
-            self._c.executemany(f"UPDATE {table} SET {sets} WHERE {key} = ?", rows)
+            where = " AND ".join(f"{k} = ?" for k in keys)
+            self._c.executemany(f"UPDATE {table} SET {sets} WHERE {where}", rows)
             return
-        n = len(columns) + 1
+        width = len(columns) + len(keys)
         sets = ", ".join(f"{c} = v.column{i + 1}" for i, c in enumerate(columns))
-        one = "(" + ", ".join("?" * n) + ")"
-        for a in range(0, len(rows), ROWS_PER_STATEMENT):
-            part = rows[a : a + ROWS_PER_STATEMENT]
+        where = " AND ".join(
+            f"{table}.{k} = v.column{len(columns) + i + 1}" for i, k in enumerate(keys)
+        )
+        one = "(" + ", ".join("?" * width) + ")"
+        step = rows_per_statement(width)
+        for a in range(0, len(rows), step):
+            part = rows[a : a + step]
             self._c.execute(
                 f"UPDATE {table} SET {sets} FROM (VALUES {', '.join([one] * len(part))}) AS v "
-                f"WHERE {table}.{key} = v.column{n}",
+                f"WHERE {where}",
                 [v for row in part for v in row],
             )
 

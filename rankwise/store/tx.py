@@ -32,29 +32,47 @@ class Tx(Protocol):
         ...
 
     def update_rows(
-        self, table: str, key: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]
+        self,
+        table: str,
+        keys: Sequence[str],
+        columns: Sequence[str],
+        rows: Sequence[Sequence[Any]],
     ) -> None:
-        """``UPDATE table SET columns... WHERE key = ?`` for each row (its values, then its
-        key), as few statements as the database allows (SQLite: one per ``ROWS_PER_STATEMENT``
-        rows; PostgreSQL: pipelined)."""
+        """``UPDATE table SET columns... WHERE keys = ...`` for each row (its values, then
+        its keys), as few statements as the database allows (SQLite: one per
+        ``rows_per_statement`` rows; PostgreSQL: pipelined)."""
         ...
 
 
 # Rows per multi-row statement: one statement (one step of SQLite's engine, one GIL
-# handover) for many rows, with parameters well under either database's limits.
-ROWS_PER_STATEMENT = 100
+# handover) for many rows; at most 999 parameters, the limit of SQLite before 3.32.
+MAX_ROWS_PER_STATEMENT = 100
+MAX_PARAMETERS = 999
+
+
+def rows_per_statement(width: int) -> int:
+    """How many rows of ``width`` values one multi-row statement takes."""
+    return max(1, min(MAX_ROWS_PER_STATEMENT, MAX_PARAMETERS // max(1, width)))
 
 
 def insert_rows(
     tx: Tx, head: str, width: int, rows: Sequence[Sequence[Any]], tail: str = ""
 ) -> None:
     """``head`` (``INSERT INTO t (a, b) VALUES``) + one ``(?, ?)`` group of ``width`` per
-    row (+ ``tail``, an ``ON CONFLICT`` clause), ``ROWS_PER_STATEMENT`` rows a statement."""
+    row (+ ``tail``, an ``ON CONFLICT`` clause), ``rows_per_statement`` rows a statement."""
     one = "(" + marks(width) + ")"
-    for a in range(0, len(rows), ROWS_PER_STATEMENT):
-        part = rows[a : a + ROWS_PER_STATEMENT]
+    step = rows_per_statement(width)
+    for a in range(0, len(rows), step):
+        part = rows[a : a + step]
         sql = f"{head} {', '.join([one] * len(part))}{tail}"
         tx.run(sql, [v for row in part for v in row])
+
+
+def delete_ids(tx: Tx, table: str, ids: Sequence[int]) -> None:
+    """``DELETE FROM table WHERE id IN (...)``, 500 ids a statement."""
+    for a in range(0, len(ids), 500):
+        part = ids[a : a + 500]
+        tx.run(f"DELETE FROM {table} WHERE id IN ({marks(len(part))})", part)
 
 
 def marks(n: int) -> str:

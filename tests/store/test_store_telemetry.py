@@ -392,12 +392,13 @@ def test_one_call_of_many_streams_writes_what_one_call_each_does(store: SQLStore
 
 
 @pytest.mark.parametrize("update_from", [True, False])
-def test_update_rows_of_sqlite_with_and_without_update_from(
+def test_multi_row_writes_of_sqlite_with_and_without_update_from(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, update_from: bool
 ) -> None:
-    """SQLite's ``update_rows``: one ``UPDATE ... FROM (VALUES ...)`` per 100 rows, or a
-    row at a time where SQLite is older than 3.33; the same rows either way (NULLs and
-    blobs included), and rows not named are left alone."""
+    """SQLite's ``update_rows``: one ``UPDATE ... FROM (VALUES ...)`` per statement's rows,
+    or a row at a time where SQLite is older than 3.33; the same rows either way (NULLs
+    and blobs included, by one key column or two), rows not named left alone. And
+    ``many_returning`` of a plain insert, as multi-row statements, returns each new id."""
     import sqlite3
 
     from rankwise.store import sqlite as S
@@ -405,14 +406,29 @@ def test_update_rows_of_sqlite_with_and_without_update_from(
     monkeypatch.setattr(S, "_UPDATE_FROM", update_from)
     conn = sqlite3.connect(tmp_path / "t.db", isolation_level=None)
     conn.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, a INTEGER, b BLOB, c REAL)")
+    conn.execute("CREATE TABLE u (s INTEGER, m INTEGER, n INTEGER, PRIMARY KEY (s, m))")
     conn.executemany("INSERT INTO t VALUES (?, 0, NULL, 0.5)", [(i,) for i in range(260)])
+    conn.executemany(
+        "INSERT INTO u VALUES (?, ?, 0)", [(s, m) for s in range(3) for m in range(90)]
+    )
+    tx = S._Tx(conn)
     rows = [(i * 2, bytes([i % 256]) if i % 3 else None, None, i) for i in range(0, 250, 2)]
-    S._Tx(conn).update_rows("t", "id", ("a", "b", "c"), rows)
+    tx.update_rows("t", ("id",), ("a", "b", "c"), rows)
     got = {r[0]: r[1:] for r in conn.execute("SELECT id, a, b, c FROM t")}
     for i in range(260):
-        want = (
-            (i * 2, bytes([i % 256]) if i % 3 else None, None)
-            if i % 2 == 0 and i < 250
-            else (0, None, 0.5)
-        )
+        named = i % 2 == 0 and i < 250
+        want = (i * 2, bytes([i % 256]) if i % 3 else None, None) if named else (0, None, 0.5)
         assert got[i] == want, i
+    tx.update_rows(
+        "u", ("s", "m"), ("n",), [(s * 100 + m, s, m) for s in (0, 2) for m in range(90)]
+    )
+    assert sorted(conn.execute("SELECT s, m, n FROM u")) == [
+        (s, m, s * 100 + m if s != 1 else 0) for s in range(3) for m in range(90)
+    ]
+    conn.execute("BEGIN IMMEDIATE")
+    ids = tx.many_returning(
+        "INSERT INTO t (a, b, c) VALUES (?, ?, ?) RETURNING id", [(7, None, 1.0)] * 250
+    )
+    conn.execute("COMMIT")
+    assert ids == [(i,) for i in range(260, 510)]
+    assert conn.execute("SELECT COUNT(*) FROM t WHERE a = 7 AND id >= 260").fetchone() == (250,)
