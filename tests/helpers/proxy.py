@@ -15,6 +15,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 
 from .servers import free_port
 
@@ -55,8 +56,9 @@ class TcpProxy:
         self._cut()
         with self._lock:
             pipes = list(self._pipes)
+        deadline = time.monotonic() + 10  # reset, every pipe ends at once
         for t in pipes:
-            t.join(10)
+            t.join(max(0.0, deadline - time.monotonic()))
 
     def _cut(self) -> None:
         with self._lock:
@@ -95,7 +97,7 @@ class TcpProxy:
         up: socket.socket | None = None
         try:
             try:
-                up = socket.create_connection((self.host, self.target_port), timeout=10)
+                up = socket.create_connection((self.host, self.target_port), timeout=5)
                 up.settimeout(None)
             except OSError:
                 return
