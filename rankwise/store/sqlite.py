@@ -27,7 +27,7 @@ from ..stream import records as R
 from ..stream.identity import StreamId
 from .ingest import Presented, apply_streams
 from .sql import SQLStore
-from .tx import Tx, rows_per_statement
+from .tx import Tx, insert_rows, rows_per_statement
 
 T = TypeVar("T")
 
@@ -70,11 +70,7 @@ class _Tx:
         if one != "(" + ", ".join("?" * len(rows[0])) + ")":  # more than VALUES (...)
             self._c.executemany(sql[: -len(_RETURNING_ID)], rows)
         else:
-            step = rows_per_statement(len(rows[0]))
-            for a in range(0, len(rows), step):
-                part = rows[a : a + step]
-                flat = [v for r in part for v in r]
-                self._c.execute(f"{head} VALUES {', '.join([one] * len(part))}", flat)
+            insert_rows(self, f"{head} VALUES", len(rows[0]), rows)
         last = self._c.execute("SELECT last_insert_rowid()").fetchone()[0]
         if last != top + len(rows):  # never, by SQLite's rowid rule; checked all the same
             raise RuntimeError(f"rowids of {table} are not consecutive ({top} + {len(rows)})")
