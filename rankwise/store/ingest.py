@@ -269,14 +269,16 @@ def apply_streams(
     events: dict[int, list[Found]] = {}
     writes = _Writes()
     applied: set[int] = set()
+    rows = _stream_rows(tx, [stream for stream, _, _ in items])
     for i, (stream, run, records) in enumerate(items):
         keys = presented[i] if presented is not None else TRUSTED
         if stream in applied:  # a stream twice: its second part reads the first's mark
             writes.write(tx)
             applied.clear()
         applied.add(stream)
+        row = rows.pop(stream) if stream in rows else _stream_row(tx, stream)
         mark, points, seen = _apply_one(
-            tx, stream, run, records, metric_ids, system_ids or {}, keys, direct, writes
+            tx, stream, run, row, records, metric_ids, system_ids or {}, keys, direct, writes
         )
         marks.append(mark)
         if direct:
@@ -336,10 +338,41 @@ class _Writes:
         self.blocks, self.streams = [], []
 
 
+# Stream rows read (and on PostgreSQL locked) per statement by ``_stream_rows``.
+_ROWS_PER_READ = 500
+
+
+def _stream_rows(tx: Tx, streams: Sequence[int]) -> dict[int, tuple[Any, ...]]:
+    """The ``(acked_seq, fold)`` of each of ``streams`` by id, a statement per
+    ``_ROWS_PER_READ`` rather than one per stream (on PostgreSQL a round trip each, and
+    the rows are locked in id order, as one at a time did: concurrent ingesters never
+    wait in a cycle). A stream whose row is gone is left out."""
+    ids = sorted(set(streams))
+    out: dict[int, tuple[Any, ...]] = {}
+    for a in range(0, len(ids), _ROWS_PER_READ):
+        part = ids[a : a + _ROWS_PER_READ]
+        for sid, acked, fold in tx.all(
+            f"SELECT id, acked_seq, fold FROM streams WHERE id IN ({marks(len(part))}) "
+            f"ORDER BY id{tx.for_update}",
+            part,
+        ):
+            out[int(sid)] = (acked, fold)
+    return out
+
+
+def _stream_row(tx: Tx, stream: int) -> tuple[Any, ...]:
+    """One stream's ``(acked_seq, fold)``, read again after its earlier part's writes."""
+    row = tx.one(f"SELECT acked_seq, fold FROM streams WHERE id = ?{tx.for_update}", (stream,))
+    if row is None:
+        raise StreamGone(f"stream row {stream} is gone: its run was purged")
+    return row
+
+
 def _apply_one(
     tx: Tx,
     stream: int,
     run: int,
+    row: tuple[Any, ...],
     records: Sequence[R.AnyRecord],
     metric_ids: dict[str, int],
     system_ids: dict[str, int],
@@ -347,9 +380,6 @@ def _apply_one(
     direct: bool,
     out: _Writes,
 ) -> tuple[int, dict[int, Points], list[Found]]:
-    row = tx.one(f"SELECT acked_seq, fold FROM streams WHERE id = ?{tx.for_update}", (stream,))
-    if row is None:
-        raise StreamGone(f"stream row {stream} is gone: its run was purged")
     mark = int(row[0])
     fold = None
     fresh = contiguous(records, mark)

@@ -12,7 +12,9 @@ import io
 from pathlib import Path
 
 import msgspec
+import pytest
 
+from rankwise.store import trash
 from rankwise.store.base import RunQuery
 from rankwise.store.blobs import LocalBlobStore
 from rankwise.store.sql import SQLStore
@@ -155,10 +157,16 @@ def test_artifact_versions_survive_while_used_aliased_or_latest(
     assert store.pending_purges() == 0
 
 
-def test_upload_states_answer_in_one_read_as_each_alone(store: SQLStore, tmp_path: Path) -> None:
-    """A node's batch reads every part's run state and mark at once: the same answers
-    as asking for each stream alone, in the order asked, for live, deleted and purged
-    runs, a stream the run lacks and a run that does not exist."""
+@pytest.mark.parametrize("per_read", [400, 2])
+def test_upload_states_answer_in_one_read_as_each_alone(
+    store: SQLStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, per_read: int
+) -> None:
+    """A node's batch reads every part's run state and mark at once (one statement per
+    run, ``per_read`` labels at a time): the same answers as ``run_gone`` and ``acked``
+    give for each stream alone, in the order asked, for live, deleted and purged runs,
+    a stream the run lacks, another incarnation of a label, a run that does not exist
+    and a key asked twice."""
+    monkeypatch.setattr(trash, "_LABELS_PER_READ", per_read)
     _fill(store, LocalBlobStore(tmp_path / "blobs"))
     store.ingest(
         [(StreamId("p", "c", "rank-0", 0), rich_stream(StreamId("p", "c", "rank-0", 0), 0, 3))]
@@ -167,10 +175,15 @@ def test_upload_states_answer_in_one_read_as_each_alone(store: SQLStore, tmp_pat
     store.purge_runs("p", ["c"], who="alice", blobs=None)
     keys = [
         B[0], A[1], StreamId("p", "c", "rank-0", 0), StreamId("p", "b", "rank-9", 0),
-        StreamId("p", "nope", "rank-0", 0), StreamId("p", "b", "rank-0", 1), A[0],
+        StreamId("p", "nope", "rank-0", 0), StreamId("p", "b", "rank-0", 1), A[0], B[0],
+        StreamId("q", "b", "rank-0", 0),
     ]  # fmt: skip
-    alone = [store.upload_state(k) for k in keys]
+    alone = [(store.run_gone(k.project, k.run_id), store.acked(k)) for k in keys]
     assert store.upload_states(keys) == alone
-    assert [gone for gone, _ in alone] == [None, "deleted", "purged", None, None, None, "deleted"]
+    assert [store.upload_state(k) for k in keys] == alone
+    assert [gone for gone, _ in alone] == [
+        None, "deleted", "purged", None, None, None, "deleted", None, None
+    ]  # fmt: skip
     assert alone[0][1] == store.acked(B[0]) > 0 and alone[3][1] == alone[4][1] == -1
+    assert alone[1][1] > 0 and alone[5][1] == alone[8][1] == -1
     assert store.upload_states([]) == []
