@@ -47,6 +47,7 @@ def _pg(sql: str) -> str:
 
 class _Tx:
     for_update = " FOR UPDATE"
+    pipelined = True  # ``many`` is one round trip (``Tx.pipelined``)
 
     def __init__(self, cur: psycopg.Cursor[Any]) -> None:
         self._cur = cur

@@ -37,6 +37,7 @@ _BUSY_MS = 60_000
 
 class _Tx:
     for_update = ""
+    pipelined = False  # one statement per many rows is cheaper here (``Tx.pipelined``)
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self._c = conn

@@ -432,3 +432,30 @@ def test_multi_row_writes_of_sqlite_with_and_without_update_from(
     conn.execute("COMMIT")
     assert ids == [(i,) for i in range(260, 510)]
     assert conn.execute("SELECT COUNT(*) FROM t WHERE a = 7 AND id >= 260").fetchone() == (250,)
+
+
+def test_insert_rows_writes_the_same_rows_on_either_store(store: SQLStore) -> None:
+    """``tx.insert_rows``: multi-row statements on SQLite, the one-row statement
+    pipelined on PostgreSQL (``Tx.pipelined``); the same rows either way, past one
+    statement's rows, and an ``ON CONFLICT`` tail applied to each row (here an upsert
+    adding to rows already there)."""
+    from rankwise.store.tx import insert_rows, rows_per_statement
+
+    assert rows_per_statement(3) < 250
+    key = StreamId("p", "ins", "rank-0", 0)
+    store.ingest([(key, [R.StreamStart(0, 1.0, "p", "ins", "rank-0", 0)])])
+    sid = store._ids(key)[0]
+    head = "INSERT INTO console_counts (stream, err, n) VALUES"
+    upsert = " ON CONFLICT (stream, err) DO UPDATE SET n = console_counts.n + excluded.n"
+    rows = [(sid, err, err + 1) for err in range(250)]
+
+    def write(tx: Any) -> None:
+        insert_rows(tx, head, 3, rows)
+        insert_rows(tx, head, 3, rows[::2], upsert)
+        insert_rows(tx, head, 3, [])
+
+    store._write(write)
+    got = store._read(
+        lambda tx: tx.all("SELECT err, n FROM console_counts WHERE stream = ? ORDER BY err", (sid,))
+    )
+    assert [tuple(r) for r in got] == [(e, (e + 1) * (2 if e % 2 == 0 else 1)) for e in range(250)]
