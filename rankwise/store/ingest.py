@@ -351,10 +351,10 @@ def _stream_rows(tx: Tx, streams: Sequence[int]) -> dict[int, tuple[Any, ...]]:
     out: dict[int, tuple[Any, ...]] = {}
     for a in range(0, len(ids), _ROWS_PER_READ):
         part = ids[a : a + _ROWS_PER_READ]
+        where, params = tx.any_of("id", part)
         for sid, acked, fold in tx.all(
-            f"SELECT id, acked_seq, fold FROM streams WHERE id IN ({marks(len(part))}) "
-            f"ORDER BY id{tx.for_update}",
-            part,
+            f"SELECT id, acked_seq, fold FROM streams WHERE {where} ORDER BY id{tx.for_update}",
+            params,
         ):
             out[int(sid)] = (acked, fold)
     return out

@@ -92,6 +92,9 @@ class _Tx:
         where = " AND ".join(f"{k} = ?" for k in keys)
         self.many(f"UPDATE {table} SET {sets} WHERE {where}", rows)  # pipelined
 
+    def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        return f"{column} = ANY(?)", [list(values)]
+
 
 def _first_connect(dsn: str, timeout: float) -> str | None:
     """One direct connection before the pool's: when PostgreSQL itself refuses (no such

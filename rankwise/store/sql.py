@@ -48,11 +48,9 @@ from .saved_views import SavedViews
 from .sqlbase import SQLBase
 from .tokens import Tokens
 from .trash import Trash
-from .tx import Tx, insert_rows, marks
+from .tx import Tx, marks
 
 _XS = ("step", "time")
-_NOTHING = " ON CONFLICT DO NOTHING"
-_KEYS_PER_READ = 500  # names per ``IN (...)`` of ``_ensure_streams``' reads
 
 
 def _check_axis(x: str, max_points: int) -> None:
@@ -230,39 +228,28 @@ class SQLStore(
             return
 
         def ensure(tx: Tx) -> list[tuple[int, int]]:
-            # Sorted, runs before streams: two ingesters creating rows cannot deadlock.
-            # A statement per many rows, not per key: on PostgreSQL each is a round trip.
-            named = sorted({(k.project, k.run_id) for k in new})
-            insert_rows(tx, "INSERT INTO runs (project, run_id) VALUES", 2, named, _NOTHING)
-            runs: dict[tuple[str, str], int] = {}
-            for project, ids in _grouped(named):
-                for a in range(0, len(ids), _KEYS_PER_READ):
-                    part = ids[a : a + _KEYS_PER_READ]
-                    for rid, run_id in tx.all(
-                        f"SELECT id, run_id FROM runs WHERE project = ? "
-                        f"AND run_id IN ({marks(len(part))})",
-                        (project, *part),
-                    ):
-                        runs[(project, str(run_id))] = int(rid)
-            rows = sorted({(runs[(k.project, k.run_id)], k.label, k.incarnation) for k in new})
-            insert_rows(
-                tx, "INSERT INTO streams (run, label, incarnation) VALUES", 3, rows, _NOTHING
-            )
-            streams: dict[tuple[int, str, int], int] = {}
-            for run, labels in _grouped([(run, label) for run, label, _ in rows]):
-                wanted = sorted(set(labels))
-                for a in range(0, len(wanted), _KEYS_PER_READ):
-                    part = wanted[a : a + _KEYS_PER_READ]
-                    for sid, label, incarnation in tx.all(
-                        "SELECT id, label, incarnation FROM streams WHERE run = ? "
-                        f"AND label IN ({marks(len(part))})",
-                        (run, *part),
-                    ):
-                        streams[(run, str(label), int(incarnation))] = int(sid)
             out = []
-            for key in new:
-                run = runs[(key.project, key.run_id)]
-                out.append((streams[(run, key.label, key.incarnation)], run))
+            for key in new:  # sorted: two ingesters creating rows cannot deadlock
+                tx.run(
+                    "INSERT INTO runs (project, run_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                    (key.project, key.run_id),
+                )
+                run = tx.one(
+                    "SELECT id FROM runs WHERE project = ? AND run_id = ?",
+                    (key.project, key.run_id),
+                )
+                assert run is not None
+                tx.run(
+                    "INSERT INTO streams (run, label, incarnation) VALUES (?, ?, ?) "
+                    "ON CONFLICT DO NOTHING",
+                    (run[0], key.label, key.incarnation),
+                )
+                sid = tx.one(
+                    "SELECT id FROM streams WHERE run = ? AND label = ? AND incarnation = ?",
+                    (run[0], key.label, key.incarnation),
+                )
+                assert sid is not None
+                out.append((int(sid[0]), int(run[0])))
             return out
 
         for key, ids in zip(new, self._write(ensure)):
@@ -588,11 +575,3 @@ class SQLStore(
             return query.history_of(tx, streams, metrics, pending)
 
         return self._read_merged(project, run_id, read)
-
-
-def _grouped(pairs: Sequence[tuple[Any, Any]]) -> list[tuple[Any, list[Any]]]:
-    """``(a, b)`` pairs as ``(a, [b, ...])``, in first-seen order of ``a``."""
-    out: dict[Any, list[Any]] = {}
-    for a, b in pairs:
-        out.setdefault(a, []).append(b)
-    return list(out.items())

@@ -27,7 +27,7 @@ from ..stream import records as R
 from ..stream.identity import StreamId
 from .ingest import Presented, apply_streams
 from .sql import SQLStore
-from .tx import Tx, insert_rows, rows_per_statement
+from .tx import Tx, insert_rows, marks, rows_per_statement
 
 T = TypeVar("T")
 
@@ -105,6 +105,9 @@ class _Tx:
                 f"WHERE {where}",
                 [v for row in part for v in row],
             )
+
+    def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        return f"{column} IN ({marks(len(values))})", list(values)
 
 
 _RETURNING_ID = " RETURNING id"

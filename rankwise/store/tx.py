@@ -48,6 +48,13 @@ class Tx(Protocol):
         ``rows_per_statement`` rows; PostgreSQL: pipelined)."""
         ...
 
+    def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """A condition that ``column`` is one of ``values`` (not empty) and its
+        parameters: ``column IN (?, ...)`` on SQLite; ``column = ANY(?)`` with one array
+        on PostgreSQL, one statement text whatever the count, which the driver parses
+        and the server plans once (each count of ``IN`` was a statement of its own)."""
+        ...
+
 
 # Rows per multi-row statement: one statement (one step of SQLite's engine, one GIL
 # handover) for many rows; at most 999 parameters, the limit of SQLite before 3.32.

@@ -1,13 +1,13 @@
-"""The stream rows of one ingest call are created and read a statement per many streams
-(``SQLStore._ensure_streams``, ``ingest._stream_rows``), not one per stream: each stream
-still gets its own row, its own mark and its own run, whatever mix of projects, runs,
-labels and incarnations one call brings, and however many statements it takes."""
+"""The stream rows of one ingest call are read (and on PostgreSQL locked) a statement
+per many streams (``ingest._stream_rows``), not one per stream: each stream still gets
+its own row, its own mark and its own run, whatever mix of projects, runs, labels and
+incarnations one call brings, and however many statements it takes."""
 
 from __future__ import annotations
 
 import pytest
 
-from rankwise.store import ingest, sql
+from rankwise.store import ingest
 from rankwise.store.sql import SQLStore
 from rankwise.store.types import ConsoleQuery
 from rankwise.stream import records as R
@@ -37,7 +37,6 @@ KEYS = [
 def test_streams_created_and_read_together_keep_their_own_rows(
     store: SQLStore, monkeypatch: pytest.MonkeyPatch, per_read: int
 ) -> None:
-    monkeypatch.setattr(sql, "_KEYS_PER_READ", per_read)
     monkeypatch.setattr(ingest, "_ROWS_PER_READ", per_read)
     first = KEYS[::2]
     sizes = {key: i + 1 for i, key in enumerate(KEYS)}  # a different length per stream
