@@ -1,7 +1,10 @@
 """Real alert receivers for tests: a tiny HTTP webhook server and a local SMTP server.
 
 ``WebhookReceiver`` records every POST (path, headers, JSON body) and answers
-``status`` (a test sets it to 500 to play a failing receiver, then back to 200).
+``status`` (a test sets it to 500 to play a failing receiver, then back to 200). A POST
+whose sender was gone before its answer (a server SIGKILLed mid-send) is recorded as
+not answered: for the sender it was never delivered, and sending it again is right, so
+``accepted`` leaves it out.
 ``SmtpReceiver`` is aiosmtpd's own server on a port chosen up front, so a test can name
 the port in a destination before the server is up (a receiver that is down).
 """
@@ -9,6 +12,8 @@ the port in a destination before the server is up (a receiver that is down).
 from __future__ import annotations
 
 import json
+import select
+import socket
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,6 +28,7 @@ class Received:
     headers: dict[str, str]
     raw: bytes
     status: int  # what the receiver answered
+    answered: bool = True  # False: the sender was gone before the answer reached it
 
     @property
     def body(self) -> Any:
@@ -52,11 +58,18 @@ class WebhookReceiver:
                 raw = self.rfile.read(n)
                 with outer._lock:
                     status = outer.status
-                    outer.got.append(Received(self.path, dict(self.headers), raw, status))
-                self.send_response(status)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"ok")
+                    got = Received(self.path, dict(self.headers), raw, status)
+                    outer.got.append(got)
+                if _peer_closed(self.connection):
+                    got.answered = False
+                    return
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Length", "2")
+                    self.end_headers()
+                    self.wfile.write(b"ok")
+                except OSError:  # the sender died while it was answered
+                    got.answered = False
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -69,7 +82,9 @@ class WebhookReceiver:
         """The requests answered 2xx (at ``path``)."""
         with self._lock:
             return [
-                r for r in self.got if 200 <= r.status < 300 and (path is None or r.path == path)
+                r
+                for r in self.got
+                if 200 <= r.status < 300 and r.answered and (path is None or r.path == path)
             ]
 
     def stop(self) -> None:
@@ -102,3 +117,13 @@ class SmtpReceiver:
         if controller is not None:
             self._controller = None  # type: ignore[assignment]  # stopped: not again
             controller.stop()
+
+
+def _peer_closed(sock: socket.socket) -> bool:
+    """Whether the sender has closed its end (a killed process's sockets are closed by
+    its kernel): readable with nothing to read."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
