@@ -130,12 +130,12 @@ class Trash(SQLBase):
                 wanted = sorted(set(labels))
                 for a in range(0, len(wanted), _LABELS_PER_READ):
                     part = wanted[a : a + _LABELS_PER_READ]
-                    among, labels = tx.any_of("s.label", part)
+                    among, params = tx.any_of("s.label", part)
                     for row in tx.all(
                         f"SELECT s.label, s.incarnation, s.acked_seq{deleted} FROM runs r "
                         f"LEFT JOIN streams s ON s.run = r.id AND {among} "
                         "WHERE r.project = ? AND r.run_id = ?",
-                        (*labels, project, run_id),
+                        (*params, project, run_id),
                     ):
                         state = None
                         if deleted and row[3] is not None:
