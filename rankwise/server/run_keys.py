@@ -7,11 +7,22 @@ key this process has not yet seen for the run: the usual upload, the same keys e
 costs set lookups. Several server processes each check against the store, so a race
 between them can pass the cap by at most one upload's keys. ``upload.check_upload`` asks
 ``admit`` and refuses (413) what it does not admit.
+
+One store read per run at a time: a job's start is every rank's first upload at once,
+each in a check thread of its own, all finding the run unknown. Each used to read the
+run's keys (the read decodes every upload not yet compacted), and at 4,096 ranks those
+reads held every pooled connection past the pool's wait: uploads were answered 503 and
+the processes' memory doubled. Now the first reads and the others wait for it. A waiter
+whose keys that read did not show (ranks that log keys of their own) takes them on that
+read's answer, not a read of its own: it finished after the waiter arrived, as fresh as
+the reads that used to run side by side. The cap itself is checked as always, against
+the read's keys and all this process admitted since.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from collections import OrderedDict
 
@@ -31,6 +42,10 @@ class RunKeys:
         self._lock = threading.Lock()
         self._runs: OrderedDict[tuple[str, str], frozenset[str]] = OrderedDict()
         self._size = 0
+        # A lock per run whose keys are being read from the store, and its waiters' count.
+        self._reading: dict[tuple[str, str], tuple[threading.Lock, int]] = {}
+        # When each remembered run's keys were last read from the store (monotonic).
+        self._read_at: dict[tuple[str, str], float] = {}
 
     def admit(
         self, store: Store, project: str, run_id: str, keys: set[str], cap: int = MAX_KEYS_PER_RUN
@@ -39,24 +54,56 @@ class RunKeys:
         if not keys:
             return True
         run = (project, run_id)
+        if self._known(run, keys):
+            return True
+        arrived = time.monotonic()
+        with self._lock:
+            lock, waiters = self._reading.get(run, (threading.Lock(), 0))
+            self._reading[run] = (lock, waiters + 1)
+        try:
+            with lock:  # one store read per run at a time: the others wait for it
+                with self._lock:
+                    known = self._runs.get(run)
+                    fresh = known is not None and self._read_at.get(run, 0.0) > arrived
+                if known is not None and keys <= known:
+                    return True
+                if fresh:  # read while this upload waited: its answer is recent enough
+                    assert known is not None
+                    total = known.union(keys)
+                else:
+                    total = frozenset(store.metric_keys(project, run_id)).union(keys)
+                if len(total) > cap:
+                    return False
+                self._remember(run, total, read=not fresh)
+                return True
+        finally:
+            with self._lock:
+                lock, waiters = self._reading[run]
+                if waiters == 1:
+                    del self._reading[run]
+                else:
+                    self._reading[run] = (lock, waiters - 1)
+
+    def _known(self, run: tuple[str, str], keys: set[str]) -> bool:
         with self._lock:
             known = self._runs.get(run)
-            if known is not None:
-                self._runs.move_to_end(run)
-                if keys <= known:
-                    return True
-        total = frozenset(store.metric_keys(project, run_id)).union(keys)
-        if len(total) > cap:
-            return False
+            if known is None:
+                return False
+            self._runs.move_to_end(run)
+            return keys <= known
+
+    def _remember(self, run: tuple[str, str], total: frozenset[str], read: bool) -> None:
         with self._lock:
             old = self._runs.pop(run, None)
             self._size -= len(old) if old is not None else 0
             self._runs[run] = total
             self._size += len(total)
+            if read:
+                self._read_at[run] = time.monotonic()
             while self._size > self._remembered and len(self._runs) > 1:
-                _, dropped = self._runs.popitem(last=False)
+                gone, dropped = self._runs.popitem(last=False)
+                self._read_at.pop(gone, None)
                 self._size -= len(dropped)
-        return True
 
 
 _BY_STORE: weakref.WeakKeyDictionary[Store, RunKeys] = weakref.WeakKeyDictionary()
