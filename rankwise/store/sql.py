@@ -46,6 +46,7 @@ from .run_edits import RunEdits, apply_edits, edits_of_project, edits_of_run, ed
 from .run_filters import RunFilters
 from .saved_views import SavedViews
 from .sqlbase import SQLBase
+from .stream_ids import ensure_stream_rows
 from .tokens import Tokens
 from .trash import Trash
 from .tx import Tx, marks
@@ -222,35 +223,14 @@ class SQLStore(
 
     def _ensure_streams(self, keys: Sequence[StreamId]) -> None:
         """Create the run and stream rows of the ``keys`` not seen yet, in one transaction
-        (a thousand ranks starting at once are one write, not a thousand)."""
+        (a thousand ranks starting at once are one write of a few statements, not a
+        thousand: ``stream_ids``)."""
         new = sorted({k for k in keys if k not in self._stream_ids})
         if not new:
             return
 
         def ensure(tx: Tx) -> list[tuple[int, int]]:
-            out = []
-            for key in new:  # sorted: two ingesters creating rows cannot deadlock
-                tx.run(
-                    "INSERT INTO runs (project, run_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                    (key.project, key.run_id),
-                )
-                run = tx.one(
-                    "SELECT id FROM runs WHERE project = ? AND run_id = ?",
-                    (key.project, key.run_id),
-                )
-                assert run is not None
-                tx.run(
-                    "INSERT INTO streams (run, label, incarnation) VALUES (?, ?, ?) "
-                    "ON CONFLICT DO NOTHING",
-                    (run[0], key.label, key.incarnation),
-                )
-                sid = tx.one(
-                    "SELECT id FROM streams WHERE run = ? AND label = ? AND incarnation = ?",
-                    (run[0], key.label, key.incarnation),
-                )
-                assert sid is not None
-                out.append((int(sid[0]), int(run[0])))
-            return out
+            return ensure_stream_rows(tx, new)
 
         for key, ids in zip(new, self._write(ensure)):
             self._stream_ids[key] = ids

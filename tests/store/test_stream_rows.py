@@ -1,17 +1,22 @@
-"""The stream rows of one ingest call are read (and on PostgreSQL locked) a statement
-per many streams (``ingest._stream_rows``), not one per stream: each stream still gets
-its own row, its own mark and its own run, whatever mix of projects, runs, labels and
-incarnations one call brings, and however many statements it takes."""
+"""The stream rows of one ingest call are created (``stream_ids``) and read (and on
+PostgreSQL locked, ``ingest._stream_rows``) a statement per many streams, not one per
+stream: each stream still gets its own row, its own mark and its own run, whatever mix
+of projects, runs, labels and incarnations one call brings, and however many statements
+it takes."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from rankwise.store import ingest
+from rankwise.store import ingest, stream_ids
 from rankwise.store.sql import SQLStore
+from rankwise.store.stream_ids import ensure_stream_rows
 from rankwise.store.types import ConsoleQuery
 from rankwise.stream import records as R
 from rankwise.stream.identity import StreamId
+from tests.helpers.stores import open_sql_store, race
 
 
 def _records(key: StreamId, n: int) -> list[R.AnyRecord]:
@@ -89,3 +94,57 @@ def test_a_stream_whose_row_is_gone_is_refused_alone(store: SQLStore) -> None:
             lambda tx: ingest.apply_streams(tx, [(osid, orun, more), (sid, run, more)], mids)
         )
     assert store.acked(other) == 3
+
+
+@pytest.mark.parametrize("per_read", [400, 2])
+def test_new_streams_are_created_together_with_their_own_ids(
+    store: SQLStore, monkeypatch: pytest.MonkeyPatch, per_read: int
+) -> None:
+    """A call's new streams are created a statement per run and a batch of stream
+    inserts (``stream_ids``), not four statements each: every key gets a row of its own
+    under its own run, existing rows are kept, and the ids read back are theirs."""
+    monkeypatch.setattr(stream_ids, "_PER_READ", per_read)
+    first = KEYS[1::3]
+    created = store._write(lambda tx: ensure_stream_rows(tx, sorted(first)))
+    again = store._write(lambda tx: ensure_stream_rows(tx, sorted(KEYS)))
+    ids = dict(zip(sorted(KEYS), again, strict=True))
+    assert dict(zip(sorted(first), created, strict=True)) == {k: ids[k] for k in first}
+    assert len({sid for sid, _ in ids.values()}) == len(KEYS)
+    rows = {
+        (int(sid), int(run)): (str(project), str(run_id), str(label), int(inc))
+        for sid, run, project, run_id, label, inc in store._read(
+            lambda tx: tx.all(
+                "SELECT s.id, s.run, r.project, r.run_id, s.label, s.incarnation "
+                "FROM streams s JOIN runs r ON r.id = s.run"
+            )
+        )
+    }
+    assert len(rows) == len(KEYS)
+    assert {ids[k]: (k.project, k.run_id, k.label, k.incarnation) for k in KEYS} == rows
+
+
+def test_two_ingesters_creating_the_same_streams_at_once_agree(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest, store: SQLStore
+) -> None:
+    """A job's start reaches several server processes at once, some streams at two of
+    them (a refused upload retried at the next): each creates what is missing, in one
+    order, and both read the same ids; nothing deadlocks or is created twice."""
+    keys = [StreamId("p", "start", f"rank-{r}", 0) for r in range(300)]
+    other = open_sql_store(kind, tmp_path, request)
+    got: dict[int, dict[StreamId, tuple[int, int]]] = {}
+    try:
+
+        def create(st: SQLStore, n: int) -> None:
+            mine = keys[n * 100 :] if n else keys[:200]  # 100 of them at both
+            st._ensure_streams(mine)
+            got[n] = {k: st._ids(k) for k in mine}
+
+        race(create, [store, other])
+    finally:
+        other.close()
+    both = got[0].keys() & got[1].keys()
+    assert len(both) == 100 and all(got[0][k] == got[1][k] for k in both)
+    ids = {**got[0], **got[1]}
+    assert len({sid for sid, _ in ids.values()}) == 300 and len({r for _, r in ids.values()}) == 1
+    count = store._read(lambda tx: tx.one("SELECT COUNT(*) FROM streams"))
+    assert count is not None and int(count[0]) == 300
