@@ -70,7 +70,7 @@ def create_app(store: Store, settings: ServerSettings | None = None) -> FastAPI:
     # one group commit per app (rankwise.server.pacing, .group_commit).
     app.state.pacer = Pacer(settings.max_upload_interval, settings.pace_target)
     app.state.admission = Admission(app.state.pacer, settings.max_inflight, settings.retry_after)
-    app.state.group_commit = GroupCommit(store)
+    app.state.group_commit = GroupCommit(store, on_busy=app.state.pacer.busy)
     # Uploads are stored whole and folded into series in the background, also those a
     # process killed before folding left behind (rankwise.store.compact).
     store.start_compactor()

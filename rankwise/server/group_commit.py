@@ -27,7 +27,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 
 from ..store.base import Store
@@ -41,9 +41,16 @@ FIRST_GUESS = 0.01  # seconds per upload before any batch was timed (a first upl
 
 
 class GroupCommit:
-    def __init__(self, store: Store, max_items: int = 512) -> None:
+    def __init__(
+        self,
+        store: Store,
+        max_items: int = 512,
+        on_busy: Callable[[float], None] | None = None,
+    ) -> None:
         self.store = store
         self.max_items = max_items
+        # Told each batch's store seconds (the pacer's ``busy``: how far it may shrink).
+        self.on_busy = on_busy
         self.batches = 0  # store calls made (for tests and figures)
         self.items = 0  # uploads applied through them
         # Seconds of store time per upload (moving average over batches; a cautious
@@ -102,7 +109,10 @@ class GroupCommit:
         try:
             self._apply(batch)
         finally:
-            took = (time.monotonic() - started) / len(batch)
+            spent = time.monotonic() - started
+            if self.on_busy is not None:
+                self.on_busy(spent)
+            took = spent / len(batch)
             self.per_item += 0.3 * (took - self.per_item)
             with self._count:
                 self._waiting -= len(batch)

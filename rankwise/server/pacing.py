@@ -14,17 +14,23 @@ The controller, once a second:
 * ``pressure`` is the larger of the 90th percentile of the ingest requests' time in this
   process (from the body read to the reply: decoding, checks, the group commit's wait
   and apply) and the event loop's lag (how late a timer fires), over the last second;
-* above ``target``, the interval grows in proportion (at most doubling each second, up to
+* above ``target``, the interval grows in proportion (at most doubling, up to
   ``max_interval``); after ``CALM_WINDOWS`` seconds in a row below a third of it, it
-  shrinks by a fifth (``SHRINK``), and under ``FLOOR`` (the SDK's default
-  ``upload_interval``) the advice stops. Growing fast and shrinking slowly keeps it from
-  oscillating: uploaders hear of a new interval only at their next post.
-* It shrinks at most once per interval: not before one interval has passed since it last
-  changed, when every uploader has posted and heard it. Calm seconds before that may
-  only be ranks still waiting out the longer interval they were told; shrinking on them
+  shrinks, and under ``FLOOR`` (the SDK's default ``upload_interval``) the advice stops.
+* It changes at most once per interval: not before one interval has passed since it
+  last changed, when every uploader has posted and heard it. Until then the seconds
+  only show uploaders still on the interval they were told before. Shrinking on them
   (it used to shrink a fifth every calm second) brought 1,000 ranks back together, the
   next seconds were slow, the interval doubled, and the data lag followed the peaks of
-  that sawtooth.
+  that sawtooth; growing on them (it used to double every slow second) took one start's
+  flood of first uploads, which create every stream, from 2 s to 10 s in three seconds,
+  and the ranks waited it out for half a minute after the flood had passed.
+* How far it shrinks follows how busy the group commit was since the last change (its
+  store time over the wall time, ``busy``): the same records in twice as many uploads
+  cost the committer at most twice as much, so a committer busy under ``BUSY_TARGET`` / 2 halves the
+  interval at once (``MIN_SHRINK``), a busier one shrinks it to what would make it
+  ``BUSY_TARGET`` busy, and never by less than a fifth (``SHRINK``) while calm. An
+  idle server is back to no advice within two or three intervals, not thirty seconds.
 
 Uploaders spread their waits (0.8-1.2 times the advice), so ranks that were refused or
 paced together do not stay in step.
@@ -51,7 +57,9 @@ FLOOR = 1.0  # the SDK's default upload_interval: advice below it means none
 WINDOW = 1.0  # seconds of observations per adjustment
 LAG_EVERY = 0.25  # the event-loop probe's period
 CALM_WINDOWS = 3  # calm windows in a row before the interval shrinks
-SHRINK = 0.8  # the interval's factor per calm window after that
+SHRINK = 0.8  # the interval's largest factor when it shrinks
+MIN_SHRINK = 0.5  # and its smallest: at most halved at once
+BUSY_TARGET = 0.5  # the group commit's busy share a shrink aims for
 REFUSED_FLOOR = 2.0  # the interval asked for, at least, once uploads are being refused
 FIRST_CAPACITY = 64.0  # uploads/s this process is assumed to finish before it has shown more
 MIN_ADMITTED = 8  # uploads always admitted at once, whatever the estimate
@@ -85,6 +93,7 @@ class Pacer:
         self.capacity = FIRST_CAPACITY
         self._probe: asyncio.Task[None] | None = None
         self._changed = clock()  # when the interval last changed
+        self._busy = 0.0  # the group commit's store seconds since then (``busy``)
 
     @property
     def enabled(self) -> bool:
@@ -95,6 +104,11 @@ class Pacer:
         with self._lock:
             self._times.append(seconds)
         self._adjust()
+
+    def busy(self, seconds: float) -> None:
+        """The group commit spent ``seconds`` applying a batch (``GroupCommit(on_busy=)``)."""
+        with self._lock:
+            self._busy += seconds
 
     def admits(self, inflight: int, budget: float) -> bool:
         """Would an upload arriving now, with ``inflight`` others in this process, be
@@ -116,6 +130,7 @@ class Pacer:
         closes)."""
         if self.enabled and self.interval < REFUSED_FLOOR:
             self.interval = min(self.max_interval, REFUSED_FLOOR)
+            self._changed_at(self._clock())
 
     def header(self) -> str | None:
         """The reply header's value, or None while there is no advice."""
@@ -136,23 +151,37 @@ class Pacer:
             return
         pressure = max(_p90(times), lag)
         self._calm = self._calm + 1 if pressure < self.target / 3 else 0
+        if not self._heard(now):
+            return
         before = self.interval
         if pressure > self.target:
             grown = max(FLOOR, self.interval) * min(2.0, pressure / self.target)
             self.interval = min(self.max_interval, grown)
-        elif self._calm >= CALM_WINDOWS and self.interval > 0 and self._heard(now):
-            # Slowly: uploaders hear of a shorter interval only at their next post, so the
-            # load it brings shows an interval later; shrinking fast would oscillate.
-            self.interval *= SHRINK
+        elif self._calm >= CALM_WINDOWS and self.interval > 0:
+            self.interval *= self._shrink(now)
             if self.interval < FLOOR:
                 self.interval = 0.0
         if self.interval != before:
-            self._changed = now
+            self._changed_at(now)
+
+    def _shrink(self, now: float) -> float:
+        """The factor a calm interval shrinks by: what would make the group commit
+        ``BUSY_TARGET`` busy at the new interval, from how busy it was since the last
+        change, within ``MIN_SHRINK``..``SHRINK``."""
+        with self._lock:
+            busy = self._busy / max(now - self._changed, 1e-9)
+        return min(SHRINK, max(MIN_SHRINK, busy / BUSY_TARGET))
+
+    def _changed_at(self, now: float) -> None:
+        self._changed = now
+        with self._lock:
+            self._busy = 0.0
 
     def _heard(self, now: float) -> bool:
         """Whether every uploader has posted since the interval last changed: until then
-        the calm may only be ranks still waiting out the longer interval they were told,
-        and shrinking again would bring them back together (the sawtooth)."""
+        a calm second may only be ranks still waiting out the longer interval they were
+        told (shrinking again would bring them back together: the sawtooth), and a slow
+        one only ranks that have not heard of the longer interval yet."""
         return now - self._changed >= self.interval
 
     def start_probe(self) -> None:
