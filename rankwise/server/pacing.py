@@ -27,10 +27,11 @@ The controller, once a second:
   and the ranks waited it out for half a minute after the flood had passed.
 * How far it shrinks follows how busy the group commit was since the last change (its
   store time over the wall time, ``busy``): the same records in twice as many uploads
-  cost the committer at most twice as much, so a committer busy under ``BUSY_TARGET`` / 2 halves the
-  interval at once (``MIN_SHRINK``), a busier one shrinks it to what would make it
-  ``BUSY_TARGET`` busy, and never by less than a fifth (``SHRINK``) while calm. An
-  idle server is back to no advice within two or three intervals, not thirty seconds.
+  cost the committer at most twice as much, so a committer busy under half of
+  ``BUSY_TARGET`` halves the interval at once (``MIN_SHRINK``), a busier one shrinks it
+  to what would make it ``BUSY_TARGET`` busy, and never by less than a fifth
+  (``SHRINK``) while calm. An idle server is back to no advice within two or three
+  intervals, not thirty seconds.
 
 Uploaders spread their waits (0.8-1.2 times the advice), so ranks that were refused or
 paced together do not stay in step.

@@ -5,14 +5,15 @@ run across requests, so a client cannot grow a run's key list (and every read th
 it) without limit, 10,000 keys at a time. The store is asked only when an upload brings a
 key this process has not yet seen for the run: the usual upload, the same keys every step,
 costs set lookups. Several server processes each check against the store, so a race
-between them can pass the cap by at most one upload's keys. ``upload.check_upload`` asks
-``admit`` and refuses (413) what it does not admit.
+between them can pass the cap by what the others admitted within one read's time (the
+keys of an upload or a few). ``upload.check_upload`` asks ``admit`` and refuses (413)
+what it does not admit.
 
 One store read per run at a time: a job's start is every rank's first upload at once,
 each in a check thread of its own, all finding the run unknown. Each used to read the
 run's keys (the read decodes every upload not yet compacted), and at 4,096 ranks those
 reads held every pooled connection past the pool's wait: uploads were answered 503 and
-the processes' memory doubled. Now the first reads and the others wait for it. A waiter
+the processes' memory doubled. Now the first upload reads and the others wait for it. A waiter
 whose keys that read did not show (ranks that log keys of their own) takes them on that
 read's answer, not a read of its own: it finished after the waiter arrived, as fresh as
 the reads that used to run side by side. The cap itself is checked as always, against
