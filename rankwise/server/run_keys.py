@@ -41,12 +41,12 @@ class RunKeys:
     def __init__(self, remembered: int = _REMEMBERED) -> None:
         self._remembered = remembered
         self._lock = threading.Lock()
-        self._runs: OrderedDict[tuple[str, str], frozenset[str]] = OrderedDict()
+        # Each remembered run's keys, and when they were last read from the store
+        # (monotonic): the keys it held then and those this process admitted since.
+        self._runs: OrderedDict[tuple[str, str], tuple[frozenset[str], float]] = OrderedDict()
         self._size = 0
         # A lock per run whose keys are being read from the store, and its waiters' count.
         self._reading: dict[tuple[str, str], tuple[threading.Lock, int]] = {}
-        # When each remembered run's keys were last read from the store (monotonic).
-        self._read_at: dict[tuple[str, str], float] = {}
 
     def admit(
         self, store: Store, project: str, run_id: str, keys: set[str], cap: int = MAX_KEYS_PER_RUN
@@ -64,18 +64,17 @@ class RunKeys:
         try:
             with lock:  # one store read per run at a time: the others wait for it
                 with self._lock:
-                    known = self._runs.get(run)
-                    fresh = known is not None and self._read_at.get(run, 0.0) > arrived
+                    known, read_at = self._runs.get(run, (None, 0.0))
                 if known is not None and keys <= known:
                     return True
-                if fresh:  # read while this upload waited: its answer is recent enough
-                    assert known is not None
-                    total = known.union(keys)
+                if known is not None and read_at > arrived:  # read while this upload
+                    total = known.union(keys)  # waited: its answer is recent enough
                 else:
                     total = frozenset(store.metric_keys(project, run_id)).union(keys)
+                    read_at = time.monotonic()  # finished now
                 if len(total) > cap:
                     return False
-                self._remember(run, total, read=not fresh)
+                self._remember(run, total, read_at)
                 return True
         finally:
             with self._lock:
@@ -87,23 +86,20 @@ class RunKeys:
 
     def _known(self, run: tuple[str, str], keys: set[str]) -> bool:
         with self._lock:
-            known = self._runs.get(run)
-            if known is None:
+            got = self._runs.get(run)
+            if got is None:
                 return False
             self._runs.move_to_end(run)
-            return keys <= known
+            return keys <= got[0]
 
-    def _remember(self, run: tuple[str, str], total: frozenset[str], read: bool) -> None:
+    def _remember(self, run: tuple[str, str], total: frozenset[str], read_at: float) -> None:
         with self._lock:
             old = self._runs.pop(run, None)
-            self._size -= len(old) if old is not None else 0
-            self._runs[run] = total
+            self._size -= len(old[0]) if old is not None else 0
+            self._runs[run] = (total, read_at)
             self._size += len(total)
-            if read:
-                self._read_at[run] = time.monotonic()
             while self._size > self._remembered and len(self._runs) > 1:
-                gone, dropped = self._runs.popitem(last=False)
-                self._read_at.pop(gone, None)
+                _, (dropped, _) = self._runs.popitem(last=False)
                 self._size -= len(dropped)
 
 
