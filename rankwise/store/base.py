@@ -145,8 +145,9 @@ class ChartStore(Protocol):
         limit: int = 1024,
     ) -> HeatmapReply | None:
         """One page of ranks of the metric's rank x step heatmap: per rank the mean of each
-        of ``buckets`` equal x buckets, the buckets' cross-rank median and each rank's
-        distance from it (``rankwise.store.heatmap_reads``); None for an unknown run."""
+        of at most ``buckets`` equal x buckets (whole steps wide on the step axis), the
+        buckets' cross-rank median and each rank's distance from it
+        (``rankwise.store.heatmap_reads``); None for an unknown run."""
 
     def cross_rank_last(
         self, project: str, run_id: str, upto: int | None = None

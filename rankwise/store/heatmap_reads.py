@@ -2,11 +2,15 @@
 
 One read, bounded by what it returns: the caller asks for at most ``MAX_ROWS`` ranks
 (a page of the run's stream labels, ``offset``/``limit``) and ``MAX_BUCKETS`` buckets.
-The x range is cut into equal buckets and each cell is the exact mean of the finite
-values the rank logged in it, from the stored chunks of the page's streams (fetched in
-one query per 500 streams, decoded once each; ``rankwise.store.chunks``). The chunks'
-M4 summaries cannot give a mean, and at a few thousand steps per bucket the chunks are
-read whole anyway.
+Each cell is the exact mean of the finite values the rank logged in its bucket.
+
+* On the step axis the buckets are whole steps wide and aligned so that the closed
+  chunks' stored block sums fall inside them: the cells add those sums and counts, and
+  the points of the other chunks and of the uploads not yet compacted
+  (``rankwise.store.heatmap_steps``, ``rankwise.store.step_sums``).
+* On the time axis ``buckets`` equal spans of the range, from the stored chunks' points
+  (fetched in one query per 500 streams, decoded once each; ``rankwise.store.chunks``)
+  and the pending ones. The chunks' M4 summaries cannot give a mean.
 
 Per bucket, the median across the page's rows, and its robust spread (1.4826 x the
 median absolute deviation, floored at a millionth of the median's size so that ranks
@@ -18,8 +22,8 @@ straggler, a drifting loss or a hot GPU's temperature.
 from __future__ import annotations
 
 import base64
+import math
 import warnings
-from typing import NamedTuple
 
 import msgspec
 import numpy as np
@@ -28,7 +32,8 @@ from ..errors import UsageError
 from ..stream import records as R
 from ..wire.charts import XAxis
 from ..wire.heatmap import HeatmapReply, HeatmapRow
-from .chunks import decode_xy, decode_y, unpack_ints
+from .chunks import decode_xy
+from .heatmap_steps import StepReader, layout
 from .pending_view import EMPTY, PendingView
 from .sqlbase import SQLBase
 from .tx import Tx, marks
@@ -36,15 +41,11 @@ from .tx import Tx, marks
 MAX_ROWS = 1024
 MAX_BUCKETS = 2000
 _start_dec = msgspec.msgpack.Decoder(R.StreamStart)
-_RANGE = {"step": " AND step_hi >= ? AND step_lo <= ?", "time": " AND t_hi >= ? AND t_lo <= ?"}
-# The x column a heatmap reads: on the step axis the steps part of ``xs`` alone (the
-# times, 8 bytes a point, stay in the database; ``chunks.decode_xy`` lays ``xs`` out).
-_XS = {"step": "substr(xs, 1, CAST(length(xs) - 8 * n AS INTEGER))", "time": "xs"}
-_BOUNDS = {"step": "MIN(step_lo), MAX(step_hi)", "time": "MIN(t_lo), MAX(t_hi)"}
+_AXES = ("step", "time")
 
 
 def check_heatmap(x: str, buckets: int, offset: int, limit: int) -> None:
-    if x not in _RANGE:
+    if x not in _AXES:
         raise UsageError(f"x={x!r} is not an axis: use 'step' or 'time'")
     if not 1 <= buckets <= MAX_BUCKETS:
         raise UsageError(f"buckets={buckets}: ask for 1 to {MAX_BUCKETS}")
@@ -78,20 +79,6 @@ def bucket_stats(cells: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         spread = np.where(spread > 0, spread, 1e-300)
         score = np.nanmean(dev / spread, axis=1)
     return med, score
-
-
-class _Cols(NamedTuple):
-    """A chunk's points' buckets (``col``), which are inside the range (None: all), and,
-    when the buckets come in runs (sorted, all inside), where each run starts, its bucket
-    and its length (each bucket once, so the cells can be added to by index)."""
-
-    col: np.ndarray
-    inside: np.ndarray | None
-    runs: tuple[np.ndarray, np.ndarray, np.ndarray] | None  # starts, buckets, lengths
-
-
-def _is_sorted(a: np.ndarray) -> bool:
-    return bool(a.shape[0] < 2 or (a[1:] >= a[:-1]).all())
 
 
 class HeatmapReads(SQLBase):
@@ -144,23 +131,11 @@ class HeatmapReads(SQLBase):
                 return None
             page = every[offset : offset + limit]
             mrow = tx.one("SELECT id FROM metrics WHERE name = ?", (key,))
-            sids = [s for r in page for s in r.sids]
-            a, b = lo, hi
-            if mrow is not None and sids and (a is None or b is None):
-                first, last = self._bounds(tx, sids, int(mrow[0]), x, pending)
-                if first is not None and last is not None:
-                    a = first if a is None else a
-                    b = last if b is None else b
-            a = 0.0 if a is None else float(a)
-            b = a if b is None else float(b)
-            if b < a:
-                raise UsageError(f"from={a} is above to={b}: pass from <= to")
-            k = buckets
-            if x == "step":  # no bucket narrower than a step
-                k = max(1, min(buckets, int(np.floor(b) - np.ceil(a)) + 1))
-            cells = np.full((len(page), k), np.nan)
-            if mrow is not None and sids:
-                cells = self._cells(tx, page, int(mrow[0]), x, a, b, k, pending)
+            metric = None if mrow is None else int(mrow[0])
+            if x == "step":
+                a, b, k, cells = self._step_cells(tx, page, metric, lo, hi, buckets, pending)
+            else:
+                a, b, k, cells = self._time_cells(tx, page, metric, lo, hi, buckets, pending)
             med, score = bucket_stats(cells)
             rows = [
                 HeatmapRow(
@@ -182,19 +157,79 @@ class HeatmapReads(SQLBase):
 
         return self._read_merged(project, run_id, read)
 
+    def _step_cells(
+        self,
+        tx: Tx,
+        page: list[_Row],
+        metric: int | None,
+        lo: float | None,
+        hi: float | None,
+        buckets: int,
+        pending: PendingView,
+    ) -> tuple[float, float, int, np.ndarray]:
+        """(lo, hi, buckets, cells) on the step axis (``rankwise.store.heatmap_steps``)."""
+        row_of = {sid: i for i, r in enumerate(page) for sid in r.sids}
+        reader = StepReader(tx, row_of, metric, pending) if metric is not None and row_of else None
+        a, b = lo, hi
+        if reader is not None:
+            margin = 0
+            if a is not None and b is not None:
+                _order(a, b)
+                margin = 4 * -(-(math.floor(b) - math.ceil(a) + 1) // buckets) + 4
+            reader.gather(a, b, margin)
+            if a is None or b is None:
+                first, last = reader.bounds()
+                a = first if a is None else a
+                b = last if b is None else b
+        a = 0.0 if a is None else float(a)
+        b = a if b is None else float(b)
+        _order(a, b)
+        first_step, last_step = math.ceil(a), math.floor(b)
+        lay = layout(first_step, max(first_step, last_step), buckets)
+        if reader is None:
+            return lay.a0, lay.end, lay.k, np.full((len(page), lay.k), np.nan)
+        return lay.a0, lay.end, lay.k, reader.cells(lay, len(page))
+
+    def _time_cells(
+        self,
+        tx: Tx,
+        page: list[_Row],
+        metric: int | None,
+        lo: float | None,
+        hi: float | None,
+        buckets: int,
+        pending: PendingView,
+    ) -> tuple[float, float, int, np.ndarray]:
+        """(lo, hi, buckets, cells) on the time axis: ``buckets`` equal spans of
+        ``[lo, hi]``, from the points."""
+        sids = [s for r in page for s in r.sids]
+        a, b = lo, hi
+        if metric is not None and sids and (a is None or b is None):
+            first, last = self._bounds(tx, sids, metric, pending)
+            if first is not None and last is not None:
+                a = first if a is None else a
+                b = last if b is None else b
+        a = 0.0 if a is None else float(a)
+        b = a if b is None else float(b)
+        _order(a, b)
+        cells = np.full((len(page), buckets), np.nan)
+        if metric is not None and sids:
+            cells = self._cells(tx, page, metric, a, b, buckets, pending)
+        return a, b, buckets, cells
+
     def _bounds(
-        self, tx: Tx, sids: list[int], metric: int, x: XAxis, pending: PendingView = EMPTY
+        self, tx: Tx, sids: list[int], metric: int, pending: PendingView = EMPTY
     ) -> tuple[float | None, float | None]:
-        """The x range the streams logged the metric over (None, None: nothing)."""
+        """The times the streams logged the metric over (None, None: nothing)."""
         lo_v: float | None = None
         hi_v: float | None = None
-        late, _ = pending.xs(sids, metric, x)
+        late, _ = pending.xs(sids, metric, "time")
         if late.shape[0]:
             lo_v, hi_v = float(late.min()), float(late.max())
         for i in range(0, len(sids), 500):
             part = sids[i : i + 500]
             got = tx.one(
-                f"SELECT {_BOUNDS[x]} FROM chunks WHERE stream IN ({marks(len(part))}) "
+                f"SELECT MIN(t_lo), MAX(t_hi) FROM chunks WHERE stream IN ({marks(len(part))}) "
                 "AND metric = ?",
                 [*part, metric],
             )
@@ -208,13 +243,12 @@ class HeatmapReads(SQLBase):
         tx: Tx,
         page: list[_Row],
         metric: int,
-        x: XAxis,
         a: float,
         b: float,
         k: int,
         pending: PendingView = EMPTY,
     ) -> np.ndarray:
-        """rows x k means of each row's finite values per bucket of ``[a, b]`` (the
+        """rows x k means of each row's finite values per time bucket of ``[a, b]`` (the
         pending points too)."""
         row_of = {sid: i for i, r in enumerate(page) for sid in r.sids}
         sids = list(row_of)
@@ -222,62 +256,32 @@ class HeatmapReads(SQLBase):
         count = np.zeros(len(page) * k)
         scale = k / (b - a) if b > a else 0.0
 
-        def columns(xv: np.ndarray) -> _Cols:
-            """Each point's bucket, and which points are in [a, b] (None: all)."""
-            inside = None if xv[0] >= a and xv[-1] <= b else (xv >= a) & (xv <= b)
-            col = np.floor((xv - a) * scale).astype(np.intp)
-            np.clip(col, 0, k - 1, out=col)
-            if inside is not None or not _is_sorted(col):
-                return _Cols(col, inside, None)
-            starts = np.flatnonzero(np.r_[True, col[1:] != col[:-1]])
-            sizes = np.diff(np.r_[starts, col.shape[0]])
-            return _Cols(col, None, (starts, col[starts], sizes.astype(np.float64)))
+        def columns(xv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            """Each point's bucket, and which points are in [a, b]."""
+            col = np.clip(np.floor((xv - a) * scale).astype(np.intp), 0, k - 1)
+            return col, (xv >= a) & (xv <= b)
 
-        # Ranks log the same steps: an evenly spaced chunk's buckets, computed once.
-        even: dict[bytes, _Cols] = {}
         for i in range(0, len(sids), 500):
             part = sids[i : i + 500]
             got = tx.all(
-                f"SELECT stream, n, {_XS[x]}, ys, kind FROM chunks WHERE stream IN "
-                f"({marks(len(part))}) AND metric = ?{_RANGE[x]}",
-                [*part, metric, *((int(np.floor(a)), int(np.ceil(b))) if x == "step" else (a, b))],
+                f"SELECT stream, n, xs, ys, kind FROM chunks WHERE stream IN "
+                f"({marks(len(part))}) AND metric = ? AND t_hi >= ? AND t_lo <= ?",
+                [*part, metric, a, b],
             )
             at_parts: list[np.ndarray] = []
             ys_parts: list[np.ndarray] = []
             for sid, n, xs, ys, kind in got:
-                n = int(n)
-                if x == "step":  # only the steps were read (16 bytes when evenly spaced)
-                    key = bytes(xs) + n.to_bytes(8, "little") if len(xs) == 16 else b""
-                    got_cols = even.get(key) if key else None
-                    if got_cols is None:
-                        got_cols = columns(unpack_ints(xs, n).astype(np.float64))
-                        if key:
-                            even[key] = got_cols
-                    value = decode_y(n, ys, kind)
-                else:
-                    _step, time, value = decode_xy(n, xs, ys, kind)
-                    got_cols = columns(time)
-                base = row_of[int(sid)] * k
-                keep = np.isfinite(value)
-                if got_cols.runs is not None and keep.all():
-                    # Buckets are runs of points: a sum per run, straight into the cells.
-                    starts, cols, lengths = got_cols.runs
-                    total[cols + base] += np.add.reduceat(value, starts)
-                    count[cols + base] += lengths
-                    continue
-                col = got_cols.col
-                if got_cols.inside is not None:
-                    keep &= got_cols.inside
-                if not keep.all():
-                    col, value = col[keep], value[keep]
-                at_parts.append(col + base)
-                ys_parts.append(value)
+                _step, time, value = decode_xy(int(n), xs, ys, kind)
+                col, keep = columns(time)
+                keep &= np.isfinite(value)
+                at_parts.append(col[keep] + row_of[int(sid)] * k)
+                ys_parts.append(value[keep])
             for sid in part if pending else ():
-                xv, value = pending.xs([sid], metric, x)
-                keep = np.isfinite(value) & (xv >= a) & (xv <= b)
-                if keep.any():
-                    col = np.clip(np.floor((xv[keep] - a) * scale).astype(np.intp), 0, k - 1)
-                    at_parts.append(col + row_of[sid] * k)
+                xv, value = pending.xs([sid], metric, "time")
+                if xv.shape[0]:
+                    col, keep = columns(xv)
+                    keep &= np.isfinite(value)
+                    at_parts.append(col[keep] + row_of[sid] * k)
                     ys_parts.append(value[keep])
             if at_parts:  # one bincount over the batch's points, not one per chunk
                 at = np.concatenate(at_parts)
@@ -286,3 +290,8 @@ class HeatmapReads(SQLBase):
         with np.errstate(invalid="ignore", divide="ignore"):
             cells = np.where(count > 0, total / np.maximum(count, 1), np.nan)
         return cells.reshape(len(page), k)
+
+
+def _order(a: float, b: float) -> None:
+    if b < a:
+        raise UsageError(f"from={a} is above to={b}: pass from <= to")

@@ -42,6 +42,7 @@ from ..stream import streamkey
 from ..stream.fold import StreamFold
 from . import health as rank_health
 from . import media as rich
+from . import step_sums
 from .alert_ingest import Found, decide_found, found
 from .blocks import merge_blocks
 from .chunks import MERGE_BELOW, Points, decode, encode_many, split
@@ -490,15 +491,16 @@ def append_series(tx: Tx, stream: int, points: dict[int, Points]) -> None:
     if deletes:  # before the inserts: SQLite may hand their ids out again, still ascending
         delete_ids(tx, "chunks", [d for (d,) in deletes])
     # Every new chunk in one go; ids come back in the order of ``inserts``.
-    ids = iter(
+    new_ids = [
         int(row[0])  # type: ignore[index]  # a plain INSERT always returns its row
         for row in tx.many_returning(
             f"INSERT INTO chunks (stream, metric, {_CHUNK_COLS}) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id",
             inserts,
         )
-    )
-    new_series, old_series = _series_rows(stream, plan, ids, keeping, known, points)
+    ]
+    _store_closed_sums(tx, stream, plan, new_ids)
+    new_series, old_series = _series_rows(stream, plan, iter(new_ids), keeping, known, points)
     # A multi-row statement per table, not one a row (``_Writes``' reason).
     if updates:
         tx.update_rows("chunks", ("id",), _CHUNK_COLS.split(", "), updates)
@@ -578,6 +580,19 @@ def _chunk_rows(
             else:
                 inserts.append((stream, metric, *cols))
     return updates, inserts, deletes
+
+
+def _store_closed_sums(tx: Tx, stream: int, plan: list[_Planned], new_ids: list[int]) -> None:
+    """The ``chunk_sums`` rows of the chunks this append closed (``rankwise.store.step_sums``:
+    a closed chunk is never rewritten, so its row is written once)."""
+    ids = iter(new_ids)
+    rows: list[tuple[int, int, Points]] = []
+    for metric, merged, pieces in plan:
+        for i, piece in enumerate(pieces):
+            cid = merged[0] if i == 0 and merged else next(ids)
+            if step_sums.wanted(metric, piece):
+                rows.append((cid, metric, piece))
+    step_sums.store_sums(tx, stream, rows)
 
 
 def _series_rows(

@@ -13,6 +13,8 @@ Tables (version 12)::
     metrics   metric names, interned to integers
     series    one row per (stream, metric): its point count and its open chunk
     chunks    columnar points of one series (see ``rankwise.store.chunks``)
+    chunk_sums  (version 19) a closed chunk's sum and count of finite values per block
+              of 2**wlog steps, keyed by the chunk's id (see ``rankwise.store.step_sums``)
     aggs      cross-rank aggregates per (run, metric, block of BLOCK steps), an
               ``Agg`` blob (see ``rankwise.store.aggregate``); since version 6 it counts
               the NaN, +Inf and -Inf values of each step
@@ -854,6 +856,24 @@ _V17_POSTGRES = _V17.format(id="BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"
 # by stream, not by scanning every pending row each time.
 _V18 = "CREATE INDEX upload_blocks_stream ON upload_blocks (stream, id);"
 
+# Each closed chunk's sums and counts per block of steps, for the heatmap
+# (``rankwise.store.step_sums``); ``id`` is the chunk's.
+_V19 = """
+CREATE TABLE chunk_sums (
+    id BIGINT PRIMARY KEY,
+    stream BIGINT NOT NULL,
+    metric BIGINT NOT NULL,
+    step_lo BIGINT NOT NULL,
+    step_hi BIGINT NOT NULL,
+    wlog INTEGER NOT NULL,
+    b0 BIGINT NOT NULL,
+    sums {blob} NOT NULL
+);
+CREATE INDEX chunk_sums_by_step ON chunk_sums (stream, metric, step_lo);
+"""
+_V19_SQLITE = _V19.replace("id BIGINT PRIMARY KEY", "id INTEGER PRIMARY KEY").format(blob="BLOB")
+_V19_POSTGRES = _V19.format(blob="BYTEA")
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, streams, columnar chunks, aggregates", _V1_SQLITE, _V1_POSTGRES),
     Migration(2, "index chunks by time", _V2, _V2),
@@ -875,6 +895,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(16, "each run's folded info in the run filter index", _V16_SQLITE, _V16_POSTGRES),
     Migration(17, "uploads stored whole until compacted", _V17_SQLITE, _V17_POSTGRES),
     Migration(18, "pending uploads by stream", _V18, _V18),
+    Migration(19, "closed chunks' sums per block of steps", _V19_SQLITE, _V19_POSTGRES),
 )
 
 LATEST = MIGRATIONS[-1].version

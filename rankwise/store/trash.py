@@ -43,6 +43,7 @@ from ..wire.runs import RunInfo
 from ..wire.trash import AuditEntry, TrashedRun
 from . import migrations as M
 from .sqlbase import SQLBase
+from .step_sums import SUMS_SINCE
 from .tx import Tx, marks
 
 DAY = 86400.0
@@ -77,10 +78,19 @@ _BY_RUN = ("aggs", "console", "media_items", "media_tables", "histograms", "blob
 _BY_STREAM = ("chunks", "series", "console_counts", "stalls")
 
 
+def _version(tx: Tx) -> int:
+    row = tx.one("SELECT MAX(version) FROM schema_version")
+    return -1 if not row or row[0] is None else int(row[0])
+
+
 def _pending_table(tx: Tx) -> tuple[str, ...]:
     """``upload_blocks`` (uploads not yet compacted) where the schema has it."""
-    row = tx.one("SELECT MAX(version) FROM schema_version")
-    return ("upload_blocks",) if row and row[0] is not None and int(row[0]) >= M.PENDING else ()
+    return ("upload_blocks",) if _version(tx) >= M.PENDING else ()
+
+
+def _stream_tables(tx: Tx) -> tuple[str, ...]:
+    """``_BY_STREAM``, and ``chunk_sums`` where the schema has it."""
+    return _BY_STREAM + (("chunk_sums",) if _version(tx) >= SUMS_SINCE else ())
 
 
 class Trash(SQLBase):
@@ -308,9 +318,10 @@ class Trash(SQLBase):
         )]  # fmt: skip
         digests = {str(d[0]) for d in tx.all("SELECT digest FROM blob_kinds WHERE run = ?", (run,))}
         digests |= _drop_artifacts(tx, project, run_id)
+        by_stream = _stream_tables(tx)
         for a in range(0, len(sids), 500):
             part = sids[a : a + 500]
-            for table in _BY_STREAM:
+            for table in by_stream:
                 tx.run(f"DELETE FROM {table} WHERE stream IN ({marks(len(part))})", part)
         events = [int(e[0]) for e in tx.all("SELECT id FROM alert_events WHERE run = ?", (run,))]
         for a in range(0, len(events), 500):

@@ -1,7 +1,8 @@
 """The rank x step heatmap of one metric as the server sends it (``GET .../heatmap``).
 
 Rows are the run's ranks (one per stream label, latest incarnation's rank, node and host;
-sorted by rank, then label), columns equal buckets of the x range. A cell is the mean of
+sorted by rank, then label), columns equal buckets of the x range (whole steps wide on
+the step axis). A cell is the mean of
 the finite values the rank logged in the bucket (NaN: none). ``values`` carries the cells
 as little-endian float32, row-major, base64-encoded: 1,024 ranks x 1,000 buckets is 4 MB
 as float32 and several times that as JSON numbers. ``median`` is each bucket's median
@@ -34,7 +35,10 @@ class HeatmapReply(msgspec.Struct, kw_only=True):
 
     key: str
     x: XAxis
-    lo: float  # the x range the buckets cut (equal widths); lo == hi: one bucket
+    # The x range the buckets cut in equal widths. On the step axis the buckets are
+    # (hi - lo) / buckets whole steps wide and hi ends the last one (one past its last
+    # step: ``rankwise.store.heatmap_steps``); on the time axis lo == hi is one bucket.
+    lo: float
     hi: float
     buckets: int
     total_rows: int

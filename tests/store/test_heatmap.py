@@ -56,13 +56,17 @@ def cells(reply: HeatmapReply) -> np.ndarray:
     return raw.reshape(len(reply.rows), reply.buckets).astype(np.float64)
 
 
-def _expected(vals: np.ndarray, k: int, lo: int = 0, hi: int = STEPS - 1) -> np.ndarray:
-    steps = np.arange(STEPS)
-    col = np.clip(np.floor((steps - lo) * (k / (hi - lo))), 0, k - 1).astype(int)
-    out = np.full((vals.shape[0], k), np.nan)
+def _expected(vals: np.ndarray, got: HeatmapReply, steps: np.ndarray | None = None) -> np.ndarray:
+    """Each rank's mean of its finite values per bucket of the reply: on the step axis
+    ``buckets`` whole-step buckets of ``(hi - lo) / buckets`` steps from ``lo``."""
+    steps = np.arange(vals.shape[1]) if steps is None else steps
+    w = (got.hi - got.lo) / got.buckets
+    assert w == int(w) and got.lo == int(got.lo), "step buckets are whole steps"
+    col = (steps - int(got.lo)) // int(w)
+    out = np.full((vals.shape[0], got.buckets), np.nan)
     for r in range(vals.shape[0]):
-        for c in range(k):
-            pick = vals[r, (col == c) & (steps >= lo) & (steps <= hi)]
+        for c in range(got.buckets):
+            pick = vals[r, col == c]
             fin = pick[np.isfinite(pick)]
             if len(fin):
                 out[r, c] = fin.mean()
@@ -74,10 +78,11 @@ def test_cells_are_bucket_means_and_the_drifting_rank_scores_highest(store: SQLS
     _fill(store, vals)
     got = store.heatmap("p", "r", "loss", buckets=30)
     assert got is not None
-    assert (got.lo, got.hi, got.buckets, got.total_rows, got.offset) == (0, STEPS - 1, 30, RANKS, 0)
+    # 30 buckets of 10 steps: bucket j holds steps 10j to 10j + 9, and hi ends the last.
+    assert (got.lo, got.hi, got.buckets, got.total_rows, got.offset) == (0, STEPS, 30, RANKS, 0)
     assert [r.rank for r in got.rows] == list(range(RANKS))
     assert [(r.node, r.local_rank) for r in got.rows][5] == (1, 1)
-    want = _expected(vals, 30)
+    want = _expected(vals, got)
     np.testing.assert_allclose(cells(got), want, rtol=1e-6)  # float32 on the wire
     med = np.nanmedian(want, axis=0)
     np.testing.assert_allclose(np.array(got.median, float), med, rtol=1e-9)
@@ -93,7 +98,8 @@ def test_range_pages_and_step_resolution(store: SQLStore) -> None:
     assert got is not None
     assert [r.label for r in got.rows] == ["rank-4", "rank-5", "rank-6"]
     assert got.total_rows == RANKS and got.offset == 4
-    np.testing.assert_allclose(cells(got), _expected(vals, 10, 50, 149)[4:7], rtol=1e-6)
+    assert (got.lo, got.hi, got.buckets) == (50, 150, 10)
+    np.testing.assert_allclose(cells(got), _expected(vals, got)[4:7], rtol=1e-6)
     # No bucket narrower than a step: 2,000 asked over 300 steps gives 300.
     fine = store.heatmap("p", "r", "loss", buckets=2000)
     assert fine is not None and fine.buckets == STEPS
@@ -111,3 +117,19 @@ def test_unknown_run_metric_and_bad_arguments(store: SQLStore) -> None:
                      ({"x": "epoch"}, "axis"), ({"lo": 9, "hi": 1}, "from")):  # fmt: skip
         with pytest.raises(UsageError, match=word):
             store.heatmap("p", "r", "loss", **kw)
+
+
+def test_time_axis_buckets_are_equal_spans_of_the_range(store: SQLStore) -> None:
+    vals = _vals()
+    _fill(store, vals)
+    got = store.heatmap("p", "r", "loss", x="time", buckets=7)
+    assert got is not None and got.buckets == 7 and got.x == "time"
+    t = np.arange(STEPS) + got.lo  # make_stream logs step s at T0 + 1 + s
+    assert got.hi - got.lo == STEPS - 1
+    col = np.clip(np.floor((t - got.lo) * (7 / (got.hi - got.lo))), 0, 6).astype(int)
+    want = np.array([[np.mean(f[np.isfinite(f)]) for c in range(7) if (f := vals[r, col == c]).size]
+                     for r in range(RANKS)])  # fmt: skip
+    np.testing.assert_allclose(cells(got), want, rtol=1e-6)
+    store.compact()  # the same from the stored chunks as from the pending uploads
+    np.testing.assert_allclose(cells(store.heatmap("p", "r", "loss", x="time", buckets=7)), want,
+                               rtol=1e-6)  # fmt: skip

@@ -272,7 +272,12 @@ def heatmap(
     lo: XFrom = None,
     hi: XTo = None,
     buckets: Annotated[
-        int, Query(ge=1, le=MAX_BUCKETS, description="equal x buckets per rank (columns)")
+        int,
+        Query(
+            ge=1,
+            le=MAX_BUCKETS,
+            description="equal x buckets per rank (columns), at most; whole steps on x=step",
+        ),
     ] = 500,
     offset: Annotated[int, Query(ge=0, le=1_000_000, description="first rank row")] = 0,
     limit: Annotated[
