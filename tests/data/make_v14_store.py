@@ -11,7 +11,9 @@ go on logging.
 
 from __future__ import annotations
 
+import gzip
 import math
+import shutil
 import sqlite3
 import sys
 from pathlib import Path
@@ -20,6 +22,14 @@ from rankwise.stream import records as R
 
 T0 = 1_700_000_000.0
 RANKS, STEPS = 3, 1500  # past MERGE_BELOW: closed chunks and an open tail per series
+GZ = Path(__file__).with_name("v14_store.sqlite.gz")
+
+
+def unpack(path: Path) -> Path:
+    """The committed file (``GZ``), unpacked to ``path`` for a test to open."""
+    with gzip.open(GZ) as src, open(path, "wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return path
 
 
 def v14_records(rank: int, first: int, last: int) -> list[R.AnyRecord]:

@@ -8,7 +8,6 @@ killed at any point is replayed, never doubled.
 
 from __future__ import annotations
 
-import gzip
 import math
 import shutil
 import tempfile
@@ -29,14 +28,12 @@ from rankwise.stream import records as R
 from rankwise.stream.identity import StreamId
 from tests.data.make_v14_store import RANKS as V14_RANKS
 from tests.data.make_v14_store import STEPS as V14_STEPS
-from tests.data.make_v14_store import v14_records
+from tests.data.make_v14_store import unpack, v14_records
 from tests.helpers.stores import PrivatePostgres, open_sql_store, private_postgres, race
 from tests.helpers.wait import wait_until
 
 T0 = 1_700_000_000.0
 __all__ = ["private_postgres"]  # the fixture, used by name below
-
-V14_DB = Path(__file__).parents[1] / "data" / "v14_store.sqlite.gz"
 
 
 def _records(rank: int, first: int, last: int) -> list[R.AnyRecord]:
@@ -520,9 +517,7 @@ def test_a_version_14_database_migrates_and_goes_on(tmp_path: Path) -> None:
     """The version-14 file of ``tests/data/make_v14_store.py`` (written by the code before
     this change): migrated, it reads as a fresh store given the same records, and the
     streams go on logging through the new write path."""
-    path = tmp_path / "old.db"
-    with gzip.open(V14_DB) as src, open(path, "wb") as dst:
-        shutil.copyfileobj(src, dst)
+    path = unpack(tmp_path / "old.db")
     ref = SQLiteStore(tmp_path / "ref.db")
     ref.migrate()
     with SQLiteStore(path) as old:

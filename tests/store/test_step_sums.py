@@ -7,10 +7,8 @@ stale, and a purge leaves none. Expected values come from the values logged."""
 
 from __future__ import annotations
 
-import gzip
 import itertools
 import math
-import shutil
 import warnings
 from pathlib import Path
 from typing import Any
@@ -28,13 +26,12 @@ from rankwise.store.sqlite import SQLiteStore
 from rankwise.stream.identity import StreamId
 from tests.data.make_v14_store import RANKS as V14_RANKS
 from tests.data.make_v14_store import STEPS as V14_STEPS
-from tests.data.make_v14_store import v14_records
+from tests.data.make_v14_store import unpack, v14_records
 from tests.helpers.stores import open_sql_store
 from tests.helpers.streams import make_stream
 from tests.store.test_heatmap import _expected, cells
 
 RANKS, STEPS = 4, 6000
-V14_DB = Path(__file__).parents[1] / "data" / "v14_store.sqlite.gz"
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -192,9 +189,7 @@ def test_a_database_from_before_the_sums_reads_its_chunks_as_points(tmp_path: Pa
     """The real version-14 file (``tests/data/make_v14_store.py``: closed chunks, no
     ``chunk_sums``) migrates, its heatmap equals a fresh store's given the same records
     (whose closed chunks have rows), and what it logs next gets rows."""
-    path = tmp_path / "old.db"
-    with gzip.open(V14_DB) as src, open(path, "wb") as dst:
-        shutil.copyfileobj(src, dst)
+    path = unpack(tmp_path / "old.db")
     ref = SQLiteStore(tmp_path / "ref.db")
     ref.migrate()
     with SQLiteStore(path) as old:
