@@ -900,6 +900,7 @@ MIGRATIONS: tuple[Migration, ...] = (
 
 LATEST = MIGRATIONS[-1].version
 PENDING = 17  # from this version on, ingest stores uploads whole (``upload_blocks``)
+SUMS = 19  # from this version on, closed chunks get ``chunk_sums`` rows
 
 VERSION_TABLE = {
     "sqlite": "CREATE TABLE IF NOT EXISTS schema_version "

@@ -28,10 +28,10 @@ from __future__ import annotations
 import numpy as np
 
 from .chunks import CHUNK, MERGE_BELOW, Points
+from .migrations import SUMS
 from .tx import Tx, delete_ids, insert_rows
 
 TARGET = 4  # points a block, on average, that ``wlog`` aims for
-SUMS_SINCE = 19  # the schema version that added ``chunk_sums``
 COLS = "id, stream, metric, step_lo, step_hi, wlog, b0, sums"
 assert CHUNK < 2**16  # a block's count fits its uint16
 
@@ -75,7 +75,7 @@ def has_sums(tx: Tx) -> bool:
     """Whether the schema has ``chunk_sums`` (a store migrated to an older version for a
     test or a data migration has not)."""
     row = tx.one("SELECT MAX(version) FROM schema_version")
-    return bool(row and row[0] is not None and int(row[0]) >= SUMS_SINCE)
+    return bool(row and row[0] is not None and int(row[0]) >= SUMS)
 
 
 def store_sums(tx: Tx, stream: int, rows: list[tuple[int, int, Points]]) -> None:

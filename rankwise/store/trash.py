@@ -43,7 +43,6 @@ from ..wire.runs import RunInfo
 from ..wire.trash import AuditEntry, TrashedRun
 from . import migrations as M
 from .sqlbase import SQLBase
-from .step_sums import SUMS_SINCE
 from .tx import Tx, marks
 
 DAY = 86400.0
@@ -90,7 +89,7 @@ def _pending_table(tx: Tx) -> tuple[str, ...]:
 
 def _stream_tables(tx: Tx) -> tuple[str, ...]:
     """``_BY_STREAM``, and ``chunk_sums`` where the schema has it."""
-    return _BY_STREAM + (("chunk_sums",) if _version(tx) >= SUMS_SINCE else ())
+    return _BY_STREAM + (("chunk_sums",) if _version(tx) >= M.SUMS else ())
 
 
 class Trash(SQLBase):
