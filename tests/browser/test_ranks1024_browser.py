@@ -134,6 +134,19 @@ def test_heatmap_shows_the_drifting_rank_and_the_hot_node(
     page.mouse.move(box["x"] + box["width"] * 0.5, y)
     tip = page.locator("[data-heatmap-tip]")
     assert f"node {HOT_NODE}" in tip.inner_text() and "step" in tip.inner_text()
+    # The hovered cell's steps are its bucket's whole steps, as the reply lays them out.
+    asked = page.evaluate("""() => performance.getEntriesByType('resource')
+        .filter(e => e.name.includes('/heatmap?')).pop().name""")
+    got = server.get(asked.split(server.url, 1)[1]).json()
+    w = (got["hi"] - got["lo"]) // got["buckets"]
+    assert w * got["buckets"] == got["hi"] - got["lo"]
+    j = got["buckets"] // 3
+    page.mouse.move(box["x"] + box["width"] * (j + 0.5) / got["buckets"], y)
+    first = int(got["lo"] + j * w)
+    page.wait_for_function(  # the tip follows the mouse on its next event
+        "t => document.querySelector('[data-heatmap-tip]').innerText.includes(t)",
+        arg=f"step {first:,}–{first + w - 1:,}",
+    )
     page.mouse.click(box["x"] + box["width"] * 0.5, y)
     page.locator("[data-rank-picker] [data-chosen]").first.wait_for()
     chosen = page.locator("[data-rank-picker] [data-chosen]").first.get_attribute("data-chosen")

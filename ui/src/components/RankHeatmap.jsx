@@ -97,8 +97,11 @@ export function RankHeatmap({ project, runId, metrics, metric, setMetric, onPick
     const rowIdx = row >= 0 ? row : Math.floor((y * data.rows.length) / picture.rows);
     const width = (data.hi - data.lo) / data.buckets;
     const i = rowIdx * data.buckets + x;
+    // On the step axis a bucket is `width` whole steps and `hi` ends the last one: the
+    // cell holds steps from .. from + width - 1.
+    const last = data.lo + (x + 1) * width - (data.x === "step" ? 1 : 0);
     return {
-      row: data.rows[rowIdx], from: data.lo + x * width, to: data.lo + (x + 1) * width,
+      row: data.rows[rowIdx], from: data.lo + x * width, to: last,
       value: data.cells[i], dev: data.dev[i], median: data.median[x],
       left: ev.clientX - r.left, top: ev.clientY - r.top,
     };
@@ -158,7 +161,7 @@ export function RankHeatmap({ project, runId, metrics, metric, setMetric, onPick
           <div class="heatmap-x muted small" aria-hidden="true">
             <span>{data.x} {fmtInt(data.lo)}</span>
             <Scale lo={picture?.lo} hi={picture?.hi} mode={mode} />
-            <span>{data.x} {fmtInt(data.hi)}</span>
+            <span>{data.x} {fmtInt(data.x === "step" ? data.hi - 1 : data.hi)}</span>
           </div>
         </div>
       ) : null}
