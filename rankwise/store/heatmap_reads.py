@@ -33,7 +33,7 @@ from ..stream import records as R
 from ..wire.charts import XAxis
 from ..wire.heatmap import HeatmapReply, HeatmapRow
 from .chunks import decode_xy
-from .heatmap_steps import StepReader, layout
+from .heatmap_steps import I64_MAX, I64_MIN, StepReader, layout
 from .pending_view import EMPTY, PendingView
 from .sqlbase import SQLBase
 from .tx import Tx, marks
@@ -184,7 +184,9 @@ class HeatmapReads(SQLBase):
         a = 0.0 if a is None else float(a)
         b = a if b is None else float(b)
         _order(a, b)
-        first_step, last_step = math.ceil(a), math.floor(b)
+        # Steps are int64: a range past its ends is clamped to them.
+        first_step = min(max(math.ceil(a), I64_MIN), I64_MAX)
+        last_step = min(max(math.floor(b), I64_MIN), I64_MAX)
         lay = layout(first_step, max(first_step, last_step), buckets)
         if reader is None:
             return lay.a0, lay.end, lay.k, np.full((len(page), lay.k), np.nan)

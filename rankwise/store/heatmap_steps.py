@@ -33,6 +33,9 @@ from .tx import Tx, marks
 _STEPS = "substr(xs, 1, CAST(length(xs) - 8 * n AS INTEGER))"
 
 
+I64_MIN, I64_MAX = -(2**63), 2**63 - 1  # the steps a chunk can hold
+
+
 class Layout(NamedTuple):
     """``k`` buckets of ``w`` steps from ``a0``; ``quantum``: see the module docstring."""
 
@@ -46,8 +49,11 @@ class Layout(NamedTuple):
         return self.a0 + self.k * self.w
 
     def cols(self, step: np.ndarray) -> np.ndarray:
-        """Each step's bucket (outside ``[0, k)``: outside the range)."""
-        return (step.astype(np.int64, copy=False) - self.a0) // self.w
+        """Each step's bucket (outside ``[0, k)``: outside the range). In unsigned
+        arithmetic, so that steps at int64's ends cannot wrap into the range: a step
+        below ``a0`` comes out past ``k`` (or negative once cast back)."""
+        off = step.astype(np.int64, copy=False).view(np.uint64) - np.uint64(self.a0 % 2**64)
+        return (off // np.uint64(self.w)).astype(np.int64)
 
 
 def _pow2_floor(v: int) -> int:
@@ -92,7 +98,7 @@ class StepReader:
         rng, args, low = "", list[int](), None
         if lo is not None and hi is not None:
             rng = " AND step_lo <= ?"
-            args = [math.floor(hi) + margin]
+            args = [min(I64_MAX, math.floor(hi) + margin)]
             low = math.ceil(lo) - margin
         self.sums: dict[int, _Sums] = {}
         self.raw: list[int] = []
@@ -191,8 +197,8 @@ class StepReader:
             part = raw[i : i + 500]
             for sid, n, xs, ys, kind in self.tx.all(
                 f"SELECT stream, n, {_STEPS}, ys, kind FROM chunks WHERE id IN "
-                f"({marks(len(part))}) AND step_hi >= ? AND step_lo < ?",
-                [*part, lay.a0, lay.end],
+                f"({marks(len(part))}) AND step_hi >= ? AND step_lo <= ?",
+                [*part, lay.a0, min(I64_MAX, lay.end - 1)],
             ):
                 n = int(n)
                 key = bytes(xs) + n.to_bytes(8, "little") if len(xs) == 16 else b""
