@@ -39,6 +39,10 @@ def _cuts(a: I8) -> I8:
     return np.flatnonzero(flag)
 
 
+def _where(p: Points, mask: np.ndarray) -> Points:
+    return Points(p.seq[mask], p.step[mask], p.time[mask], p.value[mask], p.weight[mask], p.kind)
+
+
 def merge_blocks(tx: Tx, run: int, per_metric: dict[int, list[Points]]) -> None:
     mids = sorted(per_metric)
     parts = [(rank, p) for rank, mid in enumerate(mids) for p in per_metric[mid]]
@@ -55,8 +59,14 @@ def merge_blocks(tx: Tx, run: int, per_metric: dict[int, list[Points]]) -> None:
     base = b0 * BLOCK
     stride = nb * BLOCK
     if stride * len(mids) >= 2**62:  # one batch spanning absurd step ranges: go per metric
-        for mid in mids:
-            merge_blocks(tx, run, {mid: per_metric[mid]})
+        if len(mids) > 1:
+            for mid in mids:
+                merge_blocks(tx, run, {mid: per_metric[mid]})
+        else:  # one metric whose steps span most of int64: its lower half, then its upper
+            cut = (int(step.min()) + int(step.max())) // 2
+            for keep in (np.less_equal, np.greater):
+                half = [_where(p, keep(p.step, cut)) for _, p in parts]
+                merge_blocks(tx, run, {mids[0]: [p for p in half if len(p)]})
         return
     touched = set(np.flatnonzero(np.bincount(rank * nb + (block - b0))).tolist())
     delta = reduce(rank * stride + (step - base), point_cols(value, weight, time))

@@ -23,6 +23,7 @@ from rankwise.store.chunks import MERGE_BELOW, Points
 from rankwise.store.heatmap_steps import layout
 from rankwise.store.sql import SQLStore
 from rankwise.store.sqlite import SQLiteStore
+from rankwise.stream import records as R
 from rankwise.stream.identity import StreamId
 from tests.data.make_v14_store import RANKS as V14_RANKS
 from tests.data.make_v14_store import STEPS as V14_STEPS
@@ -222,3 +223,27 @@ def test_a_database_from_before_the_sums_reads_its_chunks_as_points(tmp_path: Pa
         assert _table(old, "SELECT COUNT(*) FROM chunk_sums")[0][0] >= V14_RANKS * 2
         same(buckets=100)
     ref.close()
+
+
+def test_steps_at_the_ends_of_int64_compact_and_bucket(store: SQLStore) -> None:
+    """A rank logging steps at int64's ends (a hostile or broken client): compaction
+    folds them (one metric's aggregate blocks in halves), and the heatmap puts each in
+    its bucket; a range past int64 is clamped to its ends (no overflow, no error)."""
+    key = StreamId("p", "x", "rank-0", 0)
+    steps = [-(2**63), 0, 5, 2**63 - 1]
+    recs = make_stream(key, 0, finish=None)
+    recs += [R.Metrics(seq=i + 1, time=2.0 + i, step=s, values={"loss": float(i + 1)})
+             for i, s in enumerate(steps)]  # fmt: skip
+    store.ingest([(key, recs)])
+    for folded in (False, True):
+        if folded:
+            store.compact()
+            assert _table(store, "SELECT COUNT(*) FROM upload_blocks") == [(0,)]
+        got = store.heatmap("p", "x", "loss", buckets=3)
+        assert got is not None and (got.lo, got.buckets) == (-(2**63), 3)
+        assert list(cells(got)[0]) == [1.0, 2.5, 4.0]
+        wide = store.heatmap("p", "x", "loss", lo=-1e300, hi=1e300, buckets=3)
+        assert wide is not None and wide.values == got.values
+        past = store.heatmap("p", "x", "loss", lo=1e300, hi=1e301)
+        assert past is not None and (past.lo, past.buckets) == (2**63 - 1, 1)  # clamped
+        assert list(cells(past)[0]) == [4.0]
