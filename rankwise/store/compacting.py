@@ -21,7 +21,7 @@ from .compact import Compactor, compact_every, compact_streams
 from .migrations import PENDING
 from .pending_view import EMPTY, BlockCache, PendingView
 from .sqlbase import SQLBase
-from .tx import Tx, marks
+from .tx import Tx, marks, schema_in
 
 T = TypeVar("T")
 _starting = threading.Lock()
@@ -31,8 +31,7 @@ _MAX_TX = 100_000  # a bound on one call's transactions (never reached in practi
 def keeps_pending(tx: Tx) -> bool:
     """Whether the database's schema keeps uploads whole (``upload_blocks``: version
     ``migrations.PENDING`` on)."""
-    row = tx.one("SELECT MAX(version) FROM schema_version")
-    return bool(row and row[0] is not None and int(row[0]) >= PENDING)
+    return schema_in(tx) >= PENDING
 
 
 class Compacting(SQLBase):

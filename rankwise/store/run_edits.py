@@ -18,7 +18,7 @@ from ..edits import Edit, apply, live_edits
 from ..stream import records as R
 from ..wire.runs import RunInfo
 from .sqlbase import SQLBase
-from .tx import Tx
+from .tx import Tx, schema_in
 
 _INSERT = (
     "INSERT INTO run_edits (run, at, field, value, source, who) VALUES (?, ?, ?, ?, ?, ?) "
@@ -45,8 +45,7 @@ def record_live_edits(tx: Tx, run: int, records: Iterable[R.AnyRecord]) -> None:
 def edits_ready(tx: Tx) -> bool:
     """Whether the database has the ``run_edits`` table (migration 12): a store read
     before ``migrate()`` (a test of an older schema) has no edits to apply."""
-    row = tx.one("SELECT MAX(version) FROM schema_version")
-    return row is not None and row[0] is not None and int(row[0]) >= 12
+    return schema_in(tx) >= 12
 
 
 def edits_of_project(tx: Tx, project: str | None) -> dict[tuple[str, str], list[Edit]]:

@@ -49,7 +49,7 @@ from .sqlbase import SQLBase
 from .stream_ids import ensure_stream_rows
 from .tokens import Tokens
 from .trash import Trash
-from .tx import Tx, marks
+from .tx import Tx, marks, schema_in
 
 _XS = ("step", "time")
 
@@ -117,8 +117,7 @@ class SQLStore(
         def get(tx: Tx) -> int:
             self._lock_migrations(tx)
             tx.run(M.VERSION_TABLE[self.dialect])
-            row = tx.one("SELECT MAX(version) FROM schema_version")
-            return int(row[0]) if row and row[0] is not None else 0
+            return schema_in(tx)
 
         return self._write(get)
 
@@ -138,8 +137,7 @@ class SQLStore(
 
             def step(tx: Tx, mig: M.Migration = mig) -> None:
                 self._lock_migrations(tx)
-                row = tx.one("SELECT MAX(version) FROM schema_version")
-                if row and row[0] is not None and int(row[0]) >= mig.version:
+                if schema_in(tx) >= mig.version:
                     return  # another process got there first
                 for stmt in M.statements(getattr(mig, self.dialect)):
                     tx.run(stmt)

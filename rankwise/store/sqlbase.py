@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
-from .tx import Tx
+from .tx import Tx, schema_in
 
 if TYPE_CHECKING:
     from ..stream.fold import LocalPids
@@ -45,8 +45,7 @@ class SQLBase:
         """Whether the database has migration 15 (``runs.deleted_at``): a store read
         before ``migrate()`` (a test of an older schema) has no deleted runs."""
         if not self._trash_known:
-            row = tx.one("SELECT MAX(version) FROM schema_version")
-            self._trash_known = row is not None and row[0] is not None and int(row[0]) >= 15
+            self._trash_known = schema_in(tx) >= 15
         return self._trash_known
 
     def live_runs_sql(self, tx: Tx, alias: str = "r") -> str:

@@ -29,7 +29,7 @@ import numpy as np
 
 from .chunks import CHUNK, MERGE_BELOW, Points
 from .migrations import SUMS
-from .tx import Tx, delete_ids, insert_rows
+from .tx import Tx, delete_ids, insert_rows, schema_in
 
 TARGET = 4  # points a block, on average, that ``wlog`` aims for
 COLS = "id, stream, metric, step_lo, step_hi, wlog, b0, sums"
@@ -74,8 +74,7 @@ def wanted(metric: int, p: Points) -> bool:
 def has_sums(tx: Tx) -> bool:
     """Whether the schema has ``chunk_sums`` (a store migrated to an older version for a
     test or a data migration has not)."""
-    row = tx.one("SELECT MAX(version) FROM schema_version")
-    return bool(row and row[0] is not None and int(row[0]) >= SUMS)
+    return schema_in(tx) >= SUMS
 
 
 def store_sums(tx: Tx, stream: int, rows: list[tuple[int, int, Points]]) -> None:

@@ -43,7 +43,7 @@ from ..wire.runs import RunInfo
 from ..wire.trash import AuditEntry, TrashedRun
 from . import migrations as M
 from .sqlbase import SQLBase
-from .tx import Tx, marks
+from .tx import Tx, marks, schema_in
 
 DAY = 86400.0
 _LABELS_PER_READ = 400  # stream labels per statement of ``upload_states`` (under 999 marks)
@@ -77,19 +77,14 @@ _BY_RUN = ("aggs", "console", "media_items", "media_tables", "histograms", "blob
 _BY_STREAM = ("chunks", "series", "console_counts", "stalls")
 
 
-def _version(tx: Tx) -> int:
-    row = tx.one("SELECT MAX(version) FROM schema_version")
-    return -1 if not row or row[0] is None else int(row[0])
-
-
 def _pending_table(tx: Tx) -> tuple[str, ...]:
     """``upload_blocks`` (uploads not yet compacted) where the schema has it."""
-    return ("upload_blocks",) if _version(tx) >= M.PENDING else ()
+    return ("upload_blocks",) if schema_in(tx) >= M.PENDING else ()
 
 
 def _stream_tables(tx: Tx) -> tuple[str, ...]:
     """``_BY_STREAM``, and ``chunk_sums`` where the schema has it."""
-    return _BY_STREAM + (("chunk_sums",) if _version(tx) >= M.SUMS else ())
+    return _BY_STREAM + (("chunk_sums",) if schema_in(tx) >= M.SUMS else ())
 
 
 class Trash(SQLBase):

@@ -92,6 +92,12 @@ def delete_ids(tx: Tx, table: str, ids: Sequence[int]) -> None:
         tx.run(f"DELETE FROM {table} WHERE id IN ({marks(len(part))})", part)
 
 
+def schema_in(tx: Tx) -> int:
+    """The schema version ``tx`` sees: the highest migration applied (0: none)."""
+    row = tx.one("SELECT MAX(version) FROM schema_version")
+    return int(row[0]) if row and row[0] is not None else 0
+
+
 def marks(n: int) -> str:
     """``n`` comma-separated placeholders, for ``IN (...)``."""
     return ", ".join("?" * n)
